@@ -1,0 +1,1 @@
+//! UDP I/O through quinn-udp (GSO/GRO) and event loops that drive the protocol core.

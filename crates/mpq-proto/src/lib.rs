@@ -1,0 +1,25 @@
+//! `mpq-proto`: a sans-IO implementation of QUIC v1 (RFC 9000, 9001, 9002) and of the
+//! multipath extension (draft-ietf-quic-multipath-21).
+//!
+//! The crate performs no I/O, reads no clock and draws no ambient randomness: every input
+//! carries a [`time::Instant`] and every endpoint is given a seeded RNG. A runtime (the
+//! simulator in `mpq-sim`, the UDP event loops in `mpq-io`) feeds datagrams and timeouts in
+//! and takes datagrams and events out.
+
+pub mod cid;
+pub mod coding;
+pub mod error;
+pub mod range_set;
+pub mod time;
+pub mod types;
+
+pub use cid::ConnectionId;
+pub use error::{TransportError, TransportErrorCode};
+pub use time::Instant;
+pub use types::{Dir, Side, StreamId};
+
+/// QUIC version 1 (RFC 9000).
+pub const VERSION_1: u32 = 0x0000_0001;
+
+/// Smallest maximum datagram size every QUIC path must support (RFC 9000 §14).
+pub const MIN_INITIAL_SIZE: usize = 1200;

@@ -1,0 +1,2 @@
+//! The `mpq` command-line tool.
+fn main() {}
