@@ -16,7 +16,7 @@ pub mod types;
 pub use cid::ConnectionId;
 pub use error::{TransportError, TransportErrorCode};
 pub use time::Instant;
-pub use types::{Dir, Side, StreamId};
+pub use types::{Dir, Level, Side, SpaceId, StreamId};
 
 /// QUIC version 1 (RFC 9000).
 pub const VERSION_1: u32 = 0x0000_0001;

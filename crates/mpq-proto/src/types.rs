@@ -101,3 +101,40 @@ mod tests {
         assert_eq!(StreamId::new(Side::Server, Dir::Uni, 1).0, 7);
     }
 }
+
+/// The encryption level a packet is protected at, which is also its packet type family
+/// (RFC 9000 §12.3, RFC 9001 §4). Frame permissions (RFC 9000 §12.4, table 3) depend on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Level {
+    /// Initial packets.
+    Initial,
+    /// 0-RTT packets.
+    ZeroRtt,
+    /// Handshake packets.
+    Handshake,
+    /// 1-RTT (short header) packets.
+    OneRtt,
+}
+
+/// A packet number space (RFC 9000 §12.3). 0-RTT and 1-RTT share the application data
+/// space; with multipath, each path ID has its own application data space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SpaceId {
+    /// Initial packets.
+    Initial,
+    /// Handshake packets.
+    Handshake,
+    /// 0-RTT and 1-RTT packets.
+    Data,
+}
+
+impl Level {
+    /// The packet number space packets of this level use.
+    pub fn space(self) -> SpaceId {
+        match self {
+            Level::Initial => SpaceId::Initial,
+            Level::Handshake => SpaceId::Handshake,
+            Level::ZeroRtt | Level::OneRtt => SpaceId::Data,
+        }
+    }
+}
