@@ -9,6 +9,7 @@
 pub mod cid;
 pub mod coding;
 pub mod error;
+pub mod frame;
 pub mod range_set;
 pub mod time;
 pub mod types;
