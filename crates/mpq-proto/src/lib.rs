@@ -12,6 +12,7 @@ pub mod error;
 pub mod frame;
 pub mod range_set;
 pub mod time;
+pub mod transport_params;
 pub mod types;
 
 pub use cid::ConnectionId;
