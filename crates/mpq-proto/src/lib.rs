@@ -9,8 +9,10 @@
 pub mod cid;
 pub mod coding;
 pub mod error;
+pub mod frame;
 pub mod range_set;
 pub mod time;
+pub mod transport_params;
 pub mod types;
 
 pub use cid::ConnectionId;
