@@ -85,7 +85,7 @@ class HqClientProtocol(QuicConnectionProtocol):
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, HandshakeCompleted):
-            log(f"handshake completed alpn={event.alpn_protocol} cipher={event.session_resumed and 'resumed' or 'full'}")
+            log(f"handshake completed alpn={event.alpn_protocol} resumed={event.session_resumed}")
         elif isinstance(event, StreamDataReceived):
             dl = self._downloads.get(event.stream_id)
             if dl is None:
