@@ -1,0 +1,79 @@
+"""Helpers shared by the aioquic hq-interop peers (hq_server.py, hq_client.py)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from aioquic.quic import crypto as _crypto
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.logger import QuicFileLogger
+
+ALPN = "hq-interop"
+
+# Flow-control windows: aioquic defaults to 1 MiB, which throttles the 50 MB case.
+MAX_DATA = 16 * 1024 * 1024
+MAX_STREAM_DATA = 16 * 1024 * 1024
+
+KEY_UPDATES = {"local_update": 0, "remote_update": 0}
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def install_key_update_probe() -> None:
+    """Report every 1-RTT key update on stderr.
+
+    aioquic has no public hook for this, so wrap CryptoPair._update_key, which is
+    called with trigger "local_update" (we initiated: request_key_update) or
+    "remote_update" (the peer flipped the key phase bit and we followed).
+    The harness greps stderr for lines starting with "key_update ".
+    """
+    original = _crypto.CryptoPair._update_key
+    if getattr(original, "_mpq_probe", False):
+        return
+
+    def probe(self: _crypto.CryptoPair, trigger: str) -> None:
+        original(self, trigger)
+        KEY_UPDATES[trigger] = KEY_UPDATES.get(trigger, 0) + 1
+        log(f"key_update trigger={trigger} key_phase={self.send.key_phase}")
+
+    probe._mpq_probe = True  # type: ignore[attr-defined]
+    _crypto.CryptoPair._update_key = probe  # type: ignore[method-assign]
+
+
+def add_common_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--secrets-log",
+        metavar="FILE",
+        help="append TLS secrets to FILE in SSLKEYLOGFILE format",
+    )
+    parser.add_argument("--qlog-dir", metavar="DIR", help="write qlog traces to DIR")
+    parser.add_argument(
+        "--idle-timeout", type=float, default=30.0, help="QUIC idle timeout in seconds"
+    )
+    parser.add_argument(
+        "--max-datagram-size",
+        type=int,
+        default=1200,
+        help="max UDP payload aioquic sends (default: 1200, the QUIC minimum)",
+    )
+
+
+def base_configuration(args: argparse.Namespace, is_client: bool) -> tuple[QuicConfiguration, TextIO | None]:
+    secrets: TextIO | None = None
+    config = QuicConfiguration(
+        is_client=is_client,
+        alpn_protocols=[ALPN],
+        idle_timeout=args.idle_timeout,
+        max_data=MAX_DATA,
+        max_stream_data=MAX_STREAM_DATA,
+        max_datagram_size=args.max_datagram_size,
+    )
+    if args.secrets_log:
+        secrets = open(args.secrets_log, "a")
+        config.secrets_log_file = secrets
+    if args.qlog_dir:
+        config.quic_logger = QuicFileLogger(args.qlog_dir)
+    return config, secrets

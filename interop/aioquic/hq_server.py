@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""HTTP/0.9 (ALPN hq-interop) file server on aioquic.
+
+Request: a client-initiated bidirectional stream carrying "GET /name\r\n" (FIN optional).
+Response: the bytes of ROOT/name followed by FIN. Unknown files / bad requests get the
+stream reset (RESET_STREAM + STOP_SENDING, error code 0x10).
+
+Prints "listening on HOST:PORT" on stdout once the UDP socket is bound, then serves
+until killed (SIGTERM/SIGINT). Key updates are reported on stderr ("key_update ...").
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from aioquic.asyncio import QuicConnectionProtocol, serve  # noqa: E402
+from aioquic.quic.events import (  # noqa: E402
+    ConnectionTerminated,
+    HandshakeCompleted,
+    QuicEvent,
+    StreamDataReceived,
+)
+
+from common import add_common_args, base_configuration, install_key_update_probe, log  # noqa: E402
+
+ERR_REQUEST = 0x10
+MAX_REQUEST = 4096
+
+
+def resolve(root: Path, target: str) -> Path | None:
+    """Map "/name" to a file under root, refusing anything that escapes root."""
+    target = target.split("?", 1)[0].split("#", 1)[0]
+    if not target.startswith("/"):
+        return None
+    candidate = (root / target.lstrip("/")).resolve()
+    try:
+        candidate.relative_to(root)
+    except ValueError:
+        return None
+    return candidate if candidate.is_file() else None
+
+
+class HqServerProtocol(QuicConnectionProtocol):
+    def __init__(self, *args, root: Path, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._root = root
+        self._requests: dict[int, bytearray] = {}
+        self._done: set[int] = set()
+
+    def _reject(self, stream_id: int, why: str) -> None:
+        log(f"stream {stream_id}: rejecting request: {why}")
+        self._done.add(stream_id)
+        self._requests.pop(stream_id, None)
+        self._quic.reset_stream(stream_id, ERR_REQUEST)
+        try:
+            self._quic.stop_stream(stream_id, ERR_REQUEST)
+        except Exception:  # stream may already be finished on the receive side
+            pass
+
+    def _handle(self, stream_id: int, raw: bytes) -> None:
+        self._done.add(stream_id)
+        line = raw.split(b"\r\n", 1)[0].split(b"\n", 1)[0].decode("ascii", "replace").strip()
+        if not line.startswith("GET /"):
+            self._reject(stream_id, f"not an HTTP/0.9 GET: {line!r}")
+            return
+        target = line[4:].split(" ", 1)[0]
+        path = resolve(self._root, target)
+        if path is None:
+            self._reject(stream_id, f"no such file: {target!r}")
+            return
+        data = path.read_bytes()
+        log(f"stream {stream_id}: GET {target} -> {len(data)} bytes")
+        self._quic.send_stream_data(stream_id, data, end_stream=True)
+
+    def quic_event_received(self, event: QuicEvent) -> None:
+        if isinstance(event, HandshakeCompleted):
+            log(f"handshake completed alpn={event.alpn_protocol}")
+        elif isinstance(event, ConnectionTerminated):
+            log(
+                f"connection terminated error_code={event.error_code:#x} "
+                f"frame_type={event.frame_type} reason={event.reason_phrase!r}"
+            )
+        elif isinstance(event, StreamDataReceived):
+            sid = event.stream_id
+            if sid in self._done:
+                return
+            if sid % 4 != 0:  # only client-initiated bidirectional streams carry requests
+                self._reject(sid, "request on a non client-bidi stream")
+                self.transmit()
+                return
+            buf = self._requests.setdefault(sid, bytearray())
+            buf += event.data
+            if b"\n" in buf or event.end_stream:
+                self._handle(sid, bytes(self._requests.pop(sid)))
+            elif len(buf) > MAX_REQUEST:
+                self._reject(sid, "request too long")
+            self.transmit()
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=4433, help="UDP port (0: pick one)")
+    parser.add_argument("--root", required=True, help="directory to serve")
+    parser.add_argument("--cert", required=True, help="PEM certificate (chain)")
+    parser.add_argument("--key", required=True, help="PEM private key")
+    add_common_args(parser)
+    args = parser.parse_args()
+
+    install_key_update_probe()
+    config, _secrets = base_configuration(args, is_client=False)
+    config.load_cert_chain(args.cert, args.key)
+    root = Path(args.root).resolve()
+
+    server = await serve(
+        args.host,
+        args.port,
+        configuration=config,
+        create_protocol=partial(HqServerProtocol, root=root),
+    )
+    sockname = server._transport.get_extra_info("sockname")  # noqa: SLF001 - no public accessor
+    host, port = sockname[0], sockname[1]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"listening on {shown}:{port}", flush=True)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Idempotent install of everything the interop suite needs, from PyPI and the Go
+# module proxy only:
+#   interop/.venv                  Python venv with the pinned requirements.txt
+#   interop/go/bin/quicgo-peer     the quic-go peer (interop/quicgo, go.sum committed)
+# Safe to re-run: the venv is reused while requirements.txt is unchanged, go build
+# is incremental.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="$HERE/.venv"
+REQ="$HERE/requirements.txt"
+STAMP="$VENV/.requirements.sha256"
+
+log() { echo "[interop/setup] $*" >&2; }
+
+# ---- Python -------------------------------------------------------------------------
+PYTHON="${PYTHON:-$(command -v python3 || true)}"
+if [ -z "$PYTHON" ]; then
+    log "python3 not found"; exit 1
+fi
+if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
+    log "$PYTHON is older than 3.10 (aioquic needs >= 3.10)"; exit 1
+fi
+
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys' 2>/dev/null; then
+    log "creating venv at $VENV"
+    rm -rf "$VENV"
+    if ! "$PYTHON" -m venv "$VENV"; then
+        # Debian's python3 ships venv separately.
+        if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+            log "python venv module missing, installing python3-venv"
+            apt-get update -qq && apt-get install -y -qq python3-venv
+            rm -rf "$VENV"
+            "$PYTHON" -m venv "$VENV"
+        else
+            log "cannot create a venv with $PYTHON"; exit 1
+        fi
+    fi
+fi
+
+want="$(sha256sum "$REQ" | cut -d' ' -f1)"
+have="$(cat "$STAMP" 2>/dev/null || true)"
+if [ "$want" != "$have" ] || ! "$VENV/bin/python" -c 'import aioquic, pytest, cryptography' 2>/dev/null; then
+    log "installing $(tr '\n' ' ' < "$REQ")"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
+    echo "$want" > "$STAMP"
+else
+    log "venv up to date"
+fi
+
+# ---- Go -----------------------------------------------------------------------------
+GO="${GO:-$(command -v go || true)}"
+if [ -z "$GO" ] && [ -x /usr/local/go/bin/go ]; then
+    GO=/usr/local/go/bin/go
+fi
+if [ -z "$GO" ]; then
+    log "go not found (need the Go toolchain named in interop/quicgo/go.mod)"; exit 1
+fi
+mkdir -p "$HERE/go/bin"
+log "building quicgo-peer with $("$GO" version | cut -d' ' -f3)"
+(cd "$HERE/quicgo" && "$GO" build -trimpath -o "$HERE/go/bin/quicgo-peer" .)
+
+log "ready: $("$VENV/bin/python" -c 'import aioquic; print("aioquic", aioquic.__version__)'), quic-go $(grep 'github.com/quic-go/quic-go ' "$HERE/quicgo/go.mod" | awk '{print $NF}')"
