@@ -394,7 +394,7 @@ impl Simulator {
             if !cond(self) {
                 return true;
             }
-            if !self.next_event_time().is_some_and(|t| t <= max_time) {
+            if self.next_event_time().is_none_or(|t| t > max_time) {
                 self.now = self.now.max(max_time);
                 return false;
             }
