@@ -97,7 +97,12 @@ struct NodeSlot {
     armed: Option<Instant>,
     /// Generation of the pending timer event; older timer events are stale.
     generation: u64,
+    /// Instant of the last timer expiry and how many expiries in a row happened at it.
+    last_fire: (Instant, u32),
 }
+
+/// A node whose timer fires this often at one instant is not making progress.
+const MAX_FIRES_PER_INSTANT: u32 = 100_000;
 
 /// 64-bit FNV-1a, fixed and platform independent.
 struct Fnv(u64);
@@ -187,6 +192,7 @@ impl Simulator {
             node,
             armed: None,
             generation: 0,
+            last_fire: (Instant::ZERO, 0),
         });
         self.push(self.now, Event::Poll { node: id });
         NodeId(id)
@@ -359,6 +365,15 @@ impl Simulator {
                 let slot = &mut self.nodes[node as usize];
                 if slot.generation == generation && slot.armed.is_some() {
                     slot.armed = None;
+                    if slot.last_fire.0 == at {
+                        slot.last_fire.1 += 1;
+                        assert!(
+                            slot.last_fire.1 < MAX_FIRES_PER_INSTANT,
+                            "node {node} keeps asking for a timeout at {at:?} without making progress"
+                        );
+                    } else {
+                        slot.last_fire = (at, 1);
+                    }
                     slot.node.handle_timeout(at);
                     self.poll(node);
                 }

@@ -210,3 +210,25 @@ fn bulk_transfer_is_cheap() {
         sim.stats().events
     );
 }
+
+/// A buggy node that never advances its deadline.
+struct Stuck;
+
+impl Node for Stuck {
+    fn handle_datagram(&mut self, _: Instant, _: SocketAddr, _: SocketAddr, _: &[u8]) {}
+    fn handle_timeout(&mut self, _: Instant) {}
+    fn poll_transmit(&mut self, _: Instant) -> Option<Datagram> {
+        None
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(at_ms(5))
+    }
+}
+
+#[test]
+#[should_panic(expected = "without making progress")]
+fn a_node_stuck_on_one_instant_panics_instead_of_hanging() {
+    let mut sim = Simulator::new(1);
+    sim.add_node(Stuck);
+    sim.run_until(at_ms(10));
+}
