@@ -8,7 +8,9 @@
 
 pub mod cid;
 pub mod coding;
+pub mod crypto;
 pub mod error;
+pub mod packet;
 pub mod range_set;
 pub mod time;
 pub mod types;
