@@ -22,3 +22,6 @@ pub(crate) fn rustls_side(side: crate::Side) -> rustls::Side {
         crate::Side::Server => rustls::Side::Server,
     }
 }
+
+#[cfg(test)]
+mod tests;

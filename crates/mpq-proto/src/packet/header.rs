@@ -203,7 +203,7 @@ pub fn parse_packet_with(
     if version == 0 {
         // Version Negotiation: every bit but the form bit is arbitrary (RFC 9000 §17.2.1).
         let list = r.peek_rest();
-        if list.is_empty() || list.len() % 4 != 0 {
+        if list.is_empty() || !list.len().is_multiple_of(4) {
             return Err(HeaderError::BadVersionList);
         }
         return Ok(ParsedPacket {

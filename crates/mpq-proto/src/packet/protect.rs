@@ -186,5 +186,5 @@ pub fn open_payload<'a>(
         Some(id) => key.decrypt_in_place_for_path(id, pn, header, payload),
         None => key.decrypt_in_place(pn, header, payload),
     };
-    plain.map(|p| &*p).map_err(|_| ProtectError::Crypto)
+    plain.map_err(|_| ProtectError::Crypto)
 }

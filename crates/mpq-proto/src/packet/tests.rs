@@ -14,7 +14,7 @@ use crate::{ConnectionId, Side, VERSION_1};
 
 pub(crate) fn hex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
-    assert!(s.len() % 2 == 0);
+    assert!(s.len().is_multiple_of(2));
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
