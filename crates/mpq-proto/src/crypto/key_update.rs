@@ -103,7 +103,7 @@ impl OneRttKeys {
 
     /// INSECURE: null keys in every generation ([`super::null`]), for simulations.
     pub fn new_insecure_null() -> Self {
-        let keys = super::null::null_keys();
+        let keys = super::null::insecure_null_keys();
         Self::build(keys, KeySource::Null)
     }
 

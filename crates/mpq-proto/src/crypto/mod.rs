@@ -12,7 +12,7 @@ pub mod session;
 
 pub use initial::initial_keys;
 pub use key_update::{OneRttKeys, RemoteKeyChoice};
-pub use null::{null_header_key, null_keys, null_packet_key};
+pub use null::{insecure_null_keys, null_header_key, null_packet_key};
 pub use session::TlsSession;
 
 /// Converts our [`Side`](crate::Side) into rustls's.

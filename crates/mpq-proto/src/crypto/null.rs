@@ -120,7 +120,7 @@ pub fn null_header_key() -> Box<dyn HeaderProtectionKey> {
 }
 
 /// INSECURE: a full set of null keys for one level, for simulation runs only.
-pub fn null_keys() -> Keys {
+pub fn insecure_null_keys() -> Keys {
     let dir = || DirectionalKeys {
         header: null_header_key(),
         packet: null_packet_key(),

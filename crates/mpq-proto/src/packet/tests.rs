@@ -598,7 +598,7 @@ fn truncated_packets_are_errors() {
 
 #[test]
 fn null_cipher_round_trip() {
-    let keys = crate::crypto::null_keys();
+    let keys = crate::crypto::insecure_null_keys();
     let mut d = vec![];
     let payloads = build_coalesced(&mut d, &keys, [5, 6, 7]);
     let h = parse_packet(&d, 8).unwrap();
