@@ -8,8 +8,10 @@
 
 pub mod cid;
 pub mod coding;
+pub mod crypto;
 pub mod error;
 pub mod frame;
+pub mod packet;
 pub mod range_set;
 pub mod time;
 pub mod transport_params;

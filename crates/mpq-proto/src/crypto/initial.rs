@@ -1,0 +1,22 @@
+//! Initial packet keys (RFC 9001 §5.2).
+
+use rustls::quic::{Keys, Suite, Version};
+
+use super::rustls_side;
+use crate::{ConnectionId, Side};
+
+/// The QUIC suite Initial packets always use: AES-128-GCM with SHA-256 (RFC 9001 §5.2),
+/// whatever the handshake negotiates later.
+pub fn initial_suite() -> Suite {
+    rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+        .tls13()
+        .and_then(|s| s.quic_suite())
+        .expect("ring's TLS13_AES_128_GCM_SHA256 supports QUIC")
+}
+
+/// Initial keys for `side`, derived from the Destination Connection ID of the client's first
+/// Initial packet (`dcid`; after a Retry, the DCID the client then chose). `local` seals our
+/// packets, `remote` opens the peer's.
+pub fn initial_keys(dcid: &ConnectionId, side: Side) -> Keys {
+    initial_suite().keys(dcid, rustls_side(side), Version::V1)
+}

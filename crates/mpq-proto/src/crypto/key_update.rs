@@ -1,0 +1,338 @@
+//! 1-RTT keys and key updates (RFC 9001 §6), plus the AEAD usage limits (RFC 9001 §6.6).
+//!
+//! Keys come in generations. `OneRttKeys` holds the current generation in both directions,
+//! the next generation pre-derived (so that a peer-initiated update, seen as a flipped Key
+//! Phase bit, can be decrypted without deriving keys on the receive path, and so that timing
+//! doesn't reveal a trial decryption), and the previous remote key for packets reordered
+//! across an update. Header protection keys never change (RFC 9001 §6).
+//!
+//! Packet numbers given to this type must come from one packet number space. With multipath
+//! (one key phase shared by every path, each path with its own numbers) the ordering checks
+//! below would compare numbers of different spaces; the multipath connection must then pass
+//! numbers of one designated path or extend this type per path.
+
+use rustls::quic::{HeaderProtectionKey, Keys, PacketKey, PacketKeySet, Secrets};
+
+use super::null::null_packet_key;
+use crate::{TransportError, TransportErrorCode};
+
+/// Which remote key to try on a received 1-RTT packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoteKeyChoice {
+    /// The current key phase.
+    Current,
+    /// The next key phase: the peer may be initiating a key update.
+    Next,
+    /// The previous key phase: a packet sent before the last update, arriving late.
+    Previous,
+}
+
+/// Where the keys of the following generations come from.
+enum KeySource {
+    Tls(Secrets),
+    /// INSECURE: the null cipher of every generation, for simulations.
+    Null,
+}
+
+impl KeySource {
+    fn next_keys(&mut self) -> PacketKeySet {
+        match self {
+            KeySource::Tls(s) => s.next_packet_keys(),
+            KeySource::Null => PacketKeySet {
+                local: null_packet_key(),
+                remote: null_packet_key(),
+            },
+        }
+    }
+}
+
+/// The 1-RTT packet protection state of a connection.
+pub struct OneRttKeys {
+    local_hp: Box<dyn HeaderProtectionKey>,
+    remote_hp: Box<dyn HeaderProtectionKey>,
+    source: KeySource,
+    /// Key Phase bit of `local` and `remote`.
+    phase: bool,
+    local: Box<dyn PacketKey>,
+    remote: Box<dyn PacketKey>,
+    /// The generation after the current one, both directions.
+    next: PacketKeySet,
+    /// The remote key of the generation before the current one, until discarded.
+    prev_remote: Option<Box<dyn PacketKey>>,
+
+    /// First packet number we sealed in the current phase.
+    first_local_pn: Option<u64>,
+    /// An acknowledgement arrived for a packet we sealed in the current phase: we may
+    /// initiate the next update (RFC 9001 §6.1).
+    local_phase_acked: bool,
+    /// Smallest and largest packet numbers authenticated under the current remote key.
+    first_remote_pn: Option<u64>,
+    largest_remote_pn: Option<u64>,
+    /// Largest packet number authenticated under the previous remote key.
+    prev_largest_remote_pn: Option<u64>,
+    /// We sent, in the current phase, an ACK covering a packet the peer sent in the current
+    /// phase: only then may the peer update again (RFC 9001 §6.2).
+    acked_remote_phase: bool,
+
+    sealed_in_phase: u64,
+    decrypt_failures: u64,
+    confidentiality_limit: u64,
+    integrity_limit: u64,
+}
+
+impl std::fmt::Debug for OneRttKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OneRttKeys")
+            .field("phase", &self.phase)
+            .field("has_previous", &self.prev_remote.is_some())
+            .field("sealed_in_phase", &self.sealed_in_phase)
+            .field("decrypt_failures", &self.decrypt_failures)
+            .finish_non_exhaustive()
+    }
+}
+
+fn key_update_error(reason: &str) -> TransportError {
+    TransportError::new(TransportErrorCode::KEY_UPDATE_ERROR, reason)
+}
+
+impl OneRttKeys {
+    /// Builds the state from what rustls returns in `KeyChange::OneRtt { keys, next }`.
+    pub fn new(keys: Keys, next: Secrets) -> Self {
+        Self::build(keys, KeySource::Tls(next))
+    }
+
+    /// INSECURE: null keys in every generation ([`super::null`]), for simulations.
+    pub fn new_insecure_null() -> Self {
+        let keys = super::null::insecure_null_keys();
+        Self::build(keys, KeySource::Null)
+    }
+
+    fn build(keys: Keys, mut source: KeySource) -> Self {
+        let next = source.next_keys();
+        let confidentiality_limit = keys.local.packet.confidentiality_limit();
+        let integrity_limit = keys.remote.packet.integrity_limit();
+        Self {
+            local_hp: keys.local.header,
+            remote_hp: keys.remote.header,
+            source,
+            phase: false,
+            local: keys.local.packet,
+            remote: keys.remote.packet,
+            next,
+            prev_remote: None,
+            first_local_pn: None,
+            local_phase_acked: false,
+            first_remote_pn: None,
+            largest_remote_pn: None,
+            prev_largest_remote_pn: None,
+            acked_remote_phase: false,
+            sealed_in_phase: 0,
+            decrypt_failures: 0,
+            confidentiality_limit,
+            integrity_limit,
+        }
+    }
+
+    /// The Key Phase bit to put in the packets we send.
+    pub fn key_phase(&self) -> bool {
+        self.phase
+    }
+
+    /// The key to seal our packets with.
+    pub fn local_key(&self) -> &dyn PacketKey {
+        &*self.local
+    }
+
+    /// Our header protection key (the same for every generation).
+    pub fn local_header_key(&self) -> &dyn HeaderProtectionKey {
+        &*self.local_hp
+    }
+
+    /// The peer's header protection key (the same for every generation).
+    pub fn remote_header_key(&self) -> &dyn HeaderProtectionKey {
+        &*self.remote_hp
+    }
+
+    /// Chooses the key for a received packet from its Key Phase bit and its full packet
+    /// number (RFC 9001 §6.3, §6.5). A flipped bit is the previous phase if we still hold
+    /// that key and the packet is older than the first packet of the current phase, and the
+    /// next phase otherwise.
+    pub fn remote_key_for(&self, phase_bit: bool, pn: u64) -> RemoteKeyChoice {
+        if phase_bit == self.phase {
+            RemoteKeyChoice::Current
+        } else if self.prev_remote.is_some() && self.first_remote_pn.is_none_or(|f| pn < f) {
+            RemoteKeyChoice::Previous
+        } else {
+            RemoteKeyChoice::Next
+        }
+    }
+
+    /// The key for `choice`, or `None` for [`RemoteKeyChoice::Previous`] once discarded (then
+    /// drop the packet).
+    pub fn remote_key(&self, choice: RemoteKeyChoice) -> Option<&dyn PacketKey> {
+        match choice {
+            RemoteKeyChoice::Current => Some(&*self.remote),
+            RemoteKeyChoice::Next => Some(&*self.next.remote),
+            RemoteKeyChoice::Previous => self.prev_remote.as_deref(),
+        }
+    }
+
+    /// Records that packet `pn` authenticated under `choice`. For
+    /// [`RemoteKeyChoice::Next`] this commits the peer's key update: the next generation
+    /// becomes current in both directions (we answer in the new phase, RFC 9001 §6.2), the
+    /// old remote key is kept as previous, and a new next generation is derived.
+    ///
+    /// KEY_UPDATE_ERROR (RFC 9001 §6.2, §6.4) when the packet's number contradicts the key
+    /// order (a newer key for a lower number than an older key was used for), or when the
+    /// peer updates again before we acknowledged a packet of its current phase.
+    pub fn on_remote_authenticated(
+        &mut self,
+        choice: RemoteKeyChoice,
+        pn: u64,
+    ) -> Result<(), TransportError> {
+        match choice {
+            RemoteKeyChoice::Current => {
+                if self.prev_largest_remote_pn.is_some_and(|p| pn < p) {
+                    return Err(key_update_error("older packet number under newer keys"));
+                }
+                self.first_remote_pn = Some(self.first_remote_pn.map_or(pn, |f| f.min(pn)));
+                self.largest_remote_pn = Some(self.largest_remote_pn.map_or(pn, |l| l.max(pn)));
+            }
+            RemoteKeyChoice::Previous => {
+                if self.first_remote_pn.is_some_and(|f| pn > f) {
+                    return Err(key_update_error("newer packet number under older keys"));
+                }
+                self.prev_largest_remote_pn =
+                    Some(self.prev_largest_remote_pn.map_or(pn, |l| l.max(pn)));
+            }
+            RemoteKeyChoice::Next => {
+                if !self.acked_remote_phase {
+                    return Err(key_update_error("consecutive key updates"));
+                }
+                if self.largest_remote_pn.is_some_and(|l| pn < l) {
+                    return Err(key_update_error("older packet number under newer keys"));
+                }
+                self.rotate();
+                self.first_remote_pn = Some(pn);
+                self.largest_remote_pn = Some(pn);
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves every key one generation forward.
+    fn rotate(&mut self) {
+        let next = std::mem::replace(&mut self.next, self.source.next_keys());
+        self.prev_remote = Some(std::mem::replace(&mut self.remote, next.remote));
+        self.local = next.local;
+        self.phase = !self.phase;
+        self.prev_largest_remote_pn = self.largest_remote_pn;
+        self.first_remote_pn = None;
+        self.largest_remote_pn = None;
+        self.acked_remote_phase = false;
+        self.first_local_pn = None;
+        self.local_phase_acked = false;
+        self.sealed_in_phase = 0;
+    }
+
+    /// True when RFC 9001 §6.1 allows us to initiate a key update: a packet we sent in the
+    /// current phase has been acknowledged. (The caller also waits for handshake
+    /// confirmation.)
+    pub fn can_initiate(&self) -> bool {
+        self.local_phase_acked
+    }
+
+    /// Starts a key update (RFC 9001 §6.1): from now on we send in the new phase and expect
+    /// the peer to answer in it; its packets of the old phase open with the previous key.
+    /// Returns false, changing nothing, if [`Self::can_initiate`] is false.
+    pub fn initiate_update(&mut self) -> bool {
+        if !self.can_initiate() {
+            return false;
+        }
+        self.rotate();
+        true
+    }
+
+    /// Discards the previous remote key, which RFC 9001 §6.5 suggests after three PTOs once
+    /// a packet of the new phase arrived. Later old-phase packets are then dropped.
+    pub fn discard_previous(&mut self) {
+        self.prev_remote = None;
+    }
+
+    /// True while the previous remote key is held.
+    pub fn has_previous(&self) -> bool {
+        self.prev_remote.is_some()
+    }
+
+    /// Records that we sealed packet `pn` with [`Self::local_key`]. AEAD_LIMIT_REACHED once
+    /// the key exceeded its confidentiality limit (RFC 9001 §6.6: we must have updated
+    /// before; see [`Self::should_update`]).
+    pub fn on_packet_sealed(&mut self, pn: u64) -> Result<(), TransportError> {
+        self.first_local_pn.get_or_insert(pn);
+        self.sealed_in_phase += 1;
+        if self.sealed_in_phase > self.confidentiality_limit {
+            return Err(TransportError::new(
+                TransportErrorCode::AEAD_LIMIT_REACHED,
+                "confidentiality limit reached",
+            ));
+        }
+        Ok(())
+    }
+
+    /// True when the local key has sealed three quarters of its confidentiality limit: time
+    /// to initiate an update, leaving margin for the peer's acknowledgement of the current
+    /// phase to arrive.
+    pub fn should_update(&self) -> bool {
+        self.sealed_in_phase >= self.confidentiality_limit - self.confidentiality_limit / 4
+    }
+
+    /// Records that the peer acknowledged our packet `pn` (of this space). An ack of a packet
+    /// sealed in the current phase confirms our last update.
+    pub fn on_packet_acked(&mut self, pn: u64) {
+        if self.first_local_pn.is_some_and(|f| pn >= f) {
+            self.local_phase_acked = true;
+        }
+    }
+
+    /// Records that we sent a packet in the current phase carrying an ACK frame whose
+    /// Largest Acknowledged is `largest_acked`: once that covers a packet the peer sent in
+    /// the current phase, the peer may update again.
+    pub fn on_ack_sent(&mut self, largest_acked: u64) {
+        if self.first_remote_pn.is_some_and(|f| largest_acked >= f) {
+            self.acked_remote_phase = true;
+        }
+    }
+
+    /// Records a packet that failed authentication. AEAD_LIMIT_REACHED once the failures of
+    /// the connection, across all keys, exceed the integrity limit (RFC 9001 §6.6).
+    pub fn on_decrypt_failed(&mut self) -> Result<(), TransportError> {
+        self.decrypt_failures += 1;
+        if self.decrypt_failures > self.integrity_limit {
+            return Err(TransportError::new(
+                TransportErrorCode::AEAD_LIMIT_REACHED,
+                "integrity limit reached",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Packets sealed with the current local key.
+    pub fn sealed_in_phase(&self) -> u64 {
+        self.sealed_in_phase
+    }
+
+    /// Packets that failed authentication over the connection's lifetime.
+    pub fn decrypt_failures(&self) -> u64 {
+        self.decrypt_failures
+    }
+
+    /// The AEAD's confidentiality limit, in packets per key.
+    pub fn confidentiality_limit(&self) -> u64 {
+        self.confidentiality_limit
+    }
+
+    /// The AEAD's integrity limit, in failed packets per connection.
+    pub fn integrity_limit(&self) -> u64 {
+        self.integrity_limit
+    }
+}

@@ -1,0 +1,106 @@
+//! The TLS 1.3 handshake for QUIC (RFC 9001 §4), driven through rustls's QUIC API.
+
+use std::sync::Arc;
+
+use rustls::pki_types::ServerName;
+use rustls::quic::{self, KeyChange, Version};
+
+use crate::{Level, TransportError, TransportErrorCode};
+
+/// TLS alert `internal_error`, reported when rustls fails without naming an alert.
+const ALERT_INTERNAL_ERROR: u8 = 80;
+
+/// One side's TLS session: consumes and produces the bytes carried in CRYPTO frames and
+/// hands out packet keys as the handshake advances.
+pub struct TlsSession {
+    conn: quic::Connection,
+}
+
+impl std::fmt::Debug for TlsSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSession")
+            .field("handshaking", &self.is_handshaking())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsSession {
+    /// A client session. `config` must offer TLS 1.3 only and set ALPN protocols (QUIC has
+    /// no ALPN-less mode, RFC 9001 §8.1); `transport_params` is our encoded RFC 9000 §18
+    /// extension body.
+    pub fn client(
+        config: Arc<rustls::ClientConfig>,
+        server_name: ServerName<'static>,
+        transport_params: Vec<u8>,
+    ) -> Result<Self, rustls::Error> {
+        let conn = quic::ClientConnection::new(config, Version::V1, server_name, transport_params)?;
+        Ok(Self { conn: conn.into() })
+    }
+
+    /// A server session. `config.max_early_data_size` must be 0 or `u32::MAX` (rustls
+    /// rejects other values for QUIC).
+    pub fn server(
+        config: Arc<rustls::ServerConfig>,
+        transport_params: Vec<u8>,
+    ) -> Result<Self, rustls::Error> {
+        let conn = quic::ServerConnection::new(config, Version::V1, transport_params)?;
+        Ok(Self { conn: conn.into() })
+    }
+
+    /// Feeds in-order CRYPTO frame data received at `level`.
+    ///
+    /// rustls tracks the expected read level itself, so `level` serves diagnostics only; but
+    /// each level's bytes must be delivered separately and before the next level's (joined,
+    /// rustls fails with `KeyEpochWithPendingFragment`).
+    ///
+    /// Errors are CRYPTO_ERROR (0x0100 + TLS alert, RFC 9001 §4.8) and close the connection.
+    pub fn read_handshake(&mut self, level: Level, data: &[u8]) -> Result<(), TransportError> {
+        self.conn.read_hs(data).map_err(|e| {
+            let alert = self.conn.alert().map_or(ALERT_INTERNAL_ERROR, u8::from);
+            tracing::debug!(?level, error = %e, alert, "TLS handshake failed");
+            TransportError::new(TransportErrorCode::crypto(alert), e.to_string())
+        })
+    }
+
+    /// Appends handshake bytes to send to `out` and returns the key change that follows them,
+    /// if any.
+    ///
+    /// The bytes belong to the *current write level*, which the caller tracks: Initial at
+    /// first, then the level of the last [`KeyChange`] returned (Handshake, then 1-RTT for
+    /// post-handshake messages). Call in a loop until it returns `None`, sending each batch of
+    /// bytes at the level current before acting on the returned key change.
+    pub fn write_handshake(&mut self, out: &mut Vec<u8>) -> Option<KeyChange> {
+        self.conn.write_hs(out)
+    }
+
+    /// The peer's encoded transport parameters, once received.
+    pub fn peer_transport_params(&self) -> Option<&[u8]> {
+        self.conn.quic_transport_parameters()
+    }
+
+    /// The negotiated application protocol, once known.
+    pub fn alpn(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
+    }
+
+    /// True until the TLS handshake has completed on this side.
+    pub fn is_handshaking(&self) -> bool {
+        self.conn.is_handshaking()
+    }
+
+    /// The negotiated cipher suite, once known.
+    pub fn negotiated_cipher_suite(&self) -> Option<rustls::SupportedCipherSuite> {
+        self.conn.negotiated_cipher_suite()
+    }
+
+    /// 0-RTT keys: on a client that offers early data, the keys to send it; on a server that
+    /// accepted it, the keys to read it.
+    pub fn zero_rtt_keys(&self) -> Option<quic::DirectionalKeys> {
+        self.conn.zero_rtt_keys()
+    }
+
+    /// The TLS alert rustls wants to send, if the handshake failed.
+    pub fn alert(&self) -> Option<u8> {
+        self.conn.alert().map(u8::from)
+    }
+}
