@@ -10,6 +10,7 @@ pub mod cid;
 pub mod coding;
 pub mod error;
 pub mod range_set;
+pub mod stream;
 pub mod time;
 pub mod types;
 
