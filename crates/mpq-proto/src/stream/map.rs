@@ -81,6 +81,8 @@ pub struct Streams {
     stream_data_blocked: VecDeque<(StreamId, u64)>,
     streams_blocked: [Option<u64>; 2],
     streams_blocked_sent: [Option<u64>; 2],
+    /// `open` was refused since the last MAX_STREAMS increase: emit Available on the next.
+    open_refused: [bool; 2],
     reset_queue: VecDeque<StreamId>,
     stop_queue: VecDeque<(StreamId, u64)>,
     events: VecDeque<StreamEvent>,
@@ -112,6 +114,7 @@ impl Streams {
             stream_data_blocked: VecDeque::new(),
             streams_blocked: [None; 2],
             streams_blocked_sent: [None; 2],
+            open_refused: [false; 2],
             reset_queue: VecDeque::new(),
             stop_queue: VecDeque::new(),
             events: VecDeque::new(),
@@ -363,9 +366,8 @@ impl Streams {
         let d = di(dir);
         let count = count.min(MAX_STREAM_COUNT);
         if count > self.peer_max_streams[d] {
-            let was_blocked = self.next_local[d] >= self.peer_max_streams[d];
             self.peer_max_streams[d] = count;
-            if was_blocked {
+            if std::mem::take(&mut self.open_refused[d]) {
                 self.events.push_back(StreamEvent::Available { dir });
             }
         }
@@ -685,6 +687,7 @@ impl Streams {
         let d = di(dir);
         if self.next_local[d] >= self.peer_max_streams[d] {
             let limit = self.peer_max_streams[d];
+            self.open_refused[d] = true;
             if self.streams_blocked_sent[d] != Some(limit) {
                 self.streams_blocked_sent[d] = Some(limit);
                 self.streams_blocked[d] = Some(limit);

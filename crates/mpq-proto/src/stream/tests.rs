@@ -1,1 +1,672 @@
+//! Tests of the stream table: RFC 9000 error rules, flow control and window tuning, and two
+//! tables driven against each other over a lossy, reordering "network".
 
+use std::time::Duration;
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+use crate::error::TransportErrorCode as Code;
+use crate::time::Instant;
+use crate::types::Side;
+
+fn apply_params(from: &Streams, to: &mut Streams) {
+    let p = from.local_params();
+    to.set_peer_params(
+        p.max_data,
+        p.max_stream_data_bidi_local,
+        p.max_stream_data_bidi_remote,
+        p.max_stream_data_uni,
+        p.max_streams_bidi,
+        p.max_streams_uni,
+    );
+}
+
+fn pair(cfg: &StreamsConfig) -> (Streams, Streams) {
+    let mut c = Streams::new(Side::Client, cfg);
+    let mut s = Streams::new(Side::Server, cfg);
+    apply_params(&s, &mut c);
+    apply_params(&c, &mut s);
+    (c, s)
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, crate::TransportError>) -> Code {
+    r.expect_err("expected an error").code
+}
+
+fn cid(dir: Dir, i: u64) -> StreamId {
+    StreamId::new(Side::Client, dir, i)
+}
+
+fn sid(dir: Dir, i: u64) -> StreamId {
+    StreamId::new(Side::Server, dir, i)
+}
+
+const RTT: Duration = Duration::from_millis(10);
+
+fn controls(s: &mut Streams, now: Instant) -> Vec<StreamControl> {
+    std::iter::from_fn(|| s.poll_control(now, RTT)).collect()
+}
+
+fn events(s: &mut Streams) -> Vec<StreamEvent> {
+    std::iter::from_fn(|| s.poll_event()).collect()
+}
+
+#[test]
+fn stream_state_errors() {
+    let (_, mut s) = pair(&StreamsConfig::default());
+    // Server-initiated streams the server never opened.
+    assert_eq!(
+        code(s.on_stream_frame(sid(Dir::Bi, 0), 0, b"x", false)),
+        Code::STREAM_STATE_ERROR
+    );
+    assert_eq!(
+        code(s.on_reset_stream(sid(Dir::Bi, 0), 0, 0)),
+        Code::STREAM_STATE_ERROR
+    );
+    assert_eq!(
+        code(s.on_max_stream_data(sid(Dir::Bi, 0), 10)),
+        Code::STREAM_STATE_ERROR
+    );
+    // STREAM / RESET_STREAM / STREAM_DATA_BLOCKED on our own send-only stream.
+    let u = s.open(Dir::Uni).unwrap();
+    assert_eq!(
+        code(s.on_stream_frame(u, 0, b"x", false)),
+        Code::STREAM_STATE_ERROR
+    );
+    assert_eq!(code(s.on_reset_stream(u, 0, 0)), Code::STREAM_STATE_ERROR);
+    assert_eq!(
+        code(s.on_stream_data_blocked(u, 0)),
+        Code::STREAM_STATE_ERROR
+    );
+    // MAX_STREAM_DATA / STOP_SENDING on a receive-only stream (the client's uni stream).
+    assert_eq!(
+        code(s.on_max_stream_data(cid(Dir::Uni, 0), 10)),
+        Code::STREAM_STATE_ERROR
+    );
+    assert_eq!(
+        code(s.on_stop_sending(cid(Dir::Uni, 0), 1)),
+        Code::STREAM_STATE_ERROR
+    );
+    // The legitimate counterparts are fine.
+    assert!(s.on_max_stream_data(u, 10).is_ok());
+    assert!(s.on_stop_sending(u, 7).is_ok());
+    assert!(s.on_stream_frame(cid(Dir::Uni, 0), 0, b"x", false).is_ok());
+}
+
+#[test]
+fn stream_limit_and_implicit_open() {
+    let (_, mut s) = pair(&StreamsConfig::default());
+    assert_eq!(
+        code(s.on_stream_frame(cid(Dir::Bi, 100), 0, b"x", false)),
+        Code::STREAM_LIMIT_ERROR
+    );
+    assert_eq!(
+        code(s.on_stop_sending(cid(Dir::Uni, 100), 0)),
+        Code::STREAM_STATE_ERROR
+    );
+    assert_eq!(
+        code(s.on_reset_stream(cid(Dir::Uni, 100), 0, 0)),
+        Code::STREAM_LIMIT_ERROR
+    );
+    // Opening stream 3 opens 0..=3.
+    s.on_stream_frame(cid(Dir::Bi, 3), 0, b"x", false).unwrap();
+    let opened: Vec<_> = events(&mut s)
+        .into_iter()
+        .filter_map(|e| match e {
+            StreamEvent::Opened { id } => Some(id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opened, (0..4).map(|i| cid(Dir::Bi, i)).collect::<Vec<_>>());
+    for i in 0..4 {
+        assert_eq!(s.accept(Dir::Bi), Some(cid(Dir::Bi, i)));
+    }
+    assert_eq!(s.accept(Dir::Bi), None);
+    assert_eq!(s.accept(Dir::Uni), None);
+    // Lower streams are usable (STOP_SENDING on a peer bidi stream addresses our send half).
+    s.on_stop_sending(cid(Dir::Bi, 1), 3).unwrap();
+    assert_eq!(s.write(cid(Dir::Bi, 1), b"a"), Err(StreamError::Stopped(3)));
+    s.on_stream_frame(cid(Dir::Bi, 99), 0, b"", false).unwrap();
+}
+
+#[test]
+fn flow_control_errors() {
+    let cfg = StreamsConfig {
+        stream_receive_window: 100,
+        receive_window: 150,
+        ..Default::default()
+    };
+    let (_, mut s) = pair(&cfg);
+    // Stream limit.
+    s.on_stream_frame(cid(Dir::Bi, 0), 0, &[0; 100], false)
+        .unwrap();
+    assert_eq!(
+        code(s.on_stream_frame(cid(Dir::Bi, 0), 100, &[0], false)),
+        Code::FLOW_CONTROL_ERROR
+    );
+    // Connection limit: highest offsets summed (a duplicate does not count twice).
+    s.on_stream_frame(cid(Dir::Bi, 0), 0, &[0; 100], false)
+        .unwrap();
+    s.on_stream_frame(cid(Dir::Bi, 1), 49, &[0], false).unwrap();
+    assert_eq!(
+        code(s.on_stream_frame(cid(Dir::Bi, 1), 50, &[0], false)),
+        Code::FLOW_CONTROL_ERROR
+    );
+
+    // RESET_STREAM final sizes count against both limits.
+    let (_, mut s) = pair(&cfg);
+    assert_eq!(
+        code(s.on_reset_stream(cid(Dir::Uni, 0), 0, 101)),
+        Code::FLOW_CONTROL_ERROR
+    );
+    let (_, mut s) = pair(&cfg);
+    s.on_reset_stream(cid(Dir::Uni, 0), 0, 100).unwrap();
+    s.on_stream_frame(cid(Dir::Uni, 1), 0, &[0; 50], false)
+        .unwrap();
+    assert_eq!(
+        code(s.on_reset_stream(cid(Dir::Uni, 2), 0, 1)),
+        Code::FLOW_CONTROL_ERROR
+    );
+}
+
+#[test]
+fn final_size_errors() {
+    let (_, mut s) = pair(&StreamsConfig::default());
+    let id = cid(Dir::Uni, 0);
+    s.on_stream_frame(id, 0, &[0; 10], true).unwrap();
+    s.on_stream_frame(id, 5, &[0; 5], true).unwrap(); // same final size: fine
+    assert_eq!(
+        code(s.on_stream_frame(id, 5, &[0; 6], false)),
+        Code::FINAL_SIZE_ERROR
+    );
+    assert_eq!(
+        code(s.on_stream_frame(id, 0, &[0; 9], true)),
+        Code::FINAL_SIZE_ERROR
+    );
+    assert_eq!(code(s.on_reset_stream(id, 0, 11)), Code::FINAL_SIZE_ERROR);
+    s.on_reset_stream(id, 0, 10).unwrap();
+
+    let id = cid(Dir::Uni, 1);
+    s.on_stream_frame(id, 0, &[0; 20], false).unwrap();
+    assert_eq!(
+        code(s.on_stream_frame(id, 0, &[0; 10], true)),
+        Code::FINAL_SIZE_ERROR
+    );
+    assert_eq!(code(s.on_reset_stream(id, 0, 19)), Code::FINAL_SIZE_ERROR);
+    s.on_reset_stream(id, 4, 30).unwrap();
+    assert_eq!(
+        code(s.on_stream_frame(id, 30, &[0], false)),
+        Code::FINAL_SIZE_ERROR
+    );
+    assert_eq!(code(s.on_reset_stream(id, 4, 31)), Code::FINAL_SIZE_ERROR);
+    assert!(events(&mut s).contains(&StreamEvent::Reset { id, code: 4 }));
+    assert_eq!(s.read(id, &mut [0; 8]), Err(StreamError::Reset(4)));
+    assert_eq!(s.read(id, &mut [0; 8]), Err(StreamError::ClosedStream));
+}
+
+#[test]
+fn closed_streams_are_removed_and_late_frames_ignored() {
+    let cfg = StreamsConfig {
+        max_concurrent_uni: 2,
+        ..Default::default()
+    };
+    let (_, mut s) = pair(&cfg);
+    let id = cid(Dir::Uni, 0);
+    s.on_stream_frame(id, 0, b"hello", true).unwrap();
+    let mut buf = [0; 16];
+    assert_eq!(s.read(id, &mut buf), Ok(ReadOutcome { len: 5, fin: true }));
+    assert!(s.is_empty(), "fully read uni stream removed");
+    // Late duplicate, late reset: ignored.
+    s.on_stream_frame(id, 0, b"hello", true).unwrap();
+    s.on_reset_stream(id, 0, 5).unwrap();
+    assert!(s.is_empty());
+    assert_eq!(
+        controls(&mut s, Instant::ZERO),
+        vec![StreamControl::MaxStreams {
+            dir: Dir::Uni,
+            count: 3
+        }]
+    );
+    s.on_stream_frame(cid(Dir::Uni, 2), 0, b"", false).unwrap();
+    assert_eq!(
+        code(s.on_stream_frame(cid(Dir::Uni, 3), 0, b"", false)),
+        Code::STREAM_LIMIT_ERROR
+    );
+
+    // A bidirectional stream closes once both halves are done.
+    let (mut c, mut s) = pair(&cfg);
+    let id = c.open(Dir::Bi).unwrap();
+    c.write(id, b"ping").unwrap();
+    c.finish(id).unwrap();
+    let ch = c.next_stream_chunk(100).unwrap();
+    assert_eq!(
+        ch,
+        StreamChunk {
+            id,
+            offset: 0,
+            len: 4,
+            fin: true
+        }
+    );
+    let mut data = Vec::new();
+    c.copy_stream_data(id, 0, 4, &mut data);
+    s.on_stream_frame(id, 0, &data, true).unwrap();
+    c.on_stream_chunk_acked(&ch);
+    assert!(events(&mut c).contains(&StreamEvent::Finished { id }));
+    assert_eq!(s.read(id, &mut buf), Ok(ReadOutcome { len: 4, fin: true }));
+    assert_eq!(s.len(), 1, "send half still open");
+    s.finish(id).unwrap();
+    let ch = s.next_stream_chunk(100).unwrap();
+    assert_eq!(
+        ch,
+        StreamChunk {
+            id,
+            offset: 0,
+            len: 0,
+            fin: true
+        }
+    );
+    c.on_stream_frame(id, 0, b"", true).unwrap();
+    s.on_stream_chunk_acked(&ch);
+    assert!(s.is_empty());
+    assert_eq!(
+        controls(&mut s, Instant::ZERO),
+        vec![StreamControl::MaxStreams {
+            dir: Dir::Bi,
+            count: 101
+        }]
+    );
+    assert_eq!(c.read(id, &mut buf), Ok(ReadOutcome { len: 0, fin: true }));
+    assert!(c.is_empty());
+}
+
+#[test]
+fn window_updates_and_autotuning() {
+    let cfg = StreamsConfig {
+        stream_receive_window: 1000,
+        receive_window: 10_000,
+        max_stream_window: 4000,
+        max_connection_window: 100_000,
+        ..Default::default()
+    };
+    let (_, mut s) = pair(&cfg);
+    let id = cid(Dir::Uni, 0);
+    let mut buf = [0u8; 2000];
+    let mut now = Instant::ZERO;
+    s.on_stream_frame(id, 0, &[1; 1000], false).unwrap();
+    s.read(id, &mut buf[..499]).unwrap();
+    assert_eq!(controls(&mut s, now), vec![], "below half the window");
+    s.read(id, &mut buf[..1]).unwrap();
+    assert_eq!(
+        controls(&mut s, now),
+        vec![StreamControl::MaxStreamData { id, max: 1500 }]
+    );
+    // The next update is due within 2 RTTs: the window doubles.
+    now += Duration::from_millis(5);
+    s.read(id, &mut buf[..500]).unwrap();
+    assert_eq!(
+        controls(&mut s, now),
+        vec![StreamControl::MaxStreamData { id, max: 3000 }]
+    );
+    // Losing an old update: superseded, dropped. Losing the current one: re-sent.
+    s.on_control_lost(&StreamControl::MaxStreamData { id, max: 1500 });
+    assert!(!s.has_pending_data());
+    s.on_control_lost(&StreamControl::MaxStreamData { id, max: 3000 });
+    assert_eq!(
+        controls(&mut s, now),
+        vec![StreamControl::MaxStreamData { id, max: 3000 }]
+    );
+    // A slow reader does not grow the window.
+    s.on_stream_frame(id, 1000, &[1; 2000], false).unwrap();
+    now += Duration::from_secs(1);
+    assert_eq!(s.read(id, &mut buf[..1000]).unwrap().len, 1000);
+    assert_eq!(
+        controls(&mut s, now),
+        vec![StreamControl::MaxStreamData { id, max: 4000 }]
+    );
+
+    // Connection-level: MAX_DATA once half of the connection window is consumed.
+    let cfg = StreamsConfig {
+        stream_receive_window: 1000,
+        receive_window: 1500,
+        ..cfg
+    };
+    let (_, mut s) = pair(&cfg);
+    s.on_stream_frame(id, 0, &[1; 1000], false).unwrap();
+    s.read(id, &mut buf[..1000]).unwrap();
+    let c = controls(&mut s, now);
+    assert!(c.contains(&StreamControl::MaxData(2500)), "{c:?}");
+    s.on_control_lost(&StreamControl::MaxData(1500));
+    assert!(!s.has_pending_data());
+    s.on_control_lost(&StreamControl::MaxData(2500));
+    assert_eq!(controls(&mut s, now), vec![StreamControl::MaxData(2500)]);
+}
+
+#[test]
+fn stop_sending_resets_and_reset_stops_retransmission() {
+    let (mut c, mut s) = pair(&StreamsConfig::default());
+    let id = c.open(Dir::Bi).unwrap();
+    c.write(id, &[5; 3000]).unwrap();
+    let ch = c.next_stream_chunk(1000).unwrap();
+    c.on_stop_sending(id, 42).unwrap();
+    assert_eq!(events(&mut c), vec![StreamEvent::Stopped { id, code: 42 }]);
+    assert_eq!(c.write(id, b"more"), Err(StreamError::Stopped(42)));
+    c.on_stream_chunk_lost(&ch);
+    let rst = StreamControl::ResetStream {
+        id,
+        error_code: 42,
+        final_size: 1000,
+    };
+    assert_eq!(controls(&mut c, Instant::ZERO), vec![rst]);
+    assert_eq!(
+        c.next_stream_chunk(1000),
+        None,
+        "no retransmission after reset"
+    );
+    c.on_control_lost(&rst);
+    assert_eq!(controls(&mut c, Instant::ZERO), vec![rst]);
+    c.on_control_acked(&rst);
+    c.on_control_lost(&rst);
+    assert!(!c.has_pending_data());
+
+    // The receiving side of a reset; STOP_SENDING from the application.
+    s.on_stream_frame(id, 0, &[5; 500], false).unwrap();
+    s.stop_sending(id, 9).unwrap();
+    assert_eq!(
+        controls(&mut s, Instant::ZERO),
+        vec![StreamControl::StopSending { id, error_code: 9 }]
+    );
+    assert_eq!(s.read(id, &mut [0; 10]), Err(StreamError::ClosedStream));
+    s.on_stream_frame(id, 500, &[5; 500], false).unwrap();
+    s.on_reset_stream(id, 42, 1000).unwrap();
+    s.on_control_lost(&StreamControl::StopSending { id, error_code: 9 });
+    assert_eq!(
+        controls(&mut s, Instant::ZERO),
+        vec![],
+        "final size known: no STOP_SENDING resend"
+    );
+}
+
+#[test]
+fn open_blocked_and_backpressure() {
+    let cfg = StreamsConfig {
+        max_concurrent_bidi: 1,
+        send_buffer_limit: 100,
+        stream_receive_window: 150,
+        ..Default::default()
+    };
+    let (mut c, mut s) = pair(&cfg);
+    let a = c.open(Dir::Bi).unwrap();
+    assert_eq!(c.open(Dir::Bi), None);
+    assert_eq!(c.open(Dir::Bi), None);
+    assert_eq!(
+        controls(&mut c, Instant::ZERO),
+        vec![StreamControl::StreamsBlocked {
+            dir: Dir::Bi,
+            limit: 1
+        }]
+    );
+    c.on_max_streams(Dir::Bi, 2);
+    assert_eq!(
+        events(&mut c),
+        vec![StreamEvent::Available { dir: Dir::Bi }]
+    );
+    assert!(c.open(Dir::Bi).is_some());
+
+    // Send buffer limit.
+    assert_eq!(c.write(a, &[1; 300]), Ok(100));
+    assert_eq!(c.write(a, &[1; 300]), Err(StreamError::Blocked));
+    let ch = c.next_stream_chunk(60).unwrap();
+    c.on_stream_chunk_acked(&ch);
+    assert_eq!(events(&mut c), vec![StreamEvent::Writable { id: a }]);
+    // Stream flow control (150).
+    assert_eq!(c.write(a, &[1; 300]), Ok(50));
+    assert_eq!(
+        controls(&mut c, Instant::ZERO),
+        vec![StreamControl::StreamDataBlocked { id: a, limit: 150 }]
+    );
+    c.on_max_stream_data(a, 400).unwrap();
+    assert_eq!(events(&mut c), vec![StreamEvent::Writable { id: a }]);
+    c.on_control_lost(&StreamControl::StreamDataBlocked { id: a, limit: 150 });
+    assert_eq!(
+        controls(&mut c, Instant::ZERO),
+        vec![],
+        "no longer blocked: not resent"
+    );
+    // The peer's DATA_BLOCKED / STREAM_DATA_BLOCKED are informational.
+    s.on_data_blocked(100);
+    s.on_stream_data_blocked(a, 150).unwrap();
+    assert_eq!(controls(&mut s, Instant::ZERO), vec![]);
+}
+
+/// Delivers a control frame to the peer's table.
+fn deliver_control(to: &mut Streams, f: StreamControl) -> Result<(), crate::TransportError> {
+    match f {
+        StreamControl::MaxData(m) => to.on_max_data(m),
+        StreamControl::MaxStreamData { id, max } => to.on_max_stream_data(id, max)?,
+        StreamControl::MaxStreams { dir, count } => to.on_max_streams(dir, count),
+        StreamControl::DataBlocked(l) => to.on_data_blocked(l),
+        StreamControl::StreamDataBlocked { id, limit } => to.on_stream_data_blocked(id, limit)?,
+        StreamControl::StreamsBlocked { dir, limit } => to.on_streams_blocked(dir, limit),
+        StreamControl::ResetStream {
+            id,
+            error_code,
+            final_size,
+        } => to.on_reset_stream(id, error_code, final_size)?,
+        StreamControl::StopSending { id, error_code } => to.on_stop_sending(id, error_code)?,
+    }
+    Ok(())
+}
+
+enum Packet {
+    Data(StreamChunk, Vec<u8>),
+    Control(StreamControl),
+}
+
+/// Moves everything one endpoint wants to send into the network.
+fn transmit(
+    from: &mut Streams,
+    now: Instant,
+    rng: &mut ChaCha8Rng,
+    net: &mut Vec<Packet>,
+    budget: usize,
+) {
+    while let Some(f) = from.poll_control(now, RTT) {
+        net.push(Packet::Control(f));
+    }
+    for _ in 0..budget {
+        let Some(ch) = from.next_stream_chunk(rng.random_range(1..1400)) else {
+            break;
+        };
+        let mut data = Vec::new();
+        from.copy_stream_data(ch.id, ch.offset, ch.len, &mut data);
+        assert_eq!(data.len(), ch.len);
+        net.push(Packet::Data(ch, data));
+    }
+}
+
+/// Delivers (in random order, with loss) the packets `from` sent to `to`.
+fn deliver(
+    from: &mut Streams,
+    to: &mut Streams,
+    net: &mut Vec<Packet>,
+    rng: &mut ChaCha8Rng,
+    loss: f64,
+) {
+    while !net.is_empty() {
+        let p = net.swap_remove(rng.random_range(0..net.len()));
+        let lost = rng.random_bool(loss);
+        match p {
+            Packet::Data(ch, _) if lost => from.on_stream_chunk_lost(&ch),
+            Packet::Control(f) if lost => from.on_control_lost(&f),
+            Packet::Data(ch, data) => {
+                to.on_stream_frame(ch.id, ch.offset, &data, ch.fin).unwrap();
+                from.on_stream_chunk_acked(&ch);
+            }
+            Packet::Control(f) => {
+                deliver_control(to, f).unwrap();
+                from.on_control_acked(&f);
+            }
+        }
+    }
+}
+
+#[test]
+fn two_endpoints_move_a_megabyte() {
+    let cfg = StreamsConfig {
+        stream_receive_window: 64 * 1024,
+        receive_window: 128 * 1024,
+        send_buffer_limit: 100 * 1024,
+        ..Default::default()
+    };
+    let (mut c, mut s) = pair(&cfg);
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let payload: Vec<u8> = (0..1_000_000u32)
+        .map(|i| (i * 31 + i / 251) as u8)
+        .collect();
+    let parts = [
+        &payload[..400_000],
+        &payload[400_000..700_000],
+        &payload[700_000..],
+    ];
+    let ids = [
+        c.open(Dir::Bi).unwrap(),
+        c.open(Dir::Uni).unwrap(),
+        c.open(Dir::Bi).unwrap(),
+    ];
+    let mut written = [0usize; 3];
+    let mut received: [Vec<u8>; 3] = Default::default();
+    let mut done = [false; 3];
+    let mut now = Instant::ZERO;
+    let mut net = Vec::new();
+    let mut buf = vec![0u8; 20_000];
+    for _round in 0..20_000 {
+        now += Duration::from_millis(1);
+        for i in 0..3 {
+            if written[i] < parts[i].len() {
+                if let Ok(n) = c.write(ids[i], &parts[i][written[i]..]) {
+                    written[i] += n;
+                    if written[i] == parts[i].len() {
+                        c.finish(ids[i]).unwrap();
+                    }
+                }
+            }
+        }
+        transmit(&mut c, now, &mut rng, &mut net, 40);
+        deliver(&mut c, &mut s, &mut net, &mut rng, 0.1);
+        // Server application: accept, read everything, finish its bidi halves.
+        while let Some(id) = s.accept(Dir::Bi) {
+            s.finish(id).unwrap();
+        }
+        while s.accept(Dir::Uni).is_some() {}
+        for i in 0..3 {
+            while !done[i] {
+                match s.read(ids[i], &mut buf[..rng.random_range(1..20_000)]) {
+                    Ok(r) => {
+                        received[i].extend_from_slice(&buf[..r.len]);
+                        done[i] = r.fin;
+                    }
+                    Err(StreamError::Blocked) | Err(StreamError::ClosedStream) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        transmit(&mut s, now, &mut rng, &mut net, 40);
+        deliver(&mut s, &mut c, &mut net, &mut rng, 0.1);
+        for i in [0, 2] {
+            let _ = c.read(ids[i], &mut buf);
+        }
+        if done.iter().all(|&d| d) && c.is_empty() && s.is_empty() {
+            break;
+        }
+    }
+    for i in 0..3 {
+        assert!(
+            done[i],
+            "stream {i} incomplete: {} bytes",
+            received[i].len()
+        );
+        assert!(received[i] == parts[i], "stream {i} corrupted");
+    }
+    let ev = events(&mut c);
+    for id in ids {
+        assert!(ev.contains(&StreamEvent::Finished { id }));
+    }
+    assert!(
+        c.is_empty() && s.is_empty(),
+        "streams leaked: {} {}",
+        c.len(),
+        s.len()
+    );
+    assert!(!c.has_pending_data() || c.next_stream_chunk(1400).is_none());
+}
+
+proptest! {
+    /// Whatever a peer sends, every accepted frame is within the limits advertised so far, and
+    /// every frame beyond them is a FLOW_CONTROL_ERROR.
+    #[test]
+    fn flow_control_never_exceeded(
+        ops in proptest::collection::vec((0u64..3, 0u64..1500, 0usize..400, any::<bool>(), 0usize..600), 1..80),
+    ) {
+        let cfg = StreamsConfig {
+            stream_receive_window: 500,
+            receive_window: 1000,
+            max_stream_window: 2000,
+            max_connection_window: 3000,
+            ..Default::default()
+        };
+        let (_, mut s) = pair(&cfg);
+        let mut stream_limit = [500u64; 3];
+        let mut conn_limit = 1000u64;
+        let mut highest = [0u64; 3];
+        let mut closed = [false; 3];
+        let data = [0u8; 400];
+        let mut buf = [0u8; 600];
+        let mut now = Instant::ZERO;
+        for (idx, offset, len, reset, read) in ops {
+            now += Duration::from_millis(3);
+            let id = cid(Dir::Uni, idx);
+            if closed[idx as usize] {
+                continue; // late frames for a closed stream are ignored
+            }
+            let end = offset + len as u64;
+            let new_highest = highest[idx as usize].max(end);
+            let total: u64 = highest.iter().sum::<u64>() - highest[idx as usize] + new_highest;
+            let r = if reset {
+                s.on_reset_stream(id, 0, end)
+            } else {
+                s.on_stream_frame(id, offset, &data[..len], false)
+            };
+            match r {
+                Ok(()) => {
+                    prop_assert!(new_highest <= stream_limit[idx as usize]);
+                    prop_assert!(total <= conn_limit);
+                    highest[idx as usize] = new_highest;
+                }
+                Err(e) if e.code == Code::FLOW_CONTROL_ERROR => {
+                    prop_assert!(new_highest > stream_limit[idx as usize] || total > conn_limit);
+                    return Ok(());
+                }
+                // Final size violations (a reset below data already received) end the run too.
+                Err(e) => { prop_assert_eq!(e.code, Code::FINAL_SIZE_ERROR); return Ok(()); }
+            }
+            if let Err(StreamError::Reset(_)) = s.read(id, &mut buf[..read]) {
+                closed[idx as usize] = true;
+            }
+            while let Some(f) = s.poll_control(now, RTT) {
+                match f {
+                    StreamControl::MaxData(m) => { prop_assert!(m >= conn_limit); conn_limit = m; }
+                    StreamControl::MaxStreamData { id, max } => {
+                        let i = id.index() as usize;
+                        prop_assert!(max >= stream_limit[i]);
+                        stream_limit[i] = max;
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
