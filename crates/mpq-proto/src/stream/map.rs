@@ -371,28 +371,28 @@ impl Streams {
         }
     }
 
-    /// A DATA_BLOCKED frame: re-advertise if we have credit to give.
-    pub fn on_data_blocked(&mut self, _limit: u64) {
-        if self.conn_recv.consumed() + self.conn_recv.window() > self.conn_recv.limit() {
+    /// A DATA_BLOCKED frame: re-sends MAX_DATA if the peer has not seen our latest limit.
+    pub fn on_data_blocked(&mut self, limit: u64) {
+        // Blocked below our current limit: the peer missed our latest MAX_DATA. (Raising
+        // the limit itself is driven by the application's reads.)
+        if limit < self.conn_recv.limit() {
             self.max_data_pending = true;
         }
     }
 
-    /// A STREAM_DATA_BLOCKED frame: re-advertise if we have credit to give.
+    /// A STREAM_DATA_BLOCKED frame: re-sends MAX_STREAM_DATA if the peer has not seen our
+    /// latest limit.
     pub fn on_stream_data_blocked(
         &mut self,
         id: StreamId,
-        _limit: u64,
+        limit: u64,
     ) -> Result<(), TransportError> {
         if !self.frame_stream(id, Half::Recv)? {
             return Ok(());
         }
         let s = self.streams.get_mut(&id).expect("stream");
         let r = s.recv.as_ref().expect("receive half");
-        if r.wants_credit()
-            && r.credit.consumed() + r.credit.window() > r.credit.limit()
-            && !s.in_msd_queue
-        {
+        if r.wants_credit() && limit < r.credit.limit() && !s.in_msd_queue {
             s.in_msd_queue = true;
             self.msd_queue.push_back(id);
         }

@@ -113,6 +113,12 @@ impl SendBuffer {
             return;
         }
         self.lost.remove(r.clone());
+        if r.start == self.base && self.acked.is_empty() {
+            // In-order acknowledgement: free the prefix without touching the range set.
+            self.data.drain(..(r.end - self.base) as usize);
+            self.base = r.end;
+            return;
+        }
         self.acked.insert(r);
         if let Some(first) = self.acked.first() {
             if first.start == self.base {

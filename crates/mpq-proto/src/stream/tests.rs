@@ -433,8 +433,18 @@ fn open_blocked_and_backpressure() {
         vec![],
         "no longer blocked: not resent"
     );
-    // The peer's DATA_BLOCKED / STREAM_DATA_BLOCKED are informational.
-    s.on_data_blocked(100);
+    // The peer's DATA_BLOCKED / STREAM_DATA_BLOCKED at our current limits: nothing to do.
+    s.on_data_blocked(2_000_000);
     s.on_stream_data_blocked(a, 150).unwrap();
     assert_eq!(controls(&mut s, Instant::ZERO), vec![]);
+    // ... unless the peer is blocked below our current limit (it missed an update).
+    s.on_data_blocked(100);
+    s.on_stream_data_blocked(a, 100).unwrap();
+    assert_eq!(
+        controls(&mut s, Instant::ZERO),
+        vec![
+            StreamControl::MaxData(2_000_000),
+            StreamControl::MaxStreamData { id: a, max: 150 }
+        ]
+    );
 }
