@@ -13,6 +13,7 @@ pub mod error;
 pub mod frame;
 pub mod packet;
 pub mod range_set;
+pub mod stream;
 pub mod time;
 pub mod transport_params;
 pub mod types;

@@ -1,0 +1,285 @@
+//! Transmit side of the stream table: scheduling of STREAM data, acknowledgement and loss
+//! of chunks, and the control-frame queue.
+
+use std::time::Duration;
+
+use super::{di, Streams, DIRS};
+use crate::stream::{StreamChunk, StreamControl, StreamEvent};
+use crate::time::Instant;
+use crate::types::StreamId;
+
+impl Streams {
+    /// Queues a stream for transmission if it has something to send.
+    pub(super) fn schedule(&mut self, id: StreamId) {
+        let avail = self.conn_avail();
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let Some(send) = s.send.as_ref() else { return };
+        if send.has_lost() && !s.in_lost_queue {
+            s.in_lost_queue = true;
+            self.lost_queue.push_back(id);
+        }
+        if send.has_new(avail) && !s.in_send_queue {
+            s.in_send_queue = true;
+            self.send_queue.push_back(id);
+        }
+    }
+
+    /// Connection credit left for new data. Writes are already bounded by connection
+    /// credit, so this only bites if the accounting is wrong; it is kept as a safety net.
+    pub(super) fn conn_avail(&self) -> u64 {
+        self.conn_send.max().saturating_sub(self.conn_sent)
+    }
+
+    /// Next chunk of STREAM data, at most `max_len` payload bytes: retransmissions first, then
+    /// new data, round-robin across streams.
+    pub fn next_stream_chunk(&mut self, max_len: usize) -> Option<StreamChunk> {
+        let max = max_len as u64;
+        for _ in 0..self.lost_queue.len() {
+            let id = self.lost_queue.pop_front()?;
+            let Some(s) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            s.in_lost_queue = false;
+            let Some(send) = s.send.as_mut() else {
+                continue;
+            };
+            let c = send.next_retransmit(max);
+            if send.has_lost() {
+                s.in_lost_queue = true;
+                self.lost_queue.push_back(id);
+            }
+            if let Some(c) = c {
+                return Some(StreamChunk {
+                    id,
+                    offset: c.offset,
+                    len: c.len as usize,
+                    fin: c.fin,
+                });
+            }
+        }
+        let avail = self.conn_avail();
+        for _ in 0..self.send_queue.len() {
+            let id = self.send_queue.pop_front()?;
+            let Some(s) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            s.in_send_queue = false;
+            let Some(send) = s.send.as_mut() else {
+                continue;
+            };
+            let c = send.next_new(max, avail);
+            if send.has_new(avail) {
+                s.in_send_queue = true;
+                self.send_queue.push_back(id);
+            }
+            if let Some(c) = c {
+                self.conn_sent += c.len;
+                return Some(StreamChunk {
+                    id,
+                    offset: c.offset,
+                    len: c.len as usize,
+                    fin: c.fin,
+                });
+            }
+        }
+        None
+    }
+
+    /// Appends exactly `len` bytes of stream `id` at `offset` to `out`.
+    pub fn copy_stream_data(&self, id: StreamId, offset: u64, len: usize, out: &mut Vec<u8>) {
+        match self.streams.get(&id).and_then(|s| s.send.as_ref()) {
+            Some(send) => send.buf.copy(offset, len, out),
+            None => {
+                debug_assert!(false, "copy from a closed stream");
+                out.resize(out.len() + len, 0);
+            }
+        }
+    }
+
+    /// A chunk was acknowledged.
+    pub fn on_stream_chunk_acked(&mut self, chunk: &StreamChunk) {
+        let id = chunk.id;
+        let Some(send) = self.streams.get_mut(&id).and_then(|s| s.send.as_mut()) else {
+            return;
+        };
+        if send.on_ack(chunk.offset, chunk.len as u64, chunk.fin) {
+            self.events.push_back(StreamEvent::Finished { id });
+            self.maybe_remove(id);
+        } else {
+            self.notify_writable(id);
+        }
+    }
+
+    /// A chunk was declared lost: its unacknowledged parts are retransmitted.
+    pub fn on_stream_chunk_lost(&mut self, chunk: &StreamChunk) {
+        let Some(send) = self
+            .streams
+            .get_mut(&chunk.id)
+            .and_then(|s| s.send.as_mut())
+        else {
+            return;
+        };
+        if send.on_lost(chunk.offset, chunk.len as u64, chunk.fin) {
+            self.schedule(chunk.id);
+        }
+    }
+
+    /// Next control frame to send. `now` and `rtt` (smoothed) drive window auto-tuning.
+    pub fn poll_control(&mut self, now: Instant, rtt: Duration) -> Option<StreamControl> {
+        while let Some(id) = self.reset_queue.pop_front() {
+            let send = self.streams.get(&id).and_then(|s| s.send.as_ref());
+            if let Some((error_code, final_size)) =
+                send.filter(|s| !s.is_closed()).and_then(|s| s.reset_info())
+            {
+                return Some(StreamControl::ResetStream {
+                    id,
+                    error_code,
+                    final_size,
+                });
+            }
+        }
+        while let Some((id, error_code)) = self.stop_queue.pop_front() {
+            if self.stop_relevant(id) {
+                return Some(StreamControl::StopSending { id, error_code });
+            }
+        }
+        if std::mem::take(&mut self.max_data_pending) {
+            return Some(StreamControl::MaxData(self.conn_recv.poll_limit(now, rtt)));
+        }
+        while let Some(id) = self.msd_queue.pop_front() {
+            let Some(s) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            s.in_msd_queue = false;
+            let Some(r) = s.recv.as_mut().filter(|r| r.wants_credit()) else {
+                continue;
+            };
+            let max = r.credit.poll_limit(now, rtt);
+            // Keep the connection window ahead of any stream window.
+            self.conn_recv
+                .ensure_window(r.credit.window() + r.credit.window() / 2);
+            return Some(StreamControl::MaxStreamData { id, max });
+        }
+        for dir in DIRS {
+            if std::mem::take(&mut self.max_streams_pending[di(dir)]) {
+                return Some(StreamControl::MaxStreams {
+                    dir,
+                    count: self.max_remote[di(dir)],
+                });
+            }
+        }
+        if let Some(limit) = self.data_blocked.take() {
+            return Some(StreamControl::DataBlocked(limit));
+        }
+        while let Some((id, limit)) = self.stream_data_blocked.pop_front() {
+            if self.stream_blocked_at(id) == Some(limit) {
+                return Some(StreamControl::StreamDataBlocked { id, limit });
+            }
+        }
+        for dir in DIRS {
+            if let Some(limit) = self.streams_blocked[di(dir)].take() {
+                return Some(StreamControl::StreamsBlocked { dir, limit });
+            }
+        }
+        None
+    }
+
+    fn stop_relevant(&self, id: StreamId) -> bool {
+        self.streams
+            .get(&id)
+            .and_then(|s| s.recv.as_ref())
+            .is_some_and(|r| r.final_size().is_none())
+    }
+
+    /// The stream's send limit if it is (still) blocked by it.
+    fn stream_blocked_at(&self, id: StreamId) -> Option<u64> {
+        let send = self.streams.get(&id)?.send.as_ref()?;
+        (send.is_open() && send.credit.available() == 0).then(|| send.credit.max())
+    }
+
+    /// A control frame was acknowledged.
+    pub fn on_control_acked(&mut self, f: &StreamControl) {
+        if let StreamControl::ResetStream { id, .. } = *f {
+            if let Some(send) = self.streams.get_mut(&id).and_then(|s| s.send.as_mut()) {
+                send.on_reset_acked();
+                self.maybe_remove(id);
+            }
+        }
+    }
+
+    /// A control frame was lost: re-queued only if still relevant (not superseded).
+    pub fn on_control_lost(&mut self, f: &StreamControl) {
+        match *f {
+            StreamControl::MaxData(max) => {
+                if max == self.conn_recv.limit() {
+                    self.max_data_pending = true;
+                }
+            }
+            StreamControl::MaxStreamData { id, max } => {
+                let Some(s) = self.streams.get_mut(&id) else {
+                    return;
+                };
+                let Some(r) = s.recv.as_ref() else { return };
+                if r.wants_credit() && r.credit.limit() == max && !s.in_msd_queue {
+                    s.in_msd_queue = true;
+                    self.msd_queue.push_back(id);
+                }
+            }
+            StreamControl::MaxStreams { dir, count } => {
+                if count == self.max_remote[di(dir)] {
+                    self.max_streams_pending[di(dir)] = true;
+                }
+            }
+            StreamControl::DataBlocked(limit) => {
+                if self.conn_send.max() == limit && self.conn_send.available() == 0 {
+                    self.data_blocked = Some(limit);
+                }
+            }
+            StreamControl::StreamDataBlocked { id, limit } => {
+                if self.stream_blocked_at(id) == Some(limit) {
+                    self.stream_data_blocked.push_back((id, limit));
+                }
+            }
+            StreamControl::StreamsBlocked { dir, limit } => {
+                let d = di(dir);
+                if self.peer_max_streams[d] == limit && self.next_local[d] >= limit {
+                    self.streams_blocked[d] = Some(limit);
+                }
+            }
+            StreamControl::ResetStream { id, .. } => {
+                let send = self.streams.get(&id).and_then(|s| s.send.as_ref());
+                if send.is_some_and(|s| s.reset_info().is_some() && !s.is_closed()) {
+                    self.reset_queue.push_back(id);
+                }
+            }
+            StreamControl::StopSending { id, error_code } => {
+                if self.stop_relevant(id) {
+                    self.stop_queue.push_back((id, error_code));
+                }
+            }
+        }
+    }
+
+    /// True if stream data or a control frame waits to be sent.
+    pub fn has_pending_data(&self) -> bool {
+        let avail = self.conn_avail();
+        let send = |id: &StreamId| self.streams.get(id).and_then(|s| s.send.as_ref());
+        self.lost_queue
+            .iter()
+            .any(|id| send(id).is_some_and(|s| s.has_lost()))
+            || self
+                .send_queue
+                .iter()
+                .any(|id| send(id).is_some_and(|s| s.has_new(avail)))
+            || !self.reset_queue.is_empty()
+            || !self.stop_queue.is_empty()
+            || self.max_data_pending
+            || !self.msd_queue.is_empty()
+            || self.max_streams_pending.iter().any(|&p| p)
+            || self.data_blocked.is_some()
+            || !self.stream_data_blocked.is_empty()
+            || self.streams_blocked.iter().any(Option::is_some)
+    }
+}
