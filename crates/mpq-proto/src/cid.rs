@@ -28,17 +28,11 @@ impl ConnectionId {
         }
         let mut bytes = [0u8; MAX_CID_LEN];
         bytes[..b.len()].copy_from_slice(b);
-        Some(Self {
-            len: b.len() as u8,
-            bytes,
-        })
+        Some(Self { len: b.len() as u8, bytes })
     }
 
     /// The zero-length connection ID.
-    pub const EMPTY: Self = Self {
-        len: 0,
-        bytes: [0; MAX_CID_LEN],
-    };
+    pub const EMPTY: Self = Self { len: 0, bytes: [0; MAX_CID_LEN] };
 
     /// Length in bytes.
     pub fn len(&self) -> usize {

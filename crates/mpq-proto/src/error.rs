@@ -104,11 +104,7 @@ pub struct TransportError {
 impl TransportError {
     /// Builds an error with a code and a reason.
     pub fn new(code: TransportErrorCode, reason: impl Into<String>) -> Self {
-        Self {
-            code,
-            frame_type: None,
-            reason: reason.into(),
-        }
+        Self { code, frame_type: None, reason: reason.into() }
     }
 
     /// Records the frame type that caused the error.

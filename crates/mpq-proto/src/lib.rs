@@ -6,14 +6,20 @@
 //! simulator in `mpq-sim`, the UDP event loops in `mpq-io`) feeds datagrams and timeouts in
 //! and takes datagrams and events out.
 
+pub mod cc;
 pub mod cid;
 pub mod coding;
+pub mod conn;
 pub mod crypto;
+pub mod endpoint;
 pub mod error;
 pub mod frame;
 pub mod packet;
+pub mod qlog;
 pub mod range_set;
+pub mod recovery;
 pub mod stream;
+pub mod testing;
 pub mod time;
 pub mod transport_params;
 pub mod types;

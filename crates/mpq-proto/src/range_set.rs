@@ -32,10 +32,7 @@ impl RangeSet {
 
     /// True if `v` is in the set.
     pub fn contains(&self, v: u64) -> bool {
-        self.map
-            .range(..=v)
-            .next_back()
-            .is_some_and(|(_, &end)| v < end)
+        self.map.range(..=v).next_back().is_some_and(|(_, &end)| v < end)
     }
 
     /// Smallest value in the set.
@@ -128,17 +125,9 @@ impl RangeSet {
 
     /// Ranges intersecting `r`, clipped to it, in ascending order.
     pub fn intersecting(&self, r: Range<u64>) -> impl Iterator<Item = Range<u64>> + '_ {
-        let first = self
-            .map
-            .range(..r.start)
-            .next_back()
-            .map(|(&s, &e)| s..e)
-            .filter(|x| x.end > r.start);
+        let first = self.map.range(..r.start).next_back().map(|(&s, &e)| s..e).filter(|x| x.end > r.start);
         let rest = self.map.range(r.start..r.end).map(|(&s, &e)| s..e);
-        first
-            .into_iter()
-            .chain(rest)
-            .map(move |x| x.start.max(r.start)..x.end.min(r.end))
+        first.into_iter().chain(rest).map(move |x| x.start.max(r.start)..x.end.min(r.end))
     }
 
     /// Total number of values in the set.

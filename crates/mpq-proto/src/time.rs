@@ -36,10 +36,7 @@ impl Instant {
 
     /// `self + d`, or `None` on overflow.
     pub fn checked_add(self, d: Duration) -> Option<Self> {
-        u64::try_from(d.as_nanos())
-            .ok()
-            .and_then(|n| self.0.checked_add(n))
-            .map(Self)
+        u64::try_from(d.as_nanos()).ok().and_then(|n| self.0.checked_add(n)).map(Self)
     }
 }
 
@@ -47,10 +44,7 @@ impl Add<Duration> for Instant {
     type Output = Instant;
     fn add(self, d: Duration) -> Instant {
         // Saturate: a timer at the end of time is as good as none.
-        Instant(
-            self.0
-                .saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
-        )
+        Instant(self.0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
     }
 }
 
@@ -63,10 +57,7 @@ impl AddAssign<Duration> for Instant {
 impl Sub<Duration> for Instant {
     type Output = Instant;
     fn sub(self, d: Duration) -> Instant {
-        Instant(
-            self.0
-                .saturating_sub(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
-        )
+        Instant(self.0.saturating_sub(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
     }
 }
 

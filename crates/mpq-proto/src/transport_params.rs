@@ -88,14 +88,10 @@ impl PreferredAddress {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        let v4 = self
-            .address_v4
-            .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+        let v4 = self.address_v4.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
         out.extend_from_slice(&v4.ip().octets());
         out.extend_from_slice(&v4.port().to_be_bytes());
-        let v6 = self
-            .address_v6
-            .unwrap_or(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 0, 0, 0));
+        let v6 = self.address_v6.unwrap_or(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 0, 0, 0));
         out.extend_from_slice(&v6.ip().octets());
         out.extend_from_slice(&v6.port().to_be_bytes());
         out.push(self.connection_id.len() as u8);
@@ -114,9 +110,7 @@ impl PreferredAddress {
         // RFC 9000 §18.2: a zero-length connection ID in preferred_address MUST be a
         // TRANSPORT_PARAMETER_ERROR.
         if len == 0 || len > MAX_CID_LEN {
-            return Err(TransportError::transport_parameter(
-                "invalid preferred_address connection ID length",
-            ));
+            return Err(TransportError::transport_parameter("invalid preferred_address connection ID length"));
         }
         let connection_id = ConnectionId::new(r.bytes(len).map_err(bad)?);
         let stateless_reset_token = r.array::<16>().map_err(bad)?;
@@ -244,49 +238,17 @@ impl TransportParameters {
             write_param(out, id::ORIGINAL_DESTINATION_CONNECTION_ID, c);
         }
         let ints = [
-            (
-                id::MAX_IDLE_TIMEOUT,
-                self.max_idle_timeout,
-                d.max_idle_timeout,
-            ),
-            (
-                id::MAX_UDP_PAYLOAD_SIZE,
-                self.max_udp_payload_size,
-                d.max_udp_payload_size,
-            ),
+            (id::MAX_IDLE_TIMEOUT, self.max_idle_timeout, d.max_idle_timeout),
+            (id::MAX_UDP_PAYLOAD_SIZE, self.max_udp_payload_size, d.max_udp_payload_size),
             (id::INITIAL_MAX_DATA, self.initial_max_data, 0),
-            (
-                id::INITIAL_MAX_STREAM_DATA_BIDI_LOCAL,
-                self.initial_max_stream_data_bidi_local,
-                0,
-            ),
-            (
-                id::INITIAL_MAX_STREAM_DATA_BIDI_REMOTE,
-                self.initial_max_stream_data_bidi_remote,
-                0,
-            ),
-            (
-                id::INITIAL_MAX_STREAM_DATA_UNI,
-                self.initial_max_stream_data_uni,
-                0,
-            ),
-            (
-                id::INITIAL_MAX_STREAMS_BIDI,
-                self.initial_max_streams_bidi,
-                0,
-            ),
+            (id::INITIAL_MAX_STREAM_DATA_BIDI_LOCAL, self.initial_max_stream_data_bidi_local, 0),
+            (id::INITIAL_MAX_STREAM_DATA_BIDI_REMOTE, self.initial_max_stream_data_bidi_remote, 0),
+            (id::INITIAL_MAX_STREAM_DATA_UNI, self.initial_max_stream_data_uni, 0),
+            (id::INITIAL_MAX_STREAMS_BIDI, self.initial_max_streams_bidi, 0),
             (id::INITIAL_MAX_STREAMS_UNI, self.initial_max_streams_uni, 0),
-            (
-                id::ACK_DELAY_EXPONENT,
-                self.ack_delay_exponent,
-                d.ack_delay_exponent,
-            ),
+            (id::ACK_DELAY_EXPONENT, self.ack_delay_exponent, d.ack_delay_exponent),
             (id::MAX_ACK_DELAY, self.max_ack_delay, d.max_ack_delay),
-            (
-                id::ACTIVE_CONNECTION_ID_LIMIT,
-                self.active_connection_id_limit,
-                d.active_connection_id_limit,
-            ),
+            (id::ACTIVE_CONNECTION_ID_LIMIT, self.active_connection_id_limit, d.active_connection_id_limit),
             (id::MAX_DATAGRAM_FRAME_SIZE, self.max_datagram_frame_size, 0),
         ];
         for (pid, v, default) in ints {
@@ -337,14 +299,10 @@ impl TransportParameters {
         while !r.is_empty() {
             let pid = r.varint().map_err(|_| malformed("parameter ID"))?;
             let len = r.varint().map_err(|_| malformed("parameter length"))?;
-            let val = r
-                .bytes(usize::try_from(len).unwrap_or(usize::MAX))
-                .map_err(|_| malformed("parameter value"))?;
+            let val = r.bytes(usize::try_from(len).unwrap_or(usize::MAX)).map_err(|_| malformed("parameter value"))?;
             // RFC 9000 §7.4: duplicates SHOULD be a TRANSPORT_PARAMETER_ERROR.
             if !seen.insert(pid) {
-                return Err(TransportError::transport_parameter(format!(
-                    "duplicate transport parameter 0x{pid:x}"
-                )));
+                return Err(TransportError::transport_parameter(format!("duplicate transport parameter 0x{pid:x}")));
             }
             tp.apply(sender, pid, val)?;
         }
@@ -362,25 +320,14 @@ impl TransportParameters {
         // RFC 9000 §18.2: a server MUST treat receipt of a server-only parameter as a
         // TRANSPORT_PARAMETER_ERROR.
         if server_only && sender == Side::Client {
-            return Err(TransportError::transport_parameter(format!(
-                "server-only parameter 0x{pid:x} from client"
-            )));
+            return Err(TransportError::transport_parameter(format!("server-only parameter 0x{pid:x} from client")));
         }
-        let invalid = |what: &str| {
-            Err(TransportError::transport_parameter(format!(
-                "invalid {what}"
-            )))
-        };
+        let invalid = |what: &str| Err(TransportError::transport_parameter(format!("invalid {what}")));
         match pid {
-            id::ORIGINAL_DESTINATION_CONNECTION_ID => {
-                self.original_destination_connection_id = Some(cid_value(val)?)
-            }
+            id::ORIGINAL_DESTINATION_CONNECTION_ID => self.original_destination_connection_id = Some(cid_value(val)?),
             id::MAX_IDLE_TIMEOUT => self.max_idle_timeout = varint_value(val)?,
             id::STATELESS_RESET_TOKEN => {
-                self.stateless_reset_token = Some(
-                    val.try_into()
-                        .map_err(|_| malformed("stateless_reset_token"))?,
-                );
+                self.stateless_reset_token = Some(val.try_into().map_err(|_| malformed("stateless_reset_token"))?);
             }
             id::MAX_UDP_PAYLOAD_SIZE => {
                 let v = varint_value(val)?;
@@ -391,15 +338,9 @@ impl TransportParameters {
                 self.max_udp_payload_size = v;
             }
             id::INITIAL_MAX_DATA => self.initial_max_data = varint_value(val)?,
-            id::INITIAL_MAX_STREAM_DATA_BIDI_LOCAL => {
-                self.initial_max_stream_data_bidi_local = varint_value(val)?
-            }
-            id::INITIAL_MAX_STREAM_DATA_BIDI_REMOTE => {
-                self.initial_max_stream_data_bidi_remote = varint_value(val)?
-            }
-            id::INITIAL_MAX_STREAM_DATA_UNI => {
-                self.initial_max_stream_data_uni = varint_value(val)?
-            }
+            id::INITIAL_MAX_STREAM_DATA_BIDI_LOCAL => self.initial_max_stream_data_bidi_local = varint_value(val)?,
+            id::INITIAL_MAX_STREAM_DATA_BIDI_REMOTE => self.initial_max_stream_data_bidi_remote = varint_value(val)?,
+            id::INITIAL_MAX_STREAM_DATA_UNI => self.initial_max_stream_data_uni = varint_value(val)?,
             id::INITIAL_MAX_STREAMS_BIDI | id::INITIAL_MAX_STREAMS_UNI => {
                 let v = varint_value(val)?;
                 // RFC 9000 §18.2: a value above 2^60 MUST be a TRANSPORT_PARAMETER_ERROR.
@@ -443,12 +384,8 @@ impl TransportParameters {
                 }
                 self.active_connection_id_limit = v;
             }
-            id::INITIAL_SOURCE_CONNECTION_ID => {
-                self.initial_source_connection_id = Some(cid_value(val)?)
-            }
-            id::RETRY_SOURCE_CONNECTION_ID => {
-                self.retry_source_connection_id = Some(cid_value(val)?)
-            }
+            id::INITIAL_SOURCE_CONNECTION_ID => self.initial_source_connection_id = Some(cid_value(val)?),
+            id::RETRY_SOURCE_CONNECTION_ID => self.retry_source_connection_id = Some(cid_value(val)?),
             id::MAX_DATAGRAM_FRAME_SIZE => self.max_datagram_frame_size = varint_value(val)?,
             id::INITIAL_MAX_PATH_ID => {
                 let v = varint_value(val)?;

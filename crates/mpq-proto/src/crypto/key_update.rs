@@ -38,10 +38,7 @@ impl KeySource {
     fn next_keys(&mut self) -> PacketKeySet {
         match self {
             KeySource::Tls(s) => s.next_packet_keys(),
-            KeySource::Null => PacketKeySet {
-                local: null_packet_key(),
-                remote: null_packet_key(),
-            },
+            KeySource::Null => PacketKeySet { local: null_packet_key(), remote: null_packet_key() },
         }
     }
 }
@@ -185,11 +182,7 @@ impl OneRttKeys {
     /// KEY_UPDATE_ERROR (RFC 9001 §6.2, §6.4) when the packet's number contradicts the key
     /// order (a newer key for a lower number than an older key was used for), or when the
     /// peer updates again before we acknowledged a packet of its current phase.
-    pub fn on_remote_authenticated(
-        &mut self,
-        choice: RemoteKeyChoice,
-        pn: u64,
-    ) -> Result<(), TransportError> {
+    pub fn on_remote_authenticated(&mut self, choice: RemoteKeyChoice, pn: u64) -> Result<(), TransportError> {
         match choice {
             RemoteKeyChoice::Current => {
                 if self.prev_largest_remote_pn.is_some_and(|p| pn < p) {
@@ -202,8 +195,7 @@ impl OneRttKeys {
                 if self.first_remote_pn.is_some_and(|f| pn > f) {
                     return Err(key_update_error("newer packet number under older keys"));
                 }
-                self.prev_largest_remote_pn =
-                    Some(self.prev_largest_remote_pn.map_or(pn, |l| l.max(pn)));
+                self.prev_largest_remote_pn = Some(self.prev_largest_remote_pn.map_or(pn, |l| l.max(pn)));
             }
             RemoteKeyChoice::Next => {
                 if !self.acked_remote_phase {
@@ -271,10 +263,7 @@ impl OneRttKeys {
         self.first_local_pn.get_or_insert(pn);
         self.sealed_in_phase += 1;
         if self.sealed_in_phase > self.confidentiality_limit {
-            return Err(TransportError::new(
-                TransportErrorCode::AEAD_LIMIT_REACHED,
-                "confidentiality limit reached",
-            ));
+            return Err(TransportError::new(TransportErrorCode::AEAD_LIMIT_REACHED, "confidentiality limit reached"));
         }
         Ok(())
     }
@@ -308,10 +297,7 @@ impl OneRttKeys {
     pub fn on_decrypt_failed(&mut self) -> Result<(), TransportError> {
         self.decrypt_failures += 1;
         if self.decrypt_failures > self.integrity_limit {
-            return Err(TransportError::new(
-                TransportErrorCode::AEAD_LIMIT_REACHED,
-                "integrity limit reached",
-            ));
+            return Err(TransportError::new(TransportErrorCode::AEAD_LIMIT_REACHED, "integrity limit reached"));
         }
         Ok(())
     }

@@ -18,12 +18,7 @@ pub struct NullPacketKey;
 pub struct NullHeaderKey;
 
 impl PacketKey for NullPacketKey {
-    fn encrypt_in_place(
-        &self,
-        _pn: u64,
-        _hdr: &[u8],
-        _payload: &mut [u8],
-    ) -> Result<Tag, rustls::Error> {
+    fn encrypt_in_place(&self, _pn: u64, _hdr: &[u8], _payload: &mut [u8]) -> Result<Tag, rustls::Error> {
         Ok(Tag::from(&[0u8; TAG_LEN][..]))
     }
 
@@ -37,17 +32,9 @@ impl PacketKey for NullPacketKey {
         self.encrypt_in_place(pn, hdr, payload)
     }
 
-    fn decrypt_in_place<'a>(
-        &self,
-        _pn: u64,
-        _hdr: &[u8],
-        payload: &'a mut [u8],
-    ) -> Result<&'a [u8], rustls::Error> {
+    fn decrypt_in_place<'a>(&self, _pn: u64, _hdr: &[u8], payload: &'a mut [u8]) -> Result<&'a [u8], rustls::Error> {
         // Checking the zero tag catches truncation and gross corruption in simulations.
-        let plain_len = payload
-            .len()
-            .checked_sub(TAG_LEN)
-            .ok_or(rustls::Error::DecryptError)?;
+        let plain_len = payload.len().checked_sub(TAG_LEN).ok_or(rustls::Error::DecryptError)?;
         if payload[plain_len..].iter().any(|b| *b != 0) {
             return Err(rustls::Error::DecryptError);
         }
@@ -78,21 +65,11 @@ impl PacketKey for NullPacketKey {
 }
 
 impl HeaderProtectionKey for NullHeaderKey {
-    fn encrypt_in_place(
-        &self,
-        sample: &[u8],
-        _first: &mut u8,
-        pn: &mut [u8],
-    ) -> Result<(), rustls::Error> {
+    fn encrypt_in_place(&self, sample: &[u8], _first: &mut u8, pn: &mut [u8]) -> Result<(), rustls::Error> {
         check_sizes(sample, pn)
     }
 
-    fn decrypt_in_place(
-        &self,
-        sample: &[u8],
-        _first: &mut u8,
-        pn: &mut [u8],
-    ) -> Result<(), rustls::Error> {
+    fn decrypt_in_place(&self, sample: &[u8], _first: &mut u8, pn: &mut [u8]) -> Result<(), rustls::Error> {
         check_sizes(sample, pn)
     }
 
@@ -121,12 +98,6 @@ pub fn null_header_key() -> Box<dyn HeaderProtectionKey> {
 
 /// INSECURE: a full set of null keys for one level, for simulation runs only.
 pub fn insecure_null_keys() -> Keys {
-    let dir = || DirectionalKeys {
-        header: null_header_key(),
-        packet: null_packet_key(),
-    };
-    Keys {
-        local: dir(),
-        remote: dir(),
-    }
+    let dir = || DirectionalKeys { header: null_header_key(), packet: null_packet_key() };
+    Keys { local: dir(), remote: dir() }
 }

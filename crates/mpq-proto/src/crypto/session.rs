@@ -18,9 +18,7 @@ pub struct TlsSession {
 
 impl std::fmt::Debug for TlsSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsSession")
-            .field("handshaking", &self.is_handshaking())
-            .finish_non_exhaustive()
+        f.debug_struct("TlsSession").field("handshaking", &self.is_handshaking()).finish_non_exhaustive()
     }
 }
 
@@ -39,10 +37,7 @@ impl TlsSession {
 
     /// A server session. `config.max_early_data_size` must be 0 or `u32::MAX` (rustls
     /// rejects other values for QUIC).
-    pub fn server(
-        config: Arc<rustls::ServerConfig>,
-        transport_params: Vec<u8>,
-    ) -> Result<Self, rustls::Error> {
+    pub fn server(config: Arc<rustls::ServerConfig>, transport_params: Vec<u8>) -> Result<Self, rustls::Error> {
         let conn = quic::ServerConnection::new(config, Version::V1, transport_params)?;
         Ok(Self { conn: conn.into() })
     }

@@ -109,22 +109,14 @@ impl Peer {
         let cid = ConnectionId::new(&DCID);
         let (start, len_off, pn_off) = match level {
             Level::Initial | Level::Handshake => {
-                let ty = if level == Level::Initial {
-                    LongType::Initial
-                } else {
-                    LongType::Handshake
-                };
+                let ty = if level == Level::Initial { LongType::Initial } else { LongType::Handshake };
                 let o = write_long_header(out, ty, VERSION_1, &cid, &cid, &[], pn, pn_len);
                 (o.header_start, Some(o.len_offset), o.pn_offset)
             }
             _ => {
                 let start = out.len();
                 let phase = self.one_rtt.as_ref().unwrap().key_phase();
-                (
-                    start,
-                    None,
-                    write_short_header(out, &cid, phase, false, pn, pn_len),
-                )
+                (start, None, write_short_header(out, &cid, phase, false, pn, pn_len))
             }
         };
         out.extend_from_slice(payload);
@@ -148,10 +140,7 @@ impl Peer {
 
     /// Opens every packet of `datagram`, feeding handshake bytes to TLS; returns 1-RTT
     /// payloads with their packet numbers.
-    fn receive(
-        &mut self,
-        mut datagram: Vec<u8>,
-    ) -> Result<Vec<(u64, Vec<u8>)>, crate::TransportError> {
+    fn receive(&mut self, mut datagram: Vec<u8>) -> Result<Vec<(u64, Vec<u8>)>, crate::TransportError> {
         let mut app = vec![];
         let mut rest = &mut datagram[..];
         while !rest.is_empty() {
@@ -172,8 +161,7 @@ impl Peer {
             let space = Self::space(level);
             if level == Level::OneRtt {
                 let keys = self.one_rtt.as_mut().unwrap();
-                let u =
-                    remove_header_protection(pkt, h.pn_offset, keys.remote_header_key()).unwrap();
+                let u = remove_header_protection(pkt, h.pn_offset, keys.remote_header_key()).unwrap();
                 let pn = decode_pn(self.largest_rx[space], u.truncated_pn, u.pn_len);
                 let choice = keys.remote_key_for(u.key_phase(), pn);
                 let Some(key) = keys.remote_key(choice) else {
@@ -192,15 +180,10 @@ impl Peer {
                 self.largest_rx[space] = self.largest_rx[space].max(Some(pn));
                 continue;
             }
-            let keys = if level == Level::Initial {
-                &self.initial
-            } else {
-                self.handshake.as_ref().unwrap()
-            };
+            let keys = if level == Level::Initial { &self.initial } else { self.handshake.as_ref().unwrap() };
             let u = remove_header_protection(pkt, h.pn_offset, &*keys.remote.header).unwrap();
             let pn = decode_pn(self.largest_rx[space], u.truncated_pn, u.pn_len);
-            let plain =
-                open_payload(pkt, h.pn_offset, u.pn_len, pn, &*keys.remote.packet, None).unwrap();
+            let plain = open_payload(pkt, h.pn_offset, u.pn_len, pn, &*keys.remote.packet, None).unwrap();
             self.largest_rx[space] = self.largest_rx[space].max(Some(pn));
             // Each level's bytes go to TLS on their own, in order.
             self.tls.read_handshake(level, plain)?;
@@ -261,14 +244,8 @@ fn handshake_reaches_one_rtt() {
         assert!(p.tls.negotiated_cipher_suite().is_some());
         assert!(p.handshake.is_some());
     }
-    assert_eq!(
-        client.tls.peer_transport_params(),
-        Some(&b"server transport parameters"[..])
-    );
-    assert_eq!(
-        server.tls.peer_transport_params(),
-        Some(&b"client transport parameters"[..])
-    );
+    assert_eq!(client.tls.peer_transport_params(), Some(&b"server transport parameters"[..]));
+    assert_eq!(server.tls.peer_transport_params(), Some(&b"client transport parameters"[..]));
     // 1-RTT data both ways.
     let (_, d) = client.send_app(b"hello server");
     assert_eq!(server.receive(d).unwrap(), [(0, b"hello server".to_vec())]);
@@ -382,23 +359,16 @@ fn key_order_violations_are_key_update_errors() {
 
     // Previous-key packet newer than the first current-phase packet.
     let mut k = OneRttKeys::new_insecure_null();
-    k.on_remote_authenticated(RemoteKeyChoice::Current, 0)
-        .unwrap();
+    k.on_remote_authenticated(RemoteKeyChoice::Current, 0).unwrap();
     k.on_ack_sent(0);
-    k.on_remote_authenticated(RemoteKeyChoice::Next, 10)
-        .unwrap();
+    k.on_remote_authenticated(RemoteKeyChoice::Next, 10).unwrap();
     assert!(k.has_previous());
     assert_eq!(k.remote_key_for(false, 5), RemoteKeyChoice::Previous);
-    k.on_remote_authenticated(RemoteKeyChoice::Previous, 5)
-        .unwrap();
-    let err = k
-        .on_remote_authenticated(RemoteKeyChoice::Previous, 11)
-        .unwrap_err();
+    k.on_remote_authenticated(RemoteKeyChoice::Previous, 5).unwrap();
+    let err = k.on_remote_authenticated(RemoteKeyChoice::Previous, 11).unwrap_err();
     assert_eq!(err.code, TransportErrorCode::KEY_UPDATE_ERROR);
     // And a current-phase packet older than one seen under the previous keys.
-    let err = k
-        .on_remote_authenticated(RemoteKeyChoice::Current, 4)
-        .unwrap_err();
+    let err = k.on_remote_authenticated(RemoteKeyChoice::Current, 4).unwrap_err();
     assert_eq!(err.code, TransportErrorCode::KEY_UPDATE_ERROR);
 }
 
@@ -417,10 +387,7 @@ fn old_phase_does_not_decrypt_with_new_keys() {
     let u = remove_header_protection(&mut d, h.pn_offset, keys.remote_header_key()).unwrap();
     assert!(u.key_phase());
     let cur = keys.remote_key(RemoteKeyChoice::Current).unwrap();
-    assert_eq!(
-        open_payload(&mut d, h.pn_offset, u.pn_len, pn, cur, None),
-        Err(ProtectError::Crypto)
-    );
+    assert_eq!(open_payload(&mut d, h.pn_offset, u.pn_len, pn, cur, None), Err(ProtectError::Crypto));
     assert_eq!(keys.on_decrypt_failed(), Ok(()));
     assert_eq!(keys.decrypt_failures(), 1);
 }

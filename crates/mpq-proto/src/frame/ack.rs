@@ -53,20 +53,15 @@ pub struct AckFrame<'a> {
 
 impl<'a> AckFrame<'a> {
     /// Decodes the body after the type. `path`: PATH_ACK; `ecn`: ECN variant.
-    pub(super) fn decode(
-        r: &mut Reader<'a>,
-        path: bool,
-        ecn: bool,
-    ) -> Result<Self, TransportError> {
+    pub(super) fn decode(r: &mut Reader<'a>, path: bool, ecn: bool) -> Result<Self, TransportError> {
         let path_id = if path { Some(vi(r)?) } else { None };
         let largest = vi(r)?;
         let delay = vi(r)?;
         let range_count = vi(r)?;
         let first_range = vi(r)?;
         // RFC 9000 §19.3.1: a computed packet number below 0 MUST be a FRAME_ENCODING_ERROR.
-        let mut smallest = largest
-            .checked_sub(first_range)
-            .ok_or_else(|| TransportError::frame_encoding("ACK range below 0"))?;
+        let mut smallest =
+            largest.checked_sub(first_range).ok_or_else(|| TransportError::frame_encoding("ACK range below 0"))?;
         // Each additional range needs at least two bytes: bound the work before looping.
         if range_count > (r.remaining() / 2) as u64 {
             return Err(truncated());
@@ -81,33 +76,13 @@ impl<'a> AckFrame<'a> {
                 .ok_or_else(|| TransportError::frame_encoding("ACK range below 0"))?;
         }
         let ranges = &start[..start.len() - r.remaining()];
-        let ecn = if ecn {
-            Some(EcnCounts {
-                ect0: vi(r)?,
-                ect1: vi(r)?,
-                ce: vi(r)?,
-            })
-        } else {
-            None
-        };
-        Ok(Self {
-            path_id,
-            largest,
-            delay,
-            first_range,
-            ecn,
-            range_count,
-            ranges,
-        })
+        let ecn = if ecn { Some(EcnCounts { ect0: vi(r)?, ect1: vi(r)?, ce: vi(r)? }) } else { None };
+        Ok(Self { path_id, largest, delay, first_range, ecn, range_count, ranges })
     }
 
     /// Wire type: 0x02/0x03 for ACK, 0x3e/0x3f for PATH_ACK.
     pub fn ty(&self) -> u64 {
-        let base = if self.path_id.is_some() {
-            ft::PATH_ACK
-        } else {
-            ft::ACK
-        };
+        let base = if self.path_id.is_some() { ft::PATH_ACK } else { ft::ACK };
         base | u64::from(self.ecn.is_some())
     }
 
@@ -181,9 +156,7 @@ impl Iterator for AckIter<'_> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = usize::try_from(self.left)
-            .unwrap_or(usize::MAX)
-            .saturating_add(usize::from(self.next.is_some()));
+        let n = usize::try_from(self.left).unwrap_or(usize::MAX).saturating_add(usize::from(self.next.is_some()));
         (n, Some(n))
     }
 }
@@ -231,21 +204,10 @@ fn plan(
     Some((n, base + varint_len(n as u64) + body))
 }
 
-fn write(
-    out: &mut Vec<u8>,
-    path_id: Option<u64>,
-    ranges: &RangeSet,
-    delay: u64,
-    ecn: Option<&EcnCounts>,
-    n: usize,
-) {
+fn write(out: &mut Vec<u8>, path_id: Option<u64>, ranges: &RangeSet, delay: u64, ecn: Option<&EcnCounts>, n: usize) {
     let mut it = ranges.iter().rev();
     let Some(first) = it.next() else { return };
-    let base = if path_id.is_some() {
-        ft::PATH_ACK
-    } else {
-        ft::ACK
-    };
+    let base = if path_id.is_some() { ft::PATH_ACK } else { ft::ACK };
     write_varint(out, base | u64::from(ecn.is_some()));
     if let Some(p) = path_id {
         write_varint(out, p);
@@ -347,16 +309,10 @@ mod tests {
         assert_eq!(f.encoded_len(), out.len());
 
         let mut out = Vec::new();
-        let ecn = EcnCounts {
-            ect0: 1,
-            ect1: 2,
-            ce: 3,
-        };
+        let ecn = EcnCounts { ect0: 1, ect1: 2, ce: 3 };
         encode_ack(&mut out, Some(5), &s, 7, Some(&ecn), 1);
         assert_eq!(out, [0x3f, 5, 9, 7, 0, 4, 1, 2, 3]);
-        let Frame::Ack(a) = Frame::decode(&mut Reader::new(&out)).unwrap() else {
-            panic!()
-        };
+        let Frame::Ack(a) = Frame::decode(&mut Reader::new(&out)).unwrap() else { panic!() };
         assert_eq!((a.path_id, a.ecn), (Some(5), Some(ecn)));
         assert_eq!(a.iter().collect::<Vec<_>>(), vec![5..10]);
     }
@@ -370,11 +326,7 @@ mod tests {
             &[0x02, 5, 0, 1, 5, 0, 0], // smallest 0, next largest would be -2
         ] {
             let e = Frame::decode(&mut Reader::new(bytes)).unwrap_err();
-            assert_eq!(
-                e.code,
-                TransportErrorCode::FRAME_ENCODING_ERROR,
-                "{bytes:?}"
-            );
+            assert_eq!(e.code, TransportErrorCode::FRAME_ENCODING_ERROR, "{bytes:?}");
             assert_eq!(e.frame_type, Some(0x02));
         }
         // Exactly reaching zero is fine: 5, gap 0 -> largest 3, len 3 -> 0.
@@ -383,9 +335,7 @@ mod tests {
 
     #[test]
     fn huge_range_count_is_rejected_cheaply() {
-        let bytes = [
-            0x02, 5, 0, 0xbf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0,
-        ];
+        let bytes = [0x02, 5, 0, 0xbf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0];
         let e = Frame::decode(&mut Reader::new(&bytes)).unwrap_err();
         assert_eq!(e.code, TransportErrorCode::FRAME_ENCODING_ERROR);
     }
@@ -397,9 +347,7 @@ mod tests {
         let n = encode_ack(&mut out, None, &s, 0, None, 2);
         assert_eq!(n, out.len());
         assert_eq!(n, ack_encoded_len(None, &s, 0, None, 2));
-        let Frame::Ack(a) = Frame::decode(&mut Reader::new(&out)).unwrap() else {
-            panic!()
-        };
+        let Frame::Ack(a) = Frame::decode(&mut Reader::new(&out)).unwrap() else { panic!() };
         assert_eq!(a.iter().collect::<Vec<_>>(), vec![8..9, 6..7]);
 
         for max in 0..20 {
@@ -408,26 +356,14 @@ mod tests {
             assert!(out.len() <= max);
             assert_eq!(ok, max >= 6, "max {max}");
             if ok {
-                let Frame::Ack(a) = Frame::decode(&mut Reader::new(&out)).unwrap() else {
-                    panic!()
-                };
+                let Frame::Ack(a) = Frame::decode(&mut Reader::new(&out)).unwrap() else { panic!() };
                 let got: Vec<_> = a.iter().collect();
                 let want: Vec<_> = s.iter().rev().take(got.len()).collect();
                 assert_eq!(got, want);
                 assert_eq!(got.len(), (1 + (max - 6) / 2).min(5));
             }
         }
-        assert!(!encode_ack_bounded(
-            &mut Vec::new(),
-            None,
-            &RangeSet::new(),
-            0,
-            None,
-            100
-        ));
-        assert_eq!(
-            encode_ack(&mut Vec::new(), None, &RangeSet::new(), 0, None, 100),
-            0
-        );
+        assert!(!encode_ack_bounded(&mut Vec::new(), None, &RangeSet::new(), 0, None, 100));
+        assert_eq!(encode_ack(&mut Vec::new(), None, &RangeSet::new(), 0, None, 100), 0);
     }
 }

@@ -22,11 +22,7 @@ impl<'a> ConnectionClose<'a> {
         let frame_type = if transport { Some(vi(r)?) } else { None };
         let len = vi(r)?;
         let reason = take(r, len)?;
-        Ok(Self {
-            error_code,
-            frame_type,
-            reason,
-        })
+        Ok(Self { error_code, frame_type, reason })
     }
 
     /// Wire type: 0x1c (transport) or 0x1d (application).
@@ -64,40 +60,22 @@ mod tests {
 
     #[test]
     fn known_encodings() {
-        let t = ConnectionClose {
-            error_code: 0x07,
-            frame_type: Some(0x08),
-            reason: b"bad",
-        };
+        let t = ConnectionClose { error_code: 0x07, frame_type: Some(0x08), reason: b"bad" };
         let mut out = Vec::new();
         Frame::ConnectionClose(t).encode(&mut out);
         assert_eq!(out, [0x1c, 7, 8, 3, b'b', b'a', b'd']);
-        assert_eq!(
-            Frame::decode(&mut Reader::new(&out)).unwrap(),
-            Frame::ConnectionClose(t)
-        );
+        assert_eq!(Frame::decode(&mut Reader::new(&out)).unwrap(), Frame::ConnectionClose(t));
 
-        let a = ConnectionClose {
-            error_code: 0x100,
-            frame_type: None,
-            reason: b"",
-        };
+        let a = ConnectionClose { error_code: 0x100, frame_type: None, reason: b"" };
         out.clear();
         Frame::ConnectionClose(a).encode(&mut out);
         assert_eq!(out, [0x1d, 0x41, 0x00, 0]);
-        assert_eq!(
-            Frame::decode(&mut Reader::new(&out)).unwrap(),
-            Frame::ConnectionClose(a)
-        );
+        assert_eq!(Frame::decode(&mut Reader::new(&out)).unwrap(), Frame::ConnectionClose(a));
     }
 
     #[test]
     fn reason_beyond_input() {
-        for b in [
-            &[0x1c, 0, 0, 5, b'x'][..],
-            &[0x1d, 0, 0x80, 0, 0, 1],
-            &[0x1d, 0, 0xff, 0xff],
-        ] {
+        for b in [&[0x1c, 0, 0, 5, b'x'][..], &[0x1d, 0, 0x80, 0, 0, 1], &[0x1d, 0, 0xff, 0xff]] {
             let e = Frame::decode(&mut Reader::new(b)).unwrap_err();
             assert_eq!(e.code, TransportErrorCode::FRAME_ENCODING_ERROR);
         }

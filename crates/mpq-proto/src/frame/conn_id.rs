@@ -29,26 +29,16 @@ impl NewConnectionId {
         // RFC 9000 §19.15: Retire Prior To greater than Sequence Number MUST be a
         // FRAME_ENCODING_ERROR.
         if retire_prior_to > seq {
-            return Err(TransportError::frame_encoding(
-                "retire_prior_to above sequence number",
-            ));
+            return Err(TransportError::frame_encoding("retire_prior_to above sequence number"));
         }
         let len = r.u8().map_err(|_| super::truncated())?;
         // RFC 9000 §19.15: a length below 1 or above 20 MUST be a FRAME_ENCODING_ERROR.
         if len == 0 || usize::from(len) > MAX_CID_LEN {
-            return Err(TransportError::frame_encoding(
-                "invalid connection ID length",
-            ));
+            return Err(TransportError::frame_encoding("invalid connection ID length"));
         }
         let cid = ConnectionId::new(take(r, u64::from(len))?);
         let reset_token = arr(r)?;
-        Ok(Self {
-            path_id,
-            seq,
-            retire_prior_to,
-            cid,
-            reset_token,
-        })
+        Ok(Self { path_id, seq, retire_prior_to, cid, reset_token })
     }
 
     /// Wire type: 0x18, or 0x3e78 with a path ID.
@@ -84,15 +74,8 @@ impl NewConnectionId {
 }
 
 pub(super) fn decode_retire<'a>(ty: u64, r: &mut Reader<'a>) -> Result<Frame<'a>, TransportError> {
-    let path_id = if ty == ft::PATH_RETIRE_CONNECTION_ID {
-        Some(vi(r)?)
-    } else {
-        None
-    };
-    Ok(Frame::RetireConnectionId {
-        path_id,
-        seq: vi(r)?,
-    })
+    let path_id = if ty == ft::PATH_RETIRE_CONNECTION_ID { Some(vi(r)?) } else { None };
+    Ok(Frame::RetireConnectionId { path_id, seq: vi(r)? })
 }
 
 #[cfg(test)]
@@ -120,10 +103,7 @@ mod tests {
         assert_eq!(out, want);
         assert_eq!(dec(&out).unwrap(), Frame::NewConnectionId(n));
 
-        let p = NewConnectionId {
-            path_id: Some(3),
-            ..n
-        };
+        let p = NewConnectionId { path_id: Some(3), ..n };
         out.clear();
         Frame::NewConnectionId(p).encode(&mut out);
         let mut want = vec![0x7e, 0x78, 3, 2, 1, 2, 0xaa, 0xbb];
@@ -131,20 +111,8 @@ mod tests {
         assert_eq!(out, want);
         assert_eq!(dec(&out).unwrap(), Frame::NewConnectionId(p));
 
-        assert_eq!(
-            dec(&[0x19, 5]).unwrap(),
-            Frame::RetireConnectionId {
-                path_id: None,
-                seq: 5
-            }
-        );
-        assert_eq!(
-            dec(&[0x7e, 0x79, 1, 5]).unwrap(),
-            Frame::RetireConnectionId {
-                path_id: Some(1),
-                seq: 5
-            }
-        );
+        assert_eq!(dec(&[0x19, 5]).unwrap(), Frame::RetireConnectionId { path_id: None, seq: 5 });
+        assert_eq!(dec(&[0x7e, 0x79, 1, 5]).unwrap(), Frame::RetireConnectionId { path_id: Some(1), seq: 5 });
     }
 
     #[test]
@@ -160,11 +128,7 @@ mod tests {
         for (head, ty) in cases {
             let b = [head, &tail[..]].concat();
             let e = dec(&b).unwrap_err();
-            assert_eq!(
-                (e.code, e.frame_type),
-                (TransportErrorCode::FRAME_ENCODING_ERROR, Some(ty)),
-                "{head:?}"
-            );
+            assert_eq!((e.code, e.frame_type), (TransportErrorCode::FRAME_ENCODING_ERROR, Some(ty)), "{head:?}");
         }
     }
 }

@@ -19,15 +19,10 @@ pub(super) fn decode_new_token<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, Tran
     if len == 0 {
         return Err(TransportError::frame_encoding("empty NEW_TOKEN"));
     }
-    Ok(Frame::NewToken {
-        token: take(r, len)?,
-    })
+    Ok(Frame::NewToken { token: take(r, len)? })
 }
 
-pub(super) fn decode_datagram<'a>(
-    ty: u64,
-    r: &mut Reader<'a>,
-) -> Result<Frame<'a>, TransportError> {
+pub(super) fn decode_datagram<'a>(ty: u64, r: &mut Reader<'a>) -> Result<Frame<'a>, TransportError> {
     let data = if ty == ft::DATAGRAM_LEN {
         let len = vi(r)?;
         take(r, len)?
@@ -63,17 +58,10 @@ mod tests {
 
     #[test]
     fn padding_collapses() {
-        let frames: Vec<_> = iter_frames(&[0, 0, 0, 1, 0, 0x1e])
-            .map(Result::unwrap)
-            .collect();
+        let frames: Vec<_> = iter_frames(&[0, 0, 0, 1, 0, 0x1e]).map(Result::unwrap).collect();
         assert_eq!(
             frames,
-            vec![
-                Frame::Padding { len: 3 },
-                Frame::Ping,
-                Frame::Padding { len: 1 },
-                Frame::HandshakeDone
-            ]
+            vec![Frame::Padding { len: 3 }, Frame::Ping, Frame::Padding { len: 1 }, Frame::HandshakeDone]
         );
         let mut out = Vec::new();
         Frame::Padding { len: 4 }.encode(&mut out);
@@ -83,22 +71,11 @@ mod tests {
     #[test]
     fn token_and_datagram() {
         let mut r = Reader::new(&[0x07, 2, 0xaa, 0xbb]);
-        assert_eq!(
-            Frame::decode(&mut r).unwrap(),
-            Frame::NewToken {
-                token: &[0xaa, 0xbb]
-            }
-        );
+        assert_eq!(Frame::decode(&mut r).unwrap(), Frame::NewToken { token: &[0xaa, 0xbb] });
         let e = Frame::decode(&mut Reader::new(&[0x07, 0])).unwrap_err();
-        assert_eq!(
-            (e.code, e.frame_type),
-            (TransportErrorCode::FRAME_ENCODING_ERROR, Some(7))
-        );
+        assert_eq!((e.code, e.frame_type), (TransportErrorCode::FRAME_ENCODING_ERROR, Some(7)));
 
-        assert_eq!(
-            Frame::decode(&mut Reader::new(&[0x30, 1, 2])).unwrap(),
-            Frame::Datagram { data: &[1, 2] }
-        );
+        assert_eq!(Frame::decode(&mut Reader::new(&[0x30, 1, 2])).unwrap(), Frame::Datagram { data: &[1, 2] });
         let mut out = Vec::new();
         Frame::Datagram { data: &[1, 2] }.encode(&mut out);
         assert_eq!(out, [0x31, 2, 1, 2]);
@@ -111,30 +88,18 @@ mod tests {
         Frame::PathChallenge([1, 2, 3, 4, 5, 6, 7, 8]).encode(&mut out);
         assert_eq!(out, [0x1a, 1, 2, 3, 4, 5, 6, 7, 8]);
         let e = Frame::decode(&mut Reader::new(&out[..8])).unwrap_err();
-        assert_eq!(
-            (e.code, e.frame_type),
-            (TransportErrorCode::FRAME_ENCODING_ERROR, Some(0x1a))
-        );
+        assert_eq!((e.code, e.frame_type), (TransportErrorCode::FRAME_ENCODING_ERROR, Some(0x1a)));
     }
 
     #[test]
     fn unknown_and_non_minimal_types() {
         let e = Frame::decode(&mut Reader::new(&[0x21])).unwrap_err();
-        assert_eq!(
-            (e.code, e.frame_type),
-            (TransportErrorCode::FRAME_ENCODING_ERROR, Some(0x21))
-        );
+        assert_eq!((e.code, e.frame_type), (TransportErrorCode::FRAME_ENCODING_ERROR, Some(0x21)));
         let e = Frame::decode(&mut Reader::new(&[0x7e, 0x7d, 0])).unwrap_err();
-        assert_eq!(
-            (e.code, e.frame_type),
-            (TransportErrorCode::FRAME_ENCODING_ERROR, Some(0x3e7d))
-        );
+        assert_eq!((e.code, e.frame_type), (TransportErrorCode::FRAME_ENCODING_ERROR, Some(0x3e7d)));
         // PING encoded on two bytes.
         let e = Frame::decode(&mut Reader::new(&[0x40, 0x01])).unwrap_err();
-        assert_eq!(
-            (e.code, e.frame_type),
-            (TransportErrorCode::PROTOCOL_VIOLATION, Some(1))
-        );
+        assert_eq!((e.code, e.frame_type), (TransportErrorCode::PROTOCOL_VIOLATION, Some(1)));
         let e = Frame::decode(&mut Reader::new(&[])).unwrap_err();
         assert_eq!(e.code, TransportErrorCode::FRAME_ENCODING_ERROR);
     }

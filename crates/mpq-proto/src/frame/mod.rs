@@ -27,8 +27,8 @@ pub use close::ConnectionClose;
 pub use conn_id::NewConnectionId;
 pub use misc::{datagram_header_len, encode_datagram_header};
 pub use stream::{
-    crypto_header_len, encode_crypto_header, encode_stream_header, stream_header_len,
-    MAX_CRYPTO_HEADER_LEN, MAX_STREAM_HEADER_LEN,
+    crypto_header_len, encode_crypto_header, encode_stream_header, stream_header_len, MAX_CRYPTO_HEADER_LEN,
+    MAX_STREAM_HEADER_LEN,
 };
 
 use frame_type as ft;
@@ -183,8 +183,7 @@ fn vi(r: &mut Reader<'_>) -> Result<u64, TransportError> {
 
 /// Reads `n` bytes (`n` from the wire); truncation is FRAME_ENCODING_ERROR.
 fn take<'a>(r: &mut Reader<'a>, n: u64) -> Result<&'a [u8], TransportError> {
-    r.bytes(usize::try_from(n).unwrap_or(usize::MAX))
-        .map_err(|_| truncated())
+    r.bytes(usize::try_from(n).unwrap_or(usize::MAX)).map_err(|_| truncated())
 }
 
 /// Reads a fixed-size array; truncation is FRAME_ENCODING_ERROR.
@@ -216,16 +215,11 @@ impl<'a> Frame<'a> {
     /// minimally encoded, which is PROTOCOL_VIOLATION (RFC 9000 §12.4).
     pub fn decode(r: &mut Reader<'a>) -> Result<Frame<'a>, TransportError> {
         let before = r.remaining();
-        let ty = r
-            .varint()
-            .map_err(|_| TransportError::frame_encoding("truncated frame type"))?;
+        let ty = r.varint().map_err(|_| TransportError::frame_encoding("truncated frame type"))?;
         // RFC 9000 §12.4: the frame type MUST use the shortest encoding; an endpoint MAY
         // treat a longer one as PROTOCOL_VIOLATION.
         if before - r.remaining() != varint_len(ty) {
-            return Err(
-                TransportError::protocol_violation("frame type not minimally encoded")
-                    .with_frame(ty),
-            );
+            return Err(TransportError::protocol_violation("frame type not minimally encoded").with_frame(ty));
         }
         Self::decode_body(ty, r).map_err(|e| e.with_frame(ty))
     }
@@ -235,20 +229,16 @@ impl<'a> Frame<'a> {
             ft::PADDING => misc::decode_padding(r),
             ft::PING => Frame::Ping,
             ft::ACK | ft::ACK_ECN => Frame::Ack(AckFrame::decode(r, false, ty == ft::ACK_ECN)?),
-            ft::PATH_ACK | ft::PATH_ACK_ECN => {
-                Frame::Ack(AckFrame::decode(r, true, ty == ft::PATH_ACK_ECN)?)
-            }
+            ft::PATH_ACK | ft::PATH_ACK_ECN => Frame::Ack(AckFrame::decode(r, true, ty == ft::PATH_ACK_ECN)?),
             ft::RESET_STREAM | ft::STOP_SENDING => flow::decode_reset_or_stop(ty, r)?,
             ft::CRYPTO => stream::decode_crypto(r)?,
             ft::NEW_TOKEN => misc::decode_new_token(r)?,
             ft::STREAM..=ft::STREAM_MAX => stream::decode_stream(ty, r)?,
             ft::MAX_DATA..=ft::STREAMS_BLOCKED_UNI => flow::decode(ty, r)?,
-            ft::NEW_CONNECTION_ID | ft::PATH_NEW_CONNECTION_ID => Frame::NewConnectionId(
-                NewConnectionId::decode(r, ty == ft::PATH_NEW_CONNECTION_ID)?,
-            ),
-            ft::RETIRE_CONNECTION_ID | ft::PATH_RETIRE_CONNECTION_ID => {
-                conn_id::decode_retire(ty, r)?
+            ft::NEW_CONNECTION_ID | ft::PATH_NEW_CONNECTION_ID => {
+                Frame::NewConnectionId(NewConnectionId::decode(r, ty == ft::PATH_NEW_CONNECTION_ID)?)
             }
+            ft::RETIRE_CONNECTION_ID | ft::PATH_RETIRE_CONNECTION_ID => conn_id::decode_retire(ty, r)?,
             ft::PATH_CHALLENGE => Frame::PathChallenge(arr(r)?),
             ft::PATH_RESPONSE => Frame::PathResponse(arr(r)?),
             ft::CONNECTION_CLOSE | ft::APPLICATION_CLOSE => {
@@ -256,8 +246,9 @@ impl<'a> Frame<'a> {
             }
             ft::HANDSHAKE_DONE => Frame::HandshakeDone,
             ft::DATAGRAM | ft::DATAGRAM_LEN => misc::decode_datagram(ty, r)?,
-            ft::PATH_ABANDON..=ft::PATH_STATUS_AVAILABLE
-            | ft::MAX_PATH_ID..=ft::PATH_CIDS_BLOCKED => multipath::decode(ty, r)?,
+            ft::PATH_ABANDON..=ft::PATH_STATUS_AVAILABLE | ft::MAX_PATH_ID..=ft::PATH_CIDS_BLOCKED => {
+                multipath::decode(ty, r)?
+            }
             _ => return Err(TransportError::frame_encoding("unknown frame type")),
         })
     }
@@ -284,9 +275,7 @@ impl<'a> Frame<'a> {
             Frame::StreamsBlocked { dir, .. } => ft::STREAMS_BLOCKED_BIDI | dir_bit(*dir),
             Frame::NewConnectionId(n) => n.ty(),
             Frame::RetireConnectionId { path_id: None, .. } => ft::RETIRE_CONNECTION_ID,
-            Frame::RetireConnectionId {
-                path_id: Some(_), ..
-            } => ft::PATH_RETIRE_CONNECTION_ID,
+            Frame::RetireConnectionId { path_id: Some(_), .. } => ft::PATH_RETIRE_CONNECTION_ID,
             Frame::PathChallenge(_) => ft::PATH_CHALLENGE,
             Frame::PathResponse(_) => ft::PATH_RESPONSE,
             Frame::ConnectionClose(c) => c.ty(),
@@ -304,10 +293,7 @@ impl<'a> Frame<'a> {
     /// True for every frame except PADDING, ACK/PATH_ACK and CONNECTION_CLOSE
     /// (RFC 9002 §2, draft-ietf-quic-multipath-21).
     pub fn is_ack_eliciting(&self) -> bool {
-        !matches!(
-            self,
-            Frame::Padding { .. } | Frame::Ack(_) | Frame::ConnectionClose(_)
-        )
+        !matches!(self, Frame::Padding { .. } | Frame::Ack(_) | Frame::ConnectionClose(_))
     }
 
     /// True for probing frames: PADDING, PATH_CHALLENGE, PATH_RESPONSE and NEW_CONNECTION_ID
@@ -315,10 +301,7 @@ impl<'a> Frame<'a> {
     pub fn is_probing(&self) -> bool {
         matches!(
             self,
-            Frame::Padding { .. }
-                | Frame::PathChallenge(_)
-                | Frame::PathResponse(_)
-                | Frame::NewConnectionId(_)
+            Frame::Padding { .. } | Frame::PathChallenge(_) | Frame::PathResponse(_) | Frame::NewConnectionId(_)
         )
     }
 
@@ -364,38 +347,16 @@ impl<'a> Frame<'a> {
     fn varint_fields(&self) -> Option<([u64; 3], usize)> {
         Some(match *self {
             Frame::Ping | Frame::HandshakeDone => ([0; 3], 0),
-            Frame::ResetStream {
-                id,
-                error_code,
-                final_size,
-            } => ([id.0, error_code, final_size], 3),
+            Frame::ResetStream { id, error_code, final_size } => ([id.0, error_code, final_size], 3),
             Frame::StopSending { id, error_code } => ([id.0, error_code, 0], 2),
-            Frame::MaxData(v)
-            | Frame::DataBlocked(v)
-            | Frame::MaxPathId(v)
-            | Frame::PathsBlocked(v) => ([v, 0, 0], 1),
-            Frame::MaxStreams { count: v, .. } | Frame::StreamsBlocked { limit: v, .. } => {
-                ([v, 0, 0], 1)
-            }
-            Frame::MaxStreamData { id, max: v } | Frame::StreamDataBlocked { id, limit: v } => {
-                ([id.0, v, 0], 2)
-            }
+            Frame::MaxData(v) | Frame::DataBlocked(v) | Frame::MaxPathId(v) | Frame::PathsBlocked(v) => ([v, 0, 0], 1),
+            Frame::MaxStreams { count: v, .. } | Frame::StreamsBlocked { limit: v, .. } => ([v, 0, 0], 1),
+            Frame::MaxStreamData { id, max: v } | Frame::StreamDataBlocked { id, limit: v } => ([id.0, v, 0], 2),
             Frame::RetireConnectionId { path_id: None, seq } => ([seq, 0, 0], 1),
-            Frame::RetireConnectionId {
-                path_id: Some(p),
-                seq,
-            } => ([p, seq, 0], 2),
-            Frame::PathAbandon {
-                path_id,
-                error_code: v,
-            }
-            | Frame::PathStatus {
-                path_id, seq: v, ..
-            }
-            | Frame::PathCidsBlocked {
-                path_id,
-                next_seq: v,
-            } => ([path_id, v, 0], 2),
+            Frame::RetireConnectionId { path_id: Some(p), seq } => ([p, seq, 0], 2),
+            Frame::PathAbandon { path_id, error_code: v }
+            | Frame::PathStatus { path_id, seq: v, .. }
+            | Frame::PathCidsBlocked { path_id, next_seq: v } => ([path_id, v, 0], 2),
             _ => return None,
         })
     }
@@ -425,12 +386,7 @@ impl<'a> Frame<'a> {
                 write_varint(out, token.len() as u64);
                 out.extend_from_slice(token);
             }
-            Frame::Stream {
-                id,
-                offset,
-                fin,
-                data,
-            } => {
+            Frame::Stream { id, offset, fin, data } => {
                 encode_stream_header(out, *id, *offset, Some(data.len()), *fin);
                 out.extend_from_slice(data);
             }
@@ -458,9 +414,7 @@ impl<'a> Frame<'a> {
             Frame::Ack(a) => a.encoded_len(),
             Frame::Crypto { offset, data } => crypto_header_len(*offset, data.len()) + data.len(),
             Frame::NewToken { token } => 1 + varint_len(token.len() as u64) + token.len(),
-            Frame::Stream {
-                id, offset, data, ..
-            } => stream_header_len(*id, *offset, Some(data.len())) + data.len(),
+            Frame::Stream { id, offset, data, .. } => stream_header_len(*id, *offset, Some(data.len())) + data.len(),
             Frame::NewConnectionId(n) => n.encoded_len(),
             Frame::PathChallenge(_) | Frame::PathResponse(_) => 9,
             Frame::ConnectionClose(c) => c.encoded_len(),
@@ -473,17 +427,8 @@ impl<'a> Frame<'a> {
 impl fmt::Display for Frame<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Frame::Stream {
-                id,
-                offset,
-                fin,
-                data,
-            } => {
-                write!(
-                    f,
-                    "STREAM id={id} off={offset} len={} fin={fin}",
-                    data.len()
-                )
+            Frame::Stream { id, offset, fin, data } => {
+                write!(f, "STREAM id={id} off={offset} len={} fin={fin}", data.len())
             }
             Frame::Crypto { offset, data } => write!(f, "CRYPTO off={offset} len={}", data.len()),
             Frame::Datagram { data } => write!(f, "DATAGRAM len={}", data.len()),
@@ -503,10 +448,7 @@ pub struct FrameIter<'a> {
 
 /// Iterates over the frames in `payload`; see [`FrameIter`].
 pub fn iter_frames(payload: &[u8]) -> FrameIter<'_> {
-    FrameIter {
-        r: Reader::new(payload),
-        failed: false,
-    }
+    FrameIter { r: Reader::new(payload), failed: false }
 }
 
 impl<'a> FrameIter<'a> {

@@ -49,12 +49,7 @@ pub(super) fn decode_stream<'a>(ty: u64, r: &mut Reader<'a>) -> Result<Frame<'a>
         r.rest()
     };
     check_end(offset, data.len())?;
-    Ok(Frame::Stream {
-        id,
-        offset,
-        fin: ty & FIN_BIT != 0,
-        data,
-    })
+    Ok(Frame::Stream { id, offset, fin: ty & FIN_BIT != 0, data })
 }
 
 pub(super) fn decode_crypto<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, TransportError> {
@@ -69,13 +64,7 @@ pub(super) fn decode_crypto<'a>(r: &mut Reader<'a>) -> Result<Frame<'a>, Transpo
 ///
 /// With `len` = `None` the LEN bit is clear and the frame extends to the end of the packet,
 /// so it must be the last frame. The OFF bit is set only for a non-zero `offset`.
-pub fn encode_stream_header(
-    out: &mut Vec<u8>,
-    id: StreamId,
-    offset: u64,
-    len: Option<usize>,
-    fin: bool,
-) {
+pub fn encode_stream_header(out: &mut Vec<u8>, id: StreamId, offset: u64, len: Option<usize>, fin: bool) {
     write_varint(out, stream_type(offset, len.is_some(), fin));
     write_varint(out, id.0);
     if offset != 0 {
@@ -88,9 +77,7 @@ pub fn encode_stream_header(
 
 /// Length of the header [`encode_stream_header`] writes for these fields.
 pub fn stream_header_len(id: StreamId, offset: u64, len: Option<usize>) -> usize {
-    1 + varint_len(id.0)
-        + if offset != 0 { varint_len(offset) } else { 0 }
-        + len.map_or(0, |l| varint_len(l as u64))
+    1 + varint_len(id.0) + if offset != 0 { varint_len(offset) } else { 0 } + len.map_or(0, |l| varint_len(l as u64))
 }
 
 /// Writes a CRYPTO frame header for `len` bytes at `offset`; the caller appends the data.
@@ -119,23 +106,13 @@ mod tests {
         // 0x08: no offset, no length, no fin: data runs to the end.
         assert_eq!(
             dec(&[0x08, 4, 1, 2, 3]).unwrap(),
-            Frame::Stream {
-                id: StreamId(4),
-                offset: 0,
-                fin: false,
-                data: &[1, 2, 3]
-            }
+            Frame::Stream { id: StreamId(4), offset: 0, fin: false, data: &[1, 2, 3] }
         );
         // 0x0f: offset, length, fin; trailing byte left for the next frame.
         let mut r = Reader::new(&[0x0f, 1, 0x40, 0x80, 2, 9, 9, 0x01]);
         assert_eq!(
             Frame::decode(&mut r).unwrap(),
-            Frame::Stream {
-                id: StreamId(1),
-                offset: 128,
-                fin: true,
-                data: &[9, 9]
-            }
+            Frame::Stream { id: StreamId(1), offset: 128, fin: true, data: &[9, 9] }
         );
         assert_eq!(r.remaining(), 1);
 
@@ -158,17 +135,8 @@ mod tests {
         out.extend_from_slice(b"abc");
         assert_eq!(out, [0x06, 0, 3, b'a', b'b', b'c']);
         assert_eq!(crypto_header_len(0, 3), 3);
-        assert_eq!(
-            dec(&out).unwrap(),
-            Frame::Crypto {
-                offset: 0,
-                data: b"abc"
-            }
-        );
-        assert_eq!(
-            crypto_header_len(VARINT_MAX, 1 << 40),
-            MAX_CRYPTO_HEADER_LEN
-        );
+        assert_eq!(dec(&out).unwrap(), Frame::Crypto { offset: 0, data: b"abc" });
+        assert_eq!(crypto_header_len(VARINT_MAX, 1 << 40), MAX_CRYPTO_HEADER_LEN);
     }
 
     #[test]
@@ -177,10 +145,7 @@ mod tests {
         encode_stream_header(&mut out, StreamId(0), VARINT_MAX, Some(1), false);
         out.push(0);
         let e = dec(&out).unwrap_err();
-        assert_eq!(
-            (e.code, e.frame_type),
-            (TransportErrorCode::FRAME_ENCODING_ERROR, Some(0x0e))
-        );
+        assert_eq!((e.code, e.frame_type), (TransportErrorCode::FRAME_ENCODING_ERROR, Some(0x0e)));
         // Exactly 2^62-1 with zero bytes is fine.
         out.clear();
         encode_stream_header(&mut out, StreamId(0), VARINT_MAX, Some(0), true);
@@ -190,10 +155,7 @@ mod tests {
         encode_crypto_header(&mut out, VARINT_MAX, 1);
         out.push(0);
         let e = dec(&out).unwrap_err();
-        assert_eq!(
-            (e.code, e.frame_type),
-            (TransportErrorCode::FRAME_ENCODING_ERROR, Some(0x06))
-        );
+        assert_eq!((e.code, e.frame_type), (TransportErrorCode::FRAME_ENCODING_ERROR, Some(0x06)));
     }
 
     #[test]

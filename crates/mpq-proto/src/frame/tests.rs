@@ -36,14 +36,7 @@ fn spec() -> impl Strategy<Value = Spec> {
         proptest::collection::vec(any::<u8>(), 1..=20),
         any::<[u8; 16]>(),
     )
-        .prop_map(|(kind, v, flag, data, cid, token)| Spec {
-            kind,
-            v,
-            flag,
-            data,
-            cid,
-            token,
-        })
+        .prop_map(|(kind, v, flag, data, cid, token)| Spec { kind, v, flag, data, cid, token })
 }
 
 fn dir(flag: bool) -> Dir {
@@ -63,50 +56,19 @@ fn build(s: &Spec) -> Frame<'_> {
     let [a, b, c] = s.v;
     let data = &s.data[..];
     match s.kind {
-        0 => Frame::Padding {
-            len: data.len() + 1,
-        },
+        0 => Frame::Padding { len: data.len() + 1 },
         1 => Frame::Ping,
-        2 => Frame::ResetStream {
-            id: StreamId(a),
-            error_code: b,
-            final_size: c,
-        },
-        3 => Frame::StopSending {
-            id: StreamId(a),
-            error_code: b,
-        },
-        4 => Frame::Crypto {
-            offset: b.min(VARINT_MAX - data.len() as u64),
-            data,
-        },
-        5 => Frame::NewToken {
-            token: if data.is_empty() { &s.token } else { data },
-        },
-        6 => Frame::Stream {
-            id: StreamId(a),
-            offset: b.min(VARINT_MAX - data.len() as u64),
-            fin: s.flag,
-            data,
-        },
+        2 => Frame::ResetStream { id: StreamId(a), error_code: b, final_size: c },
+        3 => Frame::StopSending { id: StreamId(a), error_code: b },
+        4 => Frame::Crypto { offset: b.min(VARINT_MAX - data.len() as u64), data },
+        5 => Frame::NewToken { token: if data.is_empty() { &s.token } else { data } },
+        6 => Frame::Stream { id: StreamId(a), offset: b.min(VARINT_MAX - data.len() as u64), fin: s.flag, data },
         7 => Frame::MaxData(a),
-        8 => Frame::MaxStreamData {
-            id: StreamId(a),
-            max: b,
-        },
-        9 => Frame::MaxStreams {
-            dir: dir(s.flag),
-            count: a % (MAX_STREAM_COUNT + 1),
-        },
+        8 => Frame::MaxStreamData { id: StreamId(a), max: b },
+        9 => Frame::MaxStreams { dir: dir(s.flag), count: a % (MAX_STREAM_COUNT + 1) },
         10 => Frame::DataBlocked(a),
-        11 => Frame::StreamDataBlocked {
-            id: StreamId(a),
-            limit: b,
-        },
-        12 => Frame::StreamsBlocked {
-            dir: dir(s.flag),
-            limit: a % (MAX_STREAM_COUNT + 1),
-        },
+        11 => Frame::StreamDataBlocked { id: StreamId(a), limit: b },
+        12 => Frame::StreamsBlocked { dir: dir(s.flag), limit: a % (MAX_STREAM_COUNT + 1) },
         13 => Frame::NewConnectionId(NewConnectionId {
             path_id: path(s.flag, c),
             seq: a.max(b),
@@ -114,34 +76,17 @@ fn build(s: &Spec) -> Frame<'_> {
             cid: ConnectionId::new(&s.cid),
             reset_token: s.token,
         }),
-        14 => Frame::RetireConnectionId {
-            path_id: path(s.flag, b),
-            seq: a,
-        },
+        14 => Frame::RetireConnectionId { path_id: path(s.flag, b), seq: a },
         15 => Frame::PathChallenge(s.token[..8].try_into().unwrap()),
         16 => Frame::PathResponse(s.token[8..].try_into().unwrap()),
-        17 => Frame::ConnectionClose(ConnectionClose {
-            error_code: a,
-            frame_type: path(s.flag, b),
-            reason: data,
-        }),
+        17 => Frame::ConnectionClose(ConnectionClose { error_code: a, frame_type: path(s.flag, b), reason: data }),
         18 => Frame::HandshakeDone,
         19 => Frame::Datagram { data },
-        20 => Frame::PathAbandon {
-            path_id: a,
-            error_code: b,
-        },
-        21 => Frame::PathStatus {
-            path_id: a,
-            seq: b,
-            backup: s.flag,
-        },
+        20 => Frame::PathAbandon { path_id: a, error_code: b },
+        21 => Frame::PathStatus { path_id: a, seq: b, backup: s.flag },
         22 => Frame::MaxPathId(a),
         23 => Frame::PathsBlocked(a),
-        24 => Frame::PathCidsBlocked {
-            path_id: a,
-            next_seq: b,
-        },
+        24 => Frame::PathCidsBlocked { path_id: a, next_seq: b },
         _ => Frame::NewConnectionId(NewConnectionId {
             path_id: None,
             seq: a,
@@ -153,17 +98,15 @@ fn build(s: &Spec) -> Frame<'_> {
 }
 
 fn range_set() -> impl Strategy<Value = RangeSet> {
-    (
-        prop_oneof![Just(0u64), 0..VARINT_MAX / 2],
-        proptest::collection::vec((0u64..300, 0u64..300), 1..40),
-    )
-        .prop_map(|(base, v)| {
+    (prop_oneof![Just(0u64), 0..VARINT_MAX / 2], proptest::collection::vec((0u64..300, 0u64..300), 1..40)).prop_map(
+        |(base, v)| {
             let mut s = RangeSet::new();
             for (start, len) in v {
                 s.insert(base + start..base + start + len + 1);
             }
             s
-        })
+        },
+    )
 }
 
 fn encode(f: &Frame<'_>) -> Vec<u8> {
@@ -176,17 +119,8 @@ fn encode(f: &Frame<'_>) -> Vec<u8> {
 fn assert_prefixes_fail(bytes: &[u8]) -> Result<(), TestCaseError> {
     for n in 0..bytes.len() {
         let res = Frame::decode(&mut Reader::new(&bytes[..n]));
-        prop_assert!(
-            res.is_err(),
-            "prefix {} of {:?} decoded: {:?}",
-            n,
-            bytes,
-            res
-        );
-        prop_assert_eq!(
-            res.unwrap_err().code,
-            TransportErrorCode::FRAME_ENCODING_ERROR
-        );
+        prop_assert!(res.is_err(), "prefix {} of {:?} decoded: {:?}", n, bytes, res);
+        prop_assert_eq!(res.unwrap_err().code, TransportErrorCode::FRAME_ENCODING_ERROR);
     }
     Ok(())
 }
@@ -292,12 +226,7 @@ fn check_arbitrary(bytes: &[u8]) -> Result<(), TestCaseError> {
                 prop_assert_eq!(enc.len(), f.encoded_len());
                 let g = Frame::decode(&mut Reader::new(&enc)).unwrap();
                 prop_assert_eq!(g, f.clone());
-                let _ = (
-                    f.is_ack_eliciting(),
-                    f.is_probing(),
-                    f.allowed_in(Level::Initial),
-                    f.to_string(),
-                );
+                let _ = (f.is_ack_eliciting(), f.is_probing(), f.allowed_in(Level::Initial), f.to_string());
                 if let Frame::Ack(a) = &f {
                     let v: Vec<_> = a.iter().collect();
                     prop_assert_eq!(v.len() as u64, a.range_count());
@@ -328,14 +257,7 @@ fn every_kind_is_covered() {
     let mut seen = std::collections::BTreeSet::new();
     for kind in 0..KINDS {
         for flag in [false, true] {
-            let s = Spec {
-                kind,
-                v: [1, 2, 3],
-                flag,
-                data: vec![1],
-                cid: vec![1],
-                token: [0; 16],
-            };
+            let s = Spec { kind, v: [1, 2, 3], flag, data: vec![1], cid: vec![1], token: [0; 16] };
             seen.insert(build(&s).ty());
         }
     }
@@ -410,10 +332,7 @@ fn permission_table() {
     ];
     for &(ty, allowed) in table {
         let f = sample(ty);
-        for (level, ok) in [Initial, ZeroRtt, Handshake, OneRtt]
-            .into_iter()
-            .zip(allowed)
-        {
+        for (level, ok) in [Initial, ZeroRtt, Handshake, OneRtt].into_iter().zip(allowed) {
             assert_eq!(f.allowed_in(level), ok, "type 0x{ty:x} in {level:?}");
         }
     }
@@ -421,24 +340,9 @@ fn permission_table() {
 
 #[test]
 fn classification() {
-    let non_eliciting = [
-        ft::PADDING,
-        ft::ACK,
-        ft::ACK_ECN,
-        ft::PATH_ACK,
-        ft::PATH_ACK_ECN,
-        ft::CONNECTION_CLOSE,
-    ];
-    let probing = [
-        ft::PADDING,
-        ft::PATH_CHALLENGE,
-        ft::PATH_RESPONSE,
-        ft::NEW_CONNECTION_ID,
-    ];
-    for ty in (0..=0x1e)
-        .chain([0x30, 0x31, 0x3e, 0x3f])
-        .chain(0x3e75..=0x3e7c)
-    {
+    let non_eliciting = [ft::PADDING, ft::ACK, ft::ACK_ECN, ft::PATH_ACK, ft::PATH_ACK_ECN, ft::CONNECTION_CLOSE];
+    let probing = [ft::PADDING, ft::PATH_CHALLENGE, ft::PATH_RESPONSE, ft::NEW_CONNECTION_ID];
+    for ty in (0..=0x1e).chain([0x30, 0x31, 0x3e, 0x3f]).chain(0x3e75..=0x3e7c) {
         let f = sample(ty);
         let eliciting = !non_eliciting.contains(&ty) && ty != ft::APPLICATION_CLOSE;
         assert_eq!(f.is_ack_eliciting(), eliciting, "0x{ty:x}");

@@ -54,10 +54,7 @@ pub enum PacketKind {
 impl PacketKind {
     /// True for the packets whose header carries a packet number under header protection.
     pub fn is_protected(self) -> bool {
-        matches!(
-            self,
-            Self::Initial | Self::ZeroRtt | Self::Handshake | Self::Short
-        )
+        matches!(self, Self::Initial | Self::ZeroRtt | Self::Handshake | Self::Short)
     }
 }
 
@@ -171,11 +168,7 @@ pub fn parse_packet(buf: &[u8], local_cid_len: usize) -> Result<ParsedPacket, He
 
 /// Parses the packet at the start of `buf`. To split a coalesced datagram, call it again on
 /// `&buf[packet_len..]` until the buffer is empty or an error says to stop.
-pub fn parse_packet_with(
-    buf: &[u8],
-    local_cid_len: usize,
-    opts: ParseOptions,
-) -> Result<ParsedPacket, HeaderError> {
+pub fn parse_packet_with(buf: &[u8], local_cid_len: usize, opts: ParseOptions) -> Result<ParsedPacket, HeaderError> {
     let mut r = Reader::new(buf);
     let first = r.u8()?;
     if first & LONG_FORM == 0 {
@@ -191,11 +184,7 @@ pub fn parse_packet_with(
 
     if version != 0 && version != VERSION_1 {
         // Checked before the v1 rules (fixed bit, CID length) because they don't apply.
-        return Err(HeaderError::UnsupportedVersion {
-            version,
-            dcid: dcid_range,
-            scid: scid_range,
-        });
+        return Err(HeaderError::UnsupportedVersion { version, dcid: dcid_range, scid: scid_range });
     }
     let dcid = ConnectionId::try_from_slice(dcid_bytes).ok_or(HeaderError::CidTooLong)?;
     let scid = ConnectionId::try_from_slice(scid_bytes).ok_or(HeaderError::CidTooLong)?;
@@ -264,24 +253,10 @@ pub fn parse_packet_with(
     if length < MAX_PN_LEN + SAMPLE_LEN {
         return Err(HeaderError::TooShortForSample);
     }
-    Ok(ParsedPacket {
-        kind,
-        first_byte: first,
-        version,
-        dcid,
-        scid,
-        token,
-        pn_offset,
-        packet_len: pn_offset + length,
-    })
+    Ok(ParsedPacket { kind, first_byte: first, version, dcid, scid, token, pn_offset, packet_len: pn_offset + length })
 }
 
-fn parse_short(
-    buf: &[u8],
-    first: u8,
-    local_cid_len: usize,
-    opts: ParseOptions,
-) -> Result<ParsedPacket, HeaderError> {
+fn parse_short(buf: &[u8], first: u8, local_cid_len: usize, opts: ParseOptions) -> Result<ParsedPacket, HeaderError> {
     if first & FIXED_BIT == 0 && !opts.allow_grease_quic_bit {
         return Err(HeaderError::FixedBitZero);
     }
@@ -368,11 +343,7 @@ pub fn write_long_header(
     out.extend_from_slice(&[0x40, 0]); // placeholder: 2-byte varint 0
     let pn_offset = out.len();
     write_pn(out, pn, pn_len);
-    LongHeaderOffsets {
-        header_start,
-        len_offset,
-        pn_offset,
-    }
+    LongHeaderOffsets { header_start, len_offset, pn_offset }
 }
 
 /// Appends a short (1-RTT) header and returns the packet number's offset.
@@ -425,28 +396,22 @@ pub fn write_version_negotiation(
 /// The list of versions in a Version Negotiation packet parsed by [`parse_packet`]
 /// (`&buf[parsed.pn_offset..parsed.packet_len]`), without allocating.
 pub fn negotiation_versions(list: &[u8]) -> impl Iterator<Item = u32> + '_ {
-    list.chunks_exact(4)
-        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+    list.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
 }
 
 // ---------------------------------------------------------------------------------------
 // Retry (RFC 9000 §17.2.5, RFC 9001 §5.8)
 
 /// The fixed AES-128-GCM key for the QUIC v1 Retry integrity tag (RFC 9001 §5.8).
-const RETRY_KEY: [u8; 16] = [
-    0xbe, 0x0c, 0x69, 0x0b, 0x9f, 0x66, 0x57, 0x5a, 0x1d, 0x76, 0x6b, 0x54, 0xe3, 0x68, 0xc8, 0x4e,
-];
+const RETRY_KEY: [u8; 16] =
+    [0xbe, 0x0c, 0x69, 0x0b, 0x9f, 0x66, 0x57, 0x5a, 0x1d, 0x76, 0x6b, 0x54, 0xe3, 0x68, 0xc8, 0x4e];
 /// The fixed nonce for the QUIC v1 Retry integrity tag (RFC 9001 §5.8).
-const RETRY_NONCE: [u8; 12] = [
-    0x46, 0x15, 0x99, 0xd3, 0x5d, 0x63, 0x2b, 0xf2, 0x23, 0x98, 0x25, 0xbb,
-];
+const RETRY_NONCE: [u8; 12] = [0x46, 0x15, 0x99, 0xd3, 0x5d, 0x63, 0x2b, 0xf2, 0x23, 0x98, 0x25, 0xbb];
 
 /// The Retry integrity tag: AES-128-GCM over an empty plaintext with the Retry
 /// pseudo-packet (ODCID length, ODCID, the Retry packet without its tag) as AAD.
 fn retry_tag(pseudo_packet: &[u8]) -> [u8; TAG_LEN] {
-    let key = aead::LessSafeKey::new(
-        aead::UnboundKey::new(&aead::AES_128_GCM, &RETRY_KEY).expect("16-byte AES key"),
-    );
+    let key = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &RETRY_KEY).expect("16-byte AES key"));
     let tag = key
         .seal_in_place_separate_tag(
             aead::Nonce::assume_unique_for_key(RETRY_NONCE),
@@ -515,12 +480,7 @@ pub fn verify_retry(retry: &[u8], odcid: &ConnectionId) -> bool {
 ///
 /// The caller chooses `len` smaller than the packet that triggered it (RFC 9000 §10.3.3) so
 /// that two endpoints cannot loop resets forever.
-pub fn write_stateless_reset(
-    out: &mut Vec<u8>,
-    token: &[u8; RESET_TOKEN_LEN],
-    len: usize,
-    rng: &mut dyn RngCore,
-) {
+pub fn write_stateless_reset(out: &mut Vec<u8>, token: &[u8; RESET_TOKEN_LEN], len: usize, rng: &mut dyn RngCore) {
     let len = len.max(MIN_STATELESS_RESET_LEN);
     let start = out.len();
     out.resize(start + len - RESET_TOKEN_LEN, 0);
@@ -557,10 +517,7 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     fn rng() -> rand_chacha::ChaCha8Rng {
@@ -647,14 +604,7 @@ mod tests {
             ends.push(consumed);
             rest = &rest[h.packet_len..];
         }
-        assert_eq!(
-            kinds,
-            [
-                PacketKind::Initial,
-                PacketKind::Handshake,
-                PacketKind::Short
-            ]
-        );
+        assert_eq!(kinds, [PacketKind::Initial, PacketKind::Handshake, PacketKind::Short]);
         assert_eq!(ends, [first, second, d.len()]);
     }
 
@@ -669,10 +619,7 @@ mod tests {
         let mut bad = p.clone();
         let h = parse_packet(&p, 8).unwrap();
         crate::coding::write_varint_fixed(&mut bad[h.pn_offset - 2..], 1000, 2);
-        assert_eq!(
-            parse_packet(&bad, 8),
-            Err(HeaderError::LengthBeyondDatagram)
-        );
+        assert_eq!(parse_packet(&bad, 8), Err(HeaderError::LengthBeyondDatagram));
         // Too short for the sample.
         let small = long_packet(LongType::Handshake, 17); // 2 + 17 = 19 < 20
         assert_eq!(parse_packet(&small, 8), Err(HeaderError::TooShortForSample));
@@ -681,18 +628,13 @@ mod tests {
         let mut g = p.clone();
         g[0] &= !FIXED_BIT;
         assert_eq!(parse_packet(&g, 8), Err(HeaderError::FixedBitZero));
-        let opts = ParseOptions {
-            allow_grease_quic_bit: true,
-        };
+        let opts = ParseOptions { allow_grease_quic_bit: true };
         assert!(parse_packet_with(&g, 8, opts).is_ok());
         let mut s = vec![0x01; 30];
         assert_eq!(parse_packet(&s, 8), Err(HeaderError::FixedBitZero));
         s[0] = 0x41;
         assert!(parse_packet(&s, 8).is_ok());
-        assert_eq!(
-            parse_packet(&s[..12], 8),
-            Err(HeaderError::TooShortForSample)
-        );
+        assert_eq!(parse_packet(&s[..12], 8), Err(HeaderError::TooShortForSample));
         // CID longer than 20 in v1.
         let mut c = vec![0xc0, 0, 0, 0, 1, 21];
         c.extend([0; 21]);
@@ -709,11 +651,7 @@ mod tests {
         p.extend([0xbb; 3]);
         p.extend([0; 1200]);
         match parse_packet(&p, 8) {
-            Err(HeaderError::UnsupportedVersion {
-                version,
-                dcid,
-                scid,
-            }) => {
+            Err(HeaderError::UnsupportedVersion { version, dcid, scid }) => {
                 assert_eq!(version, 0x1a2a3a4a);
                 assert_eq!(&p[dcid], &[0xaa; 25]);
                 assert_eq!(&p[scid], &[0xbb; 3]);
@@ -725,30 +663,20 @@ mod tests {
     #[test]
     fn version_negotiation_round_trip() {
         let mut out = Vec::new();
-        write_version_negotiation(
-            &mut out,
-            &[1, 2, 3],
-            &[4, 5],
-            &[VERSION_1, 0x1a2a3a4a],
-            &mut rng(),
-        );
+        write_version_negotiation(&mut out, &[1, 2, 3], &[4, 5], &[VERSION_1, 0x1a2a3a4a], &mut rng());
         let h = parse_packet(&out, 0).unwrap();
         assert_eq!(h.kind, PacketKind::VersionNegotiation);
         assert_eq!(&*h.dcid, &[4, 5]);
         assert_eq!(&*h.scid, &[1, 2, 3]);
         let vs: Vec<u32> = negotiation_versions(&out[h.pn_offset..h.packet_len]).collect();
         assert_eq!(vs, [VERSION_1, 0x1a2a3a4a]);
-        assert_eq!(
-            parse_packet(&out[..out.len() - 1], 0),
-            Err(HeaderError::BadVersionList)
-        );
+        assert_eq!(parse_packet(&out[..out.len() - 1], 0), Err(HeaderError::BadVersionList));
     }
 
     /// RFC 9001 Appendix A.4: the Retry packet for ODCID 8394c8f03e515708.
     #[test]
     fn rfc9001_a4_retry() {
-        let expected =
-            hex("ff000000010008f067a5502a4262b5746f6b656e04a265ba2eff4d829058fb3f0f2496ba");
+        let expected = hex("ff000000010008f067a5502a4262b5746f6b656e04a265ba2eff4d829058fb3f0f2496ba");
         let odcid = ConnectionId::new(&hex("8394c8f03e515708"));
         assert!(verify_retry(&expected, &odcid));
         // Building it: the RFC's first byte has 0xf in the unused bits, which are random in

@@ -9,11 +9,8 @@ pub mod protect;
 mod tests;
 
 pub use header::{
-    is_stateless_reset, parse_packet, parse_packet_with, peek_dcid, write_long_header,
-    write_short_header, HeaderError, LongHeaderOffsets, LongType, PacketKind, ParseOptions,
-    ParsedPacket,
+    is_stateless_reset, parse_packet, parse_packet_with, peek_dcid, write_long_header, write_short_header, HeaderError,
+    LongHeaderOffsets, LongType, PacketKind, ParseOptions, ParsedPacket,
 };
 pub use number::{decode_pn, encode_pn_len};
-pub use protect::{
-    open_payload, remove_header_protection, seal_packet, ProtectError, UnprotectedHeader,
-};
+pub use protect::{open_payload, remove_header_protection, seal_packet, ProtectError, UnprotectedHeader};

@@ -19,11 +19,7 @@ pub fn encode_pn_len(pn: u64, largest_acked: Option<u64>) -> usize {
     // With `bits` = floor(log2(n)) + 1: a power of two gives exactly `bits`, anything else a
     // value strictly between `bits` and `bits + 1`.
     let bits = 64 - num_unacked.leading_zeros() as usize;
-    let bytes = if num_unacked.is_power_of_two() {
-        bits.div_ceil(8)
-    } else {
-        bits / 8 + 1
-    };
+    let bytes = if num_unacked.is_power_of_two() { bits.div_ceil(8) } else { bits / 8 + 1 };
     bytes.clamp(1, 4)
 }
 
@@ -39,9 +35,7 @@ pub fn decode_pn(largest_received: Option<u64>, truncated: u64, pn_len: usize) -
     let mask = win - 1;
     // The candidate closest to `expected` among the values whose low bits match.
     let candidate = (expected & !mask) | (truncated & mask);
-    if expected.checked_sub(hwin).is_some_and(|lo| candidate <= lo)
-        && candidate < (1u64 << 62) - win
-    {
+    if expected.checked_sub(hwin).is_some_and(|lo| candidate <= lo) && candidate < (1u64 << 62) - win {
         candidate + win
     } else if candidate > expected + hwin && candidate >= win {
         candidate - win

@@ -91,12 +91,7 @@ pub fn seal_packet(
     let (head, rest) = packet.split_at_mut(pn_offset + MAX_PN_LEN);
     let sample = &rest[..sample_len];
     let (before_pn, pn_field) = head.split_at_mut(pn_offset);
-    hp.encrypt_in_place(
-        sample,
-        &mut before_pn[header_start],
-        &mut pn_field[..pn_len],
-    )
-    .map_err(|_| ProtectError::Crypto)
+    hp.encrypt_in_place(sample, &mut before_pn[header_start], &mut pn_field[..pn_len]).map_err(|_| ProtectError::Crypto)
 }
 
 /// The header fields that header protection hid, once removed.
@@ -120,11 +115,7 @@ impl UnprotectedHeader {
     /// PROTOCOL_VIOLATION, but only after the payload authenticated: before, the bits may
     /// simply be a forgery's random mask.
     pub fn reserved_bits_set(&self) -> bool {
-        let mask = if self.first_byte & 0x80 != 0 {
-            0x0c
-        } else {
-            0x18
-        };
+        let mask = if self.first_byte & 0x80 != 0 { 0x0c } else { 0x18 };
         self.first_byte & mask != 0
     }
 }
@@ -140,9 +131,7 @@ pub fn remove_header_protection(
     hp: &dyn HeaderProtectionKey,
 ) -> Result<UnprotectedHeader, ProtectError> {
     let sample_len = hp.sample_len();
-    let sample_end = pn_offset
-        .checked_add(MAX_PN_LEN + sample_len)
-        .ok_or(ProtectError::TooShort)?;
+    let sample_end = pn_offset.checked_add(MAX_PN_LEN + sample_len).ok_or(ProtectError::TooShort)?;
     if pn_offset == 0 || packet.len() < sample_end {
         return Err(ProtectError::TooShort);
     }
@@ -150,18 +139,11 @@ pub fn remove_header_protection(
     let sample = &rest[..sample_len];
     let (before_pn, pn_field) = head.split_at_mut(pn_offset);
     // All 4 bytes are passed: the key unmasks only as many as the unmasked first byte says.
-    hp.decrypt_in_place(sample, &mut before_pn[0], pn_field)
-        .map_err(|_| ProtectError::Crypto)?;
+    hp.decrypt_in_place(sample, &mut before_pn[0], pn_field).map_err(|_| ProtectError::Crypto)?;
     let first_byte = before_pn[0];
     let pn_len = usize::from(first_byte & 0x03) + 1;
-    let truncated_pn = pn_field[..pn_len]
-        .iter()
-        .fold(0u64, |acc, b| acc << 8 | u64::from(*b));
-    Ok(UnprotectedHeader {
-        first_byte,
-        pn_len,
-        truncated_pn,
-    })
+    let truncated_pn = pn_field[..pn_len].iter().fold(0u64, |acc, b| acc << 8 | u64::from(*b));
+    Ok(UnprotectedHeader { first_byte, pn_len, truncated_pn })
 }
 
 /// Decrypts the payload of `packet` (one packet, header protection already removed) in

@@ -15,10 +15,7 @@ use crate::{ConnectionId, Side, VERSION_1};
 pub(crate) fn hex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
     assert!(s.len().is_multiple_of(2));
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
 fn arr<const N: usize>(s: &str) -> [u8; N] {
@@ -101,16 +98,7 @@ fn rfc_dcid() -> ConnectionId {
 
 /// Builds the unprotected client Initial of A.2 into `out`, returning its offsets.
 fn a2_unprotected(out: &mut Vec<u8>) -> LongHeaderOffsets {
-    let off = write_long_header(
-        out,
-        LongType::Initial,
-        VERSION_1,
-        &rfc_dcid(),
-        &ConnectionId::EMPTY,
-        &[],
-        2,
-        4,
-    );
+    let off = write_long_header(out, LongType::Initial, VERSION_1, &rfc_dcid(), &ConnectionId::EMPTY, &[], 2, 4);
     out.extend(hex(A2_CRYPTO_FRAME));
     out.resize(off.pn_offset + 4 + 1162, 0);
     off
@@ -140,32 +128,18 @@ fn rfc9001_a2_client_initial() {
     let expected = hex(A2_PROTECTED);
     assert_eq!(expected.len(), 1200);
     assert_eq!(pkt.len(), 1200);
-    assert_eq!(
-        &pkt[..22],
-        &hex("c000000001088394c8f03e5157080000449e7b9aec34")[..]
-    );
+    assert_eq!(&pkt[..22], &hex("c000000001088394c8f03e5157080000449e7b9aec34")[..]);
     assert_eq!(pkt, expected);
 
     // The server opens it.
     let server = initial_keys(&rfc_dcid(), Side::Server);
     let h = parse_packet(&pkt, 8).unwrap();
-    assert_eq!(
-        (h.kind, h.pn_offset, h.packet_len),
-        (PacketKind::Initial, 18, 1200)
-    );
+    assert_eq!((h.kind, h.pn_offset, h.packet_len), (PacketKind::Initial, 18, 1200));
     let u = remove_header_protection(&mut pkt, h.pn_offset, &*server.remote.header).unwrap();
     assert_eq!((u.first_byte, u.pn_len, u.truncated_pn), (0xc3, 4, 2));
     assert!(!u.reserved_bits_set());
     let pn = decode_pn(None, u.truncated_pn, u.pn_len);
-    let plain = open_payload(
-        &mut pkt,
-        h.pn_offset,
-        u.pn_len,
-        pn,
-        &*server.remote.packet,
-        None,
-    )
-    .unwrap();
+    let plain = open_payload(&mut pkt, h.pn_offset, u.pn_len, pn, &*server.remote.packet, None).unwrap();
     assert_eq!(plain.len(), 1162);
     assert_eq!(&plain[..245], &hex(A2_CRYPTO_FRAME)[..]);
 }
@@ -231,14 +205,9 @@ fn rfc9001_a1_initial_key_derivation() {
         let pn = 0x1234_5678u64;
         let header = b"some header bytes";
         let mut ours = b"payload bytes to encrypt".to_vec();
-        let tag = keys
-            .local
-            .packet
-            .encrypt_in_place(pn, header, &mut ours)
-            .unwrap();
+        let tag = keys.local.packet.encrypt_in_place(pn, header, &mut ours).unwrap();
 
-        let raw =
-            aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &hex(key)).unwrap());
+        let raw = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &hex(key)).unwrap());
         let mut nonce: [u8; 12] = arr(iv);
         for (n, p) in nonce[4..].iter_mut().zip(pn.to_be_bytes()) {
             *n ^= p;
@@ -255,35 +224,19 @@ fn rfc9001_a1_initial_key_derivation() {
         assert_eq!(tag.as_ref(), raw_tag.as_ref());
 
         let sample = [0x5a; 16];
-        let mask = aead::quic::HeaderProtectionKey::new(&aead::quic::AES_128, &hex(hp))
-            .unwrap()
-            .new_mask(&sample)
-            .unwrap();
+        let mask =
+            aead::quic::HeaderProtectionKey::new(&aead::quic::AES_128, &hex(hp)).unwrap().new_mask(&sample).unwrap();
         let (mut first, mut pn_bytes) = (0xc3u8, [0u8; 4]);
-        keys.local
-            .header
-            .encrypt_in_place(&sample, &mut first, &mut pn_bytes)
-            .unwrap();
+        keys.local.header.encrypt_in_place(&sample, &mut first, &mut pn_bytes).unwrap();
         assert_eq!(first, 0xc3 ^ (mask[0] & 0x0f));
         assert_eq!(pn_bytes, [mask[1], mask[2], mask[3], mask[4]]);
     }
 }
 
 /// ChaCha20-Poly1305 keys built from raw bytes through rustls's suite `Algorithm`.
-fn chacha_keys(
-    key: [u8; 32],
-    iv: [u8; 12],
-    hp: [u8; 32],
-) -> (Box<dyn PacketKey>, Box<dyn HeaderProtectionKey>) {
-    let alg = rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256
-        .tls13()
-        .unwrap()
-        .quic
-        .unwrap();
-    (
-        alg.packet_key(AeadKey::from(key), Iv::from(iv)),
-        alg.header_protection_key(AeadKey::from(hp)),
-    )
+fn chacha_keys(key: [u8; 32], iv: [u8; 12], hp: [u8; 32]) -> (Box<dyn PacketKey>, Box<dyn HeaderProtectionKey>) {
+    let alg = rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256.tls13().unwrap().quic.unwrap();
+    (alg.packet_key(AeadKey::from(key), Iv::from(iv)), alg.header_protection_key(AeadKey::from(hp)))
 }
 
 /// RFC 9001 A.5: a ChaCha20-Poly1305 short header packet, from the key, IV and HP key the
@@ -304,19 +257,13 @@ fn rfc9001_a5_chacha20_short_header() {
     assert_eq!(pkt, hex("4cfe4189655e5cd55c41f69080575d7999c25a5bfb"));
 
     let h = parse_packet(&pkt, 0).unwrap();
-    assert_eq!(
-        (h.kind, h.pn_offset, h.packet_len),
-        (PacketKind::Short, 1, 21)
-    );
+    assert_eq!((h.kind, h.pn_offset, h.packet_len), (PacketKind::Short, 1, 21));
     let u = remove_header_protection(&mut pkt, 1, &*hp).unwrap();
     assert_eq!((u.first_byte, u.pn_len, u.truncated_pn), (0x42, 3, 0xbff4));
     // The RFC's reconstruction: expected around 654360564 = 0x2700bff4.
     let full = decode_pn(Some(654_360_563), u.truncated_pn, u.pn_len);
     assert_eq!(full, pn);
-    assert_eq!(
-        open_payload(&mut pkt, 1, 3, full, &*key, None).unwrap(),
-        &[0x01]
-    );
+    assert_eq!(open_payload(&mut pkt, 1, 3, full, &*key, None).unwrap(), &[0x01]);
 }
 
 /// draft-ietf-quic-multipath-21 §2.4 vector: IV 6b26114b9cba2b63a9e8dd4f, path 3,
@@ -331,16 +278,10 @@ fn multipath_nonce_vector() {
     let plaintext = b"multipath payload";
 
     let raw = |nonce: [u8; 12]| {
-        let k = aead::LessSafeKey::new(
-            aead::UnboundKey::new(&aead::CHACHA20_POLY1305, &key_bytes).unwrap(),
-        );
+        let k = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::CHACHA20_POLY1305, &key_bytes).unwrap());
         let mut p = plaintext.to_vec();
         let tag = k
-            .seal_in_place_separate_tag(
-                aead::Nonce::assume_unique_for_key(nonce),
-                aead::Aad::from(&header[..]),
-                &mut p,
-            )
+            .seal_in_place_separate_tag(aead::Nonce::assume_unique_for_key(nonce), aead::Aad::from(&header[..]), &mut p)
             .unwrap();
         p.extend_from_slice(tag.as_ref());
         p
@@ -376,10 +317,7 @@ fn multipath_nonce_vector() {
     let u = remove_header_protection(&mut pkt, h.pn_offset, &*hp).unwrap();
     let full = decode_pn(Some(pn - 1), u.truncated_pn, u.pn_len);
     let mut wrong = pkt.clone();
-    assert_eq!(
-        open_payload(&mut wrong, h.pn_offset, u.pn_len, full, &*key, Some(0)),
-        Err(ProtectError::Crypto)
-    );
+    assert_eq!(open_payload(&mut wrong, h.pn_offset, u.pn_len, full, &*key, Some(0)), Err(ProtectError::Crypto));
     let mut wrong = pkt.clone();
     assert!(open_payload(&mut wrong, h.pn_offset, u.pn_len, full, &*key, None).is_err());
     let plain = open_payload(&mut pkt, h.pn_offset, u.pn_len, full, &*key, Some(path)).unwrap();
@@ -391,45 +329,23 @@ fn build_coalesced(d: &mut Vec<u8>, keys: &Keys, pns: [u64; 3]) -> Vec<Vec<u8>> 
     let dcid = ConnectionId::new(&[0xd0; 8]);
     let scid = ConnectionId::new(&[0x5c; 4]);
     let mut payloads = vec![];
-    for (i, ty) in [Some(LongType::Initial), Some(LongType::Handshake), None]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, ty) in [Some(LongType::Initial), Some(LongType::Handshake), None].into_iter().enumerate() {
         let pn = pns[i];
         let pn_len = encode_pn_len(pn, pn.checked_sub(5));
         let payload: Vec<u8> = (0..(20 + i * 13)).map(|b| b as u8 ^ i as u8).collect();
         let (start, len_off, pn_off) = match ty {
             Some(ty) => {
-                let token: &[u8] = if ty == LongType::Initial {
-                    b"retry-token"
-                } else {
-                    b""
-                };
+                let token: &[u8] = if ty == LongType::Initial { b"retry-token" } else { b"" };
                 let o = write_long_header(d, ty, VERSION_1, &dcid, &scid, token, pn, pn_len);
                 (o.header_start, Some(o.len_offset), o.pn_offset)
             }
             None => {
                 let start = d.len();
-                (
-                    start,
-                    None,
-                    write_short_header(d, &dcid, true, false, pn, pn_len),
-                )
+                (start, None, write_short_header(d, &dcid, true, false, pn, pn_len))
             }
         };
         d.extend_from_slice(&payload);
-        seal_packet(
-            d,
-            start,
-            len_off,
-            pn_off,
-            pn_len,
-            pn,
-            &*keys.local.packet,
-            &*keys.local.header,
-            None,
-        )
-        .unwrap();
+        seal_packet(d, start, len_off, pn_off, pn_len, pn, &*keys.local.packet, &*keys.local.header, None).unwrap();
         payloads.push(payload);
     }
     payloads
@@ -458,20 +374,12 @@ fn coalesced_round_trip() {
         if h.kind == PacketKind::Short {
             assert!(u.key_phase());
         }
-        let plain =
-            open_payload(pkt, h.pn_offset, u.pn_len, pn, &*server.remote.packet, None).unwrap();
+        let plain = open_payload(pkt, h.pn_offset, u.pn_len, pn, &*server.remote.packet, None).unwrap();
         assert_eq!(plain, &payload[..]);
         rest = tail;
     }
     assert!(rest.is_empty());
-    assert_eq!(
-        kinds,
-        [
-            PacketKind::Initial,
-            PacketKind::Handshake,
-            PacketKind::Short
-        ]
-    );
+    assert_eq!(kinds, [PacketKind::Initial, PacketKind::Handshake, PacketKind::Short]);
 }
 
 #[test]
@@ -484,39 +392,14 @@ fn seal_rejects_short_and_long_payloads() {
     let mut p = vec![];
     let off = write_short_header(&mut p, &cid, false, false, 9, 1);
     p.extend([1, 1]);
-    assert_eq!(
-        seal_packet(&mut p, 0, None, off, 1, 9, k, hp, None),
-        Err(ProtectError::TooShort)
-    );
+    assert_eq!(seal_packet(&mut p, 0, None, off, 1, 9, k, hp, None), Err(ProtectError::TooShort));
     p.push(1);
     seal_packet(&mut p, 0, None, off, 1, 9, k, hp, None).unwrap();
     // A long packet beyond the 2-byte Length.
     let mut p = vec![];
-    let o = write_long_header(
-        &mut p,
-        LongType::Handshake,
-        VERSION_1,
-        &cid,
-        &cid,
-        &[],
-        0,
-        1,
-    );
+    let o = write_long_header(&mut p, LongType::Handshake, VERSION_1, &cid, &cid, &[], 0, 1);
     p.resize(o.pn_offset + 1 + MAX_LONG_LENGTH, 0);
-    assert_eq!(
-        seal_packet(
-            &mut p,
-            0,
-            Some(o.len_offset),
-            o.pn_offset,
-            1,
-            0,
-            k,
-            hp,
-            None
-        ),
-        Err(ProtectError::TooLong)
-    );
+    assert_eq!(seal_packet(&mut p, 0, Some(o.len_offset), o.pn_offset, 1, 0, k, hp, None), Err(ProtectError::TooLong));
 }
 
 #[test]
@@ -551,14 +434,7 @@ fn tampering_is_detected() {
     build_coalesced(&mut p, &server, [1, 2, 3]);
     let h = parse_packet(&p, 8).unwrap();
     let u = remove_header_protection(&mut p, h.pn_offset, &*server.remote.header).unwrap();
-    let r = open_payload(
-        &mut p,
-        h.pn_offset,
-        u.pn_len,
-        1,
-        &*server.remote.packet,
-        None,
-    );
+    let r = open_payload(&mut p, h.pn_offset, u.pn_len, 1, &*server.remote.packet, None);
     assert_eq!(r, Err(ProtectError::Crypto));
 }
 
@@ -584,15 +460,7 @@ fn truncated_packets_are_errors() {
             continue;
         };
         let pn = decode_pn(Some(2), u.truncated_pn, u.pn_len);
-        assert!(open_payload(
-            &mut t,
-            h.pn_offset,
-            u.pn_len,
-            pn,
-            &*server.remote.packet,
-            None
-        )
-        .is_err());
+        assert!(open_payload(&mut t, h.pn_offset, u.pn_len, pn, &*server.remote.packet, None).is_err());
     }
 }
 

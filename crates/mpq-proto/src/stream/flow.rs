@@ -22,11 +22,7 @@ pub struct SendCredit {
 impl SendCredit {
     /// Credit with an initial limit.
     pub fn new(max: u64) -> Self {
-        Self {
-            max,
-            used: 0,
-            blocked_at: None,
-        }
+        Self { max, used: 0, blocked_at: None }
     }
 
     /// The peer's current limit.
@@ -143,10 +139,7 @@ impl RecvCredit {
     /// Accounts `n` bytes consumed by the application (or discarded).
     pub fn on_consumed(&mut self, n: u64) {
         self.consumed += n;
-        debug_assert!(
-            self.consumed <= self.received,
-            "consumed more than received"
-        );
+        debug_assert!(self.consumed <= self.received, "consumed more than received");
     }
 
     /// True when the consumed data passed half the window since the last advertised limit,

@@ -97,8 +97,7 @@ impl Streams {
             peer_max_streams: [0; 2],
             next_remote: [0; 2],
             next_accept: [0; 2],
-            max_remote: [config.max_concurrent_bidi, config.max_concurrent_uni]
-                .map(|n| n.min(MAX_STREAM_COUNT)),
+            max_remote: [config.max_concurrent_bidi, config.max_concurrent_uni].map(|n| n.min(MAX_STREAM_COUNT)),
             peer_stream_data: [0; 3],
             conn_send: SendCredit::new(0),
             conn_sent: 0,
@@ -195,10 +194,7 @@ impl Streams {
                 return Err(state_error("frame for a stream we never opened"));
             }
         } else if id.index() >= self.max_remote[d] {
-            return Err(TransportError::new(
-                TransportErrorCode::STREAM_LIMIT_ERROR,
-                "stream beyond MAX_STREAMS",
-            ));
+            return Err(TransportError::new(TransportErrorCode::STREAM_LIMIT_ERROR, "stream beyond MAX_STREAMS"));
         } else {
             while self.next_remote[d] <= id.index() {
                 let nid = StreamId::new(self.side.peer(), id.dir(), self.next_remote[d]);
@@ -238,8 +234,7 @@ impl Streams {
         let Some(s) = self.streams.get(&id) else {
             return;
         };
-        let closed = s.send.as_ref().is_none_or(|x| x.is_closed())
-            && s.recv.as_ref().is_none_or(|r| r.is_closed());
+        let closed = s.send.as_ref().is_none_or(|x| x.is_closed()) && s.recv.as_ref().is_none_or(|r| r.is_closed());
         if !closed {
             return;
         }
@@ -256,39 +251,21 @@ impl Streams {
     // ---- frames received ----
 
     /// A STREAM frame.
-    pub fn on_stream_frame(
-        &mut self,
-        id: StreamId,
-        offset: u64,
-        data: &[u8],
-        fin: bool,
-    ) -> Result<(), TransportError> {
+    pub fn on_stream_frame(&mut self, id: StreamId, offset: u64, data: &[u8], fin: bool) -> Result<(), TransportError> {
         if !self.frame_stream(id, Half::Recv)? {
             return Ok(());
         }
         let s = self.streams.get_mut(&id).expect("stream");
-        let grew = s
-            .recv
-            .as_mut()
-            .expect("receive half")
-            .on_data(offset, data, fin)?;
+        let grew = s.recv.as_mut().expect("receive half").on_data(offset, data, fin)?;
         if !self.conn_recv.on_received(grew) {
-            return Err(TransportError::new(
-                TransportErrorCode::FLOW_CONTROL_ERROR,
-                "data beyond MAX_DATA",
-            ));
+            return Err(TransportError::new(TransportErrorCode::FLOW_CONTROL_ERROR, "data beyond MAX_DATA"));
         }
         self.after_recv(id);
         Ok(())
     }
 
     /// A RESET_STREAM frame.
-    pub fn on_reset_stream(
-        &mut self,
-        id: StreamId,
-        error_code: u64,
-        final_size: u64,
-    ) -> Result<(), TransportError> {
+    pub fn on_reset_stream(&mut self, id: StreamId, error_code: u64, final_size: u64) -> Result<(), TransportError> {
         if !self.frame_stream(id, Half::Recv)? {
             return Ok(());
         }
@@ -297,16 +274,10 @@ impl Streams {
         let was_open = matches!(r.state(), RecvState::Recv | RecvState::SizeKnown);
         let grew = r.on_reset(error_code, final_size)?;
         if !self.conn_recv.on_received(grew) {
-            return Err(TransportError::new(
-                TransportErrorCode::FLOW_CONTROL_ERROR,
-                "final size beyond MAX_DATA",
-            ));
+            return Err(TransportError::new(TransportErrorCode::FLOW_CONTROL_ERROR, "final size beyond MAX_DATA"));
         }
         if was_open && r.state() == RecvState::ResetRecvd && !r.is_stopped() {
-            self.events.push_back(StreamEvent::Reset {
-                id,
-                code: error_code,
-            });
+            self.events.push_back(StreamEvent::Reset { id, code: error_code });
         }
         self.after_recv(id);
         Ok(())
@@ -323,10 +294,7 @@ impl Streams {
             return Ok(());
         }
         send.stop_code = Some(error_code);
-        self.events.push_back(StreamEvent::Stopped {
-            id,
-            code: error_code,
-        });
+        self.events.push_back(StreamEvent::Stopped { id, code: error_code });
         self.do_reset(id, error_code);
         Ok(())
     }
@@ -382,11 +350,7 @@ impl Streams {
 
     /// A STREAM_DATA_BLOCKED frame: re-sends MAX_STREAM_DATA if the peer has not seen our
     /// latest limit.
-    pub fn on_stream_data_blocked(
-        &mut self,
-        id: StreamId,
-        limit: u64,
-    ) -> Result<(), TransportError> {
+    pub fn on_stream_data_blocked(&mut self, id: StreamId, limit: u64) -> Result<(), TransportError> {
         if !self.frame_stream(id, Half::Recv)? {
             return Ok(());
         }

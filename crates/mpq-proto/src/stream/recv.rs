@@ -68,8 +68,7 @@ impl RecvBuffer {
         // In order: append up to the next segment, pull in the segments now reached, repeat.
         while pos == self.contiguous_end() {
             let upto = self.segments.keys().next().map_or(end, |&s| s.min(end));
-            self.contiguous
-                .extend(&data[(pos - offset) as usize..(upto - offset) as usize]);
+            self.contiguous.extend(&data[(pos - offset) as usize..(upto - offset) as usize]);
             self.drain_segments();
             pos = self.contiguous_end();
             if pos >= end {
@@ -85,11 +84,7 @@ impl RecvBuffer {
                     continue;
                 }
             }
-            let next = self
-                .segments
-                .range(pos..end)
-                .next()
-                .map_or(end, |(&s, _)| s);
+            let next = self.segments.range(pos..end).next().map_or(end, |(&s, _)| s);
             let piece = data[(pos - offset) as usize..(next - offset) as usize].to_vec();
             self.segment_bytes += piece.len();
             self.segments.insert(pos, piece);
@@ -262,20 +257,14 @@ impl RecvStream {
             return Err(final_size_error("RESET_STREAM changes the final size"));
         }
         if final_size < self.max_received {
-            return Err(final_size_error(
-                "RESET_STREAM final size below received data",
-            ));
+            return Err(final_size_error("RESET_STREAM final size below received data"));
         }
         if final_size > self.credit.limit() {
-            return Err(flow_control_error(
-                "RESET_STREAM final size beyond MAX_STREAM_DATA",
-            ));
+            return Err(flow_control_error("RESET_STREAM final size beyond MAX_STREAM_DATA"));
         }
         let grew = final_size - self.max_received;
         if !self.credit.on_received(grew) {
-            return Err(flow_control_error(
-                "RESET_STREAM final size beyond MAX_STREAM_DATA",
-            ));
+            return Err(flow_control_error("RESET_STREAM final size beyond MAX_STREAM_DATA"));
         }
         self.max_received = final_size;
         self.final_size = Some(final_size);
@@ -325,8 +314,7 @@ impl RecvStream {
     /// True when the application has something to learn: data, end of stream or a reset.
     pub fn is_readable(&self) -> bool {
         self.stopped.is_none()
-            && (self.buf.readable() > 0
-                || matches!(self.state, RecvState::DataRecvd | RecvState::ResetRecvd))
+            && (self.buf.readable() > 0 || matches!(self.state, RecvState::DataRecvd | RecvState::ResetRecvd))
     }
 
     /// True while MAX_STREAM_DATA updates are useful (the peer may still send).
@@ -343,13 +331,8 @@ impl RecvStream {
     /// Bytes newly given back to connection-level credit since the last call: what the
     /// application read, or everything received when the data is discarded.
     pub fn take_retired(&mut self) -> u64 {
-        let discarding = self.stopped.is_some()
-            || matches!(self.state, RecvState::ResetRecvd | RecvState::ResetRead);
-        let upto = if discarding {
-            self.max_received
-        } else {
-            self.buf.read_offset()
-        };
+        let discarding = self.stopped.is_some() || matches!(self.state, RecvState::ResetRecvd | RecvState::ResetRead);
+        let upto = if discarding { self.max_received } else { self.buf.read_offset() };
         let n = upto.saturating_sub(self.retired);
         self.retired += n;
         n

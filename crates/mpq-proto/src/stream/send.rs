@@ -86,10 +86,7 @@ impl SendBuffer {
 
     /// Appends exactly `len` bytes starting at `offset` to `out`.
     pub fn copy(&self, offset: u64, len: usize, out: &mut Vec<u8>) {
-        debug_assert!(
-            offset >= self.base && offset + len as u64 <= self.offset(),
-            "range not buffered"
-        );
+        debug_assert!(offset >= self.base && offset + len as u64 <= self.offset(), "range not buffered");
         let before = out.len();
         let start = offset.saturating_sub(self.base) as usize;
         if start < self.data.len() {
@@ -281,8 +278,7 @@ impl SendStream {
     /// True when new data (within stream credit and `conn_avail`) or the FIN can be sent.
     pub fn has_new(&self, conn_avail: u64) -> bool {
         self.reset.is_none()
-            && ((self.buf.has_unsent() && conn_avail > 0)
-                || (self.fin == Fin::Pending && !self.buf.has_unsent()))
+            && ((self.buf.has_unsent() && conn_avail > 0) || (self.fin == Fin::Pending && !self.buf.has_unsent()))
     }
 
     fn fin_for(&mut self, end: u64) -> bool {
@@ -301,11 +297,7 @@ impl SendStream {
         }
         let r = self.buf.next_lost(max_len)?;
         let fin = self.fin_for(r.end);
-        Some(Chunk {
-            offset: r.start,
-            len: r.end - r.start,
-            fin,
-        })
+        Some(Chunk { offset: r.start, len: r.end - r.start, fin })
     }
 
     /// Next new data (at most `max_len` bytes and `conn_avail` bytes of connection credit),
@@ -322,11 +314,7 @@ impl SendStream {
         if self.state == SendState::Ready {
             self.state = SendState::Send;
         }
-        Some(Chunk {
-            offset: r.start,
-            len: r.end - r.start,
-            fin,
-        })
+        Some(Chunk { offset: r.start, len: r.end - r.start, fin })
     }
 
     /// Records an acknowledgement. Returns true when this completed the stream (all data and
@@ -373,35 +361,14 @@ mod tests {
     fn fin_only_and_fin_retransmit() {
         let mut s = SendStream::new(100);
         s.write(b"hello");
-        assert_eq!(
-            s.next_new(3, 100),
-            Some(Chunk {
-                offset: 0,
-                len: 3,
-                fin: false
-            })
-        );
+        assert_eq!(s.next_new(3, 100), Some(Chunk { offset: 0, len: 3, fin: false }));
         s.finish();
-        assert_eq!(
-            s.next_new(10, 100),
-            Some(Chunk {
-                offset: 3,
-                len: 2,
-                fin: true
-            })
-        );
+        assert_eq!(s.next_new(10, 100), Some(Chunk { offset: 3, len: 2, fin: true }));
         assert_eq!(s.state(), SendState::DataSent);
         assert!(s.on_lost(3, 2, true));
         assert!(!s.on_ack(0, 3, false));
         let c = s.next_retransmit(10).unwrap();
-        assert_eq!(
-            c,
-            Chunk {
-                offset: 3,
-                len: 2,
-                fin: true
-            }
-        );
+        assert_eq!(c, Chunk { offset: 3, len: 2, fin: true });
         assert!(s.on_ack(3, 2, true));
         assert!(s.is_closed());
 
@@ -409,14 +376,7 @@ mod tests {
         let mut s = SendStream::new(0);
         s.finish();
         let c = s.next_new(0, 0).unwrap();
-        assert_eq!(
-            c,
-            Chunk {
-                offset: 0,
-                len: 0,
-                fin: true
-            }
-        );
+        assert_eq!(c, Chunk { offset: 0, len: 0, fin: true });
         assert!(s.on_lost(0, 0, true));
         assert!(s.has_new(0));
         assert_eq!(s.next_new(10, 0), Some(c));

@@ -55,38 +55,17 @@ fn events(s: &mut Streams) -> Vec<StreamEvent> {
 fn stream_state_errors() {
     let (_, mut s) = pair(&StreamsConfig::default());
     // Server-initiated streams the server never opened.
-    assert_eq!(
-        code(s.on_stream_frame(sid(Dir::Bi, 0), 0, b"x", false)),
-        Code::STREAM_STATE_ERROR
-    );
-    assert_eq!(
-        code(s.on_reset_stream(sid(Dir::Bi, 0), 0, 0)),
-        Code::STREAM_STATE_ERROR
-    );
-    assert_eq!(
-        code(s.on_max_stream_data(sid(Dir::Bi, 0), 10)),
-        Code::STREAM_STATE_ERROR
-    );
+    assert_eq!(code(s.on_stream_frame(sid(Dir::Bi, 0), 0, b"x", false)), Code::STREAM_STATE_ERROR);
+    assert_eq!(code(s.on_reset_stream(sid(Dir::Bi, 0), 0, 0)), Code::STREAM_STATE_ERROR);
+    assert_eq!(code(s.on_max_stream_data(sid(Dir::Bi, 0), 10)), Code::STREAM_STATE_ERROR);
     // STREAM / RESET_STREAM / STREAM_DATA_BLOCKED on our own send-only stream.
     let u = s.open(Dir::Uni).unwrap();
-    assert_eq!(
-        code(s.on_stream_frame(u, 0, b"x", false)),
-        Code::STREAM_STATE_ERROR
-    );
+    assert_eq!(code(s.on_stream_frame(u, 0, b"x", false)), Code::STREAM_STATE_ERROR);
     assert_eq!(code(s.on_reset_stream(u, 0, 0)), Code::STREAM_STATE_ERROR);
-    assert_eq!(
-        code(s.on_stream_data_blocked(u, 0)),
-        Code::STREAM_STATE_ERROR
-    );
+    assert_eq!(code(s.on_stream_data_blocked(u, 0)), Code::STREAM_STATE_ERROR);
     // MAX_STREAM_DATA / STOP_SENDING on a receive-only stream (the client's uni stream).
-    assert_eq!(
-        code(s.on_max_stream_data(cid(Dir::Uni, 0), 10)),
-        Code::STREAM_STATE_ERROR
-    );
-    assert_eq!(
-        code(s.on_stop_sending(cid(Dir::Uni, 0), 1)),
-        Code::STREAM_STATE_ERROR
-    );
+    assert_eq!(code(s.on_max_stream_data(cid(Dir::Uni, 0), 10)), Code::STREAM_STATE_ERROR);
+    assert_eq!(code(s.on_stop_sending(cid(Dir::Uni, 0), 1)), Code::STREAM_STATE_ERROR);
     // The legitimate counterparts are fine.
     assert!(s.on_max_stream_data(u, 10).is_ok());
     assert!(s.on_stop_sending(u, 7).is_ok());
@@ -96,18 +75,9 @@ fn stream_state_errors() {
 #[test]
 fn stream_limit_and_implicit_open() {
     let (_, mut s) = pair(&StreamsConfig::default());
-    assert_eq!(
-        code(s.on_stream_frame(cid(Dir::Bi, 100), 0, b"x", false)),
-        Code::STREAM_LIMIT_ERROR
-    );
-    assert_eq!(
-        code(s.on_stop_sending(cid(Dir::Uni, 100), 0)),
-        Code::STREAM_STATE_ERROR
-    );
-    assert_eq!(
-        code(s.on_reset_stream(cid(Dir::Uni, 100), 0, 0)),
-        Code::STREAM_LIMIT_ERROR
-    );
+    assert_eq!(code(s.on_stream_frame(cid(Dir::Bi, 100), 0, b"x", false)), Code::STREAM_LIMIT_ERROR);
+    assert_eq!(code(s.on_stop_sending(cid(Dir::Uni, 100), 0)), Code::STREAM_STATE_ERROR);
+    assert_eq!(code(s.on_reset_stream(cid(Dir::Uni, 100), 0, 0)), Code::STREAM_LIMIT_ERROR);
     // Opening stream 3 opens 0..=3.
     s.on_stream_frame(cid(Dir::Bi, 3), 0, b"x", false).unwrap();
     let opened: Vec<_> = events(&mut s)
@@ -131,42 +101,23 @@ fn stream_limit_and_implicit_open() {
 
 #[test]
 fn flow_control_errors() {
-    let cfg = StreamsConfig {
-        stream_receive_window: 100,
-        receive_window: 150,
-        ..Default::default()
-    };
+    let cfg = StreamsConfig { stream_receive_window: 100, receive_window: 150, ..Default::default() };
     let (_, mut s) = pair(&cfg);
     // Stream limit.
-    s.on_stream_frame(cid(Dir::Bi, 0), 0, &[0; 100], false)
-        .unwrap();
-    assert_eq!(
-        code(s.on_stream_frame(cid(Dir::Bi, 0), 100, &[0], false)),
-        Code::FLOW_CONTROL_ERROR
-    );
+    s.on_stream_frame(cid(Dir::Bi, 0), 0, &[0; 100], false).unwrap();
+    assert_eq!(code(s.on_stream_frame(cid(Dir::Bi, 0), 100, &[0], false)), Code::FLOW_CONTROL_ERROR);
     // Connection limit: highest offsets summed (a duplicate does not count twice).
-    s.on_stream_frame(cid(Dir::Bi, 0), 0, &[0; 100], false)
-        .unwrap();
+    s.on_stream_frame(cid(Dir::Bi, 0), 0, &[0; 100], false).unwrap();
     s.on_stream_frame(cid(Dir::Bi, 1), 49, &[0], false).unwrap();
-    assert_eq!(
-        code(s.on_stream_frame(cid(Dir::Bi, 1), 50, &[0], false)),
-        Code::FLOW_CONTROL_ERROR
-    );
+    assert_eq!(code(s.on_stream_frame(cid(Dir::Bi, 1), 50, &[0], false)), Code::FLOW_CONTROL_ERROR);
 
     // RESET_STREAM final sizes count against both limits.
     let (_, mut s) = pair(&cfg);
-    assert_eq!(
-        code(s.on_reset_stream(cid(Dir::Uni, 0), 0, 101)),
-        Code::FLOW_CONTROL_ERROR
-    );
+    assert_eq!(code(s.on_reset_stream(cid(Dir::Uni, 0), 0, 101)), Code::FLOW_CONTROL_ERROR);
     let (_, mut s) = pair(&cfg);
     s.on_reset_stream(cid(Dir::Uni, 0), 0, 100).unwrap();
-    s.on_stream_frame(cid(Dir::Uni, 1), 0, &[0; 50], false)
-        .unwrap();
-    assert_eq!(
-        code(s.on_reset_stream(cid(Dir::Uni, 2), 0, 1)),
-        Code::FLOW_CONTROL_ERROR
-    );
+    s.on_stream_frame(cid(Dir::Uni, 1), 0, &[0; 50], false).unwrap();
+    assert_eq!(code(s.on_reset_stream(cid(Dir::Uni, 2), 0, 1)), Code::FLOW_CONTROL_ERROR);
 }
 
 #[test]
@@ -175,29 +126,17 @@ fn final_size_errors() {
     let id = cid(Dir::Uni, 0);
     s.on_stream_frame(id, 0, &[0; 10], true).unwrap();
     s.on_stream_frame(id, 5, &[0; 5], true).unwrap(); // same final size: fine
-    assert_eq!(
-        code(s.on_stream_frame(id, 5, &[0; 6], false)),
-        Code::FINAL_SIZE_ERROR
-    );
-    assert_eq!(
-        code(s.on_stream_frame(id, 0, &[0; 9], true)),
-        Code::FINAL_SIZE_ERROR
-    );
+    assert_eq!(code(s.on_stream_frame(id, 5, &[0; 6], false)), Code::FINAL_SIZE_ERROR);
+    assert_eq!(code(s.on_stream_frame(id, 0, &[0; 9], true)), Code::FINAL_SIZE_ERROR);
     assert_eq!(code(s.on_reset_stream(id, 0, 11)), Code::FINAL_SIZE_ERROR);
     s.on_reset_stream(id, 0, 10).unwrap();
 
     let id = cid(Dir::Uni, 1);
     s.on_stream_frame(id, 0, &[0; 20], false).unwrap();
-    assert_eq!(
-        code(s.on_stream_frame(id, 0, &[0; 10], true)),
-        Code::FINAL_SIZE_ERROR
-    );
+    assert_eq!(code(s.on_stream_frame(id, 0, &[0; 10], true)), Code::FINAL_SIZE_ERROR);
     assert_eq!(code(s.on_reset_stream(id, 0, 19)), Code::FINAL_SIZE_ERROR);
     s.on_reset_stream(id, 4, 30).unwrap();
-    assert_eq!(
-        code(s.on_stream_frame(id, 30, &[0], false)),
-        Code::FINAL_SIZE_ERROR
-    );
+    assert_eq!(code(s.on_stream_frame(id, 30, &[0], false)), Code::FINAL_SIZE_ERROR);
     assert_eq!(code(s.on_reset_stream(id, 4, 31)), Code::FINAL_SIZE_ERROR);
     assert!(events(&mut s).contains(&StreamEvent::Reset { id, code: 4 }));
     assert_eq!(s.read(id, &mut [0; 8]), Err(StreamError::Reset(4)));
@@ -206,10 +145,7 @@ fn final_size_errors() {
 
 #[test]
 fn closed_streams_are_removed_and_late_frames_ignored() {
-    let cfg = StreamsConfig {
-        max_concurrent_uni: 2,
-        ..Default::default()
-    };
+    let cfg = StreamsConfig { max_concurrent_uni: 2, ..Default::default() };
     let (_, mut s) = pair(&cfg);
     let id = cid(Dir::Uni, 0);
     s.on_stream_frame(id, 0, b"hello", true).unwrap();
@@ -220,18 +156,9 @@ fn closed_streams_are_removed_and_late_frames_ignored() {
     s.on_stream_frame(id, 0, b"hello", true).unwrap();
     s.on_reset_stream(id, 0, 5).unwrap();
     assert!(s.is_empty());
-    assert_eq!(
-        controls(&mut s, Instant::ZERO),
-        vec![StreamControl::MaxStreams {
-            dir: Dir::Uni,
-            count: 3
-        }]
-    );
+    assert_eq!(controls(&mut s, Instant::ZERO), vec![StreamControl::MaxStreams { dir: Dir::Uni, count: 3 }]);
     s.on_stream_frame(cid(Dir::Uni, 2), 0, b"", false).unwrap();
-    assert_eq!(
-        code(s.on_stream_frame(cid(Dir::Uni, 3), 0, b"", false)),
-        Code::STREAM_LIMIT_ERROR
-    );
+    assert_eq!(code(s.on_stream_frame(cid(Dir::Uni, 3), 0, b"", false)), Code::STREAM_LIMIT_ERROR);
 
     // A bidirectional stream closes once both halves are done.
     let (mut c, mut s) = pair(&cfg);
@@ -239,15 +166,7 @@ fn closed_streams_are_removed_and_late_frames_ignored() {
     c.write(id, b"ping").unwrap();
     c.finish(id).unwrap();
     let ch = c.next_stream_chunk(100).unwrap();
-    assert_eq!(
-        ch,
-        StreamChunk {
-            id,
-            offset: 0,
-            len: 4,
-            fin: true
-        }
-    );
+    assert_eq!(ch, StreamChunk { id, offset: 0, len: 4, fin: true });
     let mut data = Vec::new();
     c.copy_stream_data(id, 0, 4, &mut data);
     s.on_stream_frame(id, 0, &data, true).unwrap();
@@ -257,25 +176,11 @@ fn closed_streams_are_removed_and_late_frames_ignored() {
     assert_eq!(s.len(), 1, "send half still open");
     s.finish(id).unwrap();
     let ch = s.next_stream_chunk(100).unwrap();
-    assert_eq!(
-        ch,
-        StreamChunk {
-            id,
-            offset: 0,
-            len: 0,
-            fin: true
-        }
-    );
+    assert_eq!(ch, StreamChunk { id, offset: 0, len: 0, fin: true });
     c.on_stream_frame(id, 0, b"", true).unwrap();
     s.on_stream_chunk_acked(&ch);
     assert!(s.is_empty());
-    assert_eq!(
-        controls(&mut s, Instant::ZERO),
-        vec![StreamControl::MaxStreams {
-            dir: Dir::Bi,
-            count: 101
-        }]
-    );
+    assert_eq!(controls(&mut s, Instant::ZERO), vec![StreamControl::MaxStreams { dir: Dir::Bi, count: 101 }]);
     assert_eq!(c.read(id, &mut buf), Ok(ReadOutcome { len: 0, fin: true }));
     assert!(c.is_empty());
 }
@@ -297,40 +202,24 @@ fn window_updates_and_autotuning() {
     s.read(id, &mut buf[..499]).unwrap();
     assert_eq!(controls(&mut s, now), vec![], "below half the window");
     s.read(id, &mut buf[..1]).unwrap();
-    assert_eq!(
-        controls(&mut s, now),
-        vec![StreamControl::MaxStreamData { id, max: 1500 }]
-    );
+    assert_eq!(controls(&mut s, now), vec![StreamControl::MaxStreamData { id, max: 1500 }]);
     // The next update is due within 2 RTTs: the window doubles.
     now += Duration::from_millis(5);
     s.read(id, &mut buf[..500]).unwrap();
-    assert_eq!(
-        controls(&mut s, now),
-        vec![StreamControl::MaxStreamData { id, max: 3000 }]
-    );
+    assert_eq!(controls(&mut s, now), vec![StreamControl::MaxStreamData { id, max: 3000 }]);
     // Losing an old update: superseded, dropped. Losing the current one: re-sent.
     s.on_control_lost(&StreamControl::MaxStreamData { id, max: 1500 });
     assert!(!s.has_pending_data());
     s.on_control_lost(&StreamControl::MaxStreamData { id, max: 3000 });
-    assert_eq!(
-        controls(&mut s, now),
-        vec![StreamControl::MaxStreamData { id, max: 3000 }]
-    );
+    assert_eq!(controls(&mut s, now), vec![StreamControl::MaxStreamData { id, max: 3000 }]);
     // A slow reader does not grow the window.
     s.on_stream_frame(id, 1000, &[1; 2000], false).unwrap();
     now += Duration::from_secs(1);
     assert_eq!(s.read(id, &mut buf[..1000]).unwrap().len, 1000);
-    assert_eq!(
-        controls(&mut s, now),
-        vec![StreamControl::MaxStreamData { id, max: 4000 }]
-    );
+    assert_eq!(controls(&mut s, now), vec![StreamControl::MaxStreamData { id, max: 4000 }]);
 
     // Connection-level: MAX_DATA once half of the connection window is consumed.
-    let cfg = StreamsConfig {
-        stream_receive_window: 1000,
-        receive_window: 1500,
-        ..cfg
-    };
+    let cfg = StreamsConfig { stream_receive_window: 1000, receive_window: 1500, ..cfg };
     let (_, mut s) = pair(&cfg);
     s.on_stream_frame(id, 0, &[1; 1000], false).unwrap();
     s.read(id, &mut buf[..1000]).unwrap();
@@ -352,17 +241,9 @@ fn stop_sending_resets_and_reset_stops_retransmission() {
     assert_eq!(events(&mut c), vec![StreamEvent::Stopped { id, code: 42 }]);
     assert_eq!(c.write(id, b"more"), Err(StreamError::Stopped(42)));
     c.on_stream_chunk_lost(&ch);
-    let rst = StreamControl::ResetStream {
-        id,
-        error_code: 42,
-        final_size: 1000,
-    };
+    let rst = StreamControl::ResetStream { id, error_code: 42, final_size: 1000 };
     assert_eq!(controls(&mut c, Instant::ZERO), vec![rst]);
-    assert_eq!(
-        c.next_stream_chunk(1000),
-        None,
-        "no retransmission after reset"
-    );
+    assert_eq!(c.next_stream_chunk(1000), None, "no retransmission after reset");
     c.on_control_lost(&rst);
     assert_eq!(controls(&mut c, Instant::ZERO), vec![rst]);
     c.on_control_acked(&rst);
@@ -372,19 +253,12 @@ fn stop_sending_resets_and_reset_stops_retransmission() {
     // The receiving side of a reset; STOP_SENDING from the application.
     s.on_stream_frame(id, 0, &[5; 500], false).unwrap();
     s.stop_sending(id, 9).unwrap();
-    assert_eq!(
-        controls(&mut s, Instant::ZERO),
-        vec![StreamControl::StopSending { id, error_code: 9 }]
-    );
+    assert_eq!(controls(&mut s, Instant::ZERO), vec![StreamControl::StopSending { id, error_code: 9 }]);
     assert_eq!(s.read(id, &mut [0; 10]), Err(StreamError::ClosedStream));
     s.on_stream_frame(id, 500, &[5; 500], false).unwrap();
     s.on_reset_stream(id, 42, 1000).unwrap();
     s.on_control_lost(&StreamControl::StopSending { id, error_code: 9 });
-    assert_eq!(
-        controls(&mut s, Instant::ZERO),
-        vec![],
-        "final size known: no STOP_SENDING resend"
-    );
+    assert_eq!(controls(&mut s, Instant::ZERO), vec![], "final size known: no STOP_SENDING resend");
 }
 
 #[test]
@@ -399,18 +273,9 @@ fn open_blocked_and_backpressure() {
     let a = c.open(Dir::Bi).unwrap();
     assert_eq!(c.open(Dir::Bi), None);
     assert_eq!(c.open(Dir::Bi), None);
-    assert_eq!(
-        controls(&mut c, Instant::ZERO),
-        vec![StreamControl::StreamsBlocked {
-            dir: Dir::Bi,
-            limit: 1
-        }]
-    );
+    assert_eq!(controls(&mut c, Instant::ZERO), vec![StreamControl::StreamsBlocked { dir: Dir::Bi, limit: 1 }]);
     c.on_max_streams(Dir::Bi, 2);
-    assert_eq!(
-        events(&mut c),
-        vec![StreamEvent::Available { dir: Dir::Bi }]
-    );
+    assert_eq!(events(&mut c), vec![StreamEvent::Available { dir: Dir::Bi }]);
     assert!(c.open(Dir::Bi).is_some());
 
     // Send buffer limit.
@@ -421,18 +286,11 @@ fn open_blocked_and_backpressure() {
     assert_eq!(events(&mut c), vec![StreamEvent::Writable { id: a }]);
     // Stream flow control (150).
     assert_eq!(c.write(a, &[1; 300]), Ok(50));
-    assert_eq!(
-        controls(&mut c, Instant::ZERO),
-        vec![StreamControl::StreamDataBlocked { id: a, limit: 150 }]
-    );
+    assert_eq!(controls(&mut c, Instant::ZERO), vec![StreamControl::StreamDataBlocked { id: a, limit: 150 }]);
     c.on_max_stream_data(a, 400).unwrap();
     assert_eq!(events(&mut c), vec![StreamEvent::Writable { id: a }]);
     c.on_control_lost(&StreamControl::StreamDataBlocked { id: a, limit: 150 });
-    assert_eq!(
-        controls(&mut c, Instant::ZERO),
-        vec![],
-        "no longer blocked: not resent"
-    );
+    assert_eq!(controls(&mut c, Instant::ZERO), vec![], "no longer blocked: not resent");
     // The peer's DATA_BLOCKED / STREAM_DATA_BLOCKED at our current limits: nothing to do.
     s.on_data_blocked(2_000_000);
     s.on_stream_data_blocked(a, 150).unwrap();
@@ -442,9 +300,6 @@ fn open_blocked_and_backpressure() {
     s.on_stream_data_blocked(a, 100).unwrap();
     assert_eq!(
         controls(&mut s, Instant::ZERO),
-        vec![
-            StreamControl::MaxData(2_000_000),
-            StreamControl::MaxStreamData { id: a, max: 150 }
-        ]
+        vec![StreamControl::MaxData(2_000_000), StreamControl::MaxStreamData { id: a, max: 150 }]
     );
 }

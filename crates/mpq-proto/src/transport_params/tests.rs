@@ -69,10 +69,7 @@ fn unknown_and_grease_ignored() {
     let tp = TransportParameters::decode(Side::Client, &out).unwrap();
     assert_eq!(tp.initial_max_data, 7);
 
-    let tp = TransportParameters {
-        initial_max_data: 9,
-        ..Default::default()
-    };
+    let tp = TransportParameters { initial_max_data: 9, ..Default::default() };
     let mut out = Vec::new();
     tp.encode_with_grease(&mut out, u64::MAX);
     assert_eq!(TransportParameters::decode(Side::Server, &out).unwrap(), tp);
@@ -109,10 +106,7 @@ fn server_only_from_client() {
         let mut out = Vec::new();
         param(&mut out, pid, val);
         assert_eq!(err(Side::Client, &out), TPE, "0x{pid:x}");
-        assert!(
-            TransportParameters::decode(Side::Server, &out).is_ok(),
-            "0x{pid:x}"
-        );
+        assert!(TransportParameters::decode(Side::Server, &out).is_ok(), "0x{pid:x}");
     }
 }
 
@@ -128,20 +122,10 @@ fn out_of_range_values() {
         (id::INITIAL_MAX_PATH_ID, 1 << 32, (1 << 32) - 1),
     ];
     for (pid, bad, good) in cases {
-        assert_eq!(
-            err(Side::Server, &vparam(pid, bad)),
-            TPE,
-            "0x{pid:x} = {bad}"
-        );
-        assert!(
-            TransportParameters::decode(Side::Server, &vparam(pid, good)).is_ok(),
-            "0x{pid:x} = {good}"
-        );
+        assert_eq!(err(Side::Server, &vparam(pid, bad)), TPE, "0x{pid:x} = {bad}");
+        assert!(TransportParameters::decode(Side::Server, &vparam(pid, good)).is_ok(), "0x{pid:x} = {good}");
     }
-    assert_eq!(
-        err(Side::Server, &vparam(id::ACTIVE_CONNECTION_ID_LIMIT, 0)),
-        TPE
-    );
+    assert_eq!(err(Side::Server, &vparam(id::ACTIVE_CONNECTION_ID_LIMIT, 0)), TPE);
 }
 
 #[test]
@@ -181,10 +165,7 @@ fn preferred_address() {
     param(&mut out, id::PREFERRED_ADDRESS, &pa_bytes(4, 0));
     let tp = TransportParameters::decode(Side::Server, &out).unwrap();
     let pa = tp.preferred_address.unwrap();
-    assert_eq!(
-        pa.address_v4,
-        Some(SocketAddrV4::new(Ipv4Addr::new(1, 2, 3, 4), 443))
-    );
+    assert_eq!(pa.address_v4, Some(SocketAddrV4::new(Ipv4Addr::new(1, 2, 3, 4), 443)));
     assert_eq!(pa.address_v6, None);
     assert_eq!(&*pa.connection_id, &[7; 4]);
     assert_eq!(pa.stateless_reset_token, [9; 16]);
@@ -248,34 +229,29 @@ fn params() -> impl Strategy<Value = TransportParameters> {
         varint(),
         proptest::option::of(0..=MAX_PATH_ID),
     );
-    (a, b).prop_map(
-        |(
-            (odcid, idle, token, udp, data, streams),
-            (ade, mad, dam, pa, acl, iscid, rscid, dg, mp),
-        )| {
-            TransportParameters {
-                original_destination_connection_id: odcid,
-                max_idle_timeout: idle,
-                stateless_reset_token: token,
-                max_udp_payload_size: udp,
-                initial_max_data: data[0],
-                initial_max_stream_data_bidi_local: data[1],
-                initial_max_stream_data_bidi_remote: data[2],
-                initial_max_stream_data_uni: data[3],
-                initial_max_streams_bidi: streams[0],
-                initial_max_streams_uni: streams[1],
-                ack_delay_exponent: ade,
-                max_ack_delay: mad,
-                disable_active_migration: dam,
-                preferred_address: pa,
-                active_connection_id_limit: acl,
-                initial_source_connection_id: iscid,
-                retry_source_connection_id: rscid,
-                max_datagram_frame_size: dg,
-                initial_max_path_id: mp,
-            }
-        },
-    )
+    (a, b).prop_map(|((odcid, idle, token, udp, data, streams), (ade, mad, dam, pa, acl, iscid, rscid, dg, mp))| {
+        TransportParameters {
+            original_destination_connection_id: odcid,
+            max_idle_timeout: idle,
+            stateless_reset_token: token,
+            max_udp_payload_size: udp,
+            initial_max_data: data[0],
+            initial_max_stream_data_bidi_local: data[1],
+            initial_max_stream_data_bidi_remote: data[2],
+            initial_max_stream_data_uni: data[3],
+            initial_max_streams_bidi: streams[0],
+            initial_max_streams_uni: streams[1],
+            ack_delay_exponent: ade,
+            max_ack_delay: mad,
+            disable_active_migration: dam,
+            preferred_address: pa,
+            active_connection_id_limit: acl,
+            initial_source_connection_id: iscid,
+            retry_source_connection_id: rscid,
+            max_datagram_frame_size: dg,
+            initial_max_path_id: mp,
+        }
+    })
 }
 
 proptest! {

@@ -31,11 +31,7 @@ impl Streams {
             return None;
         }
         self.next_accept[d] += 1;
-        Some(StreamId::new(
-            self.side.peer(),
-            dir,
-            self.next_accept[d] - 1,
-        ))
+        Some(StreamId::new(self.side.peer(), dir, self.next_accept[d] - 1))
     }
 
     fn send_mut(&mut self, id: StreamId) -> Result<&mut SendStream, StreamError> {
@@ -58,10 +54,7 @@ impl Streams {
         let send = self.send_mut(id)?;
         let stream_avail = send.credit.available();
         let buf_avail = limit.saturating_sub(send.buf.unacked_len());
-        let n = (data.len() as u64)
-            .min(stream_avail)
-            .min(buf_avail)
-            .min(conn_avail) as usize;
+        let n = (data.len() as u64).min(stream_avail).min(buf_avail).min(conn_avail) as usize;
         if n < data.len() {
             send.want_writable = true;
         }

@@ -51,12 +51,7 @@ impl Streams {
                 self.lost_queue.push_back(id);
             }
             if let Some(c) = c {
-                return Some(StreamChunk {
-                    id,
-                    offset: c.offset,
-                    len: c.len as usize,
-                    fin: c.fin,
-                });
+                return Some(StreamChunk { id, offset: c.offset, len: c.len as usize, fin: c.fin });
             }
         }
         let avail = self.conn_avail();
@@ -76,12 +71,7 @@ impl Streams {
             }
             if let Some(c) = c {
                 self.conn_sent += c.len;
-                return Some(StreamChunk {
-                    id,
-                    offset: c.offset,
-                    len: c.len as usize,
-                    fin: c.fin,
-                });
+                return Some(StreamChunk { id, offset: c.offset, len: c.len as usize, fin: c.fin });
             }
         }
         None
@@ -114,11 +104,7 @@ impl Streams {
 
     /// A chunk was declared lost: its unacknowledged parts are retransmitted.
     pub fn on_stream_chunk_lost(&mut self, chunk: &StreamChunk) {
-        let Some(send) = self
-            .streams
-            .get_mut(&chunk.id)
-            .and_then(|s| s.send.as_mut())
-        else {
+        let Some(send) = self.streams.get_mut(&chunk.id).and_then(|s| s.send.as_mut()) else {
             return;
         };
         if send.on_lost(chunk.offset, chunk.len as u64, chunk.fin) {
@@ -130,14 +116,8 @@ impl Streams {
     pub fn poll_control(&mut self, now: Instant, rtt: Duration) -> Option<StreamControl> {
         while let Some(id) = self.reset_queue.pop_front() {
             let send = self.streams.get(&id).and_then(|s| s.send.as_ref());
-            if let Some((error_code, final_size)) =
-                send.filter(|s| !s.is_closed()).and_then(|s| s.reset_info())
-            {
-                return Some(StreamControl::ResetStream {
-                    id,
-                    error_code,
-                    final_size,
-                });
+            if let Some((error_code, final_size)) = send.filter(|s| !s.is_closed()).and_then(|s| s.reset_info()) {
+                return Some(StreamControl::ResetStream { id, error_code, final_size });
             }
         }
         while let Some((id, error_code)) = self.stop_queue.pop_front() {
@@ -158,16 +138,12 @@ impl Streams {
             };
             let max = r.credit.poll_limit(now, rtt);
             // Keep the connection window ahead of any stream window.
-            self.conn_recv
-                .ensure_window(r.credit.window() + r.credit.window() / 2);
+            self.conn_recv.ensure_window(r.credit.window() + r.credit.window() / 2);
             return Some(StreamControl::MaxStreamData { id, max });
         }
         for dir in DIRS {
             if std::mem::take(&mut self.max_streams_pending[di(dir)]) {
-                return Some(StreamControl::MaxStreams {
-                    dir,
-                    count: self.max_remote[di(dir)],
-                });
+                return Some(StreamControl::MaxStreams { dir, count: self.max_remote[di(dir)] });
             }
         }
         if let Some(limit) = self.data_blocked.take() {
@@ -187,10 +163,7 @@ impl Streams {
     }
 
     fn stop_relevant(&self, id: StreamId) -> bool {
-        self.streams
-            .get(&id)
-            .and_then(|s| s.recv.as_ref())
-            .is_some_and(|r| r.final_size().is_none())
+        self.streams.get(&id).and_then(|s| s.recv.as_ref()).is_some_and(|r| r.final_size().is_none())
     }
 
     /// The stream's send limit if it is (still) blocked by it.
@@ -266,13 +239,8 @@ impl Streams {
     pub fn has_pending_data(&self) -> bool {
         let avail = self.conn_avail();
         let send = |id: &StreamId| self.streams.get(id).and_then(|s| s.send.as_ref());
-        self.lost_queue
-            .iter()
-            .any(|id| send(id).is_some_and(|s| s.has_lost()))
-            || self
-                .send_queue
-                .iter()
-                .any(|id| send(id).is_some_and(|s| s.has_new(avail)))
+        self.lost_queue.iter().any(|id| send(id).is_some_and(|s| s.has_lost()))
+            || self.send_queue.iter().any(|id| send(id).is_some_and(|s| s.has_new(avail)))
             || !self.reset_queue.is_empty()
             || !self.stop_queue.is_empty()
             || self.max_data_pending

@@ -20,11 +20,7 @@ fn deliver_control(to: &mut Streams, f: StreamControl) -> Result<(), crate::Tran
         StreamControl::DataBlocked(l) => to.on_data_blocked(l),
         StreamControl::StreamDataBlocked { id, limit } => to.on_stream_data_blocked(id, limit)?,
         StreamControl::StreamsBlocked { dir, limit } => to.on_streams_blocked(dir, limit),
-        StreamControl::ResetStream {
-            id,
-            error_code,
-            final_size,
-        } => to.on_reset_stream(id, error_code, final_size)?,
+        StreamControl::ResetStream { id, error_code, final_size } => to.on_reset_stream(id, error_code, final_size)?,
         StreamControl::StopSending { id, error_code } => to.on_stop_sending(id, error_code)?,
     }
     Ok(())
@@ -36,13 +32,7 @@ enum Packet {
 }
 
 /// Moves everything one endpoint wants to send into the network.
-fn transmit(
-    from: &mut Streams,
-    now: Instant,
-    rng: &mut ChaCha8Rng,
-    net: &mut Vec<Packet>,
-    budget: usize,
-) {
+fn transmit(from: &mut Streams, now: Instant, rng: &mut ChaCha8Rng, net: &mut Vec<Packet>, budget: usize) {
     while let Some(f) = from.poll_control(now, RTT) {
         net.push(Packet::Control(f));
     }
@@ -58,13 +48,7 @@ fn transmit(
 }
 
 /// Delivers (in random order, with loss) the packets `from` sent to `to`.
-fn deliver(
-    from: &mut Streams,
-    to: &mut Streams,
-    net: &mut Vec<Packet>,
-    rng: &mut ChaCha8Rng,
-    loss: f64,
-) {
+fn deliver(from: &mut Streams, to: &mut Streams, net: &mut Vec<Packet>, rng: &mut ChaCha8Rng, loss: f64) {
     while !net.is_empty() {
         let p = net.swap_remove(rng.random_range(0..net.len()));
         let lost = rng.random_bool(loss);
@@ -93,19 +77,9 @@ fn two_endpoints_move_a_megabyte() {
     };
     let (mut c, mut s) = pair(&cfg);
     let mut rng = ChaCha8Rng::seed_from_u64(7);
-    let payload: Vec<u8> = (0..1_000_000u32)
-        .map(|i| (i * 31 + i / 251) as u8)
-        .collect();
-    let parts = [
-        &payload[..400_000],
-        &payload[400_000..700_000],
-        &payload[700_000..],
-    ];
-    let ids = [
-        c.open(Dir::Bi).unwrap(),
-        c.open(Dir::Uni).unwrap(),
-        c.open(Dir::Bi).unwrap(),
-    ];
+    let payload: Vec<u8> = (0..1_000_000u32).map(|i| (i * 31 + i / 251) as u8).collect();
+    let parts = [&payload[..400_000], &payload[400_000..700_000], &payload[700_000..]];
+    let ids = [c.open(Dir::Bi).unwrap(), c.open(Dir::Uni).unwrap(), c.open(Dir::Bi).unwrap()];
     let mut written = [0usize; 3];
     let mut received: [Vec<u8>; 3] = Default::default();
     let mut done = [false; 3];
@@ -153,23 +127,14 @@ fn two_endpoints_move_a_megabyte() {
         }
     }
     for i in 0..3 {
-        assert!(
-            done[i],
-            "stream {i} incomplete: {} bytes",
-            received[i].len()
-        );
+        assert!(done[i], "stream {i} incomplete: {} bytes", received[i].len());
         assert!(received[i] == parts[i], "stream {i} corrupted");
     }
     let ev = events(&mut c);
     for id in ids {
         assert!(ev.contains(&StreamEvent::Finished { id }));
     }
-    assert!(
-        c.is_empty() && s.is_empty(),
-        "streams leaked: {} {}",
-        c.len(),
-        s.len()
-    );
+    assert!(c.is_empty() && s.is_empty(), "streams leaked: {} {}", c.len(), s.len());
     assert!(!c.has_pending_data() || c.next_stream_chunk(1400).is_none());
 }
 

@@ -1,0 +1,123 @@
+//! Congestion control: one object-safe controller per path, built by name at run time so
+//! experiments can sweep algorithms.
+//!
+//! Extension point for multipath coupled controllers (LIA, OLIA): they implement the same
+//! trait and additionally receive a view of the other paths of the connection through
+//! [`CongestionController::set_coupling`] before each decision; uncoupled controllers ignore
+//! it.
+
+mod cubic;
+mod newreno;
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::recovery::rtt::RttEstimator;
+use crate::time::Instant;
+
+pub use cubic::Cubic;
+pub use newreno::NewReno;
+
+/// What a coupled controller learns about the connection's other paths.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PathView {
+    /// Congestion window of the path in bytes.
+    pub window: u64,
+    /// Smoothed RTT of the path in seconds.
+    pub srtt: f64,
+}
+
+/// A congestion controller for one path (RFC 9002 §7).
+pub trait CongestionController: Send + fmt::Debug {
+    /// An in-flight packet of `bytes` was sent.
+    fn on_packet_sent(&mut self, now: Instant, bytes: u64);
+    /// A packet sent at `sent_time` carrying `bytes` was acknowledged.
+    fn on_ack(&mut self, now: Instant, sent_time: Instant, bytes: u64, rtt: &RttEstimator, app_limited: bool);
+    /// Packets were lost; the newest of them was sent at `sent_time` (RFC 9002 §7.3.2:
+    /// one reduction per recovery period).
+    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, is_persistent: bool, lost_bytes: u64);
+    /// Congestion window in bytes.
+    fn window(&self) -> u64;
+    /// Slow start threshold in bytes (`u64::MAX` before the first loss).
+    fn ssthresh(&self) -> u64;
+    /// True in slow start.
+    fn in_slow_start(&self) -> bool {
+        self.window() < self.ssthresh()
+    }
+    /// The path's maximum datagram size changed.
+    fn set_max_datagram_size(&mut self, mds: u64);
+    /// Algorithm name.
+    fn name(&self) -> &'static str;
+    /// A copy (for a new path starting from the same parameters).
+    fn clone_box(&self) -> Box<dyn CongestionController>;
+    /// The other paths of the connection (coupled algorithms only).
+    fn set_coupling(&mut self, _others: &[PathView]) {}
+}
+
+/// Parameters common to every algorithm.
+#[derive(Debug, Clone, Copy)]
+pub struct CcConfig {
+    /// Initial window in packets (RFC 9002 §7.2: 10).
+    pub initial_window_packets: u64,
+    /// Minimum window in packets (RFC 9002 §7.2: 2).
+    pub minimum_window_packets: u64,
+}
+
+impl Default for CcConfig {
+    fn default() -> Self {
+        Self { initial_window_packets: 10, minimum_window_packets: 2 }
+    }
+}
+
+impl CcConfig {
+    /// Initial window in bytes: min(10 * mds, max(14720, 2 * mds)) for the default 10.
+    pub fn initial_window(&self, mds: u64) -> u64 {
+        if self.initial_window_packets == 10 {
+            (10 * mds).min(14_720.max(2 * mds))
+        } else {
+            self.initial_window_packets * mds
+        }
+    }
+
+    /// Minimum window in bytes.
+    pub fn minimum_window(&self, mds: u64) -> u64 {
+        self.minimum_window_packets * mds
+    }
+}
+
+/// The algorithms [`build`] knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CcAlgorithm {
+    /// RFC 9002 NewReno.
+    NewReno,
+    /// RFC 9438 CUBIC.
+    Cubic,
+}
+
+impl FromStr for CcAlgorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "newreno" | "reno" => Ok(CcAlgorithm::NewReno),
+            "cubic" => Ok(CcAlgorithm::Cubic),
+            other => Err(format!("unknown congestion controller {other:?} (expected newreno or cubic)")),
+        }
+    }
+}
+
+impl fmt::Display for CcAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CcAlgorithm::NewReno => "newreno",
+            CcAlgorithm::Cubic => "cubic",
+        })
+    }
+}
+
+/// Builds a controller.
+pub fn build(algo: CcAlgorithm, config: &CcConfig, max_datagram_size: u64) -> Box<dyn CongestionController> {
+    match algo {
+        CcAlgorithm::NewReno => Box::new(NewReno::new(*config, max_datagram_size)),
+        CcAlgorithm::Cubic => Box::new(Cubic::new(*config, max_datagram_size)),
+    }
+}

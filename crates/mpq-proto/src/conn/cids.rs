@@ -1,0 +1,205 @@
+//! Connection IDs of one connection (RFC 9000 §5.1): the ones we issued (so the endpoint can
+//! route to us) and the ones the peer issued (so we can address it).
+
+use std::collections::BTreeMap;
+
+use crate::cid::ConnectionId;
+use crate::error::{TransportError, TransportErrorCode};
+
+/// A connection ID we issued, with its sequence number and reset token.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IssuedCid {
+    pub cid: ConnectionId,
+    pub reset_token: [u8; 16],
+}
+
+/// Connection IDs issued by us.
+#[derive(Debug, Default)]
+pub(crate) struct LocalCids {
+    /// Active IDs by sequence number.
+    pub active: BTreeMap<u64, IssuedCid>,
+    /// Next sequence number to issue.
+    pub next_seq: u64,
+    /// Sequence numbers whose NEW_CONNECTION_ID must be (re)sent.
+    pub to_advertise: Vec<u64>,
+}
+
+impl LocalCids {
+    /// Registers a freshly generated ID; returns its sequence number.
+    pub fn issue(&mut self, cid: ConnectionId, reset_token: [u8; 16], advertise: bool) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.active.insert(seq, IssuedCid { cid, reset_token });
+        if advertise {
+            self.to_advertise.push(seq);
+        }
+        seq
+    }
+
+    /// The peer retired `seq` (RETIRE_CONNECTION_ID). Returns the retired ID, if active.
+    ///
+    /// RFC 9000 §19.16: retiring a sequence number never issued is a PROTOCOL_VIOLATION, and so
+    /// is retiring the ID the frame's packet was sent to.
+    pub fn retire(&mut self, seq: u64, packet_dcid: &ConnectionId) -> Result<Option<ConnectionId>, TransportError> {
+        if seq >= self.next_seq {
+            return Err(TransportError::protocol_violation("RETIRE_CONNECTION_ID for an unissued sequence number"));
+        }
+        match self.active.get(&seq) {
+            Some(c) if c.cid == *packet_dcid => {
+                Err(TransportError::protocol_violation("RETIRE_CONNECTION_ID names the packet's own CID"))
+            }
+            Some(_) => {
+                self.to_advertise.retain(|s| *s != seq);
+                Ok(self.active.remove(&seq).map(|c| c.cid))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+/// A connection ID the peer issued to us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PeerCid {
+    pub cid: ConnectionId,
+    pub reset_token: Option<[u8; 16]>,
+}
+
+/// Connection IDs issued by the peer.
+#[derive(Debug)]
+pub(crate) struct PeerCids {
+    /// Unretired IDs by sequence number.
+    pub active: BTreeMap<u64, PeerCid>,
+    /// Sequence number of the ID we currently send to.
+    pub current: u64,
+    /// Largest Retire Prior To received.
+    pub retire_prior_to: u64,
+    /// RETIRE_CONNECTION_ID frames to send.
+    pub to_retire: Vec<u64>,
+    /// Our active_connection_id_limit.
+    limit: u64,
+}
+
+impl PeerCids {
+    /// Starts with the peer's handshake CID as sequence number 0.
+    pub fn new(initial: ConnectionId, limit: u64) -> Self {
+        let mut active = BTreeMap::new();
+        active.insert(0, PeerCid { cid: initial, reset_token: None });
+        Self { active, current: 0, retire_prior_to: 0, to_retire: Vec::new(), limit }
+    }
+
+    /// The ID to put in packets we send.
+    pub fn current(&self) -> PeerCid {
+        self.active.get(&self.current).copied().unwrap_or(PeerCid { cid: ConnectionId::EMPTY, reset_token: None })
+    }
+
+    /// Replaces sequence number 0 (the client learns the server's CID from its first Initial).
+    pub fn set_initial(&mut self, cid: ConnectionId) {
+        self.active.insert(0, PeerCid { cid, reset_token: None });
+    }
+
+    /// Records the reset token of sequence number 0 (from the server's transport parameters).
+    pub fn set_initial_reset_token(&mut self, token: [u8; 16]) {
+        if let Some(c) = self.active.get_mut(&0) {
+            c.reset_token = Some(token);
+        }
+    }
+
+    /// True if `token` is the reset token of any active peer ID (RFC 9000 §10.3.1).
+    pub fn is_reset_token(&self, token: &[u8; 16]) -> bool {
+        self.active.values().any(|c| c.reset_token.as_ref() == Some(token))
+    }
+
+    /// Handles NEW_CONNECTION_ID (RFC 9000 §19.15).
+    pub fn on_new_cid(
+        &mut self,
+        seq: u64,
+        retire_prior_to: u64,
+        cid: ConnectionId,
+        token: [u8; 16],
+    ) -> Result<(), TransportError> {
+        if self.current().cid.is_empty() {
+            return Err(TransportError::protocol_violation("NEW_CONNECTION_ID while using zero-length CIDs"));
+        }
+        if let Some(existing) = self.active.get(&seq) {
+            if existing.cid != cid || existing.reset_token != Some(token) {
+                return Err(TransportError::protocol_violation("NEW_CONNECTION_ID reuses a sequence number"));
+            }
+            return Ok(());
+        }
+        if self.active.values().any(|c| c.cid == cid) {
+            return Err(TransportError::protocol_violation("NEW_CONNECTION_ID reuses a connection ID"));
+        }
+        if seq < self.retire_prior_to {
+            // Already retired by an earlier Retire Prior To: retire it straight away (§19.15).
+            self.to_retire.push(seq);
+        } else {
+            self.active.insert(seq, PeerCid { cid, reset_token: Some(token) });
+        }
+        if retire_prior_to > self.retire_prior_to {
+            self.retire_prior_to = retire_prior_to;
+            let old: Vec<u64> = self.active.range(..retire_prior_to).map(|(s, _)| *s).collect();
+            for s in old {
+                self.active.remove(&s);
+                self.to_retire.push(s);
+            }
+            if self.current < retire_prior_to {
+                self.current = self.active.keys().next().copied().unwrap_or(self.current);
+            }
+        }
+        if self.active.len() as u64 > self.limit {
+            return Err(TransportError::new(
+                TransportErrorCode::CONNECTION_ID_LIMIT_ERROR,
+                "peer exceeded active_connection_id_limit",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cid(b: u8) -> ConnectionId {
+        ConnectionId::new(&[b; 8])
+    }
+
+    #[test]
+    fn retire_prior_to_switches_the_current_cid() {
+        let mut p = PeerCids::new(cid(0), 4);
+        p.on_new_cid(1, 0, cid(1), [1; 16]).unwrap();
+        p.on_new_cid(2, 2, cid(2), [2; 16]).unwrap();
+        assert_eq!(p.current().cid, cid(2));
+        assert_eq!(p.to_retire, vec![0, 1]);
+        assert!(p.is_reset_token(&[2; 16]));
+        // A late frame for a retired sequence number is retired at once.
+        p.on_new_cid(1, 0, cid(9), [9; 16]).unwrap();
+        assert_eq!(p.to_retire, vec![0, 1, 1]);
+    }
+
+    #[test]
+    fn limits_and_reuse_are_errors() {
+        let mut p = PeerCids::new(cid(0), 2);
+        p.on_new_cid(1, 0, cid(1), [1; 16]).unwrap();
+        let e = p.on_new_cid(2, 0, cid(2), [2; 16]).unwrap_err();
+        assert_eq!(e.code, TransportErrorCode::CONNECTION_ID_LIMIT_ERROR);
+        let mut p = PeerCids::new(cid(0), 4);
+        p.on_new_cid(1, 0, cid(1), [1; 16]).unwrap();
+        assert!(p.on_new_cid(1, 0, cid(3), [1; 16]).is_err());
+        assert!(p.on_new_cid(2, 0, cid(1), [2; 16]).is_err());
+        let mut z = PeerCids::new(ConnectionId::EMPTY, 4);
+        assert!(z.on_new_cid(1, 0, cid(1), [1; 16]).is_err());
+    }
+
+    #[test]
+    fn local_retire_rules() {
+        let mut l = LocalCids::default();
+        l.issue(cid(0), [0; 16], false);
+        l.issue(cid(1), [1; 16], true);
+        assert!(l.retire(5, &cid(0)).is_err());
+        assert!(l.retire(1, &cid(1)).is_err());
+        assert_eq!(l.retire(1, &cid(0)).unwrap(), Some(cid(1)));
+        assert_eq!(l.retire(1, &cid(0)).unwrap(), None);
+        assert!(l.to_advertise.is_empty());
+    }
+}

@@ -1,0 +1,215 @@
+//! Driving TLS: CRYPTO data in and out, keys per level, transport parameters,
+//! handshake completion and confirmation, key discard (RFC 9001 §4).
+
+use rustls::quic::KeyChange;
+
+use crate::crypto::key_update::OneRttKeys;
+use crate::error::{TransportError, TransportErrorCode};
+use crate::time::Instant;
+use crate::transport_params::TransportParameters;
+use crate::types::{Level, Side, SpaceId};
+
+use super::config::TransportConfig;
+use super::{Connection, Event, State};
+use crate::cid::ConnectionId;
+use crate::stream::Streams;
+
+/// Our transport parameters (RFC 9000 §18.2), built before the connection exists because
+/// TLS needs them at construction.
+pub(crate) fn local_transport_params(
+    side: Side,
+    config: &TransportConfig,
+    local_cid: ConnectionId,
+    reset_token: [u8; 16],
+    orig_dst_cid: ConnectionId,
+) -> TransportParameters {
+    let s = Streams::new(side, &config.streams).local_params();
+    let mut tp = TransportParameters {
+        max_idle_timeout: config.max_idle_timeout.as_millis() as u64,
+        max_udp_payload_size: 65527,
+        initial_max_data: s.max_data,
+        initial_max_stream_data_bidi_local: s.max_stream_data_bidi_local,
+        initial_max_stream_data_bidi_remote: s.max_stream_data_bidi_remote,
+        initial_max_stream_data_uni: s.max_stream_data_uni,
+        initial_max_streams_bidi: s.max_streams_bidi,
+        initial_max_streams_uni: s.max_streams_uni,
+        ack_delay_exponent: u64::from(config.ack_delay_exponent),
+        max_ack_delay: config.max_ack_delay.as_millis() as u64,
+        active_connection_id_limit: config.active_connection_id_limit,
+        initial_source_connection_id: Some(local_cid),
+        initial_max_path_id: config.initial_max_path_id,
+        ..TransportParameters::default()
+    };
+    if side == Side::Server {
+        tp.original_destination_connection_id = Some(orig_dst_cid);
+        tp.stateless_reset_token = Some(reset_token);
+    }
+    tp
+}
+
+impl Connection {
+    /// Feeds in-order CRYPTO bytes of `level` to TLS and sends what it answers.
+    pub(crate) fn on_crypto_data(&mut self, now: Instant, level: Level, data: &[u8]) -> Result<(), TransportError> {
+        self.tls.read_handshake(level, data)?;
+        self.drive_tls(now)
+    }
+
+    /// Pulls handshake bytes and key changes out of TLS until it has nothing more.
+    pub(crate) fn drive_tls(&mut self, now: Instant) -> Result<(), TransportError> {
+        if self.peer_params.is_none() {
+            if let Some(raw) = self.tls.peer_transport_params() {
+                let raw = raw.to_vec();
+                self.on_peer_params(&raw)?;
+            }
+        }
+        loop {
+            let mut out = Vec::new();
+            let change = self.tls.write_handshake(&mut out);
+            if !out.is_empty() {
+                let space = self.write_level.space();
+                match self.space_mut(space) {
+                    Some(s) => s.crypto.write(&out),
+                    None => {
+                        return Err(TransportError::new(
+                            TransportErrorCode::INTERNAL_ERROR,
+                            "TLS wrote at a discarded level",
+                        ))
+                    }
+                }
+            }
+            match change {
+                Some(KeyChange::Handshake { keys }) => {
+                    self.handshake_keys = Some(keys);
+                    self.write_level = Level::Handshake;
+                }
+                Some(KeyChange::OneRtt { keys, next }) => {
+                    self.one_rtt = Some(OneRttKeys::new(keys, next));
+                    self.write_level = Level::OneRtt;
+                }
+                None => {
+                    if out.is_empty() {
+                        break;
+                    }
+                }
+            }
+        }
+        if !self.handshake_complete && !self.tls.is_handshaking() {
+            self.on_handshake_complete(now)?;
+        }
+        Ok(())
+    }
+
+    /// Validates and applies the peer's transport parameters (RFC 9000 §7.3, §7.4).
+    fn on_peer_params(&mut self, raw: &[u8]) -> Result<(), TransportError> {
+        let tp = TransportParameters::decode(self.side.peer(), raw)?;
+        // Authenticate the connection IDs used during the handshake (RFC 9000 §7.3).
+        if tp.initial_source_connection_id != self.peer_initial_scid {
+            return Err(TransportError::transport_parameter("initial_source_connection_id mismatch"));
+        }
+        if self.side == Side::Client {
+            if tp.original_destination_connection_id != Some(self.orig_dst_cid) {
+                return Err(TransportError::transport_parameter("original_destination_connection_id mismatch"));
+            }
+            if tp.retry_source_connection_id.is_some() {
+                return Err(TransportError::transport_parameter("retry_source_connection_id without a Retry"));
+            }
+            if let Some(token) = tp.stateless_reset_token {
+                self.peer_cids.set_initial_reset_token(token);
+            }
+        }
+        self.streams.set_peer_params(
+            tp.initial_max_data,
+            tp.initial_max_stream_data_bidi_local,
+            tp.initial_max_stream_data_bidi_remote,
+            tp.initial_max_stream_data_uni,
+            tp.initial_max_streams_bidi,
+            tp.initial_max_streams_uni,
+        );
+        // Effective idle timeout: the minimum of the non-zero values (RFC 9000 §10.1).
+        let peer_idle = Some(std::time::Duration::from_millis(tp.max_idle_timeout)).filter(|d| !d.is_zero());
+        self.idle_timeout = match (self.idle_timeout, peer_idle) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mtu = u64::from(self.config.max_udp_payload_size).min(tp.max_udp_payload_size).max(1200) as u16;
+        for p in &mut self.paths {
+            p.mtu = mtu;
+            p.cc.set_max_datagram_size(u64::from(mtu));
+        }
+        self.peer_params = Some(tp);
+        Ok(())
+    }
+
+    fn on_handshake_complete(&mut self, now: Instant) -> Result<(), TransportError> {
+        if self.peer_params.is_none() {
+            return Err(TransportError::new(TransportErrorCode::crypto(109), "missing transport parameters"));
+        }
+        self.handshake_complete = true;
+        if self.state == State::Handshake {
+            self.state = State::Established;
+        }
+        self.events.push_back(Event::Connected);
+        self.qlog_state(now, "handshake_complete");
+        if self.side == Side::Server {
+            // RFC 9001 §4.1.2: the server's handshake is confirmed once it completes.
+            self.handshake_done_pending = true;
+            self.confirm_handshake(now);
+        }
+        self.issue_cids(now);
+        Ok(())
+    }
+
+    /// RFC 9001 §4.1.2 and §4.9.2: confirmed handshakes discard Handshake keys.
+    pub(crate) fn confirm_handshake(&mut self, now: Instant) {
+        if self.handshake_confirmed {
+            return;
+        }
+        self.handshake_confirmed = true;
+        self.discard_space(now, SpaceId::Handshake);
+        self.events.push_back(Event::HandshakeConfirmed);
+    }
+
+    /// Drops the keys and state of a packet number space (RFC 9001 §4.9, RFC 9002 §6.4):
+    /// its packets leave the bytes in flight without being declared lost.
+    pub(crate) fn discard_space(&mut self, _now: Instant, id: SpaceId) {
+        let space = match id {
+            SpaceId::Initial => {
+                self.initial_keys = None;
+                self.initial.take()
+            }
+            SpaceId::Handshake => {
+                self.handshake_keys = None;
+                self.handshake.take()
+            }
+            SpaceId::Data => return,
+        };
+        if let Some(mut s) = space {
+            let path = &mut self.paths[0];
+            for (_, p) in s.loss.discard_all() {
+                if p.in_flight {
+                    path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(p.size));
+                }
+            }
+            // RFC 9002 §6.2.2: the PTO backoff restarts with the next space.
+            path.pto_count = 0;
+        }
+    }
+
+    /// Keeps `active_connection_id_limit` of our CIDs available to the peer (RFC 9000 §5.1.1).
+    pub(crate) fn issue_cids(&mut self, _now: Instant) {
+        if self.local_cid_len == 0 {
+            return;
+        }
+        let peer_limit = self.peer_params.as_ref().map(|p| p.active_connection_id_limit).unwrap_or(2);
+        let want = peer_limit.min(8);
+        while (self.local_cids.active.len() as u64) < want {
+            let cid = self.random_cid();
+            if self.local_cids.active.values().any(|c| c.cid == cid) {
+                continue;
+            }
+            let token = self.reset_key.token(&cid);
+            self.local_cids.issue(cid, token, true);
+            self.endpoint_events.push_back(super::EndpointEvent::NewCid(cid));
+        }
+    }
+}

@@ -1,0 +1,485 @@
+//! The connection: the sans-IO state machine of one QUIC connection.
+//!
+//! # Contract
+//! *Inputs*: [`Connection::handle_datagram`] (a datagram routed to this connection) and
+//! [`Connection::handle_timeout`] (when [`Connection::poll_timeout`] is reached).
+//! *Outputs*: [`Connection::poll_transmit`] (datagrams to send, possibly a GSO batch),
+//! [`Connection::poll_event`] (application events) and [`Connection::poll_endpoint_event`]
+//! (connection IDs to route).
+//! *Application actions*: streams ([`Connection::open_stream`], [`Connection::write`],
+//! [`Connection::read`], ...) and [`Connection::close`].
+//!
+//! After any input or application action, drain `poll_transmit` until it returns `None`,
+//! then `poll_event`, then re-arm the timer with `poll_timeout`.
+//!
+//! The connection-wide state (TLS, streams, connection IDs, close state) lives here; the
+//! state of each network path (packet number space, recovery, congestion control, pacing,
+//! amplification, statistics) lives in [`path::PathState`].
+
+mod cids;
+pub mod config;
+pub mod events;
+mod handshake;
+pub mod path;
+mod qlog;
+mod recv;
+mod send;
+mod space;
+mod timers;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::cid::ConnectionId;
+use crate::crypto::key_update::OneRttKeys;
+use crate::crypto::session::TlsSession;
+use crate::error::TransportError;
+use crate::qlog::QlogSink;
+use crate::stream::{ReadOutcome, StreamError, Streams};
+use crate::time::Instant;
+use crate::transport_params::TransportParameters;
+use crate::types::{Dir, Side, SpaceId, StreamId};
+
+pub use config::{ClientConfig, ServerConfig, TransportConfig};
+pub use events::{ConnectionError, ConnectionStats, Event};
+pub(crate) use handshake::local_transport_params;
+pub use path::PathStats;
+
+use cids::{LocalCids, PeerCids};
+use path::PathState;
+use space::PacketSpace;
+
+/// Derives stateless reset tokens (RFC 9000 §10.3.2) from an endpoint-wide secret, so that
+/// an endpoint that lost all state can still produce the token for a CID.
+#[derive(Clone)]
+pub struct ResetTokenKey(Arc<ring::hmac::Key>);
+
+impl ResetTokenKey {
+    /// A key from 32 secret bytes.
+    pub fn new(secret: &[u8; 32]) -> Self {
+        Self(Arc::new(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret)))
+    }
+
+    /// The reset token for `cid`.
+    pub fn token(&self, cid: &ConnectionId) -> [u8; 16] {
+        let tag = ring::hmac::sign(&self.0, cid.as_slice());
+        let mut t = [0u8; 16];
+        t.copy_from_slice(&tag.as_ref()[..16]);
+        t
+    }
+}
+
+impl std::fmt::Debug for ResetTokenKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResetTokenKey(..)")
+    }
+}
+
+/// Something the endpoint must do for this connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointEvent {
+    /// Route datagrams carrying this destination CID to this connection.
+    NewCid(ConnectionId),
+    /// Stop routing this CID.
+    RetireCid(ConnectionId),
+}
+
+/// One datagram (or GSO batch of equal-sized datagrams) to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where to send it.
+    pub destination: SocketAddr,
+    /// Total bytes written to the buffer.
+    pub size: usize,
+    /// Size of each datagram when the buffer holds several (GSO); the last may be shorter.
+    pub segment_size: Option<usize>,
+    /// ECN codepoint to mark (None: not ECN-capable).
+    pub ecn: Option<u8>,
+}
+
+/// Connection state (RFC 9000 §10).
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    /// Handshake in progress.
+    Handshake,
+    /// Handshake complete.
+    Established,
+    /// We sent CONNECTION_CLOSE; we answer further packets with it until `until`.
+    Closing { until: Instant, close: CloseFrame, send_pending: bool },
+    /// The peer closed; we send nothing until `until`.
+    Draining { until: Instant },
+    /// Over: the connection may be dropped.
+    Drained,
+}
+
+/// The CONNECTION_CLOSE we send while closing.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CloseFrame {
+    error_code: u64,
+    /// Some for a transport close (0x1c), None for an application close (0x1d).
+    frame_type: Option<u64>,
+    reason: Vec<u8>,
+}
+
+/// A QUIC connection (either side). See the module documentation for the contract.
+pub struct Connection {
+    side: Side,
+    config: Arc<TransportConfig>,
+    tls: TlsSession,
+    rng: ChaCha8Rng,
+    reset_key: ResetTokenKey,
+    state: State,
+
+    // ---- handshake and keys ----
+    initial: Option<PacketSpace>,
+    handshake: Option<PacketSpace>,
+    initial_keys: Option<rustls::quic::Keys>,
+    handshake_keys: Option<rustls::quic::Keys>,
+    one_rtt: Option<OneRttKeys>,
+    /// Next 1-RTT secrets as handed out by TLS, until 1-RTT keys are installed.
+    /// Level TLS currently writes at.
+    write_level: crate::types::Level,
+    handshake_complete: bool,
+    handshake_confirmed: bool,
+    handshake_done_pending: bool,
+    /// The DCID of the client's first Initial (RFC 9000 §7.3).
+    orig_dst_cid: ConnectionId,
+    /// The client learned the server's CID from its first packet.
+    got_server_cid: bool,
+    /// Source CID the peer used in its first long-header packet.
+    peer_initial_scid: Option<ConnectionId>,
+    peer_params: Option<TransportParameters>,
+    /// Packets sent in the current key phase, for automatic key updates.
+    packets_in_phase: u64,
+
+    // ---- connection IDs ----
+    local_cids: LocalCids,
+    peer_cids: PeerCids,
+    local_cid_len: usize,
+
+    // ---- connection-wide data ----
+    streams: Streams,
+    paths: Vec<PathState>,
+    idle_timeout: Option<Duration>,
+    /// Time of the last packet received or first ack-eliciting packet sent after it.
+    idle_anchor: Instant,
+    events: VecDeque<Event>,
+    endpoint_events: VecDeque<EndpointEvent>,
+    stats: ConnectionStats,
+    qlog: Option<Box<dyn QlogSink>>,
+    error: Option<ConnectionError>,
+    /// Pacing holds ack-eliciting packets back until then.
+    pacing_until: Option<Instant>,
+    /// `idle_anchor` was set by a receipt and not yet moved by a send.
+    idle_anchor_from_recv: bool,
+    /// Start of the client's anti-deadlock PTO period.
+    last_send_anchor: Instant,
+    /// When the previous 1-RTT receive key is dropped (RFC 9001 §6.5: after about 3 PTO).
+    key_discard_at: Option<Instant>,
+    /// A local key update happened; the discard timer starts at the next send.
+    key_discard_pending: bool,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("side", &self.side)
+            .field("state", &self.state)
+            .field("orig_dst_cid", &self.orig_dst_cid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Parameters the endpoint hands to a new connection.
+pub(crate) struct ConnectionInit {
+    pub side: Side,
+    pub config: Arc<TransportConfig>,
+    pub tls: TlsSession,
+    pub now: Instant,
+    pub remote: SocketAddr,
+    pub local_cid: ConnectionId,
+    pub peer_cid: ConnectionId,
+    pub orig_dst_cid: ConnectionId,
+    pub reset_key: ResetTokenKey,
+    pub seed: u64,
+}
+
+impl Connection {
+    pub(crate) fn new(init: ConnectionInit) -> Self {
+        let ConnectionInit { side, config, tls, now, remote, local_cid, peer_cid, orig_dst_cid, reset_key, seed } =
+            init;
+        let mut local_cids = LocalCids::default();
+        local_cids.issue(local_cid, reset_key.token(&local_cid), false);
+        let initial_keys = Some(crate::crypto::initial::initial_keys(&orig_dst_cid, side));
+        // A client's own address needs no validation; the server validates the client's.
+        let path = PathState::new(0, remote, &config, side == Side::Client);
+        let streams = Streams::new(side, &config.streams);
+        Self {
+            side,
+            tls,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            reset_key,
+            state: State::Handshake,
+            initial: Some(PacketSpace::new(1)),
+            handshake: Some(PacketSpace::new(1)),
+            initial_keys,
+            handshake_keys: None,
+            one_rtt: None,
+            write_level: crate::types::Level::Initial,
+            handshake_complete: false,
+            handshake_confirmed: false,
+            handshake_done_pending: false,
+            orig_dst_cid,
+            got_server_cid: false,
+            peer_initial_scid: if side == Side::Server { Some(peer_cid) } else { None },
+            peer_params: None,
+            packets_in_phase: 0,
+            local_cid_len: local_cid.len(),
+            local_cids,
+            peer_cids: PeerCids::new(peer_cid, config.active_connection_id_limit),
+            streams,
+            paths: vec![path],
+            idle_timeout: Some(config.max_idle_timeout).filter(|d| !d.is_zero()),
+            idle_anchor: now,
+            events: VecDeque::new(),
+            endpoint_events: VecDeque::new(),
+            stats: ConnectionStats::default(),
+            qlog: None,
+            error: None,
+            pacing_until: None,
+            idle_anchor_from_recv: true,
+            last_send_anchor: now,
+            key_discard_at: None,
+            key_discard_pending: false,
+            config,
+        }
+    }
+
+    // ------------------------------------------------------------------ getters
+
+    /// Which side this endpoint is.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// True until the handshake completes.
+    pub fn is_handshaking(&self) -> bool {
+        !self.handshake_complete
+    }
+
+    /// True once the handshake completed and while the connection is open.
+    pub fn is_established(&self) -> bool {
+        self.state == State::Established
+    }
+
+    /// True once the connection is closing, draining or drained.
+    pub fn is_closed(&self) -> bool {
+        !matches!(self.state, State::Handshake | State::Established)
+    }
+
+    /// True when the connection may be dropped.
+    pub fn is_drained(&self) -> bool {
+        self.state == State::Drained
+    }
+
+    /// Why the connection ended, once it did.
+    pub fn error(&self) -> Option<&ConnectionError> {
+        self.error.as_ref()
+    }
+
+    /// The negotiated ALPN protocol.
+    pub fn alpn(&self) -> Option<&[u8]> {
+        self.tls.alpn()
+    }
+
+    /// The DCID of the client's first Initial: a stable name for logs and qlog files.
+    pub fn orig_dst_cid(&self) -> ConnectionId {
+        self.orig_dst_cid
+    }
+
+    /// The peer's address on the handshake path.
+    pub fn remote_address(&self) -> SocketAddr {
+        self.paths[0].remote
+    }
+
+    /// Connection and per-path statistics.
+    pub fn stats(&self) -> ConnectionStats {
+        let mut s = self.stats.clone();
+        s.paths = self.paths.iter().map(|p| p.snapshot()).collect();
+        s
+    }
+
+    /// Installs a qlog sink; events start flowing at once.
+    pub fn set_qlog(&mut self, sink: Box<dyn QlogSink>) {
+        self.qlog = Some(sink);
+    }
+
+    // ------------------------------------------------------------------ application API
+
+    /// Opens a stream; `None` while the peer's stream limit is reached.
+    pub fn open_stream(&mut self, dir: Dir) -> Option<StreamId> {
+        self.streams.open(dir)
+    }
+
+    /// Accepts the next stream the peer opened.
+    pub fn accept_stream(&mut self, dir: Dir) -> Option<StreamId> {
+        self.streams.accept(dir)
+    }
+
+    /// Writes stream data; returns how many bytes were accepted (flow control and send
+    /// buffer limits may accept fewer; wait for a `Writable` event).
+    pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, StreamError> {
+        self.streams.write(id, data)
+    }
+
+    /// Ends the sending side of a stream (FIN).
+    pub fn finish(&mut self, id: StreamId) -> Result<(), StreamError> {
+        self.streams.finish(id)
+    }
+
+    /// Abandons the sending side of a stream (RESET_STREAM).
+    pub fn reset_stream(&mut self, id: StreamId, error_code: u64) -> Result<(), StreamError> {
+        self.streams.reset(id, error_code)
+    }
+
+    /// Asks the peer to stop sending on a stream (STOP_SENDING).
+    pub fn stop_sending(&mut self, id: StreamId, error_code: u64) -> Result<(), StreamError> {
+        self.streams.stop_sending(id, error_code)
+    }
+
+    /// Reads stream data in order.
+    pub fn read(&mut self, id: StreamId, buf: &mut [u8]) -> Result<ReadOutcome, StreamError> {
+        self.streams.read(id, buf)
+    }
+
+    /// Closes the connection with an application error code (CONNECTION_CLOSE 0x1d).
+    pub fn close(&mut self, now: Instant, error_code: u64, reason: &[u8]) {
+        if self.is_closed() {
+            return;
+        }
+        self.error = Some(ConnectionError::LocallyClosed);
+        self.events.push_back(Event::ConnectionLost(ConnectionError::LocallyClosed));
+        self.enter_closing(now, CloseFrame { error_code, frame_type: None, reason: reason.to_vec() });
+    }
+
+    /// Next application event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        self.streams.poll_event().map(Event::Stream)
+    }
+
+    /// Next instruction for the endpoint.
+    pub fn poll_endpoint_event(&mut self) -> Option<EndpointEvent> {
+        self.endpoint_events.pop_front()
+    }
+
+    /// Connection IDs routed to this connection.
+    pub fn local_cids(&self) -> impl Iterator<Item = ConnectionId> + '_ {
+        self.local_cids.active.values().map(|c| c.cid)
+    }
+
+    // ------------------------------------------------------------------ internals
+
+    /// Closes the connection because of a protocol error we detected.
+    pub(crate) fn close_with_error(&mut self, now: Instant, err: TransportError) {
+        if self.is_closed() {
+            return;
+        }
+        tracing::debug!(side = ?self.side, %err, "closing connection on transport error");
+        let close = CloseFrame {
+            error_code: err.code.0,
+            frame_type: Some(err.frame_type.unwrap_or(0)),
+            reason: err.reason.clone().into_bytes(),
+        };
+        self.error = Some(ConnectionError::TransportError(err.clone()));
+        self.events.push_back(Event::ConnectionLost(ConnectionError::TransportError(err)));
+        self.enter_closing(now, close);
+    }
+
+    fn enter_closing(&mut self, now: Instant, close: CloseFrame) {
+        self.qlog_closed(now, &close);
+        let until = now + self.close_period();
+        self.state = State::Closing { until, close, send_pending: true };
+    }
+
+    /// The peer closed the connection, or it timed out / was reset: stop sending.
+    fn enter_draining(&mut self, now: Instant, err: ConnectionError) {
+        if matches!(self.state, State::Draining { .. } | State::Drained) {
+            return;
+        }
+        if self.error.is_none() {
+            self.error = Some(err.clone());
+            self.events.push_back(Event::ConnectionLost(err));
+        }
+        let until = now + self.close_period();
+        self.state = State::Draining { until };
+    }
+
+    fn set_drained(&mut self, err: Option<ConnectionError>) {
+        if let (None, Some(e)) = (&self.error, err) {
+            self.error = Some(e.clone());
+            self.events.push_back(Event::ConnectionLost(e));
+        }
+        if self.state != State::Drained {
+            self.state = State::Drained;
+            self.events.push_back(Event::Drained);
+        }
+    }
+
+    /// Closing and draining last three times the largest PTO of all paths
+    /// (RFC 9000 §10.2, draft-ietf-quic-multipath-21 §4.3).
+    fn close_period(&self) -> Duration {
+        let max_ack_delay = self.peer_max_ack_delay();
+        3 * self.paths.iter().map(|p| p.pto_base() + max_ack_delay).max().unwrap_or(Duration::from_millis(1))
+    }
+
+    fn peer_max_ack_delay(&self) -> Duration {
+        Duration::from_millis(self.peer_params.as_ref().map(|p| p.max_ack_delay).unwrap_or(25))
+    }
+
+    fn peer_ack_delay_exponent(&self) -> u8 {
+        self.peer_params.as_ref().map(|p| p.ack_delay_exponent.min(20) as u8).unwrap_or(3)
+    }
+
+    fn space_mut(&mut self, id: SpaceId) -> Option<&mut PacketSpace> {
+        match id {
+            SpaceId::Initial => self.initial.as_mut(),
+            SpaceId::Handshake => self.handshake.as_mut(),
+            SpaceId::Data => Some(&mut self.paths[0].data),
+        }
+    }
+
+    /// The peer updated its keys (RFC 9001 §6.2): we follow, and keep the old key a while.
+    fn on_peer_key_update(&mut self, now: Instant) {
+        self.qlog_key_update(now, "remote_update");
+        self.stats.key_updates += 1;
+        self.packets_in_phase = 0;
+        self.key_discard_pending = true;
+        tracing::debug!(side = ?self.side, "peer initiated key update");
+    }
+
+    /// Arms the timer that drops the previous key, three PTOs from `now`.
+    fn arm_key_discard(&mut self, now: Instant) {
+        if self.key_discard_pending {
+            self.key_discard_pending = false;
+            self.key_discard_at = Some(now + self.close_period());
+        }
+    }
+
+    fn random_cid(&mut self) -> ConnectionId {
+        let mut b = [0u8; crate::cid::MAX_CID_LEN];
+        let len = self.local_cid_len.max(1);
+        self.rng.fill_bytes(&mut b[..len]);
+        ConnectionId::new(&b[..len])
+    }
+}
+
+#[cfg(test)]
+mod tests;

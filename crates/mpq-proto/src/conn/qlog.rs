@@ -1,0 +1,93 @@
+//! qlog events of the connection. Each helper returns at once when no sink is installed.
+
+use serde_json::json;
+
+use crate::qlog::packet_type_name;
+use crate::time::Instant;
+use crate::types::{Level, SpaceId};
+
+use super::space::SentFrames;
+use super::{CloseFrame, Connection};
+
+impl Connection {
+    pub(crate) fn qlog_packet_sent(&mut self, now: Instant, level: Level, pn: u64, size: usize, frames: &SentFrames) {
+        let Some(q) = self.qlog.as_mut() else { return };
+        let mut fr = Vec::new();
+        if let Some(l) = frames.ack_largest {
+            fr.push(json!({"frame_type": "ack", "largest_acknowledged": l}));
+        }
+        for c in &frames.crypto {
+            fr.push(json!({"frame_type": "crypto", "offset": c.start, "length": c.end - c.start}));
+        }
+        for s in &frames.stream {
+            fr.push(
+                json!({"frame_type": "stream", "stream_id": s.id.0, "offset": s.offset, "length": s.len, "fin": s.fin}),
+            );
+        }
+        for c in &frames.control {
+            fr.push(json!({"frame_type": format!("{c:?}")}));
+        }
+        let path = &self.paths[0];
+        q.emit(
+            now,
+            "quic:packet_sent",
+            json!({"header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": path.id}, "raw": {"length": size}, "frames": fr}),
+        );
+        let cwnd = path.cc.window();
+        let inflight = path.bytes_in_flight;
+        let srtt = path.rtt.smoothed().as_secs_f64() * 1e3;
+        q.emit(
+            now,
+            "quic:recovery_metrics_updated",
+            json!({"congestion_window": cwnd, "bytes_in_flight": inflight, "smoothed_rtt": srtt, "path_id": path.id}),
+        );
+    }
+
+    pub(crate) fn qlog_packet_received(&mut self, now: Instant, level: Level, pn: u64, size: usize) {
+        let Some(q) = self.qlog.as_mut() else { return };
+        q.emit(now, "quic:packet_received", json!({"header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": 0}, "raw": {"payload_length": size}}));
+    }
+
+    pub(crate) fn qlog_packet_lost(&mut self, now: Instant, space: SpaceId, pn: u64) {
+        let Some(q) = self.qlog.as_mut() else { return };
+        let ty = match space {
+            SpaceId::Initial => "initial",
+            SpaceId::Handshake => "handshake",
+            SpaceId::Data => "1RTT",
+        };
+        q.emit(now, "quic:packet_lost", json!({"header": {"packet_type": ty, "packet_number": pn, "path_id": 0}}));
+    }
+
+    pub(crate) fn qlog_state(&mut self, now: Instant, state: &str) {
+        let Some(q) = self.qlog.as_mut() else { return };
+        q.emit(now, "quic:connection_state_updated", json!({"new": state}));
+    }
+
+    pub(crate) fn qlog_closed(&mut self, now: Instant, close: &CloseFrame) {
+        let Some(q) = self.qlog.as_mut() else { return };
+        let owner = "local";
+        let data = match close.frame_type {
+            Some(_) => {
+                json!({"owner": owner, "connection_code": close.error_code, "reason": String::from_utf8_lossy(&close.reason)})
+            }
+            None => {
+                json!({"owner": owner, "application_code": close.error_code, "reason": String::from_utf8_lossy(&close.reason)})
+            }
+        };
+        q.emit(now, "quic:connection_closed", data);
+    }
+
+    pub(crate) fn qlog_pto(&mut self, now: Instant, space: SpaceId) {
+        let Some(q) = self.qlog.as_mut() else { return };
+        q.emit(
+            now,
+            "quic:recovery_loss_timer_updated",
+            json!({"event_type": "expired", "timer_type": "pto", "packet_number_space": format!("{space:?}")}),
+        );
+    }
+
+    pub(crate) fn qlog_key_update(&mut self, now: Instant, trigger: &str) {
+        let Some(q) = self.qlog.as_mut() else { return };
+        q.emit(now, "quic:key_updated", json!({"key_type": "1RTT", "trigger": trigger}));
+    }
+}

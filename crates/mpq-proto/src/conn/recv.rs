@@ -1,0 +1,506 @@
+//! Receiving: datagrams are split into packets, packets are unprotected and their frames
+//! dispatched (RFC 9000 §12, RFC 9001 §5).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::cid::ConnectionId;
+use crate::crypto::key_update::RemoteKeyChoice;
+use crate::error::{TransportError, TransportErrorCode};
+use crate::frame::{AckFrame, ConnectionClose, Frame};
+use crate::packet::header::{parse_packet, PacketKind, ParsedPacket};
+use crate::packet::number::decode_pn;
+use crate::packet::protect::remove_header_protection;
+use crate::recovery::received::Ecn;
+use crate::time::Instant;
+use crate::types::{Level, Side, SpaceId};
+
+use super::events::ConnectionError;
+use super::space::{Control, SentFrames};
+use super::{Connection, State};
+
+/// Most PATH_RESPONSEs we queue; further challenges are answered once these are sent.
+const MAX_PENDING_PATH_RESPONSES: usize = 4;
+
+impl Connection {
+    /// Processes a datagram routed to this connection. `data` is decrypted in place.
+    pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, ecn: Option<u8>, data: &mut [u8]) {
+        if self.state == State::Drained {
+            return;
+        }
+        self.stats.rx_datagrams += 1;
+        {
+            let path = &mut self.paths[0];
+            if !path.validated {
+                path.amp_received += data.len() as u64;
+            }
+            path.stats.rx_bytes += data.len() as u64;
+        }
+        if remote != self.paths[0].remote {
+            // Connection migration comes with multipath; until then only the handshake
+            // path is served (RFC 9000 §9: disable_active_migration is not required of
+            // the peer, but packets from an unvalidated address are not acted upon).
+            tracing::debug!(%remote, "dropping datagram from an unknown address");
+            self.stats.dropped_packets += 1;
+            return;
+        }
+        let ecn = ecn.and_then(Ecn::from_bits);
+        let mut offset = 0;
+        let total = data.len();
+        while offset < total {
+            let buf = &mut data[offset..];
+            let parsed = match parse_packet(buf, self.local_cid_len) {
+                Ok(p) => p,
+                Err(_) => {
+                    self.stats.dropped_packets += 1;
+                    break;
+                }
+            };
+            let len = parsed.packet_len.min(buf.len());
+            offset += len;
+            let is_last = offset >= total;
+            self.handle_packet(now, ecn, &parsed, &mut buf[..len], is_last);
+            if self.state == State::Drained {
+                return;
+            }
+        }
+        self.arm_key_discard(now);
+    }
+
+    fn handle_packet(&mut self, now: Instant, ecn: Option<Ecn>, parsed: &ParsedPacket, pkt: &mut [u8], is_last: bool) {
+        let level = match parsed.kind {
+            PacketKind::Initial => Level::Initial,
+            PacketKind::Handshake => Level::Handshake,
+            PacketKind::Short => Level::OneRtt,
+            PacketKind::VersionNegotiation => {
+                self.on_version_negotiation(now, parsed, pkt);
+                return;
+            }
+            // Retry and 0-RTT are not supported yet: a server never asked for them.
+            PacketKind::Retry | PacketKind::ZeroRtt => {
+                self.stats.dropped_packets += 1;
+                return;
+            }
+        };
+        if parsed.kind != PacketKind::Short && parsed.version != crate::VERSION_1 {
+            self.stats.dropped_packets += 1;
+            return;
+        }
+        // Closing: answer with CONNECTION_CLOSE, process nothing (RFC 9000 §10.2.1).
+        if let State::Closing { send_pending, .. } = &mut self.state {
+            *send_pending = true;
+            return;
+        }
+        if matches!(self.state, State::Draining { .. }) {
+            return;
+        }
+        match self.unprotect(now, level, parsed, pkt) {
+            Ok(Some((pn, header_len, payload_len, key_phase))) => {
+                let payload = &pkt[header_len..header_len + payload_len];
+                self.on_packet_authenticated(now, ecn, level, parsed, pn, key_phase, payload);
+            }
+            Ok(None) => {
+                self.stats.dropped_packets += 1;
+                // RFC 9000 §10.3.1: an undecryptable packet ending in a known reset token.
+                if level == Level::OneRtt && is_last && pkt.len() >= 21 {
+                    let mut token = [0u8; 16];
+                    token.copy_from_slice(&pkt[pkt.len() - 16..]);
+                    if self.peer_cids.is_reset_token(&token) {
+                        tracing::debug!("stateless reset received");
+                        self.enter_draining(now, ConnectionError::Reset);
+                        self.set_drained(None);
+                    }
+                }
+            }
+            Err(e) => self.close_with_error(now, e),
+        }
+    }
+
+    /// Removes header and packet protection. `Ok(None)` means "drop the packet".
+    /// Returns the full packet number, the header length and the plaintext length.
+    fn unprotect(
+        &mut self,
+        now: Instant,
+        level: Level,
+        parsed: &ParsedPacket,
+        pkt: &mut [u8],
+    ) -> Result<Option<(u64, usize, usize, bool)>, TransportError> {
+        let space_id = level.space();
+        let largest = match self.space_mut(space_id) {
+            Some(s) => s.received.largest().map(|(pn, _)| pn),
+            None => return Ok(None),
+        };
+        let hp = match level {
+            Level::Initial => self.initial_keys.as_ref().map(|k| &*k.remote.header),
+            Level::Handshake => self.handshake_keys.as_ref().map(|k| &*k.remote.header),
+            Level::OneRtt => self.one_rtt.as_ref().map(|k| k.remote_header_key()),
+            Level::ZeroRtt => None,
+        };
+        let Some(hp) = hp else { return Ok(None) };
+        let Ok(hdr) = remove_header_protection(pkt, parsed.pn_offset, hp) else {
+            return Ok(None);
+        };
+        let pn = decode_pn(largest, hdr.truncated_pn, hdr.pn_len);
+        let header_len = parsed.pn_offset + hdr.pn_len;
+        let (header, payload) = pkt.split_at_mut(header_len);
+        let key_phase = hdr.first_byte & 0x04 != 0;
+        let plain_len = match level {
+            Level::Initial | Level::Handshake => {
+                let keys =
+                    if level == Level::Initial { self.initial_keys.as_ref() } else { self.handshake_keys.as_ref() };
+                let Some(keys) = keys else { return Ok(None) };
+                match keys.remote.packet.decrypt_in_place(pn, header, payload) {
+                    Ok(p) => p.len(),
+                    Err(_) => return Ok(None),
+                }
+            }
+            _ => {
+                let Some(keys) = self.one_rtt.as_mut() else { return Ok(None) };
+                let choice = keys.remote_key_for(key_phase, pn);
+                let Some(key) = keys.remote_key(choice) else { return Ok(None) };
+                let len = match key.decrypt_in_place(pn, header, payload) {
+                    Ok(p) => p.len(),
+                    Err(_) => {
+                        // RFC 9001 §6.6: failed decryptions count against the integrity limit.
+                        keys.on_decrypt_failed()?;
+                        return Ok(None);
+                    }
+                };
+                keys.on_remote_authenticated(choice, pn)?;
+                if choice == RemoteKeyChoice::Next {
+                    self.on_peer_key_update(now);
+                }
+                len
+            }
+        };
+        // Reserved bits must be zero once protection is removed (RFC 9000 §17.2, §17.3.1).
+        let reserved = if level == Level::OneRtt { 0x18 } else { 0x0c };
+        if hdr.first_byte & reserved != 0 {
+            return Err(TransportError::protocol_violation("reserved header bits set"));
+        }
+        Ok(Some((pn, header_len, plain_len, key_phase)))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_packet_authenticated(
+        &mut self,
+        now: Instant,
+        ecn: Option<Ecn>,
+        level: Level,
+        parsed: &ParsedPacket,
+        pn: u64,
+        key_phase: bool,
+        payload: &[u8],
+    ) {
+        let space_id = level.space();
+        if self.space_mut(space_id).is_some_and(|s| s.received.is_duplicate(pn)) {
+            return;
+        }
+        let _ = key_phase;
+        self.idle_anchor = now;
+        self.idle_anchor_from_recv = true;
+        {
+            let path = &mut self.paths[0];
+            path.stats.rx_packets += 1;
+        }
+        match (self.side, level) {
+            (Side::Server, Level::Handshake) => {
+                // RFC 9000 §8.1: a Handshake packet proves the client owns its address;
+                // RFC 9001 §4.9.1: the server then discards Initial keys.
+                self.paths[0].validated = true;
+                self.discard_space(now, SpaceId::Initial);
+            }
+            (Side::Client, Level::Initial) if !self.got_server_cid => {
+                self.got_server_cid = true;
+                self.peer_cids.set_initial(parsed.scid);
+                self.peer_initial_scid = Some(parsed.scid);
+            }
+            _ => {}
+        }
+        match self.process_frames(now, level, &parsed.dcid, payload) {
+            Ok(ack_eliciting) => {
+                if let Some(space) = self.space_mut(space_id) {
+                    space.received.on_packet(pn, ack_eliciting, now, ecn);
+                    space.ack_pending = true;
+                }
+                self.qlog_packet_received(now, level, pn, payload.len());
+            }
+            Err(e) => self.close_with_error(now, e),
+        }
+    }
+
+    /// Dispatches every frame of a packet; returns whether the packet was ack-eliciting.
+    fn process_frames(
+        &mut self,
+        now: Instant,
+        level: Level,
+        dcid: &ConnectionId,
+        payload: &[u8],
+    ) -> Result<bool, TransportError> {
+        if payload.is_empty() {
+            // RFC 9000 §12.4: a packet with no frames is a PROTOCOL_VIOLATION.
+            return Err(TransportError::protocol_violation("packet without frames"));
+        }
+        let mut ack_eliciting = false;
+        for frame in crate::frame::iter_frames(payload) {
+            let frame = frame?;
+            if !frame.allowed_in(level) {
+                return Err(TransportError::protocol_violation("frame not allowed at this encryption level")
+                    .with_frame(frame.ty()));
+            }
+            ack_eliciting |= frame.is_ack_eliciting();
+            let ty = frame.ty();
+            self.on_frame(now, level, dcid, frame).map_err(|e| {
+                if e.frame_type.is_none() {
+                    e.with_frame(ty)
+                } else {
+                    e
+                }
+            })?;
+            if self.is_closed() {
+                break;
+            }
+        }
+        Ok(ack_eliciting)
+    }
+
+    fn on_frame(
+        &mut self,
+        now: Instant,
+        level: Level,
+        dcid: &ConnectionId,
+        frame: Frame<'_>,
+    ) -> Result<(), TransportError> {
+        match frame {
+            Frame::Padding { .. } | Frame::Ping => {}
+            Frame::Ack(ack) => {
+                if ack.path_id.is_some() {
+                    return Err(TransportError::protocol_violation("PATH_ACK without multipath"));
+                }
+                self.on_ack_frame(now, level.space(), &ack)?;
+            }
+            Frame::Crypto { offset, data } => {
+                let space = self
+                    .space_mut(level.space())
+                    .ok_or_else(|| TransportError::protocol_violation("CRYPTO at a discarded level"))?;
+                space.crypto.on_recv(offset, data)?;
+                while let Some(bytes) = self.space_mut(level.space()).and_then(|s| s.crypto.take_contiguous()) {
+                    self.on_crypto_data(now, level, &bytes)?;
+                }
+            }
+            Frame::NewToken { token } => {
+                if self.side == Side::Server {
+                    return Err(TransportError::protocol_violation("NEW_TOKEN sent by a client"));
+                }
+                if token.is_empty() {
+                    return Err(TransportError::frame_encoding("empty NEW_TOKEN"));
+                }
+            }
+            Frame::Stream { id, offset, fin, data } => self.streams.on_stream_frame(id, offset, data, fin)?,
+            Frame::ResetStream { id, error_code, final_size } => {
+                self.streams.on_reset_stream(id, error_code, final_size)?
+            }
+            Frame::StopSending { id, error_code } => self.streams.on_stop_sending(id, error_code)?,
+            Frame::MaxData(max) => self.streams.on_max_data(max),
+            Frame::MaxStreamData { id, max } => self.streams.on_max_stream_data(id, max)?,
+            Frame::MaxStreams { dir, count } => self.streams.on_max_streams(dir, count),
+            Frame::DataBlocked(limit) => self.streams.on_data_blocked(limit),
+            Frame::StreamDataBlocked { id, limit } => self.streams.on_stream_data_blocked(id, limit)?,
+            Frame::StreamsBlocked { dir, limit } => self.streams.on_streams_blocked(dir, limit),
+            Frame::NewConnectionId(f) => {
+                if f.path_id.is_some() {
+                    return Err(TransportError::protocol_violation("PATH_NEW_CONNECTION_ID without multipath"));
+                }
+                self.peer_cids.on_new_cid(f.seq, f.retire_prior_to, f.cid, f.reset_token)?;
+            }
+            Frame::RetireConnectionId { path_id, seq } => {
+                if path_id.is_some() {
+                    return Err(TransportError::protocol_violation("PATH_RETIRE_CONNECTION_ID without multipath"));
+                }
+                if let Some(cid) = self.local_cids.retire(seq, dcid)? {
+                    self.endpoint_events.push_back(super::EndpointEvent::RetireCid(cid));
+                    self.issue_cids(now);
+                }
+            }
+            Frame::PathChallenge(data) => {
+                let path = &mut self.paths[0];
+                if path.path_responses.len() >= MAX_PENDING_PATH_RESPONSES {
+                    path.path_responses.remove(0);
+                }
+                path.path_responses.push(data);
+            }
+            Frame::PathResponse(_) => {
+                // We send no PATH_CHALLENGE before migration exists; an unsolicited
+                // response is ignored (RFC 9000 §19.18 allows it).
+            }
+            Frame::ConnectionClose(c) => self.on_connection_close(now, &c),
+            Frame::HandshakeDone => {
+                if self.side == Side::Server {
+                    return Err(TransportError::protocol_violation("HANDSHAKE_DONE sent by a client"));
+                }
+                self.confirm_handshake(now);
+            }
+            Frame::Datagram { .. } => {
+                // RFC 9221 §3: DATAGRAM without max_datagram_frame_size negotiated.
+                return Err(TransportError::protocol_violation("DATAGRAM frames not negotiated"));
+            }
+            Frame::PathAbandon { .. }
+            | Frame::PathStatus { .. }
+            | Frame::MaxPathId(_)
+            | Frame::PathsBlocked(_)
+            | Frame::PathCidsBlocked { .. } => {
+                return Err(TransportError::protocol_violation("multipath frame without multipath"));
+            }
+        }
+        Ok(())
+    }
+
+    fn on_connection_close(&mut self, now: Instant, c: &ConnectionClose<'_>) {
+        let reason = String::from_utf8_lossy(c.reason).into_owned();
+        let err = match c.frame_type {
+            Some(ft) => ConnectionError::ConnectionClosed(TransportError {
+                code: TransportErrorCode(c.error_code),
+                frame_type: Some(ft),
+                reason,
+            }),
+            None => ConnectionError::ApplicationClosed { code: c.error_code, reason },
+        };
+        self.enter_draining(now, err);
+    }
+
+    fn on_version_negotiation(&mut self, now: Instant, parsed: &ParsedPacket, pkt: &[u8]) {
+        // RFC 9000 §6.2: only a client that has received nothing else acts on it, and a
+        // list that includes our version is ignored.
+        if self.side != Side::Client || self.got_server_cid {
+            return;
+        }
+        let versions = &pkt[parsed.pn_offset.min(pkt.len())..];
+        let offers_v1 = versions.chunks_exact(4).any(|v| v == crate::VERSION_1.to_be_bytes());
+        if !offers_v1 {
+            self.enter_draining(now, ConnectionError::VersionMismatch);
+            self.set_drained(None);
+        }
+    }
+
+    /// Handles ACK frames (RFC 9002 §6): RTT, acknowledged and lost packets, congestion.
+    fn on_ack_frame(&mut self, now: Instant, space_id: SpaceId, ack: &AckFrame<'_>) -> Result<(), TransportError> {
+        let ack_delay = if space_id == SpaceId::Data {
+            let exp = u32::from(self.peer_ack_delay_exponent());
+            Duration::from_micros(ack.delay.checked_shl(exp).filter(|v| v >> exp == ack.delay).unwrap_or(u64::MAX >> 1))
+        } else {
+            Duration::ZERO
+        };
+        let max_ack_delay = self.peer_max_ack_delay();
+        let confirmed = self.handshake_confirmed;
+        let result = {
+            let path = &mut self.paths[0];
+            let space = match space_id {
+                SpaceId::Initial => self.initial.as_mut(),
+                SpaceId::Handshake => self.handshake.as_mut(),
+                SpaceId::Data => Some(&mut path.data),
+            };
+            let Some(space) = space else { return Ok(()) };
+            space.loss.on_ack_received(ack.iter(), ack_delay, now, &mut path.rtt, max_ack_delay, confirmed)
+        };
+        let result = result.map_err(|_| TransportError::protocol_violation("ACK of an unsent packet number"))?;
+        if result.newly_acked.is_empty() && result.lost.is_empty() {
+            return Ok(());
+        }
+        // RFC 9002 §6.2.1: reset the backoff, except at a client that does not yet know
+        // the server validated its address.
+        if !result.newly_acked.is_empty() && (self.side == Side::Server || space_id != SpaceId::Initial) {
+            self.paths[0].pto_count = 0;
+        }
+        for (pn, p) in result.newly_acked {
+            if p.in_flight {
+                let path = &mut self.paths[0];
+                path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(p.size));
+                path.cc.on_ack(now, p.time_sent, u64::from(p.size), &path.rtt, false);
+            }
+            if space_id == SpaceId::Data {
+                if let Some(k) = self.one_rtt.as_mut() {
+                    k.on_packet_acked(pn);
+                }
+            }
+            self.on_frames_acked(space_id, p.frames);
+        }
+        self.on_packets_lost(now, space_id, result.lost, result.persistent_congestion);
+        Ok(())
+    }
+
+    fn on_frames_acked(&mut self, space_id: SpaceId, frames: SentFrames) {
+        for c in &frames.stream {
+            self.streams.on_stream_chunk_acked(c);
+        }
+        if let Some(space) = self.space_mut(space_id) {
+            for r in &frames.crypto {
+                space.crypto.on_acked(r);
+            }
+            if let Some(l) = frames.ack_largest {
+                space.received.on_ack_of_ack(l);
+            }
+        }
+        for c in frames.control {
+            if let Control::Stream(s) = c {
+                self.streams.on_control_acked(&s);
+            }
+        }
+    }
+
+    /// Lost packets: congestion response once per event, frames queued for retransmission.
+    pub(crate) fn on_packets_lost(
+        &mut self,
+        now: Instant,
+        space_id: SpaceId,
+        lost: Vec<(u64, crate::recovery::sent::SentPacket<SentFrames>)>,
+        persistent: bool,
+    ) {
+        if lost.is_empty() {
+            return;
+        }
+        let mut lost_bytes = 0;
+        let mut largest_sent_time = None;
+        for (pn, p) in &lost {
+            let path = &mut self.paths[0];
+            path.stats.lost_packets += 1;
+            path.stats.lost_bytes += u64::from(p.size);
+            if p.in_flight {
+                path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(p.size));
+                lost_bytes += u64::from(p.size);
+                largest_sent_time = Some(p.time_sent);
+            }
+            self.qlog_packet_lost(now, space_id, *pn);
+        }
+        if let Some(sent) = largest_sent_time {
+            let path = &mut self.paths[0];
+            path.stats.congestion_events += 1;
+            path.cc.on_congestion_event(now, sent, persistent, lost_bytes);
+        }
+        for (_, p) in lost {
+            self.on_frames_lost(space_id, p.frames);
+        }
+    }
+
+    fn on_frames_lost(&mut self, space_id: SpaceId, frames: SentFrames) {
+        for c in &frames.stream {
+            self.streams.on_stream_chunk_lost(c);
+        }
+        if let Some(space) = self.space_mut(space_id) {
+            for r in &frames.crypto {
+                space.crypto.on_lost(r);
+            }
+        }
+        for c in frames.control {
+            match c {
+                Control::Stream(s) => self.streams.on_control_lost(&s),
+                Control::HandshakeDone => self.handshake_done_pending = true,
+                Control::NewCid(seq) => {
+                    if self.local_cids.active.contains_key(&seq) {
+                        self.local_cids.to_advertise.push(seq);
+                    }
+                }
+                Control::RetireCid(seq) => self.peer_cids.to_retire.push(seq),
+            }
+        }
+    }
+}

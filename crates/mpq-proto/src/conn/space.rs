@@ -1,0 +1,254 @@
+//! One packet number space: the packet numbers we send, what we received (ACK state),
+//! loss detection over what we sent, and the CRYPTO stream of the matching level.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use smallvec::SmallVec;
+
+use crate::error::{TransportError, TransportErrorCode};
+use crate::range_set::RangeSet;
+use crate::recovery::loss::LossDetection;
+use crate::recovery::received::ReceivedPackets;
+use crate::stream::{StreamChunk, StreamControl};
+
+/// Most CRYPTO bytes we buffer out of order at one level (RFC 9000 §7.5: at least 4096).
+const MAX_CRYPTO_BUFFER: u64 = 64 * 1024;
+
+/// What a sent packet carried that needs action when it is acknowledged or lost.
+///
+/// Kept small and allocation-free for the common case (one STREAM chunk per packet).
+#[derive(Debug, Default)]
+pub(crate) struct SentFrames {
+    /// STREAM chunks.
+    pub stream: SmallVec<[StreamChunk; 1]>,
+    /// CRYPTO ranges at this packet's level.
+    pub crypto: SmallVec<[Range<u64>; 1]>,
+    /// Retransmittable control frames (rare: empty Vec does not allocate).
+    pub control: Vec<Control>,
+    /// Largest packet number acknowledged by an ACK frame in this packet (ack-of-ack).
+    pub ack_largest: Option<u64>,
+}
+
+/// Retransmittable control frames other than stream data.
+#[derive(Debug, Clone)]
+pub(crate) enum Control {
+    /// Flow control, stream limits, resets and stop-sending, owned by the stream layer.
+    Stream(StreamControl),
+    /// HANDSHAKE_DONE (server).
+    HandshakeDone,
+    /// NEW_CONNECTION_ID with this sequence number.
+    NewCid(u64),
+    /// RETIRE_CONNECTION_ID with this sequence number.
+    RetireCid(u64),
+}
+
+/// Sender and receiver state of the CRYPTO stream at one encryption level.
+#[derive(Debug, Default)]
+pub(crate) struct CryptoStream {
+    /// Every byte written at this level (handshake flights are small, kept until discarded).
+    send_buf: Vec<u8>,
+    /// Offset of the next byte never sent.
+    sent: u64,
+    /// Ranges acknowledged by the peer.
+    acked: RangeSet,
+    /// Ranges to retransmit.
+    lost: RangeSet,
+    /// Out-of-order received data by offset.
+    recv: BTreeMap<u64, Vec<u8>>,
+    /// Next offset to deliver to TLS.
+    recv_offset: u64,
+}
+
+impl CryptoStream {
+    /// Queues handshake bytes for sending.
+    pub fn write(&mut self, data: &[u8]) {
+        self.send_buf.extend_from_slice(data);
+    }
+
+    /// True when there is data to (re)send.
+    pub fn has_pending(&self) -> bool {
+        !self.lost.is_empty() || self.sent < self.send_buf.len() as u64
+    }
+
+    /// Returns the next range to send, at most `max_len` bytes: retransmissions first.
+    pub fn next_range(&mut self, max_len: usize) -> Option<Range<u64>> {
+        if max_len == 0 {
+            return None;
+        }
+        if let Some(r) = self.lost.first() {
+            let end = r.end.min(r.start + max_len as u64);
+            self.lost.remove(r.start..end);
+            return Some(r.start..end);
+        }
+        let total = self.send_buf.len() as u64;
+        if self.sent < total {
+            let end = total.min(self.sent + max_len as u64);
+            let r = self.sent..end;
+            self.sent = end;
+            return Some(r);
+        }
+        None
+    }
+
+    /// Bytes of a range previously returned by `next_range`.
+    pub fn data(&self, r: &Range<u64>) -> &[u8] {
+        &self.send_buf[r.start as usize..r.end as usize]
+    }
+
+    /// A range was acknowledged.
+    pub fn on_acked(&mut self, r: &Range<u64>) {
+        self.acked.insert(r.clone());
+        self.lost.remove(r.clone());
+    }
+
+    /// A range was lost: resend whatever of it was not acknowledged since.
+    pub fn on_lost(&mut self, r: &Range<u64>) {
+        self.lost.insert(r.clone());
+        for a in self.acked.intersecting(r.clone()).collect::<SmallVec<[Range<u64>; 4]>>() {
+            self.lost.remove(a);
+        }
+    }
+
+    /// PTO fired: queue every unacknowledged byte for retransmission.
+    pub fn retransmit_unacked(&mut self) {
+        let sent = 0..self.sent;
+        if sent.is_empty() {
+            return;
+        }
+        self.on_lost(&sent);
+    }
+
+    /// True when every byte written has been acknowledged.
+    #[cfg(test)]
+    pub fn all_acked(&self) -> bool {
+        let total = self.send_buf.len() as u64;
+        total == 0 || (self.acked.len() == 1 && self.acked.first() == Some(0..total))
+    }
+
+    /// Stores received CRYPTO data (RFC 9000 §7.5); returns `CRYPTO_BUFFER_EXCEEDED` when
+    /// the peer runs too far ahead of what TLS has consumed.
+    pub fn on_recv(&mut self, offset: u64, data: &[u8]) -> Result<(), TransportError> {
+        let end = offset.saturating_add(data.len() as u64);
+        if end <= self.recv_offset {
+            return Ok(()); // duplicate
+        }
+        if end - self.recv_offset > MAX_CRYPTO_BUFFER {
+            return Err(TransportError::new(
+                TransportErrorCode::CRYPTO_BUFFER_EXCEEDED,
+                "too much out-of-order CRYPTO data",
+            ));
+        }
+        let (offset, data) = if offset < self.recv_offset {
+            let skip = (self.recv_offset - offset) as usize;
+            (self.recv_offset, &data[skip..])
+        } else {
+            (offset, data)
+        };
+        // Keep the longest chunk per offset; overlaps are resolved on delivery.
+        let keep = self.recv.get(&offset).is_none_or(|old| old.len() < data.len());
+        if keep {
+            self.recv.insert(offset, data.to_vec());
+        }
+        Ok(())
+    }
+
+    /// Takes the next contiguous received bytes, if any.
+    pub fn take_contiguous(&mut self) -> Option<Vec<u8>> {
+        let mut out: Option<Vec<u8>> = None;
+        while let Some((&off, _)) = self.recv.iter().next() {
+            if off > self.recv_offset {
+                break;
+            }
+            let chunk = self.recv.remove(&off).unwrap_or_default();
+            let end = off + chunk.len() as u64;
+            if end <= self.recv_offset {
+                continue;
+            }
+            let skip = (self.recv_offset - off) as usize;
+            out.get_or_insert_with(Vec::new).extend_from_slice(&chunk[skip..]);
+            self.recv_offset = end;
+        }
+        out
+    }
+}
+
+/// State of one packet number space.
+#[derive(Debug)]
+pub(crate) struct PacketSpace {
+    /// Next packet number to send.
+    pub next_pn: u64,
+    /// Received packet numbers and ACK timing.
+    pub received: ReceivedPackets,
+    /// Sent packets awaiting acknowledgement, loss detection.
+    pub loss: LossDetection<SentFrames>,
+    /// CRYPTO stream at this space's level.
+    pub crypto: CryptoStream,
+    /// Probe packets to send because a PTO fired (they ignore the congestion window).
+    pub probes: u8,
+    /// Packets in this space were received since the last ACK we sent.
+    pub ack_pending: bool,
+}
+
+impl PacketSpace {
+    /// A fresh space.
+    pub fn new(ack_eliciting_threshold: u64) -> Self {
+        let mut received = ReceivedPackets::new();
+        received.set_ack_eliciting_threshold(ack_eliciting_threshold);
+        Self {
+            next_pn: 0,
+            received,
+            loss: LossDetection::new(),
+            crypto: CryptoStream::default(),
+            probes: 0,
+            ack_pending: false,
+        }
+    }
+
+    /// Takes the next packet number.
+    pub fn take_pn(&mut self) -> u64 {
+        let pn = self.next_pn;
+        self.next_pn += 1;
+        pn
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crypto_reassembly_in_any_order() {
+        let mut c = CryptoStream::default();
+        c.on_recv(5, b"world").unwrap();
+        assert!(c.take_contiguous().is_none());
+        c.on_recv(0, b"hello").unwrap();
+        c.on_recv(3, b"lowor").unwrap();
+        assert_eq!(c.take_contiguous().unwrap(), b"helloworld");
+        c.on_recv(0, b"hello").unwrap();
+        assert!(c.take_contiguous().is_none());
+    }
+
+    #[test]
+    fn crypto_buffer_is_bounded() {
+        let mut c = CryptoStream::default();
+        let e = c.on_recv(MAX_CRYPTO_BUFFER, b"x").unwrap_err();
+        assert_eq!(e.code, TransportErrorCode::CRYPTO_BUFFER_EXCEEDED);
+    }
+
+    #[test]
+    fn crypto_send_retransmits_lost_unacked_only() {
+        let mut c = CryptoStream::default();
+        c.write(&[7u8; 100]);
+        let a = c.next_range(60).unwrap();
+        let b = c.next_range(60).unwrap();
+        assert_eq!((a.clone(), b.clone()), (0..60, 60..100));
+        c.on_acked(&(0..30));
+        c.on_lost(&a);
+        assert_eq!(c.next_range(1000), Some(30..60));
+        c.on_acked(&b);
+        c.on_acked(&(30..60));
+        assert!(c.all_acked());
+        assert!(!c.has_pending());
+    }
+}

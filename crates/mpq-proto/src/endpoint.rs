@@ -1,0 +1,394 @@
+//! The endpoint: owns connections, routes datagrams to them by destination connection ID,
+//! accepts new connections (server), answers unknown versions with Version Negotiation and
+//! unknown connections with Stateless Reset (RFC 9000 §5.2, §6, §10.3).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::cid::ConnectionId;
+use crate::conn::{
+    ClientConfig, Connection, ConnectionInit, EndpointEvent, Event, ResetTokenKey, ServerConfig, Transmit,
+};
+use crate::crypto::session::TlsSession;
+use crate::packet::header;
+use crate::time::Instant;
+use crate::types::Side;
+
+/// Endpoint-wide settings.
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// Length of the connection IDs we issue (4..=20; routing needs them non-empty).
+    pub cid_len: usize,
+    /// Secret for stateless reset tokens; keep it stable across restarts to let a
+    /// restarted endpoint reset its old connections.
+    pub reset_secret: [u8; 32],
+    /// Seed of the endpoint's RNG (CIDs, per-connection seeds). Runtimes draw it from the OS.
+    pub seed: u64,
+    /// Most connections served at once; further Initials are ignored.
+    pub max_connections: usize,
+}
+
+impl EndpointConfig {
+    /// Defaults with the given RNG seed; the reset secret is derived from it.
+    pub fn with_seed(seed: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_5eed);
+        let mut reset_secret = [0u8; 32];
+        rng.fill_bytes(&mut reset_secret);
+        Self { cid_len: 8, reset_secret, seed, max_connections: 4096 }
+    }
+}
+
+/// Index of a connection inside its endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionHandle(pub usize);
+
+/// Why `connect` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The server name is not a valid DNS name or IP address.
+    #[error("invalid server name: {0}")]
+    InvalidServerName(String),
+    /// TLS refused the configuration.
+    #[error("TLS: {0}")]
+    Tls(#[from] rustls::Error),
+    /// Too many connections.
+    #[error("connection limit reached")]
+    TooManyConnections,
+}
+
+/// A QUIC endpoint: any number of client and server connections on shared sockets.
+pub struct Endpoint {
+    config: EndpointConfig,
+    server: Option<ServerConfig>,
+    rng: ChaCha8Rng,
+    reset_key: ResetTokenKey,
+    connections: Vec<Option<Connection>>,
+    free: Vec<usize>,
+    routes: HashMap<ConnectionId, usize>,
+    incoming: VecDeque<ConnectionHandle>,
+    /// Endpoint-generated datagrams (Version Negotiation, Stateless Reset).
+    responses: VecDeque<(SocketAddr, Vec<u8>)>,
+    next_poll: usize,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint").field("connections", &self.len()).finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// A new endpoint; pass a server config to accept connections.
+    pub fn new(config: EndpointConfig, server: Option<ServerConfig>) -> Self {
+        Self {
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            reset_key: ResetTokenKey::new(&config.reset_secret),
+            config,
+            server,
+            connections: Vec::new(),
+            free: Vec::new(),
+            routes: HashMap::new(),
+            incoming: VecDeque::new(),
+            responses: VecDeque::new(),
+            next_poll: 0,
+        }
+    }
+
+    /// Number of live connections.
+    pub fn len(&self) -> usize {
+        self.connections.iter().filter(|c| c.is_some()).count()
+    }
+
+    /// True when no connection is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Opens a client connection to `remote`.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        config: &ClientConfig,
+        remote: SocketAddr,
+        server_name: &str,
+    ) -> Result<ConnectionHandle, ConnectError> {
+        if self.len() >= self.config.max_connections {
+            return Err(ConnectError::TooManyConnections);
+        }
+        let name = rustls::pki_types::ServerName::try_from(server_name.to_string())
+            .map_err(|_| ConnectError::InvalidServerName(server_name.to_string()))?;
+        let local_cid = self.new_cid();
+        // RFC 9000 §7.2: the first DCID is random and at least 8 bytes.
+        let mut odcid = [0u8; 16];
+        self.rng.fill_bytes(&mut odcid);
+        let orig_dst_cid = ConnectionId::new(&odcid);
+        let tp = crate::conn::local_transport_params(Side::Client, &config.transport, local_cid, [0; 16], orig_dst_cid);
+        let mut tp_bytes = Vec::new();
+        tp.encode(&mut tp_bytes);
+        let tls = TlsSession::client(config.tls.clone(), name, tp_bytes)?;
+        let seed = self.rng.random();
+        let mut conn = Connection::new(ConnectionInit {
+            side: Side::Client,
+            config: config.transport.clone(),
+            tls,
+            now,
+            remote,
+            local_cid,
+            peer_cid: orig_dst_cid,
+            orig_dst_cid,
+            reset_key: self.reset_key.clone(),
+            seed,
+        });
+        conn.start(now);
+        let h = self.insert(conn);
+        self.routes.insert(local_cid, h.0);
+        Ok(h)
+    }
+
+    /// Processes one received datagram (decrypted in place). Returns the connection it
+    /// went to, if any.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        data: &mut [u8],
+    ) -> Option<ConnectionHandle> {
+        let dcid = header::peek_dcid(data, self.config.cid_len)?;
+        if let Some(&idx) = self.routes.get(&dcid) {
+            if let Some(conn) = self.connections[idx].as_mut() {
+                conn.handle_datagram(now, remote, ecn, data);
+                self.after_io(idx);
+                return Some(ConnectionHandle(idx));
+            }
+        }
+        let first = data[0];
+        if first & 0x80 != 0 {
+            return self.handle_unknown_long(now, remote, ecn, data);
+        }
+        self.maybe_stateless_reset(remote, &dcid, data.len());
+        None
+    }
+
+    fn handle_unknown_long(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        data: &mut [u8],
+    ) -> Option<ConnectionHandle> {
+        let server = self.server.clone()?;
+        let parsed = match header::parse_packet(data, self.config.cid_len) {
+            Err(header::HeaderError::UnsupportedVersion { dcid, scid, .. }) => {
+                // RFC 9000 §6.1: answer only datagrams large enough to be an Initial.
+                if data.len() >= crate::MIN_INITIAL_SIZE {
+                    let mut out = Vec::new();
+                    let grease = self.rng.random::<u32>() & 0xf0f0_f0f0 | 0x0a0a_0a0a;
+                    header::write_version_negotiation(
+                        &mut out,
+                        &data[dcid],
+                        &data[scid],
+                        &[crate::VERSION_1, grease],
+                        &mut self.rng,
+                    );
+                    self.responses.push_back((remote, out));
+                }
+                return None;
+            }
+            other => other,
+        };
+        let parsed = parsed.ok()?;
+        if parsed.kind != header::PacketKind::Initial || data.len() < crate::MIN_INITIAL_SIZE {
+            return None; // RFC 9000 §14.1: servers drop small Initial datagrams.
+        }
+        if parsed.dcid.len() < 8 || self.len() >= self.config.max_connections {
+            return None; // RFC 9000 §7.2
+        }
+        let local_cid = self.new_cid();
+        let reset_token = self.reset_key.token(&local_cid);
+        let tp =
+            crate::conn::local_transport_params(Side::Server, &server.transport, local_cid, reset_token, parsed.dcid);
+        let mut tp_bytes = Vec::new();
+        tp.encode(&mut tp_bytes);
+        let tls = match TlsSession::server(server.tls.clone(), tp_bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(%e, "cannot create TLS server session");
+                return None;
+            }
+        };
+        let seed = self.rng.random();
+        let conn = Connection::new(ConnectionInit {
+            side: Side::Server,
+            config: server.transport.clone(),
+            tls,
+            now,
+            remote,
+            local_cid,
+            peer_cid: parsed.scid,
+            orig_dst_cid: parsed.dcid,
+            reset_key: self.reset_key.clone(),
+            seed,
+        });
+        let h = self.insert(conn);
+        self.routes.insert(local_cid, h.0);
+        // Retransmitted client Initials still carry the original DCID.
+        self.routes.insert(parsed.dcid, h.0);
+        self.incoming.push_back(h);
+        if let Some(conn) = self.connections[h.0].as_mut() {
+            conn.handle_datagram(now, remote, ecn, data);
+        }
+        self.after_io(h.0);
+        Some(h)
+    }
+
+    /// RFC 9000 §10.3: a short-header packet for an unknown connection may be answered
+    /// with a stateless reset, smaller than the trigger so that resets cannot loop.
+    fn maybe_stateless_reset(&mut self, remote: SocketAddr, dcid: &ConnectionId, len: usize) {
+        const MIN_RESET: usize = 21;
+        if len <= MIN_RESET + 1 || dcid.len() != self.config.cid_len {
+            return;
+        }
+        let size = (len - 1).min(43);
+        let token = self.reset_key.token(dcid);
+        let mut out = Vec::with_capacity(size);
+        header::write_stateless_reset(&mut out, &token, size, &mut self.rng);
+        self.responses.push_back((remote, out));
+    }
+
+    /// Writes the next datagram (or GSO batch) to send into `buf`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some((dst, data)) = self.responses.pop_front() {
+            buf.clear();
+            buf.extend_from_slice(&data);
+            return Some(Transmit { destination: dst, size: data.len(), segment_size: None, ecn: None });
+        }
+        let n = self.connections.len();
+        for i in 0..n {
+            let idx = (self.next_poll + i) % n;
+            let Some(conn) = self.connections[idx].as_mut() else { continue };
+            if let Some(t) = conn.poll_transmit(now, buf) {
+                self.next_poll = idx; // stay on this connection while it has data
+                return Some(t);
+            }
+        }
+        self.next_poll = 0;
+        None
+    }
+
+    /// Earliest timer of any connection.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        self.connections.iter_mut().flatten().filter_map(|c| c.poll_timeout()).min()
+    }
+
+    /// Fires expired timers of every connection.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for idx in 0..self.connections.len() {
+            let Some(conn) = self.connections[idx].as_mut() else { continue };
+            if conn.poll_timeout().is_some_and(|t| t <= now) {
+                conn.handle_timeout(now);
+                self.after_io(idx);
+            }
+        }
+    }
+
+    /// Next connection accepted by the server side.
+    pub fn accept(&mut self) -> Option<ConnectionHandle> {
+        self.incoming.pop_front()
+    }
+
+    /// Next application event of any connection. The `Drained` event is the last one of a
+    /// connection: it is removed from the endpoint right after.
+    pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        for idx in 0..self.connections.len() {
+            let Some(conn) = self.connections[idx].as_mut() else { continue };
+            if let Some(ev) = conn.poll_event() {
+                if ev == Event::Drained {
+                    self.remove(idx);
+                }
+                return Some((ConnectionHandle(idx), ev));
+            }
+        }
+        None
+    }
+
+    /// A connection by handle.
+    pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
+        self.connections.get(h.0).and_then(|c| c.as_ref())
+    }
+
+    /// A connection by handle, mutably.
+    pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        self.connections.get_mut(h.0).and_then(|c| c.as_mut())
+    }
+
+    /// Handles of every live connection.
+    pub fn handles(&self) -> Vec<ConnectionHandle> {
+        (0..self.connections.len()).filter(|&i| self.connections[i].is_some()).map(ConnectionHandle).collect()
+    }
+
+    fn new_cid(&mut self) -> ConnectionId {
+        loop {
+            let mut b = [0u8; crate::cid::MAX_CID_LEN];
+            let len = self.config.cid_len.clamp(4, crate::cid::MAX_CID_LEN);
+            self.rng.fill_bytes(&mut b[..len]);
+            let cid = ConnectionId::new(&b[..len]);
+            if !self.routes.contains_key(&cid) {
+                return cid;
+            }
+        }
+    }
+
+    fn insert(&mut self, conn: Connection) -> ConnectionHandle {
+        if let Some(idx) = self.free.pop() {
+            self.connections[idx] = Some(conn);
+            ConnectionHandle(idx)
+        } else {
+            self.connections.push(Some(conn));
+            ConnectionHandle(self.connections.len() - 1)
+        }
+    }
+
+    fn remove(&mut self, idx: usize) {
+        if let Some(conn) = self.connections[idx].take() {
+            for cid in conn.local_cids() {
+                self.routes.remove(&cid);
+            }
+            self.routes.remove(&conn.orig_dst_cid());
+            self.routes.retain(|_, v| *v != idx);
+            // Drained connections can still hold unread events: the app already saw Drained.
+            self.free.push(idx);
+        }
+    }
+
+    /// Applies the connection's routing changes.
+    fn after_io(&mut self, idx: usize) {
+        let Some(conn) = self.connections[idx].as_mut() else { return };
+        while let Some(ev) = conn.poll_endpoint_event() {
+            match ev {
+                EndpointEvent::NewCid(cid) => {
+                    self.routes.insert(cid, idx);
+                }
+                EndpointEvent::RetireCid(cid) => {
+                    self.routes.remove(&cid);
+                }
+            }
+        }
+    }
+}
+
+impl Connection {
+    /// Client: produce the first flight.
+    pub(crate) fn start(&mut self, now: Instant) {
+        if let Err(e) = self.drive_tls(now) {
+            self.close_with_error(now, e);
+        }
+    }
+}
+
+/// Reference count helper so runtimes can share server configs.
+pub type SharedServerConfig = Arc<ServerConfig>;

@@ -1,0 +1,165 @@
+//! Test support shared by unit tests, the simulator and benchmarks: self-signed TLS
+//! configurations and an in-memory client/server pair with a fixed one-way latency.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+use crate::conn::{ClientConfig, ServerConfig, TransportConfig};
+use crate::endpoint::{ConnectionHandle, Endpoint, EndpointConfig};
+use crate::time::Instant;
+
+/// ALPN used by tests and the interop tools (HTTP/0.9 of the interop runner).
+pub const TEST_ALPN: &[u8] = b"hq-interop";
+
+/// A self-signed certificate for `localhost`, its key, and matching client and server TLS
+/// configurations (ring provider, TLS 1.3 only).
+pub fn tls_configs(alpn: &[u8]) -> (Arc<rustls::ClientConfig>, Arc<rustls::ServerConfig>) {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("rcgen");
+    let cert: CertificateDer<'static> = ck.cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.signing_key.serialize_der()));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.clone()).expect("root");
+    let mut client = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("tls13")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client.alpn_protocols = vec![alpn.to_vec()];
+    let mut server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("tls13")
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .expect("cert");
+    server.alpn_protocols = vec![alpn.to_vec()];
+    server.max_early_data_size = 0;
+    (Arc::new(client), Arc::new(server))
+}
+
+/// Client and server configs sharing one transport config.
+pub fn configs(transport: TransportConfig) -> (ClientConfig, ServerConfig) {
+    let (c, s) = tls_configs(TEST_ALPN);
+    let transport = Arc::new(transport);
+    (ClientConfig { tls: c, transport: transport.clone() }, ServerConfig { tls: s, transport })
+}
+
+/// Decides whether a datagram is dropped: (sequence number, to_server) -> drop?
+pub type DropFn = Box<dyn FnMut(u64, bool) -> bool>;
+
+/// Two endpoints joined by an in-memory link with a fixed one-way latency.
+pub struct Pair {
+    /// Client endpoint.
+    pub client: Endpoint,
+    /// Server endpoint.
+    pub server: Endpoint,
+    /// The client connection.
+    pub client_conn: ConnectionHandle,
+    /// Current time.
+    pub now: Instant,
+    /// Client address.
+    pub client_addr: SocketAddr,
+    /// Server address.
+    pub server_addr: SocketAddr,
+    /// One-way latency.
+    pub latency: Duration,
+    /// Datagrams in flight: (arrival, to_server, bytes).
+    in_flight: VecDeque<(Instant, bool, Vec<u8>)>,
+    /// Loss decision.
+    pub drop: DropFn,
+    sent: u64,
+    /// Datagrams delivered in each direction (to client, to server).
+    pub delivered: (u64, u64),
+}
+
+impl Pair {
+    /// A pair with the given transport config on both sides; the client connects at once.
+    pub fn new(transport: TransportConfig) -> Self {
+        let (cc, sc) = configs(transport);
+        let client_addr: SocketAddr = "10.0.0.1:4433".parse().expect("addr");
+        let server_addr: SocketAddr = "10.0.0.2:443".parse().expect("addr");
+        let mut client = Endpoint::new(EndpointConfig::with_seed(1), None);
+        let server = Endpoint::new(EndpointConfig::with_seed(2), Some(sc));
+        let now = Instant::ZERO;
+        let client_conn = client.connect(now, &cc, server_addr, "localhost").expect("connect");
+        Self {
+            client,
+            server,
+            client_conn,
+            now,
+            client_addr,
+            server_addr,
+            latency: Duration::from_millis(10),
+            in_flight: VecDeque::new(),
+            drop: Box::new(|_, _| false),
+            sent: 0,
+            delivered: (0, 0),
+        }
+    }
+
+    /// Moves every pending transmit of both endpoints onto the link.
+    fn flush(&mut self) -> bool {
+        let mut any = false;
+        let mut buf = Vec::new();
+        for to_server in [true, false] {
+            loop {
+                let ep = if to_server { &mut self.client } else { &mut self.server };
+                let Some(t) = ep.poll_transmit(self.now, &mut buf) else { break };
+                any = true;
+                let seg = t.segment_size.unwrap_or(t.size);
+                for d in buf[..t.size].chunks(seg) {
+                    self.sent += 1;
+                    if (self.drop)(self.sent, to_server) {
+                        continue;
+                    }
+                    self.in_flight.push_back((self.now + self.latency, to_server, d.to_vec()));
+                }
+            }
+        }
+        any
+    }
+
+    /// Advances one step: deliver what is due, else jump to the next event. Returns false
+    /// when nothing is left to happen before `deadline`.
+    pub fn step(&mut self, deadline: Instant) -> bool {
+        self.flush();
+        let next_delivery = self.in_flight.front().map(|d| d.0);
+        let next_timer = [self.client.poll_timeout(), self.server.poll_timeout()].into_iter().flatten().min();
+        let next = [next_delivery, next_timer].into_iter().flatten().min();
+        let Some(next) = next else { return false };
+        if next > deadline {
+            return false;
+        }
+        self.now = self.now.max(next);
+        while self.in_flight.front().is_some_and(|d| d.0 <= self.now) {
+            let Some((_, to_server, mut d)) = self.in_flight.pop_front() else { break };
+            if to_server {
+                self.delivered.1 += 1;
+                self.server.handle_datagram(self.now, self.client_addr, None, &mut d);
+            } else {
+                self.delivered.0 += 1;
+                self.client.handle_datagram(self.now, self.server_addr, None, &mut d);
+            }
+        }
+        self.client.handle_timeout(self.now);
+        self.server.handle_timeout(self.now);
+        true
+    }
+
+    /// Runs until `done` holds or `limit` of virtual time passes; returns whether `done` held.
+    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Self) -> bool) -> bool {
+        let deadline = self.now + limit;
+        loop {
+            if done(self) {
+                return true;
+            }
+            if !self.step(deadline) {
+                return done(self);
+            }
+        }
+    }
+}
