@@ -18,9 +18,13 @@ pub const TEST_ALPN: &[u8] = b"hq-interop";
 /// A self-signed certificate for `localhost`, its key, and matching client and server TLS
 /// configurations (ring provider, TLS 1.3 only).
 pub fn tls_configs(alpn: &[u8]) -> (Arc<rustls::ClientConfig>, Arc<rustls::ServerConfig>) {
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("rcgen");
-    let cert: CertificateDer<'static> = ck.cert.der().clone();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.signing_key.serialize_der()));
+    // Ed25519 with a fixed serial: signatures and certificates have the same size in every
+    // run, so simulated runs with the same seed send the same packet sizes.
+    let key_pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).expect("key");
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+    params.serial_number = Some(rcgen::SerialNumber::from(1u64));
+    let cert: CertificateDer<'static> = params.self_signed(&key_pair).expect("cert").der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_pair.serialize_der()));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert.clone()).expect("root");

@@ -55,3 +55,7 @@ pub use link::{DropReason, LinkConfig, LinkEvent, LinkStats, LossModel, QueueLim
 pub use node::{Datagram, Node};
 pub use sim::{LinkId, NodeId, SimStats, Simulator};
 pub use spec::ParseLinkError;
+pub mod apps;
+pub mod quic;
+
+pub use quic::{QuicNode, SimApp};

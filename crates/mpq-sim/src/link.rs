@@ -57,12 +57,7 @@ impl LossModel {
         match *self {
             LossModel::None => 0.0,
             LossModel::Bernoulli(p) => p,
-            LossModel::GilbertElliott {
-                p_gb,
-                p_bg,
-                loss_good,
-                loss_bad,
-            } => {
+            LossModel::GilbertElliott { p_gb, p_bg, loss_good, loss_bad } => {
                 if p_gb + p_bg == 0.0 {
                     loss_good
                 } else {
@@ -129,11 +124,7 @@ impl LinkConfig {
     /// A link with the given rate (bits/s, 0 = unlimited) and **one-way** delay, no loss,
     /// unlimited queue.
     pub fn new(rate_bps: u64, one_way_delay: Duration) -> Self {
-        Self {
-            rate_bps,
-            delay: one_way_delay,
-            ..Self::default()
-        }
+        Self { rate_bps, delay: one_way_delay, ..Self::default() }
     }
 
     /// Sets the queue limit.
@@ -324,12 +315,7 @@ impl Link {
         match self.config.loss {
             LossModel::None => false,
             LossModel::Bernoulli(p) => self.chance(p),
-            LossModel::GilbertElliott {
-                p_gb,
-                p_bg,
-                loss_good,
-                loss_bad,
-            } => {
+            LossModel::GilbertElliott { p_gb, p_bg, loss_good, loss_bad } => {
                 let flip = if self.ge_bad { p_bg } else { p_gb };
                 if self.chance(flip) {
                     self.ge_bad = !self.ge_bad;
@@ -403,9 +389,8 @@ impl Link {
         if j > 0 {
             delay += self.rng.random_range(-j..=j);
         }
-        let mut at = Instant::from_nanos(
-            u64::try_from(i128::from(finish.as_nanos()) + delay.max(0)).unwrap_or(u64::MAX),
-        );
+        let mut at =
+            Instant::from_nanos(u64::try_from(i128::from(finish.as_nanos()) + delay.max(0)).unwrap_or(u64::MAX));
         if self.chance(self.config.reorder) {
             self.stats.reordered += 1;
             at += self.config.reorder_delay;
@@ -435,11 +420,7 @@ mod tests {
 
     #[test]
     fn tail_drop_by_packets_and_bytes() {
-        let mut l = Link::new(
-            LinkConfig::new(8_000, Duration::ZERO).with_queue(QueueLimit::Packets(2)),
-            1,
-            0,
-        );
+        let mut l = Link::new(LinkConfig::new(8_000, Duration::ZERO).with_queue(QueueLimit::Packets(2)), 1, 0);
         let t0 = Instant::ZERO;
         assert!(matches!(l.offer(t0, 1), Fate::Deliver { .. }));
         assert!(matches!(l.offer(t0, 1), Fate::Deliver { .. }));
@@ -449,11 +430,7 @@ mod tests {
         assert!(matches!(l.offer(t1, 1), Fate::Deliver { .. }));
         assert_eq!(l.offer(t1, 1), Fate::Drop(DropReason::Queue));
 
-        let mut l = Link::new(
-            LinkConfig::new(8_000, Duration::ZERO).with_queue(QueueLimit::Bytes(10)),
-            1,
-            0,
-        );
+        let mut l = Link::new(LinkConfig::new(8_000, Duration::ZERO).with_queue(QueueLimit::Bytes(10)), 1, 0);
         assert!(matches!(l.offer(t0, 6), Fate::Deliver { .. }));
         assert_eq!(l.offer(t0, 5), Fate::Drop(DropReason::Queue));
         assert!(matches!(l.offer(t0, 4), Fate::Deliver { .. }));
@@ -461,12 +438,7 @@ mod tests {
 
     #[test]
     fn gilbert_elliott_mean() {
-        let m = LossModel::GilbertElliott {
-            p_gb: 0.01,
-            p_bg: 0.1,
-            loss_good: 0.0,
-            loss_bad: 1.0,
-        };
+        let m = LossModel::GilbertElliott { p_gb: 0.01, p_bg: 0.1, loss_good: 0.0, loss_bad: 1.0 };
         assert!((m.mean_loss() - 0.01 / 0.11).abs() < 1e-12);
     }
 }

@@ -32,16 +32,11 @@ pub struct ParseLinkError {
 }
 
 fn err<T>(token: &str, reason: impl Into<String>) -> Result<T, ParseLinkError> {
-    Err(ParseLinkError {
-        token: token.to_owned(),
-        reason: reason.into(),
-    })
+    Err(ParseLinkError { token: token.to_owned(), reason: reason.into() })
 }
 
 fn split_unit<'a>(s: &'a str, units: &[&'a str]) -> Option<(&'a str, &'a str)> {
-    units
-        .iter()
-        .find_map(|u| s.strip_suffix(u).map(|n| (n, *u)))
+    units.iter().find_map(|u| s.strip_suffix(u).map(|n| (n, *u)))
 }
 
 fn number(token: &str, n: &str) -> Result<f64, ParseLinkError> {
@@ -121,9 +116,7 @@ pub fn parse_probability(s: &str) -> Result<f64, ParseLinkError> {
 }
 
 fn parse_count(token: &str, s: &str) -> Result<usize, ParseLinkError> {
-    s.trim()
-        .parse()
-        .or_else(|_| err(token, format!("{s:?} is not a whole number")))
+    s.trim().parse().or_else(|_| err(token, format!("{s:?} is not a whole number")))
 }
 
 fn parse_queue(token: &str, v: &str) -> Result<QueueLimit, ParseLinkError> {
@@ -137,10 +130,7 @@ fn parse_queue(token: &str, v: &str) -> Result<QueueLimit, ParseLinkError> {
     } else if l.ends_with('b') {
         Ok(QueueLimit::Bytes(parse_size(v)?))
     } else {
-        err(
-            token,
-            "queue must be a size (64kb), a time (100ms), packets (100p) or inf",
-        )
+        err(token, "queue must be a size (64kb), a time (100ms), packets (100p) or inf")
     }
 }
 
@@ -151,16 +141,9 @@ fn parse_loss(token: &str, v: &str) -> Result<LossModel, ParseLinkError> {
     }
     let Some(params) = l.strip_prefix("ge:") else {
         let p = parse_probability(v)?;
-        return Ok(if p == 0.0 {
-            LossModel::None
-        } else {
-            LossModel::Bernoulli(p)
-        });
+        return Ok(if p == 0.0 { LossModel::None } else { LossModel::Bernoulli(p) });
     };
-    let ps = params
-        .split(',')
-        .map(parse_probability)
-        .collect::<Result<Vec<_>, _>>()?;
+    let ps = params.split(',').map(parse_probability).collect::<Result<Vec<_>, _>>()?;
     if !(2..=4).contains(&ps.len()) {
         return err(token, "expected loss=ge:P_GB,P_BG[,LOSS_BAD[,LOSS_GOOD]]");
     }
@@ -192,10 +175,7 @@ impl FromStr for LinkConfig {
                 } else if positional {
                     cfg.delay = parse_duration(tok)? / 2;
                 } else {
-                    return err(
-                        tok,
-                        "expected key=value (the RTT must come right after the rate)",
-                    );
+                    return err(tok, "expected key=value (the RTT must come right after the rate)");
                 }
                 positional = false;
                 continue;
@@ -218,10 +198,7 @@ impl FromStr for LinkConfig {
                 }
                 "mtu" => cfg.mtu = parse_count(tok, val)?,
                 "overhead" => cfg.overhead = parse_count(tok, val)?,
-                _ => return err(
-                    tok,
-                    "unknown option; expected loss, queue, jitter, dup, reorder, mtu or overhead",
-                ),
+                _ => return err(tok, "unknown option; expected loss, queue, jitter, dup, reorder, mtu or overhead"),
             }
         }
         Ok(cfg)
@@ -255,9 +232,7 @@ mod tests {
         assert_eq!(c.queue_limit, QueueLimit::Delay(ms(100)));
 
         let c: LinkConfig =
-            "1.5Mbit/5ms/queue=64kb/jitter=2ms/dup=0.1%/reorder=1%/mtu=1500/overhead=28"
-                .parse()
-                .unwrap();
+            "1.5Mbit/5ms/queue=64kb/jitter=2ms/dup=0.1%/reorder=1%/mtu=1500/overhead=28".parse().unwrap();
         assert_eq!(c.rate_bps, 1_500_000);
         assert_eq!(c.delay, Duration::from_micros(2500));
         assert_eq!(c.queue_limit, QueueLimit::Bytes(64_000));
@@ -269,9 +244,7 @@ mod tests {
         assert_eq!(c.overhead, 28);
         assert!(!c.jitter_reorder);
 
-        let c: LinkConfig = "1gbit/queue=100p/reorder=0.5,3ms/jitter_reorder"
-            .parse()
-            .unwrap();
+        let c: LinkConfig = "1gbit/queue=100p/reorder=0.5,3ms/jitter_reorder".parse().unwrap();
         assert_eq!(c.rate_bps, 1_000_000_000);
         assert_eq!(c.delay, Duration::ZERO);
         assert_eq!(c.queue_limit, QueueLimit::Packets(100));
@@ -283,20 +256,9 @@ mod tests {
         assert_eq!(c.rate_bps, 0);
         assert_eq!(c.delay, ms(500));
         assert_eq!(c.queue_limit, QueueLimit::Bytes(2 * 1024 * 1024));
-        assert_eq!(
-            c.loss,
-            LossModel::GilbertElliott {
-                p_gb: 0.01,
-                p_bg: 0.1,
-                loss_good: 0.0,
-                loss_bad: 1.0
-            }
-        );
+        assert_eq!(c.loss, LossModel::GilbertElliott { p_gb: 0.01, p_bg: 0.1, loss_good: 0.0, loss_bad: 1.0 });
         let c: LinkConfig = "100kbit/300us/loss=0".parse().unwrap();
-        assert_eq!(
-            (c.rate_bps, c.delay, c.loss),
-            (100_000, Duration::from_micros(150), LossModel::None)
-        );
+        assert_eq!((c.rate_bps, c.delay, c.loss), (100_000, Duration::from_micros(150), LossModel::None));
     }
 
     #[test]

@@ -7,11 +7,7 @@ use std::net::SocketAddr;
 use common::*;
 use mpq_sim::{LinkEvent, LinkId, LossModel, NodeId, Simulator};
 
-fn pair(
-    seed: u64,
-    spec: &str,
-    sender: impl FnOnce(SocketAddr, SocketAddr) -> Sender,
-) -> (Simulator, NodeId, LinkId) {
+fn pair(seed: u64, spec: &str, sender: impl FnOnce(SocketAddr, SocketAddr) -> Sender) -> (Simulator, NodeId, LinkId) {
     let (a, b) = (addr("10.0.0.1:1"), addr("10.0.0.2:1"));
     let mut sim = Simulator::new(seed);
     let s = sim.add_node(sender(a, b));
@@ -30,29 +26,15 @@ fn bernoulli_loss_rate() {
     sim.run_until(at_ms(1000));
     let st = sim.link_stats(ab);
     // Expected 1000, sigma ~31.5: allow ~5 sigma.
-    assert!(
-        (840..=1160).contains(&st.dropped_loss),
-        "{}",
-        st.dropped_loss
-    );
-    assert_eq!(
-        sim.node::<Sink>(r).rx.len() as u64,
-        u64::from(N) - st.dropped_loss
-    );
+    assert!((840..=1160).contains(&st.dropped_loss), "{}", st.dropped_loss);
+    assert_eq!(sim.node::<Sink>(r).rx.len() as u64, u64::from(N) - st.dropped_loss);
     assert_eq!(st.delivered_packets + st.dropped_loss, u64::from(N));
 }
 
 #[test]
 fn gilbert_elliott_mean_loss() {
-    let model = LossModel::GilbertElliott {
-        p_gb: 0.01,
-        p_bg: 0.1,
-        loss_good: 0.0,
-        loss_bad: 1.0,
-    };
-    let (mut sim, _, ab) = pair(4, "0/10ms/loss=ge:1%,10%", |a, b| {
-        Sender::burst(a, b, N, 100)
-    });
+    let model = LossModel::GilbertElliott { p_gb: 0.01, p_bg: 0.1, loss_good: 0.0, loss_bad: 1.0 };
+    let (mut sim, _, ab) = pair(4, "0/10ms/loss=ge:1%,10%", |a, b| Sender::burst(a, b, N, 100));
     assert_eq!(sim.link_config(ab).loss, model);
     sim.run_until(at_ms(1000));
     let rate = sim.link_stats(ab).dropped_loss as f64 / f64::from(N);
@@ -76,9 +58,7 @@ fn duplication_count() {
 #[test]
 fn reordering_count() {
     // 0.1 ms between packets; a reordered packet is held 10 ms and overtaken by ~100.
-    let (mut sim, r, ab) = pair(6, "100mbit/10ms/reorder=1%", |a, b| {
-        Sender::burst(a, b, 20_000, 1250)
-    });
+    let (mut sim, r, ab) = pair(6, "100mbit/10ms/reorder=1%", |a, b| Sender::burst(a, b, 20_000, 1250));
     sim.run_until(at_ms(10_000));
     let st = sim.link_stats(ab);
     let sink = sim.node::<Sink>(r);
@@ -90,38 +70,28 @@ fn reordering_count() {
 
 #[test]
 fn jitter_keeps_order_unless_allowed() {
-    let (mut sim, r, _) = pair(8, "10mbit/20ms/jitter=5ms", |a, b| {
-        Sender::paced(a, b, 2000, 1250, ms(1))
-    });
+    let (mut sim, r, _) = pair(8, "10mbit/20ms/jitter=5ms", |a, b| Sender::paced(a, b, 2000, 1250, ms(1)));
     sim.run_until(at_ms(10_000));
     let rx = &sim.node::<Sink>(r).rx;
     assert_eq!(rx.len(), 2000);
     assert_eq!(sim.node::<Sink>(r).late(), 0);
     let lat: Vec<_> = rx.iter().map(|x| x.at - at_ms(u64::from(x.seq))).collect();
-    assert!(
-        lat.iter().all(|&l| l >= ms(6) && l <= ms(16)),
-        "latency outside 1 + 10 ± 5 ms"
-    );
+    assert!(lat.iter().all(|&l| l >= ms(6) && l <= ms(16)), "latency outside 1 + 10 ± 5 ms");
     assert!(lat.iter().any(|&l| l < ms(8)) && lat.iter().any(|&l| l > ms(14)));
 
-    let (mut sim, r, _) = pair(8, "10mbit/20ms/jitter=5ms/jitter_reorder", |a, b| {
-        Sender::paced(a, b, 2000, 1250, ms(1))
-    });
+    let (mut sim, r, _) =
+        pair(8, "10mbit/20ms/jitter=5ms/jitter_reorder", |a, b| Sender::paced(a, b, 2000, 1250, ms(1)));
     sim.run_until(at_ms(10_000));
     assert!(sim.node::<Sink>(r).late() > 100);
 }
 
 #[test]
 fn mtu_drops_larger_packets() {
-    let (mut sim, r, ab) = pair(1, "10mbit/20ms/mtu=1200", |a, b| {
-        Sender::burst(a, b, 5, 1201)
-    });
+    let (mut sim, r, ab) = pair(1, "10mbit/20ms/mtu=1200", |a, b| Sender::burst(a, b, 5, 1201));
     sim.run_until(at_ms(1000));
     assert_eq!(sim.node::<Sink>(r).rx.len(), 0);
     assert_eq!(sim.link_stats(ab).dropped_mtu, 5);
-    let (mut sim, r, _) = pair(1, "10mbit/20ms/mtu=1200", |a, b| {
-        Sender::burst(a, b, 5, 1200)
-    });
+    let (mut sim, r, _) = pair(1, "10mbit/20ms/mtu=1200", |a, b| Sender::burst(a, b, 5, 1200));
     sim.run_until(at_ms(1000));
     assert_eq!(sim.node::<Sink>(r).rx.len(), 5);
 }
@@ -129,9 +99,7 @@ fn mtu_drops_larger_packets() {
 #[test]
 fn down_drops_everything_until_up() {
     // One packet per ms; 0.1 ms serialization + 10 ms propagation.
-    let (mut sim, r, ab) = pair(1, "100mbit/20ms", |a, b| {
-        Sender::paced(a, b, 1000, 1250, ms(1))
-    });
+    let (mut sim, r, ab) = pair(1, "100mbit/20ms", |a, b| Sender::paced(a, b, 1000, 1250, ms(1)));
     sim.schedule(at_ms(300), ab, LinkEvent::Down);
     sim.schedule(at_ms(600), ab, LinkEvent::Up);
     sim.run_until(at_ms(450));
@@ -152,9 +120,7 @@ fn down_drops_everything_until_up() {
 
 #[test]
 fn blackhole_loses_new_packets_but_delivers_in_flight() {
-    let (mut sim, r, ab) = pair(1, "100mbit/20ms", |a, b| {
-        Sender::paced(a, b, 1000, 1250, ms(1))
-    });
+    let (mut sim, r, ab) = pair(1, "100mbit/20ms", |a, b| Sender::paced(a, b, 1000, 1250, ms(1)));
     sim.schedule(at_ms(500), ab, LinkEvent::Blackhole);
     sim.schedule(at_ms(800), ab, LinkEvent::SetLoss(LossModel::None));
     sim.run_until(at_ms(2000));
@@ -166,9 +132,8 @@ fn blackhole_loses_new_packets_but_delivers_in_flight() {
 
 fn lossy_run(seed: u64) -> (u64, usize) {
     let spec = "20mbit/30ms/loss=2%/jitter=1ms/dup=0.5%/reorder=0.5%/queue=50p";
-    let (mut sim, r, _) = pair(seed, spec, |a, b| {
-        Sender::paced(a, b, 10_000, 1200, std::time::Duration::from_micros(400))
-    });
+    let (mut sim, r, _) =
+        pair(seed, spec, |a, b| Sender::paced(a, b, 10_000, 1200, std::time::Duration::from_micros(400)));
     sim.run_until(at_ms(10_000));
     (sim.trace_hash(), sim.node::<Sink>(r).rx.len())
 }

@@ -32,19 +32,11 @@ fn burst_arrives_at_line_rate_plus_one_way_delay() {
     // 1250 B at 10 Mbit/s = 1 ms each; one-way delay is half the 20 ms RTT.
     assert_eq!(rx[0].at, at_ms(1 + 10));
     let last = rx.last().unwrap().at;
-    assert!(
-        last >= at_ms(1009) && last <= at_ms(1011),
-        "last arrival {last:?}"
-    );
+    assert!(last >= at_ms(1009) && last <= at_ms(1011), "last arrival {last:?}");
     assert_eq!(last, at_ms(1010));
-    assert!(rx
-        .windows(2)
-        .all(|w| w[1].at - w[0].at == ms(1) && w[1].seq == w[0].seq + 1));
+    assert!(rx.windows(2).all(|w| w[1].at - w[0].at == ms(1) && w[1].seq == w[0].seq + 1));
     let st = sim.link_stats(ab);
-    assert_eq!(
-        (st.sent_packets, st.delivered_packets, st.dropped()),
-        (1000, 1000, 0)
-    );
+    assert_eq!((st.sent_packets, st.delivered_packets, st.dropped()), (1000, 1000, 0));
     assert_eq!(st.delivered_bytes, 1_250_000);
 }
 
@@ -62,10 +54,7 @@ fn burst_tail_drop() {
         let rx = &sim.node::<Sink>(r).rx;
         assert_eq!(rx.len(), accepted, "{spec}");
         // Tail drop: the first packets survive.
-        assert!(
-            rx.iter().enumerate().all(|(i, r)| r.seq == i as u32),
-            "{spec}"
-        );
+        assert!(rx.iter().enumerate().all(|(i, r)| r.seq == i as u32), "{spec}");
         let st = sim.link_stats(ab);
         assert_eq!(st.dropped_queue, 1000 - accepted as u64, "{spec}");
         assert_eq!(st.dropped(), st.dropped_queue);
@@ -77,9 +66,7 @@ fn paced_overload_drops_what_a_tail_drop_queue_must() {
     // Offered load 2x the link rate: a packet every 0.5 ms, 1 ms to serialize each.
     let limit = 20;
     let spec = format!("10mbit/20ms/queue={limit}p");
-    let (mut sim, r, ab) = pair(&spec, |a, b| {
-        Sender::paced(a, b, 1000, 1250, Duration::from_micros(500))
-    });
+    let (mut sim, r, ab) = pair(&spec, |a, b| Sender::paced(a, b, 1000, 1250, Duration::from_micros(500)));
     sim.run_until(at_ms(5000));
 
     // Reference model: FIFO server, capacity `limit` packets including the one in service.
@@ -154,12 +141,7 @@ fn rate_and_delay_changes_apply_to_later_packets() {
     sim.schedule(at_ms(250), ab, LinkEvent::SetRate(1_000_000));
     sim.schedule(at_ms(550), ab, LinkEvent::SetDelay(ms(50)));
     sim.run_until(at_ms(5000));
-    let lat: Vec<Duration> = sim
-        .node::<Sink>(r)
-        .rx
-        .iter()
-        .map(|x| x.at - at_ms(100 * u64::from(x.seq)))
-        .collect();
+    let lat: Vec<Duration> = sim.node::<Sink>(r).rx.iter().map(|x| x.at - at_ms(100 * u64::from(x.seq))).collect();
     assert_eq!(&lat[..3], [ms(11); 3]);
     assert_eq!(&lat[3..6], [ms(20); 3]); // 10 ms serialization at 1 Mbit/s
     assert_eq!(&lat[6..], [ms(60); 4]);

@@ -140,10 +140,7 @@ impl Node for Rearm {
         self.deadline = Some(now + ms(50));
     }
     fn handle_timeout(&mut self, now: Instant) {
-        assert!(
-            self.deadline.is_some_and(|d| d <= now),
-            "fired early or stale"
-        );
+        assert!(self.deadline.is_some_and(|d| d <= now), "fired early or stale");
         self.fired.push(now);
         self.deadline = None;
     }
@@ -160,10 +157,7 @@ fn stale_timers_are_ignored() {
     let (a, b) = (addr("10.0.0.1:1"), addr("10.0.0.2:1"));
     let mut sim = Simulator::new(1);
     let s = sim.add_node(Sender::paced(a, b, 10, 100, ms(10)));
-    let r = sim.add_node(Rearm {
-        deadline: None,
-        fired: vec![],
-    });
+    let r = sim.add_node(Rearm { deadline: None, fired: vec![] });
     sim.add_address(s, a);
     sim.add_address(r, b);
     sim.connect_symmetric(a, b, LinkConfig::new(0, ms(1)));
@@ -204,11 +198,7 @@ fn bulk_transfer_is_cheap() {
     sim.connect_symmetric(a, b, "1gbit/20ms/queue=1mb".parse().unwrap());
     sim.run_until(at_ms(2000));
     assert_eq!(sim.stats().delivered, 2 * u64::from(n));
-    assert!(
-        sim.stats().events <= 3 * u64::from(n) + 10,
-        "{}",
-        sim.stats().events
-    );
+    assert!(sim.stats().events <= 3 * u64::from(n) + 10, "{}", sim.stats().events);
 }
 
 /// A buggy node that never advances its deadline.

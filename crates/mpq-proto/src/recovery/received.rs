@@ -40,6 +40,8 @@ pub struct ReceivedPackets {
     ranges: RangeSet,
     /// Packet numbers below this are treated as duplicates (no longer tracked).
     floor: u64,
+    /// Ranges below this were acknowledged and confirmed; late packets there are accepted.
+    acked_floor: u64,
     largest: Option<(u64, Instant)>,
     /// Ack-eliciting packets received since the last ACK we sent.
     eliciting_since_ack: u64,
@@ -64,6 +66,7 @@ impl ReceivedPackets {
         Self {
             ranges: RangeSet::new(),
             floor: 0,
+            acked_floor: 0,
             largest: None,
             eliciting_since_ack: 0,
             first_eliciting_at: None,
@@ -165,14 +168,12 @@ impl ReceivedPackets {
     /// The peer acknowledged a packet holding our ACK with this Largest Acknowledged:
     /// ranges up to it need not be reported again (RFC 9000 §13.2.4).
     pub fn on_ack_of_ack(&mut self, largest: u64) {
-        if self.largest.is_some_and(|(l, _)| largest >= l) {
-            // Keep the largest so the next ACK still has something to say.
-            self.ranges.remove(0..largest);
-            self.floor = self.floor.max(largest);
-        } else {
-            self.ranges.remove(0..largest.saturating_add(1));
-            self.floor = self.floor.max(largest.saturating_add(1));
-        }
+        // Forget reported ranges below `largest`, but keep detecting duplicates there only
+        // through the ranges that remain: a late, reordered packet below it is new data and
+        // must be processed and acknowledged, not dropped.
+        let keep_from = self.largest.map_or(largest, |(l, _)| largest.min(l));
+        self.ranges.remove(0..keep_from);
+        self.acked_floor = self.acked_floor.max(keep_from);
     }
 
     /// ECN counts, once any ECN-marked packet arrived.
@@ -214,10 +215,11 @@ mod tests {
         assert_eq!(r.ranges().len(), 3);
         assert!(r.is_duplicate(1)); // forgotten with its range
         r.on_ack_of_ack(6);
-        assert_eq!(r.ranges().iter().collect::<Vec<_>>(), vec![8..9]);
+        assert_eq!(r.ranges().iter().collect::<Vec<_>>(), vec![6..7, 8..9]);
         r.on_ack_of_ack(8);
         assert_eq!(r.ranges().iter().collect::<Vec<_>>(), vec![8..9]);
-        assert!(r.is_duplicate(7));
+        // A late packet below the acknowledged point is still new.
+        assert!(!r.is_duplicate(7));
     }
 
     #[test]

@@ -37,22 +37,8 @@ impl Sender {
         Self::paced(src, dst, count, size, Duration::ZERO)
     }
 
-    pub fn paced(
-        src: SocketAddr,
-        dst: SocketAddr,
-        count: u32,
-        size: usize,
-        interval: Duration,
-    ) -> Self {
-        Self {
-            src,
-            dst,
-            count,
-            size,
-            interval,
-            next: Instant::ZERO,
-            sent: 0,
-        }
+    pub fn paced(src: SocketAddr, dst: SocketAddr, count: u32, size: usize, interval: Duration) -> Self {
+        Self { src, dst, count, size, interval, next: Instant::ZERO, sent: 0 }
     }
 }
 
@@ -67,11 +53,7 @@ impl Node for Sender {
         data[..4].copy_from_slice(&self.sent.to_le_bytes());
         self.sent += 1;
         self.next += self.interval;
-        Some(Datagram {
-            src: self.src,
-            dst: self.dst,
-            data,
-        })
+        Some(Datagram { src: self.src, dst: self.dst, data })
     }
     fn poll_timeout(&self) -> Option<Instant> {
         (self.sent < self.count).then_some(self.next)
@@ -112,12 +94,7 @@ impl Sink {
 impl Node for Sink {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &[u8]) {
         let seq = u32::from_le_bytes(data[..4].try_into().unwrap());
-        self.rx.push(Rx {
-            at: now,
-            seq,
-            from,
-            to,
-        });
+        self.rx.push(Rx { at: now, seq, from, to });
     }
     fn handle_timeout(&mut self, _: Instant) {}
     fn poll_transmit(&mut self, _: Instant) -> Option<Datagram> {
@@ -155,11 +132,7 @@ impl Node for Pinger {
         let mut data = vec![0; self.size];
         data[..4].copy_from_slice(&(self.sent_at.len() as u32).to_le_bytes());
         self.sent_at.push(now);
-        Some(Datagram {
-            src: self.src,
-            dst: self.dst,
-            data,
-        })
+        Some(Datagram { src: self.src, dst: self.dst, data })
     }
     fn poll_timeout(&self) -> Option<Instant> {
         (self.remaining > 0).then_some(self.next)
@@ -174,11 +147,7 @@ pub struct Echo {
 
 impl Node for Echo {
     fn handle_datagram(&mut self, _: Instant, from: SocketAddr, to: SocketAddr, data: &[u8]) {
-        self.outbox.push_back(Datagram {
-            src: to,
-            dst: from,
-            data: data.to_vec(),
-        });
+        self.outbox.push_back(Datagram { src: to, dst: from, data: data.to_vec() });
     }
     fn handle_timeout(&mut self, _: Instant) {}
     fn poll_transmit(&mut self, _: Instant) -> Option<Datagram> {
