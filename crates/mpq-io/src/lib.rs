@@ -1,1 +1,13 @@
-//! UDP I/O through quinn-udp (GSO/GRO) and event loops that drive the protocol core.
+//! UDP I/O through quinn-udp (GSO send, recvmmsg + GRO receive, ECN) and a single-thread
+//! event loop that drives a sans-IO [`Driver`] with real time.
+//!
+//! The loop owns the sockets and the clock; the protocol code only sees datagrams, an
+//! [`mpq_proto::Instant`] and timers. A thread-per-path runtime comes with multipath.
+
+mod clock;
+mod event_loop;
+mod socket;
+
+pub use clock::Clock;
+pub use event_loop::{Driver, EventLoop, LoopStats, Transmit};
+pub use socket::UdpSocket;

@@ -1,2 +1,41 @@
-//! The `mpq` command-line tool.
-fn main() {}
+//! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool.
+
+mod cli;
+mod client;
+mod perf;
+mod progress;
+mod qlog_file;
+mod runner;
+mod server;
+mod tls;
+
+use clap::Parser;
+
+fn main() {
+    let args = cli::Cli::parse();
+    let verbose = match &args.command {
+        cli::Command::Server(a) => a.common.verbose,
+        cli::Command::Client(a) => a.common.verbose,
+        cli::Command::Perf(cli::PerfCommand::Server(a)) => a.common.verbose,
+        cli::Command::Perf(cli::PerfCommand::Client(a)) => a.common.verbose,
+    };
+    let level = match verbose {
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level.parse::<tracing::Level>().unwrap_or(tracing::Level::WARN))
+        .init();
+    let result = match args.command {
+        cli::Command::Server(a) => server::run(a),
+        cli::Command::Client(a) => client::run(a),
+        cli::Command::Perf(cli::PerfCommand::Server(a)) => perf::server(a),
+        cli::Command::Perf(cli::PerfCommand::Client(a)) => perf::client(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -31,8 +31,9 @@ pub struct TransportConfig {
     pub ack_eliciting_threshold: u64,
     /// How many peer connection IDs we are willing to store (active_connection_id_limit).
     pub active_connection_id_limit: u64,
-    /// Initiate a key update after this many packets sent in one key phase (RFC 9001 §6).
-    /// Capped below the AEAD confidentiality limit whatever the value.
+    /// Initiate a key update after this many 1-RTT packets sent or received in one key
+    /// phase (RFC 9001 §6); counting received packets lets a receiver that sends few packets
+    /// rotate too. Updates also start at 75 % of the AEAD confidentiality limit.
     pub key_update_interval: u64,
     /// Pace packets (RFC 9002 §7.7).
     pub pacing: bool,

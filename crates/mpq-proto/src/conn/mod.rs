@@ -183,6 +183,10 @@ pub struct Connection {
     key_discard_at: Option<Instant>,
     /// A local key update happened; the discard timer starts at the next send.
     key_discard_pending: bool,
+    /// Send a PING: a key update is due but waits for an acknowledgement in this phase.
+    ping_pending: bool,
+    /// `packets_in_phase` when that PING was last queued.
+    key_update_ping_at: u64,
 }
 
 impl std::fmt::Debug for Connection {
@@ -256,6 +260,8 @@ impl Connection {
             last_send_anchor: now,
             key_discard_at: None,
             key_discard_pending: false,
+            ping_pending: false,
+            key_update_ping_at: 0,
             config,
         }
     }
@@ -461,6 +467,7 @@ impl Connection {
         self.qlog_key_update(now, "remote_update");
         self.stats.key_updates += 1;
         self.packets_in_phase = 0;
+        self.key_update_ping_at = 0;
         self.key_discard_pending = true;
         tracing::debug!(side = ?self.side, "peer initiated key update");
     }

@@ -203,6 +203,9 @@ impl Connection {
             let path = &mut self.paths[0];
             path.stats.rx_packets += 1;
         }
+        if level == Level::OneRtt {
+            self.packets_in_phase += 1;
+        }
         match (self.side, level) {
             (Side::Server, Level::Handshake) => {
                 // RFC 9000 §8.1: a Handshake packet proves the client owns its address;

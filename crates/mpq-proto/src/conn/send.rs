@@ -170,6 +170,7 @@ impl Connection {
 
     pub(crate) fn has_app_space_data(&self) -> bool {
         self.handshake_done_pending
+            || self.ping_pending
             || !self.paths[0].path_responses.is_empty()
             || !self.local_cids.to_advertise.is_empty()
             || !self.peer_cids.to_retire.is_empty()
@@ -292,6 +293,11 @@ impl Connection {
             }
             Frame::PathResponse(data).encode(buf);
             self.paths[0].path_responses.remove(0);
+            eliciting = true;
+        }
+        if self.ping_pending && room(buf) >= 1 {
+            Frame::Ping.encode(buf);
+            self.ping_pending = false;
             eliciting = true;
         }
         if self.handshake_done_pending && room(buf) >= 1 {
@@ -506,8 +512,15 @@ impl Connection {
         let Some(keys) = self.one_rtt.as_mut() else { return };
         let interval = self.config.key_update_interval.max(1);
         let due = self.packets_in_phase >= interval || keys.should_update();
+        if due && !keys.can_initiate() && self.packets_in_phase >= self.key_update_ping_at + 32 {
+            self.key_update_ping_at = self.packets_in_phase;
+            // RFC 9001 §6.1: the next update waits for an acknowledgement of a packet sent
+            // in this phase. A receiver that sends only ACKs would wait forever, so elicit one.
+            self.ping_pending = true;
+        }
         if due && keys.can_initiate() && keys.initiate_update() {
             self.packets_in_phase = 0;
+            self.key_update_ping_at = 0;
             self.stats.key_updates += 1;
             self.key_discard_pending = true;
             self.qlog_key_update(now, "local_update");

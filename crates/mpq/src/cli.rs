@@ -1,0 +1,144 @@
+//! Command-line definitions.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// mpq: a multicore multipath QUIC stack and its lab tools.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve files over HTTP/0.9 (ALPN hq-interop).
+    Server(ServerArgs),
+    /// Download URLs over HTTP/0.9 (ALPN hq-interop).
+    Client(ClientArgs),
+    /// Throughput measurement (server sends, client measures goodput).
+    #[command(subcommand)]
+    Perf(PerfCommand),
+}
+
+/// `mpq perf` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PerfCommand {
+    /// Answer perf clients with as much data as they ask for.
+    Server(PerfServerArgs),
+    /// Connect to a perf server and measure goodput.
+    Client(PerfClientArgs),
+}
+
+/// Options shared by every subcommand.
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Write one qlog file (JSON-SEQ) per connection into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub qlog_dir: Option<PathBuf>,
+    /// Append TLS secrets to this file (NSS key log format, for Wireshark). SSLKEYLOGFILE is
+    /// honoured too.
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<PathBuf>,
+    /// Congestion controller: newreno or cubic.
+    #[arg(long, default_value = "cubic")]
+    pub cc: String,
+    /// Restrict TLS to one cipher suite: aes128gcm, aes256gcm or chacha20.
+    #[arg(long)]
+    pub cipher: Option<String>,
+    /// Largest UDP payload to send. Without PMTU discovery this is taken on trust: raise it
+    /// (e.g. 1452) only on paths known to carry it.
+    #[arg(long, default_value_t = 1200)]
+    pub mtu: u16,
+    /// Initiate a key update every N packets (RFC 9001 §6).
+    #[arg(long, value_name = "N")]
+    pub key_update_every: Option<u64>,
+    /// Idle timeout in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub idle_timeout: u64,
+    /// More logging (-v debug, -vv trace).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// `mpq server`.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "[::]:4433")]
+    pub listen: SocketAddr,
+    /// Directory whose files are served.
+    #[arg(long, default_value = ".")]
+    pub root: PathBuf,
+    /// Certificate chain (PEM). Without it a self-signed certificate for localhost is made.
+    #[arg(long, requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// Private key (PEM, PKCS#8, SEC1 or PKCS#1).
+    #[arg(long, requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `mpq client`.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// URLs to fetch, e.g. https://127.0.0.1:4433/file (all from the same server).
+    #[arg(required = true)]
+    pub urls: Vec<String>,
+    /// Directory to write the files to.
+    #[arg(long, default_value = ".")]
+    pub output: PathBuf,
+    /// Trust this CA certificate (PEM) instead of none.
+    #[arg(long, conflicts_with = "insecure")]
+    pub ca: Option<PathBuf>,
+    /// Do not verify the server certificate (tests only).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `mpq perf server`.
+#[derive(Debug, Args)]
+pub struct PerfServerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "[::]:4433")]
+    pub listen: SocketAddr,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `mpq perf client`.
+#[derive(Debug, Args)]
+pub struct PerfClientArgs {
+    /// Server address.
+    #[arg(long)]
+    pub connect: SocketAddr,
+    /// Parallel streams.
+    #[arg(long, default_value_t = 1)]
+    pub streams: u64,
+    /// Measure for this many seconds.
+    #[arg(long, default_value_t = 10.0, conflicts_with = "bytes")]
+    pub duration: f64,
+    /// Download exactly this many bytes in total instead of running for a duration.
+    #[arg(long)]
+    pub bytes: Option<u64>,
+    /// End with one JSON summary object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}

@@ -1,0 +1,214 @@
+//! `mpq client`: downloads URLs over HTTP/0.9 (ALPN hq-interop), one stream per URL.
+
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::ProgressBar;
+use mpq_proto::conn::{ClientConfig, Event};
+use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
+use mpq_proto::{Dir, Instant, StreamId};
+
+use crate::cli::ClientArgs;
+use crate::runner::{self, App};
+
+/// A parsed `https://host:port/path` URL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Url {
+    /// Host name or IP literal (without brackets).
+    pub host: String,
+    /// Port (443 when absent).
+    pub port: u16,
+    /// Path with its leading slash.
+    pub path: String,
+}
+
+/// Parses the URLs the interop runner uses.
+pub fn parse_url(s: &str) -> Result<Url> {
+    let rest = s.strip_prefix("https://").ok_or_else(|| anyhow!("{s}: only https:// URLs are supported"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let end = v6.find(']').ok_or_else(|| anyhow!("{s}: unterminated IPv6 literal"))?;
+        let port = v6[end + 1..].strip_prefix(':').map(str::parse).transpose()?.unwrap_or(443);
+        (v6[..end].to_string(), port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), p.parse().with_context(|| format!("{s}: bad port"))?),
+            None => (authority.to_string(), 443),
+        }
+    };
+    if host.is_empty() {
+        bail!("{s}: missing host");
+    }
+    Ok(Url { host, port, path: path.to_string() })
+}
+
+struct Request {
+    path: String,
+    file: std::fs::File,
+    stream: Option<StreamId>,
+    received: u64,
+    done: bool,
+}
+
+struct HqClient {
+    config: ClientConfig,
+    server: SocketAddr,
+    server_name: String,
+    requests: Vec<Request>,
+    conn: Option<ConnectionHandle>,
+    qlog_dir: Option<PathBuf>,
+    deadline: Instant,
+    error: Option<String>,
+    closed: bool,
+    bar: ProgressBar,
+    buf: Vec<u8>,
+}
+
+impl App for HqClient {
+    fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        if self.conn.is_none() {
+            match ep.connect(now, &self.config, self.server, &self.server_name) {
+                Ok(h) => {
+                    runner::attach_qlog(ep, h, &self.qlog_dir);
+                    self.conn = Some(h);
+                }
+                Err(e) => {
+                    self.error = Some(e.to_string());
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        while let Some((_, ev)) = ep.poll_event() {
+            if let Event::ConnectionLost(e) = ev {
+                if !self.closed {
+                    self.error = Some(e.to_string());
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        if now >= self.deadline {
+            self.error = Some("timed out".into());
+            return ControlFlow::Break(());
+        }
+        let Some(h) = self.conn else { return ControlFlow::Continue(()) };
+        let Some(c) = ep.connection_mut(h) else { return ControlFlow::Break(()) };
+        if !c.is_established() {
+            return ControlFlow::Continue(());
+        }
+        for r in self.requests.iter_mut().filter(|r| r.stream.is_none()) {
+            let Some(id) = c.open_stream(Dir::Bi) else { break };
+            let line = format!("GET {}\r\n", r.path);
+            if c.write(id, line.as_bytes()) != Ok(line.len()) || c.finish(id).is_err() {
+                self.error = Some("cannot send the request".into());
+                return ControlFlow::Break(());
+            }
+            r.stream = Some(id);
+        }
+        for r in self.requests.iter_mut().filter(|r| !r.done) {
+            let Some(id) = r.stream else { continue };
+            loop {
+                match c.read(id, &mut self.buf) {
+                    Ok(o) => {
+                        if let Err(e) = r.file.write_all(&self.buf[..o.len]) {
+                            self.error = Some(format!("writing {}: {e}", r.path));
+                            return ControlFlow::Break(());
+                        }
+                        r.received += o.len as u64;
+                        self.bar.inc(o.len as u64);
+                        if o.fin {
+                            r.done = true;
+                            break;
+                        }
+                        if o.len == 0 {
+                            break;
+                        }
+                    }
+                    Err(mpq_proto::stream::StreamError::Blocked) => break,
+                    Err(e) => {
+                        self.error = Some(format!("{}: {e}", r.path));
+                        return ControlFlow::Break(());
+                    }
+                }
+            }
+        }
+        if self.requests.iter().all(|r| r.done) && !self.closed {
+            self.closed = true;
+            c.close(now, 0, b"");
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Downloads every URL; fails if any download fails.
+pub fn run(args: ClientArgs) -> Result<()> {
+    let urls = args.urls.iter().map(|u| parse_url(u)).collect::<Result<Vec<_>>>()?;
+    let first = urls[0].clone();
+    if urls.iter().any(|u| u.host != first.host || u.port != first.port) {
+        bail!("all URLs must name the same server");
+    }
+    let server = (first.host.as_str(), first.port)
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {}", first.host))?
+        .next()
+        .ok_or_else(|| anyhow!("{} has no address", first.host))?;
+    std::fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
+    let mut requests = Vec::new();
+    for u in &urls {
+        let name = u.path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("index.html");
+        let path = args.output.join(name);
+        let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        requests.push(Request { path: u.path.clone(), file, stream: None, received: 0, done: false });
+    }
+    let transport = runner::shared(runner::transport_config(&args.common)?);
+    let tls = crate::tls::client_config(&args.common, args.ca.as_deref(), args.insecure, b"hq-interop")?;
+    let bar = crate::progress::bar();
+    let local: SocketAddr = if server.is_ipv6() { "[::]:0".parse()? } else { "0.0.0.0:0".parse()? };
+    let app = HqClient {
+        config: ClientConfig { tls, transport },
+        server,
+        server_name: first.host.clone(),
+        requests,
+        conn: None,
+        qlog_dir: args.common.qlog_dir.clone(),
+        // The loop's clock starts at zero when it is created, just below.
+        deadline: Instant::ZERO + Duration::from_secs(args.timeout),
+        error: None,
+        closed: false,
+        bar,
+        buf: vec![0; 256 * 1024],
+    };
+    let started = crate::progress::Stopwatch::start();
+    let (app, _) = runner::run(local, runner::endpoint(None), app, |_| {})?;
+    app.bar.finish_and_clear();
+    if let Some(e) = app.error {
+        bail!("download failed: {e}");
+    }
+    let total: u64 = app.requests.iter().map(|r| r.received).sum();
+    eprintln!("{}", crate::progress::summary(total, started.elapsed(), app.requests.len()));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            parse_url("https://127.0.0.1:4433/a/b").unwrap(),
+            Url { host: "127.0.0.1".into(), port: 4433, path: "/a/b".into() }
+        );
+        assert_eq!(parse_url("https://[::1]:9/x").unwrap(), Url { host: "::1".into(), port: 9, path: "/x".into() });
+        assert_eq!(parse_url("https://example.org").unwrap().port, 443);
+        assert!(parse_url("http://x/").is_err());
+        assert!(parse_url("https://:4/").is_err());
+    }
+}

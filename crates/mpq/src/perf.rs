@@ -1,0 +1,274 @@
+//! `mpq perf`: goodput measurement. The client opens N bidirectional streams and asks for a
+//! number of bytes on each (8-byte big-endian request, `u64::MAX` for "until I close"); the
+//! server sends that much from a static buffer.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use mpq_proto::conn::{ClientConfig, Event, ServerConfig};
+use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
+use mpq_proto::{Dir, Instant, StreamId};
+use serde_json::json;
+
+use crate::cli::{PerfClientArgs, PerfServerArgs};
+use crate::runner::{self, App};
+
+/// What the server sends: zeros (the payload is encrypted anyway).
+static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+
+struct PerfServer {
+    qlog_dir: Option<std::path::PathBuf>,
+    /// (connection, stream) -> (request bytes, bytes to send, bytes sent)
+    streams: HashMap<(ConnectionHandle, StreamId), (Vec<u8>, u64, u64)>,
+}
+
+impl App for PerfServer {
+    fn poll(&mut self, _now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        while let Some(h) = ep.accept() {
+            runner::attach_qlog(ep, h, &self.qlog_dir);
+        }
+        while let Some((h, ev)) = ep.poll_event() {
+            if matches!(ev, Event::ConnectionLost(_)) {
+                self.streams.retain(|(ch, _), _| *ch != h);
+            }
+        }
+        for h in ep.handles() {
+            let Some(c) = ep.connection_mut(h) else { continue };
+            while let Some(id) = c.accept_stream(Dir::Bi) {
+                self.streams.insert((h, id), (Vec::new(), 0, 0));
+            }
+        }
+        let mut done = Vec::new();
+        for (&(h, id), (req, size, sent)) in self.streams.iter_mut() {
+            let Some(c) = ep.connection_mut(h) else {
+                done.push((h, id));
+                continue;
+            };
+            if req.len() < 8 {
+                let mut b = [0u8; 8];
+                let want = 8 - req.len();
+                if let Ok(r) = c.read(id, &mut b[..want]) {
+                    req.extend_from_slice(&b[..r.len]);
+                }
+                if req.len() < 8 {
+                    continue;
+                }
+                *size = u64::from_be_bytes(req[..8].try_into().unwrap_or([0; 8]));
+            }
+            while *sent < *size {
+                let n = (*size - *sent).min(ZEROS.len() as u64) as usize;
+                match c.write(id, &ZEROS[..n]) {
+                    Ok(w) if w > 0 => *sent += w as u64,
+                    _ => break,
+                }
+            }
+            if *sent == *size {
+                let _ = c.finish(id);
+                done.push((h, id));
+            }
+        }
+        for k in done {
+            self.streams.remove(&k);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Runs the perf server until killed.
+pub fn server(args: PerfServerArgs) -> Result<()> {
+    let transport = runner::shared(runner::transport_config(&args.common)?);
+    let tls = crate::tls::server_config(&args.common, None, None, &[b"perf"])?;
+    let endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
+    let app = PerfServer { qlog_dir: args.common.qlog_dir.clone(), streams: HashMap::new() };
+    runner::run(args.listen, endpoint, app, |addr| {
+        println!("listening on {addr}");
+        let _ = std::io::stdout().flush();
+    })?;
+    Ok(())
+}
+
+struct PerfClient {
+    config: ClientConfig,
+    server: SocketAddr,
+    streams: u64,
+    per_stream: u64,
+    duration: Option<Duration>,
+    json: bool,
+    conn: Option<ConnectionHandle>,
+    ids: Vec<StreamId>,
+    open: Vec<bool>,
+    bytes: u64,
+    start: Option<Instant>,
+    last_report: (Instant, u64),
+    end: Option<Instant>,
+    error: Option<String>,
+    stats: Option<mpq_proto::conn::ConnectionStats>,
+    buf: Vec<u8>,
+    qlog_dir: Option<std::path::PathBuf>,
+}
+
+impl App for PerfClient {
+    fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        if self.conn.is_none() {
+            match ep.connect(now, &self.config, self.server, "localhost") {
+                Ok(h) => {
+                    runner::attach_qlog(ep, h, &self.qlog_dir);
+                    self.conn = Some(h);
+                }
+                Err(e) => {
+                    self.error = Some(e.to_string());
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        while let Some((_, ev)) = ep.poll_event() {
+            if let Event::ConnectionLost(e) = ev {
+                if self.end.is_none() {
+                    self.error = Some(e.to_string());
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        let Some(h) = self.conn else { return ControlFlow::Continue(()) };
+        let Some(c) = ep.connection_mut(h) else { return ControlFlow::Break(()) };
+        if !c.is_established() {
+            if now > Instant::ZERO + Duration::from_secs(10) {
+                self.error = Some("handshake timed out".into());
+                return ControlFlow::Break(());
+            }
+            return ControlFlow::Continue(());
+        }
+        let start = *self.start.get_or_insert(now);
+        if self.last_report.0 == Instant::ZERO {
+            self.last_report = (now, 0);
+        }
+        while (self.ids.len() as u64) < self.streams {
+            let Some(id) = c.open_stream(Dir::Bi) else { break };
+            let _ = c.write(id, &self.per_stream.to_be_bytes());
+            let _ = c.finish(id);
+            self.ids.push(id);
+            self.open.push(true);
+        }
+        for (i, id) in self.ids.iter().enumerate() {
+            while self.open[i] {
+                match c.read(*id, &mut self.buf) {
+                    Ok(r) => {
+                        self.bytes += r.len as u64;
+                        if r.fin {
+                            self.open[i] = false;
+                        }
+                        if r.len == 0 {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        if now - self.last_report.0 >= Duration::from_secs(1) && !self.json {
+            let (t0, b0) = self.last_report;
+            let secs = (now - t0).as_secs_f64();
+            let el = (now - start).as_secs_f64();
+            println!("{el:6.2} s  {:9.1} Mbit/s", (self.bytes - b0) as f64 * 8.0 / secs / 1e6);
+            self.last_report = (now, self.bytes);
+        }
+        let timed_out = self.duration.is_some_and(|d| now - start >= d);
+        let complete = self.duration.is_none() && self.open.iter().all(|o| !o) && !self.ids.is_empty();
+        if timed_out || complete {
+            self.end = Some(now);
+            self.stats = Some(c.stats());
+            c.close(now, 0, b"done");
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// CPU time used by this process (user + system), in seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes into the struct we pass.
+    #[allow(unsafe_code)]
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Runs one measurement and prints the result.
+pub fn client(args: PerfClientArgs) -> Result<()> {
+    let transport = runner::shared(runner::transport_config(&args.common)?);
+    let tls = crate::tls::client_config(&args.common, None, true, b"perf")?;
+    let streams = args.streams.max(1);
+    let (per_stream, duration) = match args.bytes {
+        Some(total) => (total.div_ceil(streams), None),
+        None => (u64::MAX, Some(Duration::from_secs_f64(args.duration))),
+    };
+    let local: SocketAddr = if args.connect.is_ipv6() { "[::]:0".parse()? } else { "0.0.0.0:0".parse()? };
+    let app = PerfClient {
+        config: ClientConfig { tls, transport },
+        server: args.connect,
+        streams,
+        per_stream,
+        duration,
+        json: args.json,
+        conn: None,
+        ids: Vec::new(),
+        open: Vec::new(),
+        bytes: 0,
+        start: None,
+        last_report: (Instant::ZERO, 0),
+        end: None,
+        error: None,
+        stats: None,
+        buf: vec![0; 256 * 1024],
+        qlog_dir: args.common.qlog_dir.clone(),
+    };
+    let cpu0 = cpu_seconds();
+    let (app, io) = runner::run(local, runner::endpoint(None), app, |_| {})?;
+    let cpu = cpu_seconds() - cpu0;
+    if let Some(e) = app.error {
+        bail!("perf run failed: {e}");
+    }
+    let (Some(start), Some(end)) = (app.start, app.end) else { bail!("the measurement never started") };
+    let secs = (end - start).as_secs_f64().max(1e-9);
+    let goodput = app.bytes as f64 * 8.0 / secs;
+    let stats = app.stats.unwrap_or_default();
+    let paths: Vec<_> = stats
+        .paths
+        .iter()
+        .map(|p| {
+            json!({"path_id": p.path_id, "tx_bytes": p.tx_bytes, "rx_bytes": p.rx_bytes, "rtt_ms": p.rtt_ms,
+                   "lost_packets": p.lost_packets, "cwnd": p.cwnd})
+        })
+        .collect();
+    if args.json {
+        let out = json!({
+            "goodput_bps": goodput,
+            "duration_s": secs,
+            "bytes": app.bytes,
+            "streams": streams,
+            "cpu_s": cpu,
+            "cpu_util": cpu / secs,
+            "key_updates": stats.key_updates,
+            "rx_datagrams": io.rx_datagrams,
+            "tx_calls": io.tx_calls,
+            "paths": paths,
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "{} bytes in {secs:.2} s: {:.1} Mbit/s, client CPU {:.0} %",
+            app.bytes,
+            goodput / 1e6,
+            100.0 * cpu / secs
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,52 @@
+//! qlog files: JSON-SEQ (RFC 7464) per draft-ietf-quic-qlog-main-schema, one per connection.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use mpq_proto::qlog::QlogSink;
+use mpq_proto::Instant;
+use serde_json::json;
+
+/// Writes qlog events of one connection to `<dir>/<odcid>_<vantage>.sqlog`.
+pub struct QlogFile {
+    out: BufWriter<std::fs::File>,
+}
+
+impl QlogFile {
+    /// Creates the file and writes the header record.
+    pub fn create(dir: &Path, odcid: &str, vantage: &str) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let f = std::fs::File::create(dir.join(format!("{odcid}_{vantage}.sqlog")))?;
+        let mut out = BufWriter::new(f);
+        let header = json!({
+            "file_schema": "urn:ietf:params:qlog:file:sequential",
+            "serialization_format": "application/qlog+json-seq",
+            "qlog_version": "0.4",
+            "qlog_format": "JSON-SEQ",
+            "title": format!("mpq {vantage}"),
+            "trace": {
+                "vantage_point": {"type": vantage},
+                "common_fields": {"ODCID": odcid, "group_id": odcid, "time_format": "relative", "reference_time": 0.0},
+            },
+        });
+        out.write_all(b"\x1e")?;
+        serde_json::to_writer(&mut out, &header)?;
+        out.write_all(b"\n")?;
+        Ok(Self { out })
+    }
+}
+
+impl QlogSink for QlogFile {
+    fn emit(&mut self, time: Instant, name: &'static str, data: serde_json::Value) {
+        let ev = json!({"time": time.as_nanos() as f64 / 1e6, "name": name, "data": data});
+        let _ = self.out.write_all(b"\x1e");
+        let _ = serde_json::to_writer(&mut self.out, &ev);
+        let _ = self.out.write_all(b"\n");
+    }
+}
+
+impl Drop for QlogFile {
+    fn drop(&mut self) {
+        let _ = self.out.flush();
+    }
+}

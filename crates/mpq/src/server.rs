@@ -1,0 +1,151 @@
+//! `mpq server`: HTTP/0.9 file server (ALPN hq-interop, the interop runner's protocol).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::ops::ControlFlow;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::Result;
+use mpq_proto::conn::{Event, ServerConfig};
+use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
+use mpq_proto::{Dir, Instant, StreamId};
+
+use crate::cli::ServerArgs;
+use crate::runner::{self, App};
+
+/// Longest request line accepted.
+const MAX_REQUEST: usize = 4096;
+
+enum Stream {
+    /// Reading the request line.
+    Request(Vec<u8>),
+    /// Sending a file: the chunk in hand and how much of it went out.
+    Sending { file: std::fs::File, chunk: Vec<u8>, pos: usize, eof: bool },
+}
+
+struct HqServer {
+    root: PathBuf,
+    qlog_dir: Option<PathBuf>,
+    streams: HashMap<(ConnectionHandle, StreamId), Stream>,
+}
+
+/// Maps a request path to a file under `root`, refusing anything that climbs out of it.
+fn resolve(root: &Path, request: &str) -> Option<PathBuf> {
+    let rel = Path::new(request.trim_start_matches('/'));
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    Some(root.join(rel))
+}
+
+fn parse_request(buf: &[u8]) -> Option<String> {
+    let line = std::str::from_utf8(buf).ok()?;
+    let line = line.lines().next()?.trim();
+    let path = line.strip_prefix("GET ")?;
+    Some(path.split_whitespace().next().unwrap_or("/").to_string())
+}
+
+impl App for HqServer {
+    fn poll(&mut self, _now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        while let Some(h) = ep.accept() {
+            runner::attach_qlog(ep, h, &self.qlog_dir);
+        }
+        while let Some((h, ev)) = ep.poll_event() {
+            if let Event::ConnectionLost(e) = ev {
+                tracing::debug!(?h, %e, "connection ended");
+                self.streams.retain(|(ch, _), _| *ch != h);
+            }
+        }
+        for h in ep.handles() {
+            let Some(c) = ep.connection_mut(h) else { continue };
+            while let Some(id) = c.accept_stream(Dir::Bi) {
+                self.streams.insert((h, id), Stream::Request(Vec::new()));
+            }
+        }
+        let mut finished = Vec::new();
+        for (&(h, id), st) in self.streams.iter_mut() {
+            let Some(c) = ep.connection_mut(h) else {
+                finished.push((h, id));
+                continue;
+            };
+            if let Stream::Request(req) = st {
+                let mut buf = [0u8; 1024];
+                let mut fin = false;
+                while let Ok(r) = c.read(id, &mut buf) {
+                    req.extend_from_slice(&buf[..r.len]);
+                    fin |= r.fin;
+                    if r.len == 0 || r.fin || req.len() > MAX_REQUEST {
+                        break;
+                    }
+                }
+                if !(fin || req.contains(&b'\n')) && req.len() <= MAX_REQUEST {
+                    continue;
+                }
+                let file =
+                    parse_request(req).and_then(|p| resolve(&self.root, &p)).and_then(|p| std::fs::File::open(p).ok());
+                match file {
+                    Some(file) => *st = Stream::Sending { file, chunk: Vec::new(), pos: 0, eof: false },
+                    None => {
+                        // Not found (or a bad request): reset with an application error.
+                        let _ = c.reset_stream(id, 0x10);
+                        finished.push((h, id));
+                        continue;
+                    }
+                }
+            }
+            if let Stream::Sending { file, chunk, pos, eof } = st {
+                loop {
+                    if *pos == chunk.len() {
+                        if *eof {
+                            let _ = c.finish(id);
+                            finished.push((h, id));
+                            break;
+                        }
+                        chunk.resize(256 * 1024, 0);
+                        let n = file.read(chunk).unwrap_or(0);
+                        chunk.truncate(n);
+                        *pos = 0;
+                        *eof = n == 0;
+                        continue;
+                    }
+                    match c.write(id, &chunk[*pos..]) {
+                        Ok(n) if n > 0 => *pos += n,
+                        _ => break,
+                    }
+                }
+            }
+        }
+        for k in finished {
+            self.streams.remove(&k);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Runs the file server until killed.
+pub fn run(args: ServerArgs) -> Result<()> {
+    let transport = runner::shared(runner::transport_config(&args.common)?);
+    let tls = crate::tls::server_config(&args.common, args.cert.as_deref(), args.key.as_deref(), &[b"hq-interop"])?;
+    let endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
+    let app = HqServer { root: args.root, qlog_dir: args.common.qlog_dir.clone(), streams: HashMap::new() };
+    runner::run(args.listen, endpoint, app, |addr| {
+        println!("listening on {addr}");
+        let _ = std::io::stdout().flush();
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_stay_inside_the_root() {
+        let root = Path::new("/srv");
+        assert_eq!(resolve(root, "/a/b.txt"), Some(PathBuf::from("/srv/a/b.txt")));
+        assert_eq!(resolve(root, "/../etc/passwd"), None);
+        assert_eq!(resolve(root, "/a/../../x"), None);
+        assert_eq!(parse_request(b"GET /file\r\n"), Some("/file".into()));
+        assert_eq!(parse_request(b"POST /file\r\n"), None);
+    }
+}

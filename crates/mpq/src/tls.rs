@@ -1,0 +1,167 @@
+//! TLS configuration: rustls with the ring provider, TLS 1.3 only, for client and server.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+use crate::cli::Common;
+
+/// The ring provider, optionally restricted to one cipher suite.
+pub fn provider(cipher: Option<&str>) -> Result<Arc<CryptoProvider>> {
+    let mut p = rustls::crypto::ring::default_provider();
+    if let Some(name) = cipher {
+        let suite = match name.to_ascii_lowercase().as_str() {
+            "aes128gcm" | "aes128" => rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
+            "aes256gcm" | "aes256" => rustls::crypto::ring::cipher_suite::TLS13_AES_256_GCM_SHA384,
+            "chacha20" | "chacha20poly1305" => rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+            other => bail!("unknown cipher {other:?} (expected aes128gcm, aes256gcm or chacha20)"),
+        };
+        p.cipher_suites = vec![suite];
+    }
+    Ok(Arc::new(p))
+}
+
+/// Writes TLS secrets in the NSS key log format to a file named on the command line.
+#[derive(Debug)]
+struct FileKeyLog(std::sync::Mutex<std::fs::File>);
+
+impl rustls::KeyLog for FileKeyLog {
+    fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
+        use std::io::Write;
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        if let Ok(mut f) = self.0.lock() {
+            let _ = writeln!(f, "{label} {} {}", hex(client_random), hex(secret));
+        }
+    }
+}
+
+fn key_log(common: &Common) -> Result<Arc<dyn rustls::KeyLog>> {
+    Ok(match &common.keylog {
+        Some(path) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("opening key log {}", path.display()))?;
+            Arc::new(FileKeyLog(std::sync::Mutex::new(f)))
+        }
+        None => Arc::new(rustls::KeyLogFile::new()),
+    })
+}
+
+/// Client configuration: trust `ca` (PEM), or nothing with `insecure`.
+pub fn client_config(
+    common: &Common,
+    ca: Option<&Path>,
+    insecure: bool,
+    alpn: &[u8],
+) -> Result<Arc<rustls::ClientConfig>> {
+    let provider = provider(common.cipher.as_deref())?;
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])?;
+    let mut config = if insecure {
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerification(provider))).with_no_client_auth()
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        if let Some(ca) = ca {
+            for cert in read_certs(ca)? {
+                roots.add(cert).context("adding CA certificate")?;
+            }
+        } else {
+            bail!("no trust anchor: pass --ca FILE, or --insecure to skip verification");
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    config.alpn_protocols = vec![alpn.to_vec()];
+    config.key_log = key_log(common)?;
+    Ok(Arc::new(config))
+}
+
+/// Server configuration from PEM files, or a fresh self-signed certificate.
+pub fn server_config(
+    common: &Common,
+    cert: Option<&Path>,
+    key: Option<&Path>,
+    alpn: &[&[u8]],
+) -> Result<Arc<rustls::ServerConfig>> {
+    let (chain, key) = match (cert, key) {
+        (Some(c), Some(k)) => (read_certs(c)?, read_key(k)?),
+        _ => self_signed()?,
+    };
+    let provider = provider(common.cipher.as_deref())?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .context("certificate and key do not match")?;
+    config.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    // QUIC allows only 0 or u32::MAX; 0-RTT is not supported yet.
+    config.max_early_data_size = 0;
+    config.key_log = key_log(common)?;
+    Ok(Arc::new(config))
+}
+
+fn self_signed() -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+    let ck = rcgen::generate_simple_self_signed(names).context("generating a certificate")?;
+    let key = PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
+    Ok((vec![ck.cert.der().clone()], key))
+}
+
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let certs = rustls_pemfile::certs(&mut &data[..]).collect::<Result<Vec<_>, _>>()?;
+    if certs.is_empty() {
+        bail!("no certificate in {}", path.display());
+    }
+    Ok(certs)
+}
+
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>> {
+    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    rustls_pemfile::private_key(&mut &data[..])?.with_context(|| format!("no private key in {}", path.display()))
+}
+
+/// Accepts any server certificate but still checks the handshake signatures.
+#[derive(Debug)]
+struct NoVerification(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
