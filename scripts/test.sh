@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The project's test command: Rust unit, property and simulator tests, clippy, then the
+# interoperability suite (aioquic and quic-go peers over loopback UDP) against a release build.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+export CARGO_TERM_COLOR=never
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked
+echo "== release build for interop"
+cargo build --release --locked -p mpq
+echo "== interop (aioquic, quic-go)"
+MPQ_BIN="$PWD/target/release/mpq" INTEROP_REQUIRE_MPQ=1 interop/run.sh
