@@ -200,28 +200,10 @@ impl Connection {
         max_end: usize,
         can_send_data: bool,
     ) -> Option<OpenPacket> {
-        let level = match space_id {
-            SpaceId::Initial => Level::Initial,
-            SpaceId::Handshake => Level::Handshake,
-            SpaceId::Data => Level::OneRtt,
-        };
-        let dcid = self.peer_cids.current().cid;
-        let scid = self.local_cids.active.get(&0).map(|c| c.cid).unwrap_or_default();
-        let key_phase = self.one_rtt.as_ref().is_some_and(|k| k.key_phase());
         let ack_due = self.ack_due(now, space_id);
         let ack_delay_exponent = self.config.ack_delay_exponent;
+        let Header { level, header_start, pn_offset, pn_len, pn, len_offset } = self.write_header(space_id, buf)?;
         let space = self.space_mut(space_id)?;
-        let pn = space.next_pn;
-        let pn_len = encode_pn_len(pn, space.loss.largest_acked());
-        let header_start = buf.len();
-        let (pn_offset, len_offset) = match level {
-            Level::OneRtt => (write_short_header(buf, &dcid, key_phase, false, pn, pn_len), None),
-            _ => {
-                let ty = if level == Level::Initial { LongType::Initial } else { LongType::Handshake };
-                let o = write_long_header(buf, ty, crate::VERSION_1, &dcid, &scid, &[], pn, pn_len);
-                (o.pn_offset, Some(o.len_offset))
-            }
-        };
         let payload_end = max_end.saturating_sub(TAG_LEN);
         if buf.len() + 8 > payload_end {
             buf.truncate(header_start);
@@ -451,26 +433,8 @@ impl Connection {
     }
 
     fn write_close_packet(&mut self, space_id: SpaceId, buf: &mut Vec<u8>, close: &CloseFrame) -> Option<OpenPacket> {
-        let level = match space_id {
-            SpaceId::Initial => Level::Initial,
-            SpaceId::Handshake => Level::Handshake,
-            SpaceId::Data => Level::OneRtt,
-        };
-        let dcid = self.peer_cids.current().cid;
-        let scid = self.local_cids.active.get(&0).map(|c| c.cid).unwrap_or_default();
-        let key_phase = self.one_rtt.as_ref().is_some_and(|k| k.key_phase());
-        let space = self.space_mut(space_id)?;
-        let pn = space.take_pn();
-        let pn_len = encode_pn_len(pn, space.loss.largest_acked());
-        let header_start = buf.len();
-        let (pn_offset, len_offset) = match level {
-            Level::OneRtt => (write_short_header(buf, &dcid, key_phase, false, pn, pn_len), None),
-            _ => {
-                let ty = if level == Level::Initial { LongType::Initial } else { LongType::Handshake };
-                let o = write_long_header(buf, ty, crate::VERSION_1, &dcid, &scid, &[], pn, pn_len);
-                (o.pn_offset, Some(o.len_offset))
-            }
-        };
+        let Header { level, header_start, pn_offset, pn_len, pn, len_offset } = self.write_header(space_id, buf)?;
+        self.space_mut(space_id)?.take_pn();
         // RFC 9000 §10.2.3: an application close cannot be sent in Initial or Handshake
         // packets; it becomes APPLICATION_ERROR without a reason there.
         let f = match (level, close.frame_type) {
@@ -541,5 +505,43 @@ fn control_frame(c: &crate::stream::StreamControl) -> Frame<'static> {
         C::StreamsBlocked { dir, limit } => Frame::StreamsBlocked { dir, limit },
         C::ResetStream { id, error_code, final_size } => Frame::ResetStream { id, error_code, final_size },
         C::StopSending { id, error_code } => Frame::StopSending { id, error_code },
+    }
+}
+
+/// Where the header of a packet being built ended up.
+struct Header {
+    level: Level,
+    header_start: usize,
+    pn_offset: usize,
+    pn_len: usize,
+    pn: u64,
+    len_offset: Option<usize>,
+}
+
+impl Connection {
+    /// Writes the header of the next packet of `space_id` (its packet number is not taken
+    /// yet: the caller takes it once the packet holds something).
+    fn write_header(&mut self, space_id: SpaceId, buf: &mut Vec<u8>) -> Option<Header> {
+        let level = match space_id {
+            SpaceId::Initial => Level::Initial,
+            SpaceId::Handshake => Level::Handshake,
+            SpaceId::Data => Level::OneRtt,
+        };
+        let dcid = self.peer_cids.current().cid;
+        let scid = self.local_cids.active.get(&0).map(|c| c.cid).unwrap_or_default();
+        let key_phase = self.one_rtt.as_ref().is_some_and(|k| k.key_phase());
+        let space = self.space_mut(space_id)?;
+        let pn = space.next_pn;
+        let pn_len = encode_pn_len(pn, space.loss.largest_acked());
+        let header_start = buf.len();
+        let (pn_offset, len_offset) = match level {
+            Level::OneRtt => (write_short_header(buf, &dcid, key_phase, false, pn, pn_len), None),
+            _ => {
+                let ty = if level == Level::Initial { LongType::Initial } else { LongType::Handshake };
+                let o = write_long_header(buf, ty, crate::VERSION_1, &dcid, &scid, &[], pn, pn_len);
+                (o.pn_offset, Some(o.len_offset))
+            }
+        };
+        Some(Header { level, header_start, pn_offset, pn_len, pn, len_offset })
     }
 }
