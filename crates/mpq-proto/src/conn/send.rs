@@ -16,6 +16,8 @@ use super::{CloseFrame, Connection, State, Transmit};
 const TAG_LEN: usize = 16;
 /// Smallest room worth starting a packet in.
 const MIN_PACKET_ROOM: usize = 64;
+/// A datagram within this many bytes of its limit counts as full and is padded to it.
+const GSO_PAD_SLACK: usize = 64;
 
 /// A packet written but not yet sealed: the last one of a datagram may still be padded.
 struct OpenPacket {
@@ -109,13 +111,20 @@ impl Connection {
         let Some(mut p) = open else {
             return (buf.len() - dg_start, long);
         };
-        if pad_datagram {
-            let target = (dg_start + crate::MIN_INITIAL_SIZE).min(dg_start + limit);
-            let end = buf.len() + TAG_LEN;
-            if end < target {
-                buf.resize(buf.len() + (target - end), 0);
-                p.padded = true;
-            }
+        // A short-header datagram that ran out of room, not data, is padded to exactly the
+        // limit so that the next one can join it in a GSO batch of equal segments.
+        let room_limited = !long && buf.len() + TAG_LEN + GSO_PAD_SLACK >= dg_start + limit;
+        let target = if pad_datagram {
+            (dg_start + crate::MIN_INITIAL_SIZE).min(dg_start + limit)
+        } else if room_limited {
+            dg_start + limit
+        } else {
+            0
+        };
+        let end = buf.len() + TAG_LEN;
+        if end < target {
+            buf.resize(buf.len() + (target - end), 0);
+            p.padded = true;
         }
         self.seal(now, buf, p);
         (buf.len() - dg_start, long)

@@ -216,3 +216,26 @@ fn garbage_datagrams_never_panic() {
     // The connection survives and still moves data.
     run_upload(&mut pair, 100_000, Duration::from_secs(10));
 }
+
+#[test]
+fn bulk_data_leaves_in_gso_batches() {
+    let cfg = TransportConfig { max_udp_payload_size: 1452, max_gso_segments: 10, ..TransportConfig::default() };
+    let mut pair = Pair::new(cfg);
+    let mut confirmed = false;
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            confirmed |= e == Event::HandshakeConfirmed;
+        }
+        confirmed
+    }));
+    let now = pair.now;
+    let c = client(&mut pair);
+    let id = c.open_stream(Dir::Uni).expect("stream");
+    assert!(c.write(id, &vec![7u8; 200_000]).expect("write") > 100_000);
+    let mut buf = Vec::new();
+    let t = c.poll_transmit(now, &mut buf).expect("transmit");
+    // A full initial window leaves as one batch of equal 1452-byte segments.
+    assert_eq!(t.segment_size, Some(1452));
+    assert!(t.size > 5 * 1452, "batch of {} bytes", t.size);
+    assert_eq!(t.size % 1452, 0);
+}
