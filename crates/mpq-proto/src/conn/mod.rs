@@ -187,6 +187,9 @@ pub struct Connection {
     ping_pending: bool,
     /// `packets_in_phase` when that PING was last queued.
     key_update_ping_at: u64,
+    /// Raw frame bytes the next 1-RTT packet carries as they are (tests of peer errors).
+    #[cfg(test)]
+    injected: Vec<u8>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -262,6 +265,8 @@ impl Connection {
             key_discard_pending: false,
             ping_pending: false,
             key_update_ping_at: 0,
+            #[cfg(test)]
+            injected: Vec::new(),
             config,
         }
     }

@@ -239,3 +239,56 @@ fn bulk_data_leaves_in_gso_batches() {
     assert!(t.size > 5 * 1452, "batch of {} bytes", t.size);
     assert_eq!(t.size % 1452, 0);
 }
+
+/// Sends raw frame bytes from the client in a valid 1-RTT packet and returns the error the
+/// server closed with.
+fn server_error_for(frames: &[u8]) -> Option<ConnectionError> {
+    let mut pair = Pair::new(TransportConfig::default());
+    let mut confirmed = false;
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            confirmed |= e == Event::HandshakeConfirmed;
+        }
+        confirmed
+    }));
+    client(&mut pair).injected = frames.to_vec();
+    let mut err = None;
+    pair.run_until(Duration::from_secs(5), |p| {
+        while let Some((_, e)) = p.server.poll_event() {
+            if let Event::ConnectionLost(e) = e {
+                err = Some(e);
+            }
+        }
+        err.is_some()
+    });
+    err
+}
+
+fn transport_code(e: Option<ConnectionError>) -> u64 {
+    match e {
+        Some(ConnectionError::TransportError(t)) => t.code.0,
+        other => panic!("expected a transport error, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_frames_get_the_rfc_error() {
+    use crate::error::TransportErrorCode as C;
+    let cases: &[(&str, &[u8], C)] = &[
+        ("unknown frame type", &[0x40, 0x99], C::FRAME_ENCODING_ERROR),
+        ("HANDSHAKE_DONE from a client", &[0x1e], C::PROTOCOL_VIOLATION),
+        ("NEW_TOKEN from a client", &[0x07, 0x01, 0xaa], C::PROTOCOL_VIOLATION),
+        ("STREAM longer than the packet", &[0x0a, 0x00, 0x40, 0xff, 1, 2, 3], C::FRAME_ENCODING_ERROR),
+        ("MAX_STREAMS above 2^60", &[0x12, 0xd0, 0, 0, 0, 0, 0, 0, 1], C::FRAME_ENCODING_ERROR),
+        ("truncated varint", &[0x10, 0xc0, 0x01], C::FRAME_ENCODING_ERROR),
+        ("ACK of an unsent packet", &[0x02, 0x40, 0xff, 0x00, 0x00, 0x00], C::PROTOCOL_VIOLATION),
+        ("STREAM on the server's unidirectional stream", &[0x0a, 0x03, 0x01, 0xaa], C::STREAM_STATE_ERROR),
+        ("stream beyond MAX_STREAMS", &[0x0a, 0x80, 0x00, 0x10, 0x00, 0x01, 0xaa], C::STREAM_LIMIT_ERROR),
+        ("RETIRE_CONNECTION_ID never issued", &[0x19, 0x30], C::PROTOCOL_VIOLATION),
+        ("multipath frame without multipath", &[0x7e, 0x7a, 0x05], C::PROTOCOL_VIOLATION),
+        ("DATAGRAM not negotiated", &[0x31, 0x01, 0xaa], C::PROTOCOL_VIOLATION),
+    ];
+    for (what, frames, code) in cases {
+        assert_eq!(transport_code(server_error_for(frames)), code.0, "{what}");
+    }
+}
