@@ -7,7 +7,7 @@ use crate::time::Instant;
 
 /// Receives qlog events from one connection.
 pub trait QlogSink: Send {
-    /// One event: `name` is the qlog event name (e.g. `quic:packet_sent`), `data` its data
+    /// One event: `name` is the qlog event name (e.g. `transport:packet_sent`), `data` its data
     /// object; `time` is the connection's clock.
     fn emit(&mut self, time: Instant, name: &'static str, data: serde_json::Value);
 }

@@ -21,7 +21,7 @@ impl QlogFile {
         let header = json!({
             "file_schema": "urn:ietf:params:qlog:file:sequential",
             "serialization_format": "application/qlog+json-seq",
-            "qlog_version": "0.4",
+            "qlog_version": "0.3",
             "qlog_format": "JSON-SEQ",
             "title": format!("mpq {vantage}"),
             "trace": {

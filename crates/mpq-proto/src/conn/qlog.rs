@@ -30,7 +30,7 @@ impl Connection {
         let path = &self.paths[0];
         q.emit(
             now,
-            "quic:packet_sent",
+            "transport:packet_sent",
             json!({"header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": path.id}, "raw": {"length": size}, "frames": fr}),
         );
         let cwnd = path.cc.window();
@@ -38,14 +38,14 @@ impl Connection {
         let srtt = path.rtt.smoothed().as_secs_f64() * 1e3;
         q.emit(
             now,
-            "quic:recovery_metrics_updated",
+            "recovery:metrics_updated",
             json!({"congestion_window": cwnd, "bytes_in_flight": inflight, "smoothed_rtt": srtt, "path_id": path.id}),
         );
     }
 
     pub(crate) fn qlog_packet_received(&mut self, now: Instant, level: Level, pn: u64, size: usize) {
         let Some(q) = self.qlog.as_mut() else { return };
-        q.emit(now, "quic:packet_received", json!({"header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": 0}, "raw": {"payload_length": size}}));
+        q.emit(now, "transport:packet_received", json!({"header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": 0}, "raw": {"payload_length": size}}));
     }
 
     pub(crate) fn qlog_packet_lost(&mut self, now: Instant, space: SpaceId, pn: u64) {
@@ -55,12 +55,12 @@ impl Connection {
             SpaceId::Handshake => "handshake",
             SpaceId::Data => "1RTT",
         };
-        q.emit(now, "quic:packet_lost", json!({"header": {"packet_type": ty, "packet_number": pn, "path_id": 0}}));
+        q.emit(now, "recovery:packet_lost", json!({"header": {"packet_type": ty, "packet_number": pn, "path_id": 0}}));
     }
 
     pub(crate) fn qlog_state(&mut self, now: Instant, state: &str) {
         let Some(q) = self.qlog.as_mut() else { return };
-        q.emit(now, "quic:connection_state_updated", json!({"new": state}));
+        q.emit(now, "connectivity:connection_state_updated", json!({"new": state}));
     }
 
     pub(crate) fn qlog_closed(&mut self, now: Instant, close: &CloseFrame) {
@@ -74,20 +74,20 @@ impl Connection {
                 json!({"owner": owner, "application_code": close.error_code, "reason": String::from_utf8_lossy(&close.reason)})
             }
         };
-        q.emit(now, "quic:connection_closed", data);
+        q.emit(now, "connectivity:connection_closed", data);
     }
 
     pub(crate) fn qlog_pto(&mut self, now: Instant, space: SpaceId) {
         let Some(q) = self.qlog.as_mut() else { return };
         q.emit(
             now,
-            "quic:recovery_loss_timer_updated",
+            "recovery:loss_timer_updated",
             json!({"event_type": "expired", "timer_type": "pto", "packet_number_space": format!("{space:?}")}),
         );
     }
 
     pub(crate) fn qlog_key_update(&mut self, now: Instant, trigger: &str) {
         let Some(q) = self.qlog.as_mut() else { return };
-        q.emit(now, "quic:key_updated", json!({"key_type": "1RTT", "trigger": trigger}));
+        q.emit(now, "security:key_updated", json!({"key_type": "1RTT", "trigger": trigger}));
     }
 }
