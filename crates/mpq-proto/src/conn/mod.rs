@@ -190,6 +190,9 @@ pub struct Connection {
     /// Raw frame bytes the next 1-RTT packet carries as they are (tests of peer errors).
     #[cfg(test)]
     injected: Vec<u8>,
+    /// Raw frame bytes the next Handshake packet carries as they are.
+    #[cfg(test)]
+    injected_handshake: Vec<u8>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -267,6 +270,8 @@ impl Connection {
             key_update_ping_at: 0,
             #[cfg(test)]
             injected: Vec::new(),
+            #[cfg(test)]
+            injected_handshake: Vec::new(),
             config,
         }
     }

@@ -251,6 +251,10 @@ impl Connection {
                 ack_eliciting = true;
             }
         }
+        #[cfg(test)]
+        if space_id == SpaceId::Handshake && ack_eliciting && payload_end >= buf.len() + self.injected_handshake.len() {
+            buf.append(&mut self.injected_handshake);
+        }
         if space_id == SpaceId::Data && send_data {
             ack_eliciting |= self.write_app_frames(now, buf, payload_end, &mut frames);
         }

@@ -292,3 +292,29 @@ fn malformed_frames_get_the_rfc_error() {
         assert_eq!(transport_code(server_error_for(frames)), code.0, "{what}");
     }
 }
+
+#[test]
+fn frames_in_the_wrong_packet_type_are_protocol_violations() {
+    use crate::error::TransportErrorCode as C;
+    let cases: &[(&str, &[u8])] = &[
+        ("STREAM in a Handshake packet", &[0x0a, 0x00, 0x01, 0xaa]),
+        ("MAX_DATA in a Handshake packet", &[0x10, 0x40, 0xff]),
+        ("HANDSHAKE_DONE in a Handshake packet", &[0x1e]),
+        ("PATH_CHALLENGE in a Handshake packet", &[0x1a, 1, 2, 3, 4, 5, 6, 7, 8]),
+    ];
+    for (what, frames) in cases {
+        let mut pair = Pair::new(TransportConfig::default());
+        // The client's first Handshake packet (its Finished) carries the frame.
+        client(&mut pair).injected_handshake = frames.to_vec();
+        let mut err = None;
+        pair.run_until(Duration::from_secs(5), |p| {
+            while let Some((_, e)) = p.server.poll_event() {
+                if let Event::ConnectionLost(e) = e {
+                    err = Some(e);
+                }
+            }
+            err.is_some()
+        });
+        assert_eq!(transport_code(err), C::PROTOCOL_VIOLATION.0, "{what}");
+    }
+}
