@@ -83,6 +83,15 @@ impl CcConfig {
     pub fn minimum_window(&self, mds: u64) -> u64 {
         self.minimum_window_packets * mds
     }
+
+    /// The window after the datagram size changes from `old` to `new`: an untouched initial
+    /// window is rescaled so it stays the same number of packets; any window is kept at or
+    /// above the new minimum.
+    pub fn rescale_window(&self, window: u64, ssthresh: u64, old: u64, new: u64) -> u64 {
+        let w =
+            if ssthresh == u64::MAX && window == self.initial_window(old) { self.initial_window(new) } else { window };
+        w.max(self.minimum_window(new))
+    }
 }
 
 /// The algorithms [`build`] knows.

@@ -65,12 +65,8 @@ impl CongestionController for NewReno {
     }
 
     fn set_max_datagram_size(&mut self, mds: u64) {
-        // Keep the window in packets when the datagram size grows before any loss.
-        if self.ssthresh == u64::MAX && self.window == self.config.initial_window(self.mds) {
-            self.window = self.config.initial_window(mds);
-        }
+        self.window = self.config.rescale_window(self.window, self.ssthresh, self.mds, mds);
         self.mds = mds;
-        self.window = self.window.max(self.config.minimum_window(mds));
     }
 
     fn name(&self) -> &'static str {

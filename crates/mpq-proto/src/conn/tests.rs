@@ -252,6 +252,11 @@ fn server_error_for(frames: &[u8]) -> Option<ConnectionError> {
         confirmed
     }));
     client(&mut pair).injected = frames.to_vec();
+    server_error(&mut pair)
+}
+
+/// Runs until the server's connection ends; returns why.
+fn server_error(pair: &mut Pair) -> Option<ConnectionError> {
     let mut err = None;
     pair.run_until(Duration::from_secs(5), |p| {
         while let Some((_, e)) = p.server.poll_event() {
@@ -306,15 +311,6 @@ fn frames_in_the_wrong_packet_type_are_protocol_violations() {
         let mut pair = Pair::new(TransportConfig::default());
         // The client's first Handshake packet (its Finished) carries the frame.
         client(&mut pair).injected_handshake = frames.to_vec();
-        let mut err = None;
-        pair.run_until(Duration::from_secs(5), |p| {
-            while let Some((_, e)) = p.server.poll_event() {
-                if let Event::ConnectionLost(e) = e {
-                    err = Some(e);
-                }
-            }
-            err.is_some()
-        });
-        assert_eq!(transport_code(err), C::PROTOCOL_VIOLATION.0, "{what}");
+        assert_eq!(transport_code(server_error(&mut pair)), C::PROTOCOL_VIOLATION.0, "{what}");
     }
 }
