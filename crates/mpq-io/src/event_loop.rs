@@ -16,6 +16,8 @@ use crate::{Clock, UdpSocket};
 pub struct Transmit {
     /// Destination.
     pub destination: SocketAddr,
+    /// Local address to send from; `None`: the loop's first socket.
+    pub source: Option<SocketAddr>,
     /// Bytes in the buffer.
     pub size: usize,
     /// Segment size when the buffer holds several datagrams.
@@ -26,8 +28,16 @@ pub struct Transmit {
 
 /// What the event loop drives (a QUIC endpoint plus its application).
 pub trait Driver {
-    /// A datagram arrived (decrypted in place by the protocol code).
-    fn handle_datagram(&mut self, now: mpq_proto::Instant, remote: SocketAddr, ecn: Option<u8>, data: &mut [u8]);
+    /// A datagram from `remote` arrived at the local address `local` (decrypted in place by
+    /// the protocol code).
+    fn handle_datagram(
+        &mut self,
+        now: mpq_proto::Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        data: &mut [u8],
+    );
     /// Timers due at or before `now`.
     fn handle_timeout(&mut self, now: mpq_proto::Instant);
     /// Earliest timer.
@@ -131,12 +141,13 @@ impl EventLoop {
             }
             self.stats.rx_calls += 1;
             let now = self.clock.now();
+            let local = self.socket.local_addr();
             for (m, buf) in meta.iter().zip(self.rx.iter_mut()).take(n) {
                 let stride = m.stride.max(1);
                 for d in buf[..m.len].chunks_mut(stride) {
                     self.stats.rx_datagrams += 1;
                     self.stats.rx_bytes += d.len() as u64;
-                    driver.handle_datagram(now, m.addr, m.ecn.map(|e| e as u8), d);
+                    driver.handle_datagram(now, local, m.addr, m.ecn.map(|e| e as u8), d);
                 }
             }
             self.flush(driver)?;

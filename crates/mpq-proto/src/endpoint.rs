@@ -71,7 +71,7 @@ pub struct Endpoint {
     routes: HashMap<ConnectionId, usize>,
     incoming: VecDeque<ConnectionHandle>,
     /// Endpoint-generated datagrams (Version Negotiation, Stateless Reset).
-    responses: VecDeque<(SocketAddr, Vec<u8>)>,
+    responses: VecDeque<(Option<SocketAddr>, SocketAddr, Vec<u8>)>,
     next_poll: usize,
 }
 
@@ -154,6 +154,7 @@ impl Endpoint {
     pub fn handle_datagram(
         &mut self,
         now: Instant,
+        local: SocketAddr,
         remote: SocketAddr,
         ecn: Option<u8>,
         data: &mut [u8],
@@ -161,22 +162,23 @@ impl Endpoint {
         let dcid = header::peek_dcid(data, self.config.cid_len)?;
         if let Some(&idx) = self.routes.get(&dcid) {
             if let Some(conn) = self.connections[idx].as_mut() {
-                conn.handle_datagram(now, remote, ecn, data);
+                conn.handle_datagram(now, local, remote, ecn, data);
                 self.after_io(idx);
                 return Some(ConnectionHandle(idx));
             }
         }
         let first = data[0];
         if first & 0x80 != 0 {
-            return self.handle_unknown_long(now, remote, ecn, data);
+            return self.handle_unknown_long(now, local, remote, ecn, data);
         }
-        self.maybe_stateless_reset(remote, &dcid, data.len());
+        self.maybe_stateless_reset(local, remote, &dcid, data.len());
         None
     }
 
     fn handle_unknown_long(
         &mut self,
         now: Instant,
+        local: SocketAddr,
         remote: SocketAddr,
         ecn: Option<u8>,
         data: &mut [u8],
@@ -195,7 +197,7 @@ impl Endpoint {
                         &[crate::VERSION_1, grease],
                         &mut self.rng,
                     );
-                    self.responses.push_back((remote, out));
+                    self.responses.push_back((Some(local), remote, out));
                 }
                 return None;
             }
@@ -240,7 +242,7 @@ impl Endpoint {
         self.routes.insert(parsed.dcid, h.0);
         self.incoming.push_back(h);
         if let Some(conn) = self.connections[h.0].as_mut() {
-            conn.handle_datagram(now, remote, ecn, data);
+            conn.handle_datagram(now, local, remote, ecn, data);
         }
         self.after_io(h.0);
         Some(h)
@@ -248,7 +250,7 @@ impl Endpoint {
 
     /// RFC 9000 §10.3: a short-header packet for an unknown connection may be answered
     /// with a stateless reset, smaller than the trigger so that resets cannot loop.
-    fn maybe_stateless_reset(&mut self, remote: SocketAddr, dcid: &ConnectionId, len: usize) {
+    fn maybe_stateless_reset(&mut self, local: SocketAddr, remote: SocketAddr, dcid: &ConnectionId, len: usize) {
         const MIN_RESET: usize = 21;
         if len <= MIN_RESET + 1 || dcid.len() != self.config.cid_len {
             return;
@@ -257,15 +259,22 @@ impl Endpoint {
         let token = self.reset_key.token(dcid);
         let mut out = Vec::with_capacity(size);
         header::write_stateless_reset(&mut out, &token, size, &mut self.rng);
-        self.responses.push_back((remote, out));
+        self.responses.push_back((Some(local), remote, out));
     }
 
     /// Writes the next datagram (or GSO batch) to send into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        if let Some((dst, data)) = self.responses.pop_front() {
+        if let Some((local, dst, data)) = self.responses.pop_front() {
             buf.clear();
             buf.extend_from_slice(&data);
-            return Some(Transmit { destination: dst, size: data.len(), segment_size: None, ecn: None });
+            return Some(Transmit {
+                destination: dst,
+                source: local,
+                path_id: 0,
+                size: data.len(),
+                segment_size: None,
+                ecn: None,
+            });
         }
         let n = self.connections.len();
         for i in 0..n {

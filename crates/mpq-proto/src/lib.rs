@@ -18,6 +18,7 @@ pub mod packet;
 pub mod qlog;
 pub mod range_set;
 pub mod recovery;
+pub mod sched;
 pub mod stream;
 pub mod testing;
 pub mod time;

@@ -143,10 +143,10 @@ impl Pair {
             let Some((_, to_server, mut d)) = self.in_flight.pop_front() else { break };
             if to_server {
                 self.delivered.1 += 1;
-                self.server.handle_datagram(self.now, self.client_addr, None, &mut d);
+                self.server.handle_datagram(self.now, self.server_addr, self.client_addr, None, &mut d);
             } else {
                 self.delivered.0 += 1;
-                self.client.handle_datagram(self.now, self.server_addr, None, &mut d);
+                self.client.handle_datagram(self.now, self.client_addr, self.server_addr, None, &mut d);
             }
         }
         self.client.handle_timeout(self.now);

@@ -53,9 +53,9 @@ impl<A: SimApp> QuicNode<A> {
 }
 
 impl<A: SimApp> Node for QuicNode<A> {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, _to: SocketAddr, data: &[u8]) {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &[u8]) {
         let mut d = data.to_vec();
-        self.endpoint.handle_datagram(now, from, None, &mut d);
+        self.endpoint.handle_datagram(now, to, from, None, &mut d);
         self.after_input(now);
     }
 
@@ -75,7 +75,11 @@ impl<A: SimApp> Node for QuicNode<A> {
                 Some(t) => {
                     let seg = t.segment_size.unwrap_or(t.size).max(1);
                     for d in self.buf[..t.size].chunks(seg) {
-                        self.queue.push_back(Datagram { src: self.local, dst: t.destination, data: d.to_vec() });
+                        self.queue.push_back(Datagram {
+                            src: t.source.unwrap_or(self.local),
+                            dst: t.destination,
+                            data: d.to_vec(),
+                        });
                     }
                 }
                 None => {
@@ -85,7 +89,11 @@ impl<A: SimApp> Node for QuicNode<A> {
                     if let Some(t) = self.endpoint.poll_transmit(now, &mut self.buf) {
                         let seg = t.segment_size.unwrap_or(t.size).max(1);
                         for d in self.buf[..t.size].chunks(seg) {
-                            self.queue.push_back(Datagram { src: self.local, dst: t.destination, data: d.to_vec() });
+                            self.queue.push_back(Datagram {
+                                src: t.source.unwrap_or(self.local),
+                                dst: t.destination,
+                                data: d.to_vec(),
+                            });
                         }
                     }
                 }

@@ -31,8 +31,15 @@ pub struct Runner<A> {
 }
 
 impl<A: App> Driver for Runner<A> {
-    fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, ecn: Option<u8>, data: &mut [u8]) {
-        self.endpoint.handle_datagram(now, remote, ecn, data);
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        data: &mut [u8],
+    ) {
+        self.endpoint.handle_datagram(now, local, remote, ecn, data);
     }
 
     fn handle_timeout(&mut self, now: Instant) {
@@ -46,6 +53,7 @@ impl<A: App> Driver for Runner<A> {
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         self.endpoint.poll_transmit(now, buf).map(|t| Transmit {
             destination: t.destination,
+            source: t.source,
             size: t.size,
             segment_size: t.segment_size,
             ecn: t.ecn,

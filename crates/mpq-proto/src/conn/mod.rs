@@ -94,6 +94,10 @@ pub enum EndpointEvent {
 pub struct Transmit {
     /// Where to send it.
     pub destination: SocketAddr,
+    /// Local address to send it from; `None`: the runtime's default socket.
+    pub source: Option<SocketAddr>,
+    /// Path the datagrams belong to (0 for the handshake path and for stateless responses).
+    pub path_id: u64,
     /// Total bytes written to the buffer.
     pub size: usize,
     /// Size of each datagram when the buffer holds several (GSO); the last may be shorter.

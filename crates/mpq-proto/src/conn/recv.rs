@@ -24,7 +24,15 @@ const MAX_PENDING_PATH_RESPONSES: usize = 4;
 
 impl Connection {
     /// Processes a datagram routed to this connection. `data` is decrypted in place.
-    pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, ecn: Option<u8>, data: &mut [u8]) {
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        data: &mut [u8],
+    ) {
+        let _ = local;
         if self.state == State::Drained {
             return;
         }

@@ -69,6 +69,8 @@ impl Connection {
         path.stats.tx_bytes += buf.len() as u64;
         Some(Transmit {
             destination: path.remote,
+            source: None,
+            path_id: path.id,
             size: buf.len(),
             segment_size: if count > 1 { segment_size } else { None },
             ecn: None,
@@ -451,7 +453,14 @@ impl Connection {
         if buf.is_empty() {
             return None;
         }
-        Some(Transmit { destination: self.paths[0].remote, size: buf.len(), segment_size: None, ecn: None })
+        Some(Transmit {
+            destination: self.paths[0].remote,
+            source: None,
+            path_id: 0,
+            size: buf.len(),
+            segment_size: None,
+            ecn: None,
+        })
     }
 
     fn write_close_packet(&mut self, space_id: SpaceId, buf: &mut Vec<u8>, close: &CloseFrame) -> Option<OpenPacket> {

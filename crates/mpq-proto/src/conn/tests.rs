@@ -211,7 +211,7 @@ fn garbage_datagrams_never_panic() {
         }
         let now = pair.now;
         let addr = pair.client_addr;
-        pair.server.handle_datagram(now, addr, None, &mut d);
+        pair.server.handle_datagram(now, pair.server_addr, addr, None, &mut d);
     }
     // The connection survives and still moves data.
     run_upload(&mut pair, 100_000, Duration::from_secs(10));
