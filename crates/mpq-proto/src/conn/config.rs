@@ -1,6 +1,8 @@
 //! Connection configuration: transport knobs shared by both sides, plus the TLS configs.
 
 use std::sync::Arc;
+
+use crate::sched::SchedulerKind;
 use std::time::Duration;
 
 use crate::cc::{CcAlgorithm, CcConfig};
@@ -39,8 +41,43 @@ pub struct TransportConfig {
     pub pacing: bool,
     /// Largest number of datagrams returned in one GSO batch by `poll_transmit`.
     pub max_gso_segments: usize,
-    /// Multipath: the initial_max_path_id to advertise (None disables multipath).
+    /// Multipath: the initial_max_path_id to advertise (None disables multipath). A value
+    /// of N allows path IDs 0..=N at the start (draft-ietf-quic-multipath-21 §2.1).
     pub initial_max_path_id: Option<u64>,
+    /// Multipath: which path carries the next packet of new data.
+    pub scheduler: SchedulerKind,
+    /// Multipath: where PATH_ACK frames go.
+    pub ack_policy: AckPolicy,
+    /// Multipath: send MAX_DATA and MAX_STREAM_DATA on every path (seed 002), so a lossy
+    /// path cannot hold back the peer's flow control.
+    pub flow_control_on_all_paths: bool,
+    /// Multipath: most path IDs ever opened or accepted by this connection, and the limit
+    /// on what the peer can make us allocate (path state is created only for IDs we allowed).
+    pub max_concurrent_paths: u64,
+}
+
+/// Where a multipath endpoint sends its PATH_ACK frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AckPolicy {
+    /// On the path whose packets they acknowledge.
+    #[default]
+    SamePath,
+    /// On the path with the lowest smoothed RTT.
+    LowestRtt,
+    /// On every path (seed 003 found that duplicated ACKs help on lossy paths).
+    AllPaths,
+}
+
+impl std::str::FromStr for AckPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "same" | "same-path" => Ok(AckPolicy::SamePath),
+            "lowest-rtt" | "fastest" | "minrtt" => Ok(AckPolicy::LowestRtt),
+            "all" | "all-paths" => Ok(AckPolicy::AllPaths),
+            other => Err(format!("unknown ACK policy {other:?} (expected same-path, lowest-rtt or all-paths)")),
+        }
+    }
 }
 
 impl Default for TransportConfig {
@@ -60,6 +97,10 @@ impl Default for TransportConfig {
             pacing: true,
             max_gso_segments: 10,
             initial_max_path_id: None,
+            scheduler: SchedulerKind::MinRtt,
+            ack_policy: AckPolicy::SamePath,
+            flow_control_on_all_paths: true,
+            max_concurrent_paths: 8,
         }
     }
 }

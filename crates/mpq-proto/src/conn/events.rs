@@ -45,6 +45,8 @@ pub enum Event {
     HandshakeConfirmed,
     /// A stream changed state.
     Stream(StreamEvent),
+    /// A multipath path changed state.
+    Path(PathEvent),
     /// The connection is closed; no more data will be exchanged.
     ConnectionLost(ConnectionError),
     /// The connection is fully drained and may be dropped.
@@ -64,4 +66,92 @@ pub struct ConnectionStats {
     pub dropped_packets: u64,
     /// Per-path counters.
     pub paths: Vec<PathStats>,
+}
+
+/// What happened to a path (draft-ietf-quic-multipath-21 §3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathEvent {
+    /// Multipath was negotiated and a path ID with connection IDs on both sides is free:
+    /// the client may call `open_path`.
+    NewPathAllowed,
+    /// A path was opened: by us (`open_path`) or by the peer (a packet on a new path ID).
+    Opened {
+        /// Path ID.
+        id: u64,
+        /// The peer's address on the path.
+        remote: std::net::SocketAddr,
+    },
+    /// The path passed validation (RFC 9000 §8.2) and carries application data.
+    Validated {
+        /// Path ID.
+        id: u64,
+    },
+    /// The peer advised a status for one of our sending directions (PATH_STATUS_*).
+    StatusChanged {
+        /// Path ID.
+        id: u64,
+        /// The peer asked us not to use the path while another one works.
+        backup: bool,
+    },
+    /// A retransmission timeout fired with no sign of life since: the path is not
+    /// scheduled until it answers.
+    PotentiallyFailed {
+        /// Path ID.
+        id: u64,
+    },
+    /// A potentially failed path answered again.
+    Recovered {
+        /// Path ID.
+        id: u64,
+    },
+    /// The path was abandoned (PATH_ABANDON sent or received); nothing more is sent on it.
+    Abandoned {
+        /// Path ID.
+        id: u64,
+        /// Error code of the PATH_ABANDON.
+        error_code: u64,
+        /// The peer abandoned it (else we did).
+        by_peer: bool,
+    },
+    /// The path's state was discarded (3 PTO after abandonment).
+    Closed {
+        /// Path ID.
+        id: u64,
+    },
+}
+
+/// Why a path operation was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// The peer did not offer multipath, or the handshake is not complete.
+    #[error("multipath is not negotiated")]
+    MultipathNotNegotiated,
+    /// Only the client opens paths (draft-ietf-quic-multipath-21 §3.1).
+    #[error("only the client opens paths")]
+    ServerCannotOpen,
+    /// Every path ID allowed by both sides is used (the peer was sent PATHS_BLOCKED).
+    #[error("no path ID available (the peer's MAX_PATH_ID limit)")]
+    NoPathId,
+    /// The peer has not issued a connection ID for the next path ID yet.
+    #[error("no connection ID for the next path ID")]
+    NoConnectionId,
+    /// The configured maximum number of paths is reached.
+    #[error("too many paths")]
+    TooManyPaths,
+    /// No such path, or it is already abandoned.
+    #[error("unknown or abandoned path")]
+    UnknownPath,
+    /// The connection is closed.
+    #[error("connection closed")]
+    Closed,
+}
+
+/// The status one endpoint advises the other to use for a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PathStatus {
+    /// Use it as the scheduler sees fit.
+    #[default]
+    Available,
+    /// Use it only when no available path works.
+    Backup,
 }

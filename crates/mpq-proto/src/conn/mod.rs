@@ -21,6 +21,7 @@ pub mod config;
 pub mod events;
 mod handshake;
 pub mod path;
+mod path_api;
 mod qlog;
 mod recv;
 mod send;
@@ -45,8 +46,8 @@ use crate::time::Instant;
 use crate::transport_params::TransportParameters;
 use crate::types::{Dir, Side, SpaceId, StreamId};
 
-pub use config::{ClientConfig, ServerConfig, TransportConfig};
-pub use events::{ConnectionError, ConnectionStats, Event};
+pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig};
+pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
 pub(crate) use handshake::local_transport_params;
 pub use path::PathStats;
 
