@@ -6,12 +6,13 @@
 //! doesn't reveal a trial decryption), and the previous remote key for packets reordered
 //! across an update. Header protection keys never change (RFC 9001 §6).
 //!
-//! Packet numbers given to this type must come from one packet number space. With multipath
-//! (one key phase shared by every path, each path with its own numbers) the ordering checks
-//! below would compare numbers of different spaces; the multipath connection must then pass
-//! numbers of one designated path or extend this type per path.
+//! With multipath (draft-ietf-quic-multipath-21 §4.2) one key phase is shared by every path
+//! while each path numbers its packets on its own, so every packet-number comparison below
+//! is made within one path: the `*_path` methods take the path ID, and the plain ones are
+//! path 0 (single-path QUIC).
 
 use rustls::quic::{HeaderProtectionKey, Keys, PacketKey, PacketKeySet, Secrets};
+use smallvec::SmallVec;
 
 use super::null::null_packet_key;
 use crate::{TransportError, TransportErrorCode};
@@ -43,6 +44,37 @@ impl KeySource {
     }
 }
 
+/// A packet number per path ID (few paths: a linear scan beats a map).
+#[derive(Debug, Default, Clone)]
+struct PnMap(SmallVec<[(u64, u64); 4]>);
+
+impl PnMap {
+    fn get(&self, path: u64) -> Option<u64> {
+        self.0.iter().find(|(p, _)| *p == path).map(|(_, pn)| *pn)
+    }
+
+    fn set(&mut self, path: u64, pn: u64) {
+        match self.0.iter_mut().find(|(p, _)| *p == path) {
+            Some(e) => e.1 = pn,
+            None => self.0.push((path, pn)),
+        }
+    }
+
+    fn min_in(&mut self, path: u64, pn: u64) {
+        let v = self.get(path).map_or(pn, |o| o.min(pn));
+        self.set(path, v);
+    }
+
+    fn max_in(&mut self, path: u64, pn: u64) {
+        let v = self.get(path).map_or(pn, |o| o.max(pn));
+        self.set(path, v);
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
 /// The 1-RTT packet protection state of a connection.
 pub struct OneRttKeys {
     local_hp: Box<dyn HeaderProtectionKey>,
@@ -58,15 +90,15 @@ pub struct OneRttKeys {
     prev_remote: Option<Box<dyn PacketKey>>,
 
     /// First packet number we sealed in the current phase.
-    first_local_pn: Option<u64>,
+    first_local_pn: PnMap,
     /// An acknowledgement arrived for a packet we sealed in the current phase: we may
     /// initiate the next update (RFC 9001 §6.1).
     local_phase_acked: bool,
     /// Smallest and largest packet numbers authenticated under the current remote key.
-    first_remote_pn: Option<u64>,
-    largest_remote_pn: Option<u64>,
+    first_remote_pn: PnMap,
+    largest_remote_pn: PnMap,
     /// Largest packet number authenticated under the previous remote key.
-    prev_largest_remote_pn: Option<u64>,
+    prev_largest_remote_pn: PnMap,
     /// We sent, in the current phase, an ACK covering a packet the peer sent in the current
     /// phase: only then may the peer update again (RFC 9001 §6.2).
     acked_remote_phase: bool,
@@ -117,11 +149,11 @@ impl OneRttKeys {
             remote: keys.remote.packet,
             next,
             prev_remote: None,
-            first_local_pn: None,
+            first_local_pn: PnMap::default(),
             local_phase_acked: false,
-            first_remote_pn: None,
-            largest_remote_pn: None,
-            prev_largest_remote_pn: None,
+            first_remote_pn: PnMap::default(),
+            largest_remote_pn: PnMap::default(),
+            prev_largest_remote_pn: PnMap::default(),
             acked_remote_phase: false,
             sealed_in_phase: 0,
             decrypt_failures: 0,
@@ -155,9 +187,14 @@ impl OneRttKeys {
     /// that key and the packet is older than the first packet of the current phase, and the
     /// next phase otherwise.
     pub fn remote_key_for(&self, phase_bit: bool, pn: u64) -> RemoteKeyChoice {
+        self.remote_key_for_path(phase_bit, 0, pn)
+    }
+
+    /// [`Self::remote_key_for`] for a packet of path `path`.
+    pub fn remote_key_for_path(&self, phase_bit: bool, path: u64, pn: u64) -> RemoteKeyChoice {
         if phase_bit == self.phase {
             RemoteKeyChoice::Current
-        } else if self.prev_remote.is_some() && self.first_remote_pn.is_none_or(|f| pn < f) {
+        } else if self.prev_remote.is_some() && self.first_remote_pn.get(path).is_none_or(|f| pn < f) {
             RemoteKeyChoice::Previous
         } else {
             RemoteKeyChoice::Next
@@ -183,30 +220,40 @@ impl OneRttKeys {
     /// order (a newer key for a lower number than an older key was used for), or when the
     /// peer updates again before we acknowledged a packet of its current phase.
     pub fn on_remote_authenticated(&mut self, choice: RemoteKeyChoice, pn: u64) -> Result<(), TransportError> {
+        self.on_remote_authenticated_path(choice, 0, pn)
+    }
+
+    /// [`Self::on_remote_authenticated`] for a packet of path `path`.
+    pub fn on_remote_authenticated_path(
+        &mut self,
+        choice: RemoteKeyChoice,
+        path: u64,
+        pn: u64,
+    ) -> Result<(), TransportError> {
         match choice {
             RemoteKeyChoice::Current => {
-                if self.prev_largest_remote_pn.is_some_and(|p| pn < p) {
+                if self.prev_largest_remote_pn.get(path).is_some_and(|p| pn < p) {
                     return Err(key_update_error("older packet number under newer keys"));
                 }
-                self.first_remote_pn = Some(self.first_remote_pn.map_or(pn, |f| f.min(pn)));
-                self.largest_remote_pn = Some(self.largest_remote_pn.map_or(pn, |l| l.max(pn)));
+                self.first_remote_pn.min_in(path, pn);
+                self.largest_remote_pn.max_in(path, pn);
             }
             RemoteKeyChoice::Previous => {
-                if self.first_remote_pn.is_some_and(|f| pn > f) {
+                if self.first_remote_pn.get(path).is_some_and(|f| pn > f) {
                     return Err(key_update_error("newer packet number under older keys"));
                 }
-                self.prev_largest_remote_pn = Some(self.prev_largest_remote_pn.map_or(pn, |l| l.max(pn)));
+                self.prev_largest_remote_pn.max_in(path, pn);
             }
             RemoteKeyChoice::Next => {
                 if !self.acked_remote_phase {
                     return Err(key_update_error("consecutive key updates"));
                 }
-                if self.largest_remote_pn.is_some_and(|l| pn < l) {
+                if self.largest_remote_pn.get(path).is_some_and(|l| pn < l) {
                     return Err(key_update_error("older packet number under newer keys"));
                 }
                 self.rotate();
-                self.first_remote_pn = Some(pn);
-                self.largest_remote_pn = Some(pn);
+                self.first_remote_pn.set(path, pn);
+                self.largest_remote_pn.set(path, pn);
             }
         }
         Ok(())
@@ -218,11 +265,10 @@ impl OneRttKeys {
         self.prev_remote = Some(std::mem::replace(&mut self.remote, next.remote));
         self.local = next.local;
         self.phase = !self.phase;
-        self.prev_largest_remote_pn = self.largest_remote_pn;
-        self.first_remote_pn = None;
-        self.largest_remote_pn = None;
+        self.prev_largest_remote_pn = std::mem::take(&mut self.largest_remote_pn);
+        self.first_remote_pn.clear();
         self.acked_remote_phase = false;
-        self.first_local_pn = None;
+        self.first_local_pn.clear();
         self.local_phase_acked = false;
         self.sealed_in_phase = 0;
     }
@@ -260,7 +306,14 @@ impl OneRttKeys {
     /// the key exceeded its confidentiality limit (RFC 9001 §6.6: we must have updated
     /// before; see [`Self::should_update`]).
     pub fn on_packet_sealed(&mut self, pn: u64) -> Result<(), TransportError> {
-        self.first_local_pn.get_or_insert(pn);
+        self.on_packet_sealed_path(0, pn)
+    }
+
+    /// [`Self::on_packet_sealed`] for a packet of path `path` (the limit counts every path).
+    pub fn on_packet_sealed_path(&mut self, path: u64, pn: u64) -> Result<(), TransportError> {
+        if self.first_local_pn.get(path).is_none() {
+            self.first_local_pn.set(path, pn);
+        }
         self.sealed_in_phase += 1;
         if self.sealed_in_phase > self.confidentiality_limit {
             return Err(TransportError::new(TransportErrorCode::AEAD_LIMIT_REACHED, "confidentiality limit reached"));
@@ -278,7 +331,12 @@ impl OneRttKeys {
     /// Records that the peer acknowledged our packet `pn` (of this space). An ack of a packet
     /// sealed in the current phase confirms our last update.
     pub fn on_packet_acked(&mut self, pn: u64) {
-        if self.first_local_pn.is_some_and(|f| pn >= f) {
+        self.on_packet_acked_path(0, pn)
+    }
+
+    /// [`Self::on_packet_acked`] for a packet of path `path`.
+    pub fn on_packet_acked_path(&mut self, path: u64, pn: u64) {
+        if self.first_local_pn.get(path).is_some_and(|f| pn >= f) {
             self.local_phase_acked = true;
         }
     }
@@ -287,7 +345,12 @@ impl OneRttKeys {
     /// Largest Acknowledged is `largest_acked`: once that covers a packet the peer sent in
     /// the current phase, the peer may update again.
     pub fn on_ack_sent(&mut self, largest_acked: u64) {
-        if self.first_remote_pn.is_some_and(|f| largest_acked >= f) {
+        self.on_ack_sent_path(0, largest_acked)
+    }
+
+    /// [`Self::on_ack_sent`] for an ACK of path `path`'s packets.
+    pub fn on_ack_sent_path(&mut self, path: u64, largest_acked: u64) {
+        if self.first_remote_pn.get(path).is_some_and(|f| largest_acked >= f) {
             self.acked_remote_phase = true;
         }
     }
