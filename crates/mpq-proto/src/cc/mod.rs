@@ -20,6 +20,7 @@ pub use newreno::NewReno;
 
 /// What a coupled controller learns about the connection's other paths.
 #[derive(Debug, Clone, Copy, Default)]
+#[allow(clippy::needless_update)]
 pub struct PathView {
     /// Congestion window of the path in bytes.
     pub window: u64,
@@ -52,6 +53,11 @@ pub trait CongestionController: Send + fmt::Debug {
     fn clone_box(&self) -> Box<dyn CongestionController>;
     /// The other paths of the connection (coupled algorithms only).
     fn set_coupling(&mut self, _others: &[PathView]) {}
+    /// How this path looks to the coupled controllers of the other paths.
+    #[allow(clippy::needless_update)] // PathView grows fields for the coupled algorithms
+    fn coupling_view(&self, srtt: f64) -> PathView {
+        PathView { window: self.window(), srtt, ..Default::default() }
+    }
 }
 
 /// Parameters common to every algorithm.

@@ -75,8 +75,10 @@ pub(crate) struct PeerCids {
     pub retire_prior_to: u64,
     /// RETIRE_CONNECTION_ID frames to send.
     pub to_retire: Vec<u64>,
-    /// Our active_connection_id_limit.
+    /// Our active_connection_id_limit (per path with multipath).
     limit: u64,
+    /// The peer uses zero-length connection IDs: it cannot issue others (RFC 9000 §5.1.1).
+    zero_len: bool,
 }
 
 impl PeerCids {
@@ -84,12 +86,26 @@ impl PeerCids {
     pub fn new(initial: ConnectionId, limit: u64) -> Self {
         let mut active = BTreeMap::new();
         active.insert(0, PeerCid { cid: initial, reset_token: None });
-        Self { active, current: 0, retire_prior_to: 0, to_retire: Vec::new(), limit }
+        Self { active, current: 0, retire_prior_to: 0, to_retire: Vec::new(), limit, zero_len: initial.is_empty() }
+    }
+
+    /// No ID yet: a multipath path ID whose first PATH_NEW_CONNECTION_ID has not arrived.
+    pub fn empty(limit: u64) -> Self {
+        Self { active: BTreeMap::new(), current: 0, retire_prior_to: 0, to_retire: Vec::new(), limit, zero_len: false }
+    }
+
+    /// True when an unretired ID is available to send to.
+    pub fn has_cid(&self) -> bool {
+        self.active.contains_key(&self.current) || !self.active.is_empty()
     }
 
     /// The ID to put in packets we send.
     pub fn current(&self) -> PeerCid {
-        self.active.get(&self.current).copied().unwrap_or(PeerCid { cid: ConnectionId::EMPTY, reset_token: None })
+        self.active
+            .get(&self.current)
+            .or_else(|| self.active.values().next())
+            .copied()
+            .unwrap_or(PeerCid { cid: ConnectionId::EMPTY, reset_token: None })
     }
 
     /// Replaces sequence number 0 (the client learns the server's CID from its first Initial).
@@ -117,7 +133,7 @@ impl PeerCids {
         cid: ConnectionId,
         token: [u8; 16],
     ) -> Result<(), TransportError> {
-        if self.current().cid.is_empty() {
+        if self.zero_len {
             return Err(TransportError::protocol_violation("NEW_CONNECTION_ID while using zero-length CIDs"));
         }
         if let Some(existing) = self.active.get(&seq) {
@@ -134,6 +150,9 @@ impl PeerCids {
             self.to_retire.push(seq);
         } else {
             self.active.insert(seq, PeerCid { cid, reset_token: Some(token) });
+            if !self.active.contains_key(&self.current) {
+                self.current = seq;
+            }
         }
         if retire_prior_to > self.retire_prior_to {
             self.retire_prior_to = retire_prior_to;

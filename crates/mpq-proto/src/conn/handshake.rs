@@ -67,7 +67,7 @@ impl Connection {
             let change = self.tls.write_handshake(&mut out);
             if !out.is_empty() {
                 let space = self.write_level.space();
-                match self.space_mut(space) {
+                match self.space_mut(space, 0) {
                     Some(s) => s.crypto.write(&out),
                     None => {
                         return Err(TransportError::new(
@@ -114,7 +114,19 @@ impl Connection {
                 return Err(TransportError::transport_parameter("retry_source_connection_id without a Retry"));
             }
             if let Some(token) = tp.stateless_reset_token {
-                self.peer_cids.set_initial_reset_token(token);
+                if let Some(p) = self.peer_cids.get_mut(&0) {
+                    p.set_initial_reset_token(token);
+                }
+            }
+        }
+        if let Some(max) = tp.initial_max_path_id {
+            // draft-ietf-quic-multipath-21 §2.1.
+            if max > super::multipath::MAX_PATH_ID_LIMIT {
+                return Err(TransportError::transport_parameter("initial_max_path_id above 2^32-1"));
+            }
+            let zero_len = self.local_cid_len == 0 || self.peer_initial_scid.is_some_and(|c| c.is_empty());
+            if zero_len && self.config.initial_max_path_id.is_some() {
+                return Err(TransportError::protocol_violation("multipath with zero-length connection IDs"));
             }
         }
         self.streams.set_peer_params(
@@ -156,6 +168,7 @@ impl Connection {
             self.confirm_handshake(now);
         }
         self.issue_cids(now);
+        self.on_handshake_complete_multipath(now);
         Ok(())
     }
 
@@ -166,6 +179,7 @@ impl Connection {
         }
         self.handshake_confirmed = true;
         self.discard_space(now, SpaceId::Handshake);
+        self.maybe_signal_new_path_allowed();
         self.events.push_back(Event::HandshakeConfirmed);
     }
 
@@ -184,7 +198,8 @@ impl Connection {
             SpaceId::Data => return,
         };
         if let Some(mut s) = space {
-            let path = &mut self.paths[0];
+            let pi = self.primary_path();
+            let path = &mut self.paths[pi];
             for (_, p) in s.loss.discard_all() {
                 if p.in_flight {
                     path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(p.size));
@@ -192,24 +207,6 @@ impl Connection {
             }
             // RFC 9002 §6.2.2: the PTO backoff restarts with the next space.
             path.pto_count = 0;
-        }
-    }
-
-    /// Keeps `active_connection_id_limit` of our CIDs available to the peer (RFC 9000 §5.1.1).
-    pub(crate) fn issue_cids(&mut self, _now: Instant) {
-        if self.local_cid_len == 0 {
-            return;
-        }
-        let peer_limit = self.peer_params.as_ref().map(|p| p.active_connection_id_limit).unwrap_or(2);
-        let want = peer_limit.min(8);
-        while (self.local_cids.active.len() as u64) < want {
-            let cid = self.random_cid();
-            if self.local_cids.active.values().any(|c| c.cid == cid) {
-                continue;
-            }
-            let token = self.reset_key.token(&cid);
-            self.local_cids.issue(cid, token, true);
-            self.endpoint_events.push_back(super::EndpointEvent::NewCid(cid));
         }
     }
 }

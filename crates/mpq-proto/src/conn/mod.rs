@@ -20,6 +20,7 @@ mod cids;
 pub mod config;
 pub mod events;
 mod handshake;
+mod multipath;
 pub mod path;
 mod path_api;
 mod qlog;
@@ -28,7 +29,7 @@ mod send;
 mod space;
 mod timers;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -162,10 +163,21 @@ pub struct Connection {
     /// Packets sent in the current key phase, for automatic key updates.
     packets_in_phase: u64,
 
-    // ---- connection IDs ----
-    local_cids: LocalCids,
-    peer_cids: PeerCids,
+    // ---- connection IDs, per path ID (draft-ietf-quic-multipath-21 §2.2) ----
+    local_cids: BTreeMap<u64, LocalCids>,
+    peer_cids: BTreeMap<u64, PeerCids>,
     local_cid_len: usize,
+
+    // ---- multipath ----
+    mp: multipath::MultipathState,
+    scheduler: Box<dyn crate::sched::PathScheduler>,
+    /// Statistics of paths whose state was discarded.
+    closed_paths: Vec<PathStats>,
+    /// The path table the scheduler last decided on (stream pinning consults it).
+    sched_snapshots: Vec<crate::sched::PathSnapshot>,
+    /// Record the STREAM chunks written in this batch (they are copied to other paths).
+    collect_chunks: bool,
+    batch_chunks: Vec<crate::stream::StreamChunk>,
 
     // ---- connection-wide data ----
     streams: Streams,
@@ -178,8 +190,6 @@ pub struct Connection {
     stats: ConnectionStats,
     qlog: Option<Box<dyn QlogSink>>,
     error: Option<ConnectionError>,
-    /// Pacing holds ack-eliciting packets back until then.
-    pacing_until: Option<Instant>,
     /// `idle_anchor` was set by a receipt and not yet moved by a send.
     idle_anchor_from_recv: bool,
     /// Start of the client's anti-deadlock PTO period.
@@ -192,6 +202,11 @@ pub struct Connection {
     ping_pending: bool,
     /// `packets_in_phase` when that PING was last queued.
     key_update_ping_at: u64,
+    /// When the peer first acknowledged a packet of our current key phase: the next update
+    /// waits three of the largest PTOs from there (draft-ietf-quic-multipath-21 §4.2).
+    phase_acked_at: Option<Instant>,
+    /// Round-robin cursor over paths for path-local traffic.
+    next_path_cursor: usize,
     /// Raw frame bytes the next 1-RTT packet carries as they are (tests of peer errors).
     #[cfg(test)]
     injected: Vec<u8>,
@@ -228,8 +243,12 @@ impl Connection {
     pub(crate) fn new(init: ConnectionInit) -> Self {
         let ConnectionInit { side, config, tls, now, remote, local_cid, peer_cid, orig_dst_cid, reset_key, seed } =
             init;
-        let mut local_cids = LocalCids::default();
-        local_cids.issue(local_cid, reset_key.token(&local_cid), false);
+        let mut cids0 = LocalCids::default();
+        cids0.issue(local_cid, reset_key.token(&local_cid), false);
+        let mut local_cids = BTreeMap::new();
+        local_cids.insert(0, cids0);
+        let mut peer_cids = BTreeMap::new();
+        peer_cids.insert(0, PeerCids::new(peer_cid, config.active_connection_id_limit));
         let initial_keys = Some(crate::crypto::initial::initial_keys(&orig_dst_cid, side));
         // A client's own address needs no validation; the server validates the client's.
         let path = PathState::new(0, remote, &config, side == Side::Client);
@@ -256,7 +275,7 @@ impl Connection {
             packets_in_phase: 0,
             local_cid_len: local_cid.len(),
             local_cids,
-            peer_cids: PeerCids::new(peer_cid, config.active_connection_id_limit),
+            peer_cids,
             streams,
             paths: vec![path],
             idle_timeout: Some(config.max_idle_timeout).filter(|d| !d.is_zero()),
@@ -266,13 +285,20 @@ impl Connection {
             stats: ConnectionStats::default(),
             qlog: None,
             error: None,
-            pacing_until: None,
             idle_anchor_from_recv: true,
             last_send_anchor: now,
             key_discard_at: None,
             key_discard_pending: false,
             ping_pending: false,
             key_update_ping_at: 0,
+            phase_acked_at: None,
+            next_path_cursor: 0,
+            mp: multipath::MultipathState::default(),
+            scheduler: crate::sched::build(config.scheduler),
+            closed_paths: Vec::new(),
+            sched_snapshots: Vec::new(),
+            collect_chunks: false,
+            batch_chunks: Vec::new(),
             #[cfg(test)]
             injected: Vec::new(),
             #[cfg(test)]
@@ -323,15 +349,17 @@ impl Connection {
         self.orig_dst_cid
     }
 
-    /// The peer's address on the handshake path.
+    /// The peer's address on the handshake path (or the first open path once it is gone).
     pub fn remote_address(&self) -> SocketAddr {
-        self.paths[0].remote
+        self.paths[self.primary_path()].remote
     }
 
-    /// Connection and per-path statistics.
+    /// Connection and per-path statistics (paths already discarded included).
     pub fn stats(&self) -> ConnectionStats {
         let mut s = self.stats.clone();
-        s.paths = self.paths.iter().map(|p| p.snapshot()).collect();
+        s.paths = self.closed_paths.clone();
+        s.paths.extend(self.paths.iter().map(|p| p.snapshot()));
+        s.paths.sort_by_key(|p| p.path_id);
         s
     }
 
@@ -403,7 +431,7 @@ impl Connection {
 
     /// Connection IDs routed to this connection.
     pub fn local_cids(&self) -> impl Iterator<Item = ConnectionId> + '_ {
-        self.local_cids.active.values().map(|c| c.cid)
+        self.local_cids.values().flat_map(|l| l.active.values().map(|c| c.cid))
     }
 
     // ------------------------------------------------------------------ internals
@@ -469,12 +497,27 @@ impl Connection {
         self.peer_params.as_ref().map(|p| p.ack_delay_exponent.min(20) as u8).unwrap_or(3)
     }
 
-    fn space_mut(&mut self, id: SpaceId) -> Option<&mut PacketSpace> {
+    /// A packet number space: Initial and Handshake, or the data space of path index `pi`.
+    fn space_mut(&mut self, id: SpaceId, pi: usize) -> Option<&mut PacketSpace> {
         match id {
             SpaceId::Initial => self.initial.as_mut(),
             SpaceId::Handshake => self.handshake.as_mut(),
-            SpaceId::Data => Some(&mut self.paths[0].data),
+            SpaceId::Data => self.paths.get_mut(pi).map(|p| &mut p.data),
         }
+    }
+
+    /// Index of the path with ID `id`.
+    pub(crate) fn path_index(&self, id: u64) -> Option<usize> {
+        self.paths.iter().position(|p| p.id == id)
+    }
+
+    /// The path that carries the handshake and, without multipath, everything: path 0
+    /// while it exists, else the first open path.
+    pub(crate) fn primary_path(&self) -> usize {
+        self.path_index(0)
+            .filter(|&i| self.paths[i].is_open())
+            .or_else(|| self.paths.iter().position(|p| p.is_active()))
+            .unwrap_or(0)
     }
 
     /// The peer updated its keys (RFC 9001 §6.2): we follow, and keep the old key a while.

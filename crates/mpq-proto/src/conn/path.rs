@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::cc::{self, CongestionController};
 use crate::recovery::pacer::Pacer;
 use crate::recovery::rtt::RttEstimator;
+use crate::time::Instant;
 
 use super::config::TransportConfig;
 use super::space::PacketSpace;
@@ -40,6 +41,37 @@ pub struct PathStats {
     pub bytes_in_flight: u64,
     /// Probe timeouts that fired.
     pub pto_count: u64,
+    /// Pacing rate in bytes per second (cwnd / smoothed RTT).
+    pub pacing_rate: f64,
+    /// Lifecycle: "validating", "active", "abandoned".
+    pub state: &'static str,
+    /// The peer asked us to use this path only as a backup.
+    pub backup: bool,
+}
+
+/// Where a path is in its life (draft-ietf-quic-multipath-21 §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PathPhase {
+    /// Waiting for path validation; carries only path-local frames.
+    Validating,
+    /// Validated: carries application data.
+    Active,
+    /// PATH_ABANDON sent or received: nothing more is sent; the state is kept until
+    /// `discard_at` to acknowledge late packets (on other paths).
+    Abandoned,
+}
+
+/// An outstanding PATH_CHALLENGE of ours (RFC 9000 §8.2).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Challenge {
+    /// Its payload.
+    pub data: [u8; 8],
+    /// A (re)transmission is due.
+    pub send_pending: bool,
+    /// When the last one was sent.
+    pub sent_at: Option<Instant>,
+    /// Validation fails if no PATH_RESPONSE arrives by then (set on first send).
+    pub fail_at: Option<Instant>,
 }
 
 /// State of one path.
@@ -73,6 +105,34 @@ pub(crate) struct PathState {
     pub path_responses: Vec<[u8; 8]>,
     /// Counters.
     pub stats: PathStats,
+    /// Local address the path sends from (`None`: the runtime's default socket).
+    pub local: Option<SocketAddr>,
+    /// Lifecycle.
+    pub phase: PathPhase,
+    /// Our PATH_CHALLENGE in flight, if validating.
+    pub challenge: Option<Challenge>,
+    /// The peer advised us to use this path only as a backup (PATH_STATUS_BACKUP).
+    pub peer_backup: bool,
+    /// A PTO fired with no sign of life since (seed 002): not scheduled for new data.
+    pub potentially_failed: bool,
+    /// Last time a packet arrived on this path.
+    pub last_recv: Option<Instant>,
+    /// When an abandoned path's state is dropped.
+    pub discard_at: Option<Instant>,
+    /// We sent (or queued) our PATH_ABANDON for it.
+    pub abandon_sent: bool,
+    /// Pacing holds ack-eliciting packets back until then.
+    pub pacing_until: Option<Instant>,
+    /// Flow-control frames copied onto this path (sent once, never retransmitted: the
+    /// original copy is tracked where it was first sent).
+    pub fc_copies: Vec<crate::stream::StreamControl>,
+    /// STREAM chunks to duplicate on this path (redundant scheduling), sent when the
+    /// congestion window allows; stale ones are skipped.
+    pub dup_chunks: std::collections::VecDeque<crate::stream::StreamChunk>,
+    /// Where the peer was before a NAT rebinding, until the new address is validated.
+    pub rebind_from: Option<SocketAddr>,
+    /// Bytes of new application data sent (for the schedulers).
+    pub data_bytes_sent: u64,
 }
 
 impl PathState {
@@ -94,7 +154,30 @@ impl PathState {
             amp_sent: 0,
             path_responses: Vec::new(),
             stats: PathStats { path_id: id, ..Default::default() },
+            local: None,
+            phase: PathPhase::Active,
+            challenge: None,
+            peer_backup: false,
+            potentially_failed: false,
+            last_recv: None,
+            discard_at: None,
+            abandon_sent: false,
+            pacing_until: None,
+            fc_copies: Vec::new(),
+            dup_chunks: std::collections::VecDeque::new(),
+            rebind_from: None,
+            data_bytes_sent: 0,
         }
+    }
+
+    /// True unless abandoned.
+    pub fn is_open(&self) -> bool {
+        self.phase != PathPhase::Abandoned
+    }
+
+    /// True when the path may carry application data.
+    pub fn is_active(&self) -> bool {
+        self.phase == PathPhase::Active
     }
 
     /// Bytes we may still send before the address is validated (RFC 9000 §8.1), or
@@ -119,6 +202,13 @@ impl PathState {
         s.min_rtt_ms = self.rtt.min().as_secs_f64() * 1e3;
         s.cwnd = self.cc.window();
         s.bytes_in_flight = self.bytes_in_flight;
+        s.pacing_rate = crate::recovery::pacer::Pacer::rate(s.cwnd, self.rtt.smoothed());
+        s.state = match self.phase {
+            PathPhase::Validating => "validating",
+            PathPhase::Active => "active",
+            PathPhase::Abandoned => "abandoned",
+        };
+        s.backup = self.peer_backup;
         s
     }
 }

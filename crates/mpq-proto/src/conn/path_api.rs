@@ -4,39 +4,122 @@ use std::net::SocketAddr;
 
 use crate::time::Instant;
 
-use super::{Connection, PathError, PathStatus};
+use super::events::PathEvent;
+use super::path::{PathPhase, PathState};
+use super::space::Control;
+use super::{Connection, Event, PathError, PathStatus};
 
 impl Connection {
     /// True once both sides offered multipath (initial_max_path_id) and the handshake
     /// completed (draft-ietf-quic-multipath-21 §2).
     pub fn is_multipath(&self) -> bool {
-        false
+        self.mp.enabled
     }
 
     /// Opens a new path from `local` (`None`: the runtime's default socket) to `remote`
-    /// and starts validating it (client only). Returns its path ID.
+    /// and starts validating it (client only, §3.1). Returns its path ID; a
+    /// [`PathEvent::Validated`] follows when the peer answers the PATH_CHALLENGE.
+    ///
+    /// When the peer's path ID limit is the obstacle, PATHS_BLOCKED is sent; when it has
+    /// not issued a CID for the next path ID, PATH_CIDS_BLOCKED is.
     pub fn open_path(
         &mut self,
-        _now: Instant,
-        _local: Option<SocketAddr>,
-        _remote: SocketAddr,
-        _status: PathStatus,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        status: PathStatus,
     ) -> Result<u64, PathError> {
-        Err(PathError::MultipathNotNegotiated)
+        if self.is_closed() {
+            return Err(PathError::Closed);
+        }
+        if !self.mp.enabled || !self.handshake_confirmed {
+            return Err(PathError::MultipathNotNegotiated);
+        }
+        if self.side != super::Side::Client {
+            return Err(PathError::ServerCannotOpen);
+        }
+        if self.paths.len() as u64 >= self.config.max_concurrent_paths {
+            return Err(PathError::TooManyPaths);
+        }
+        let id = self.mp.next_path_id;
+        if id > self.mp.peer_max {
+            if self.mp.paths_blocked_sent != Some(self.mp.peer_max) {
+                self.mp.paths_blocked = Some(self.mp.peer_max);
+            }
+            return Err(PathError::NoPathId);
+        }
+        if id > self.mp.local_max {
+            return Err(PathError::NoPathId);
+        }
+        let has_peer_cid = self.peer_cids.get(&id).is_some_and(|p| p.has_cid());
+        if !has_peer_cid {
+            if !self.mp.cids_blocked.iter().any(|(p, _)| *p == id) {
+                self.mp.cids_blocked.push((id, 0));
+            }
+            return Err(PathError::NoConnectionId);
+        }
+        if self.local_cids.get(&id).is_none_or(|l| l.active.is_empty()) {
+            self.issue_cids(now);
+            return Err(PathError::NoConnectionId);
+        }
+        self.mp.next_path_id += 1;
+        let mut path = PathState::new(id, remote, &self.config, true);
+        path.local = local;
+        path.phase = PathPhase::Validating;
+        path.mtu = self.paths.first().map_or(path.mtu, |p| p.mtu);
+        path.cc.set_max_datagram_size(u64::from(path.mtu));
+        path.challenge = Some(self.new_challenge_pub());
+        path.peer_backup = self.mp.peer_status.get(&id).is_some_and(|s| s.1);
+        self.paths.push(path);
+        if status == PathStatus::Backup {
+            self.queue_path_status(id, true);
+        }
+        tracing::debug!(id, %remote, ?local, "opening path");
+        self.events.push_back(Event::Path(PathEvent::Opened { id, remote }));
+        self.qlog_path(now, id, "new");
+        self.maybe_signal_new_path_allowed();
+        Ok(id)
     }
 
-    /// Abandons a path (PATH_ABANDON with `error_code`).
-    pub fn abandon_path(&mut self, _now: Instant, _id: u64, _error_code: u64) -> Result<(), PathError> {
-        Err(PathError::UnknownPath)
+    /// Abandons a path (PATH_ABANDON with `error_code`, §3.4). Abandoning the last open path
+    /// closes the connection.
+    pub fn abandon_path(&mut self, now: Instant, id: u64, error_code: u64) -> Result<(), PathError> {
+        if self.is_closed() {
+            return Err(PathError::Closed);
+        }
+        let Some(pi) = self.path_index(id).filter(|&i| self.paths[i].is_open()) else {
+            return Err(PathError::UnknownPath);
+        };
+        if !self.mp.enabled {
+            return Err(PathError::MultipathNotNegotiated);
+        }
+        self.abandon(now, pi, error_code, false);
+        Ok(())
     }
 
-    /// Advises the peer how to use a path for sending to us (PATH_STATUS_BACKUP/AVAILABLE).
-    pub fn set_path_status(&mut self, _now: Instant, _id: u64, _status: PathStatus) -> Result<(), PathError> {
-        Err(PathError::UnknownPath)
+    /// Advises the peer how to use a path for sending to us (PATH_STATUS_BACKUP or
+    /// PATH_STATUS_AVAILABLE, §3.3). Any path ID up to the limit may be named, even one
+    /// not in use yet.
+    pub fn set_path_status(&mut self, _now: Instant, id: u64, status: PathStatus) -> Result<(), PathError> {
+        if !self.mp.enabled {
+            return Err(PathError::MultipathNotNegotiated);
+        }
+        if id > self.mp.peer_max || self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
+            return Err(PathError::UnknownPath);
+        }
+        self.queue_path_status(id, status == PathStatus::Backup);
+        Ok(())
     }
 
     /// IDs of the paths that are open (not abandoned).
     pub fn path_ids(&self) -> Vec<u64> {
-        self.paths.iter().map(|p| p.id).collect()
+        self.paths.iter().filter(|p| p.is_open()).map(|p| p.id).collect()
+    }
+
+    fn queue_path_status(&mut self, id: u64, backup: bool) {
+        let seq = self.mp.local_status.get(&id).map_or(0, |(s, _)| s + 1);
+        self.mp.local_status.insert(id, (seq, backup));
+        self.mp.pending.retain(|c| !matches!(c, Control::PathStatus(p, _) if *p == id));
+        self.mp.pending.push(Control::PathStatus(id, seq));
     }
 }

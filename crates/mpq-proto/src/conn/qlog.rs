@@ -10,11 +10,19 @@ use super::space::SentFrames;
 use super::{CloseFrame, Connection};
 
 impl Connection {
-    pub(crate) fn qlog_packet_sent(&mut self, now: Instant, level: Level, pn: u64, size: usize, frames: &SentFrames) {
+    pub(crate) fn qlog_packet_sent(
+        &mut self,
+        now: Instant,
+        level: Level,
+        pi: usize,
+        pn: u64,
+        size: usize,
+        frames: &SentFrames,
+    ) {
         let Some(q) = self.qlog.as_mut() else { return };
         let mut fr = Vec::new();
-        if let Some(l) = frames.ack_largest {
-            fr.push(json!({"frame_type": "ack", "largest_acknowledged": l}));
+        for (path_id, l) in &frames.acks {
+            fr.push(json!({"frame_type": "ack", "path_id": path_id, "largest_acknowledged": l}));
         }
         for c in &frames.crypto {
             fr.push(json!({"frame_type": "crypto", "offset": c.start, "length": c.end - c.start}));
@@ -27,7 +35,7 @@ impl Connection {
         for c in &frames.control {
             fr.push(json!({"frame_type": format!("{c:?}")}));
         }
-        let path = &self.paths[0];
+        let Some(path) = self.paths.get(pi) else { return };
         q.emit(
             now,
             "transport:packet_sent",
@@ -43,19 +51,23 @@ impl Connection {
         );
     }
 
-    pub(crate) fn qlog_packet_received(&mut self, now: Instant, level: Level, pn: u64, size: usize) {
+    pub(crate) fn qlog_packet_received(&mut self, now: Instant, level: Level, path_id: u64, pn: u64, size: usize) {
         let Some(q) = self.qlog.as_mut() else { return };
-        q.emit(now, "transport:packet_received", json!({"header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": 0}, "raw": {"payload_length": size}}));
+        q.emit(now, "transport:packet_received", json!({"header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": path_id}, "raw": {"payload_length": size}}));
     }
 
-    pub(crate) fn qlog_packet_lost(&mut self, now: Instant, space: SpaceId, pn: u64) {
+    pub(crate) fn qlog_packet_lost(&mut self, now: Instant, space: SpaceId, path_id: u64, pn: u64) {
         let Some(q) = self.qlog.as_mut() else { return };
         let ty = match space {
             SpaceId::Initial => "initial",
             SpaceId::Handshake => "handshake",
             SpaceId::Data => "1RTT",
         };
-        q.emit(now, "recovery:packet_lost", json!({"header": {"packet_type": ty, "packet_number": pn, "path_id": 0}}));
+        q.emit(
+            now,
+            "recovery:packet_lost",
+            json!({"header": {"packet_type": ty, "packet_number": pn, "path_id": path_id}}),
+        );
     }
 
     pub(crate) fn qlog_state(&mut self, now: Instant, state: &str) {
@@ -77,12 +89,29 @@ impl Connection {
         q.emit(now, "connectivity:connection_closed", data);
     }
 
-    pub(crate) fn qlog_pto(&mut self, now: Instant, space: SpaceId) {
+    pub(crate) fn qlog_pto(&mut self, now: Instant, space: SpaceId, path_id: u64) {
         let Some(q) = self.qlog.as_mut() else { return };
         q.emit(
             now,
             "recovery:loss_timer_updated",
-            json!({"event_type": "expired", "timer_type": "pto", "packet_number_space": format!("{space:?}")}),
+            json!({"event_type": "expired", "timer_type": "pto", "packet_number_space": format!("{space:?}"), "path_id": path_id}),
+        );
+    }
+
+    /// A multipath path event (draft-ietf-quic-multipath qlog: `path_assigned` / `path_updated`).
+    pub(crate) fn qlog_path(&mut self, now: Instant, path_id: u64, state: &str) {
+        if self.qlog.is_none() {
+            return;
+        }
+        let (remote, local) = match self.path_index(path_id).map(|i| &self.paths[i]) {
+            Some(p) => (p.remote.to_string(), p.local.map(|l| l.to_string())),
+            None => (String::new(), None),
+        };
+        let Some(q) = self.qlog.as_mut() else { return };
+        q.emit(
+            now,
+            "connectivity:path_updated",
+            json!({"path_id": path_id, "state": state, "peer": remote, "local": local}),
         );
     }
 

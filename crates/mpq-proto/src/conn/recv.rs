@@ -23,7 +23,8 @@ use super::{Connection, State};
 const MAX_PENDING_PATH_RESPONSES: usize = 4;
 
 impl Connection {
-    /// Processes a datagram routed to this connection. `data` is decrypted in place.
+    /// Processes a datagram from `remote` that arrived at the local address `local` and was
+    /// routed to this connection. `data` is decrypted in place.
     pub fn handle_datagram(
         &mut self,
         now: Instant,
@@ -32,29 +33,14 @@ impl Connection {
         ecn: Option<u8>,
         data: &mut [u8],
     ) {
-        let _ = local;
         if self.state == State::Drained {
             return;
         }
         self.stats.rx_datagrams += 1;
-        {
-            let path = &mut self.paths[0];
-            if !path.validated {
-                path.amp_received += data.len() as u64;
-            }
-            path.stats.rx_bytes += data.len() as u64;
-        }
-        if remote != self.paths[0].remote {
-            // Connection migration comes with multipath; until then only the handshake
-            // path is served (RFC 9000 §9: disable_active_migration is not required of
-            // the peer, but packets from an unvalidated address are not acted upon).
-            tracing::debug!(%remote, "dropping datagram from an unknown address");
-            self.stats.dropped_packets += 1;
-            return;
-        }
         let ecn = ecn.and_then(Ecn::from_bits);
         let mut offset = 0;
         let total = data.len();
+        let mut first = true;
         while offset < total {
             let buf = &mut data[offset..];
             let parsed = match parse_packet(buf, self.local_cid_len) {
@@ -67,7 +53,9 @@ impl Connection {
             let len = parsed.packet_len.min(buf.len());
             offset += len;
             let is_last = offset >= total;
-            self.handle_packet(now, ecn, &parsed, &mut buf[..len], is_last);
+            let rx = Rx { local, remote, ecn, datagram_len: if first { total } else { 0 } };
+            first = false;
+            self.handle_packet(now, &rx, &parsed, &mut buf[..len], is_last);
             if self.state == State::Drained {
                 return;
             }
@@ -75,7 +63,12 @@ impl Connection {
         self.arm_key_discard(now);
     }
 
-    fn handle_packet(&mut self, now: Instant, ecn: Option<Ecn>, parsed: &ParsedPacket, pkt: &mut [u8], is_last: bool) {
+    /// The path ID a destination CID of ours belongs to.
+    fn path_of_dcid(&self, dcid: &ConnectionId) -> Option<u64> {
+        self.local_cids.iter().find(|(_, l)| l.active.values().any(|c| c.cid == *dcid)).map(|(id, _)| *id)
+    }
+
+    fn handle_packet(&mut self, now: Instant, rx: &Rx, parsed: &ParsedPacket, pkt: &mut [u8], is_last: bool) {
         let level = match parsed.kind {
             PacketKind::Initial => Level::Initial,
             PacketKind::Handshake => Level::Handshake,
@@ -94,6 +87,36 @@ impl Connection {
             self.stats.dropped_packets += 1;
             return;
         }
+        // Long headers belong to the handshake path; short ones to the path of their CID.
+        let path_id = if level == Level::OneRtt {
+            match self.path_of_dcid(&parsed.dcid) {
+                Some(id) => id,
+                None => {
+                    self.stats.dropped_packets += 1;
+                    return;
+                }
+            }
+        } else {
+            0
+        };
+        let known = self.path_index(path_id);
+        if let Some(pi) = known {
+            let path = &mut self.paths[pi];
+            if rx.datagram_len > 0 && path.remote == rx.remote {
+                if !path.validated {
+                    path.amp_received += rx.datagram_len as u64;
+                }
+                path.stats.rx_bytes += rx.datagram_len as u64;
+            }
+            if path.remote != rx.remote && level != Level::OneRtt {
+                // RFC 9000 §9: no migration during the handshake.
+                self.stats.dropped_packets += 1;
+                return;
+            }
+        } else if !self.may_accept_path(path_id) {
+            self.stats.dropped_packets += 1;
+            return;
+        }
         // Closing: answer with CONNECTION_CLOSE, process nothing (RFC 9000 §10.2.1).
         if let State::Closing { send_pending, .. } = &mut self.state {
             *send_pending = true;
@@ -102,10 +125,10 @@ impl Connection {
         if matches!(self.state, State::Draining { .. }) {
             return;
         }
-        match self.unprotect(now, level, parsed, pkt) {
-            Ok(Some((pn, header_len, payload_len, key_phase))) => {
+        match self.unprotect(now, level, path_id, parsed, pkt) {
+            Ok(Some((pn, header_len, payload_len, _key_phase))) => {
                 let payload = &pkt[header_len..header_len + payload_len];
-                self.on_packet_authenticated(now, ecn, level, parsed, pn, key_phase, payload);
+                self.on_packet_authenticated(now, rx, level, path_id, parsed, pn, payload);
             }
             Ok(None) => {
                 self.stats.dropped_packets += 1;
@@ -113,7 +136,7 @@ impl Connection {
                 if level == Level::OneRtt && is_last && pkt.len() >= 21 {
                     let mut token = [0u8; 16];
                     token.copy_from_slice(&pkt[pkt.len() - 16..]);
-                    if self.peer_cids.is_reset_token(&token) {
+                    if self.peer_cids.values().any(|p| p.is_reset_token(&token)) {
                         tracing::debug!("stateless reset received");
                         self.enter_draining(now, ConnectionError::Reset);
                         self.set_drained(None);
@@ -130,14 +153,21 @@ impl Connection {
         &mut self,
         now: Instant,
         level: Level,
+        path_id: u64,
         parsed: &ParsedPacket,
         pkt: &mut [u8],
     ) -> Result<Option<(u64, usize, usize, bool)>, TransportError> {
         let space_id = level.space();
-        let largest = match self.space_mut(space_id) {
-            Some(s) => s.received.largest().map(|(pn, _)| pn),
-            None => return Ok(None),
+        let pi = self.path_index(path_id);
+        let largest = match pi {
+            Some(pi) => match self.space_mut(space_id, pi) {
+                Some(s) => s.received.largest().map(|(pn, _)| pn),
+                None => return Ok(None),
+            },
+            // A new path: its packet number space starts empty.
+            None => None,
         };
+        let multipath = self.mp.enabled;
         let hp = match level {
             Level::Initial => self.initial_keys.as_ref().map(|k| &*k.remote.header),
             Level::Handshake => self.handshake_keys.as_ref().map(|k| &*k.remote.header),
@@ -164,9 +194,15 @@ impl Connection {
             }
             _ => {
                 let Some(keys) = self.one_rtt.as_mut() else { return Ok(None) };
-                let choice = keys.remote_key_for(key_phase, pn);
+                let choice = keys.remote_key_for_path(key_phase, path_id, pn);
                 let Some(key) = keys.remote_key(choice) else { return Ok(None) };
-                let len = match key.decrypt_in_place(pn, header, payload) {
+                // draft-ietf-quic-multipath-21 §4.1: the path ID is part of the nonce.
+                let opened = if multipath {
+                    key.decrypt_in_place_for_path(path_id as u32, pn, header, payload)
+                } else {
+                    key.decrypt_in_place(pn, header, payload)
+                };
+                let len = match opened {
                     Ok(p) => p.len(),
                     Err(_) => {
                         // RFC 9001 §6.6: failed decryptions count against the integrity limit.
@@ -174,7 +210,7 @@ impl Connection {
                         return Ok(None);
                     }
                 };
-                keys.on_remote_authenticated(choice, pn)?;
+                keys.on_remote_authenticated_path(choice, path_id, pn)?;
                 if choice == RemoteKeyChoice::Next {
                     self.on_peer_key_update(now);
                 }
@@ -193,24 +229,37 @@ impl Connection {
     fn on_packet_authenticated(
         &mut self,
         now: Instant,
-        ecn: Option<Ecn>,
+        rx: &Rx,
         level: Level,
+        path_id: u64,
         parsed: &ParsedPacket,
         pn: u64,
-        key_phase: bool,
         payload: &[u8],
     ) {
         let space_id = level.space();
-        if self.space_mut(space_id).is_some_and(|s| s.received.is_duplicate(pn)) {
+        let pi = match self.path_index(path_id) {
+            Some(pi) => pi,
+            None => match self.accept_path(now, path_id, rx) {
+                Some(pi) => pi,
+                None => return,
+            },
+        };
+        let Some(space) = self.space_mut(space_id, pi) else { return };
+        if space.received.is_duplicate(pn) {
             return;
         }
-        let _ = key_phase;
+        let newest = space.received.largest().is_none_or(|(l, _)| pn > l);
         self.idle_anchor = now;
         self.idle_anchor_from_recv = true;
-        {
-            let path = &mut self.paths[0];
-            path.stats.rx_packets += 1;
+        if level == Level::OneRtt && self.paths[pi].remote != rx.remote && newest {
+            self.on_peer_address_change(now, pi, rx);
         }
+        {
+            let path = &mut self.paths[pi];
+            path.stats.rx_packets += 1;
+            path.last_recv = Some(now);
+        }
+        self.on_path_alive(pi);
         if level == Level::OneRtt {
             self.packets_in_phase += 1;
         }
@@ -218,23 +267,28 @@ impl Connection {
             (Side::Server, Level::Handshake) => {
                 // RFC 9000 §8.1: a Handshake packet proves the client owns its address;
                 // RFC 9001 §4.9.1: the server then discards Initial keys.
-                self.paths[0].validated = true;
+                self.paths[pi].validated = true;
                 self.discard_space(now, SpaceId::Initial);
             }
             (Side::Client, Level::Initial) if !self.got_server_cid => {
                 self.got_server_cid = true;
-                self.peer_cids.set_initial(parsed.scid);
+                if let Some(p) = self.peer_cids.get_mut(&0) {
+                    p.set_initial(parsed.scid);
+                }
                 self.peer_initial_scid = Some(parsed.scid);
             }
             _ => {}
         }
-        match self.process_frames(now, level, &parsed.dcid, payload) {
+        match self.process_frames(now, level, pi, &parsed.dcid, payload) {
             Ok(ack_eliciting) => {
-                if let Some(space) = self.space_mut(space_id) {
-                    space.received.on_packet(pn, ack_eliciting, now, ecn);
+                // Frames may have discarded paths: find this one again.
+                let Some(pi) = self.path_index(path_id) else { return };
+                if let Some(space) = self.space_mut(space_id, pi) {
+                    space.received.on_packet(pn, ack_eliciting, now, rx.ecn);
                     space.ack_pending = true;
+                    space.ack_carried_on.clear();
                 }
-                self.qlog_packet_received(now, level, pn, payload.len());
+                self.qlog_packet_received(now, level, path_id, pn, payload.len());
             }
             Err(e) => self.close_with_error(now, e),
         }
@@ -245,9 +299,11 @@ impl Connection {
         &mut self,
         now: Instant,
         level: Level,
+        pi: usize,
         dcid: &ConnectionId,
         payload: &[u8],
     ) -> Result<bool, TransportError> {
+        let path_id = self.paths[pi].id;
         if payload.is_empty() {
             // RFC 9000 §12.4: a packet with no frames is a PROTOCOL_VIOLATION.
             return Err(TransportError::protocol_violation("packet without frames"));
@@ -261,7 +317,7 @@ impl Connection {
             }
             ack_eliciting |= frame.is_ack_eliciting();
             let ty = frame.ty();
-            self.on_frame(now, level, dcid, frame).map_err(|e| {
+            self.on_frame(now, level, path_id, dcid, frame).map_err(|e| {
                 if e.frame_type.is_none() {
                     e.with_frame(ty)
                 } else {
@@ -279,23 +335,39 @@ impl Connection {
         &mut self,
         now: Instant,
         level: Level,
+        path_id: u64,
         dcid: &ConnectionId,
         frame: Frame<'_>,
     ) -> Result<(), TransportError> {
         match frame {
             Frame::Padding { .. } | Frame::Ping => {}
             Frame::Ack(ack) => {
-                if ack.path_id.is_some() {
-                    return Err(TransportError::protocol_violation("PATH_ACK without multipath"));
-                }
-                self.on_ack_frame(now, level.space(), &ack)?;
+                // An ACK frame is a PATH_ACK for path 0 (draft-ietf-quic-multipath-21 §4.3).
+                let acked_path = match ack.path_id {
+                    None => 0,
+                    Some(id) => {
+                        self.check_mp_path_id(id)?;
+                        id
+                    }
+                };
+                let pi = if level == Level::OneRtt {
+                    // PATH_ACKs naming an unknown or discarded path are ignored.
+                    match self.path_index(acked_path) {
+                        Some(pi) => pi,
+                        None => return Ok(()),
+                    }
+                } else {
+                    self.primary_path()
+                };
+                self.on_ack_frame(now, level.space(), pi, &ack)?;
             }
             Frame::Crypto { offset, data } => {
+                let pi = self.primary_path();
                 let space = self
-                    .space_mut(level.space())
+                    .space_mut(level.space(), pi)
                     .ok_or_else(|| TransportError::protocol_violation("CRYPTO at a discarded level"))?;
                 space.crypto.on_recv(offset, data)?;
-                while let Some(bytes) = self.space_mut(level.space()).and_then(|s| s.crypto.take_contiguous()) {
+                while let Some(bytes) = self.space_mut(level.space(), pi).and_then(|s| s.crypto.take_contiguous()) {
                     self.on_crypto_data(now, level, &bytes)?;
                 }
             }
@@ -318,32 +390,27 @@ impl Connection {
             Frame::DataBlocked(limit) => self.streams.on_data_blocked(limit),
             Frame::StreamDataBlocked { id, limit } => self.streams.on_stream_data_blocked(id, limit)?,
             Frame::StreamsBlocked { dir, limit } => self.streams.on_streams_blocked(dir, limit),
-            Frame::NewConnectionId(f) => {
-                if f.path_id.is_some() {
-                    return Err(TransportError::protocol_violation("PATH_NEW_CONNECTION_ID without multipath"));
-                }
-                self.peer_cids.on_new_cid(f.seq, f.retire_prior_to, f.cid, f.reset_token)?;
-            }
-            Frame::RetireConnectionId { path_id, seq } => {
-                if path_id.is_some() {
-                    return Err(TransportError::protocol_violation("PATH_RETIRE_CONNECTION_ID without multipath"));
-                }
-                if let Some(cid) = self.local_cids.retire(seq, dcid)? {
-                    self.endpoint_events.push_back(super::EndpointEvent::RetireCid(cid));
-                    self.issue_cids(now);
-                }
+            Frame::NewConnectionId(f) => self.on_new_cid_frame(now, &f)?,
+            Frame::RetireConnectionId { path_id: target, seq } => {
+                let target = match target {
+                    None => 0,
+                    Some(id) => {
+                        self.check_mp_path_id(id)?;
+                        id
+                    }
+                };
+                self.on_retire_cid_frame(now, target, seq, path_id, dcid)?;
             }
             Frame::PathChallenge(data) => {
-                let path = &mut self.paths[0];
-                if path.path_responses.len() >= MAX_PENDING_PATH_RESPONSES {
-                    path.path_responses.remove(0);
+                if let Some(pi) = self.path_index(path_id) {
+                    let path = &mut self.paths[pi];
+                    if path.path_responses.len() >= MAX_PENDING_PATH_RESPONSES {
+                        path.path_responses.remove(0);
+                    }
+                    path.path_responses.push(data);
                 }
-                path.path_responses.push(data);
             }
-            Frame::PathResponse(_) => {
-                // We send no PATH_CHALLENGE before migration exists; an unsolicited
-                // response is ignored (RFC 9000 §19.18 allows it).
-            }
+            Frame::PathResponse(data) => self.on_path_response(now, path_id, data),
             Frame::ConnectionClose(c) => self.on_connection_close(now, &c),
             Frame::HandshakeDone => {
                 if self.side == Side::Server {
@@ -355,12 +422,22 @@ impl Connection {
                 // RFC 9221 §3: DATAGRAM without max_datagram_frame_size negotiated.
                 return Err(TransportError::protocol_violation("DATAGRAM frames not negotiated"));
             }
-            Frame::PathAbandon { .. }
-            | Frame::PathStatus { .. }
-            | Frame::MaxPathId(_)
-            | Frame::PathsBlocked(_)
-            | Frame::PathCidsBlocked { .. } => {
-                return Err(TransportError::protocol_violation("multipath frame without multipath"));
+            Frame::PathAbandon { path_id: id, error_code } => {
+                self.check_mp_path_id(id)?;
+                self.on_path_abandon_frame(now, id, error_code);
+            }
+            Frame::PathStatus { path_id: id, seq, backup } => {
+                self.check_mp_path_id(id)?;
+                self.on_path_status_frame(id, seq, backup);
+            }
+            Frame::MaxPathId(max) => self.on_max_path_id_frame(now, max)?,
+            Frame::PathsBlocked(max) => {
+                self.check_mp()?;
+                tracing::debug!(max, "peer is blocked by our MAX_PATH_ID");
+            }
+            Frame::PathCidsBlocked { path_id: id, next_seq } => {
+                self.check_mp_path_id(id)?;
+                self.on_path_cids_blocked_frame(now, id, next_seq)?;
             }
         }
         Ok(())
@@ -393,8 +470,14 @@ impl Connection {
         }
     }
 
-    /// Handles ACK frames (RFC 9002 §6): RTT, acknowledged and lost packets, congestion.
-    fn on_ack_frame(&mut self, now: Instant, space_id: SpaceId, ack: &AckFrame<'_>) -> Result<(), TransportError> {
+    /// Handles ACK and PATH_ACK frames (RFC 9002 §6) for the space of path index `pi`.
+    fn on_ack_frame(
+        &mut self,
+        now: Instant,
+        space_id: SpaceId,
+        pi: usize,
+        ack: &AckFrame<'_>,
+    ) -> Result<(), TransportError> {
         let ack_delay = if space_id == SpaceId::Data {
             let exp = u32::from(self.peer_ack_delay_exponent());
             Duration::from_micros(ack.delay.checked_shl(exp).filter(|v| v >> exp == ack.delay).unwrap_or(u64::MAX >> 1))
@@ -404,7 +487,7 @@ impl Connection {
         let max_ack_delay = self.peer_max_ack_delay();
         let confirmed = self.handshake_confirmed;
         let result = {
-            let path = &mut self.paths[0];
+            let path = &mut self.paths[pi];
             let space = match space_id {
                 SpaceId::Initial => self.initial.as_mut(),
                 SpaceId::Handshake => self.handshake.as_mut(),
@@ -420,22 +503,30 @@ impl Connection {
         // RFC 9002 §6.2.1: reset the backoff, except at a client that does not yet know
         // the server validated its address.
         if !result.newly_acked.is_empty() && (self.side == Side::Server || space_id != SpaceId::Initial) {
-            self.paths[0].pto_count = 0;
+            self.paths[pi].pto_count = 0;
+            self.on_path_alive(pi);
         }
+        if !result.newly_acked.is_empty() {
+            self.set_coupling(pi);
+        }
+        let path_id = self.paths[pi].id;
         for (pn, p) in result.newly_acked {
             if p.in_flight {
-                let path = &mut self.paths[0];
+                let path = &mut self.paths[pi];
                 path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(p.size));
                 path.cc.on_ack(now, p.time_sent, u64::from(p.size), &path.rtt, false);
             }
             if space_id == SpaceId::Data {
                 if let Some(k) = self.one_rtt.as_mut() {
-                    k.on_packet_acked(pn);
+                    k.on_packet_acked_path(path_id, pn);
+                    if k.can_initiate() && self.phase_acked_at.is_none() {
+                        self.phase_acked_at = Some(now);
+                    }
                 }
             }
             self.on_frames_acked(space_id, p.frames);
         }
-        self.on_packets_lost(now, space_id, result.lost, result.persistent_congestion);
+        self.on_packets_lost(now, space_id, pi, result.lost, result.persistent_congestion);
         Ok(())
     }
 
@@ -443,12 +534,18 @@ impl Connection {
         for c in &frames.stream {
             self.streams.on_stream_chunk_acked(c);
         }
-        if let Some(space) = self.space_mut(space_id) {
-            for r in &frames.crypto {
-                space.crypto.on_acked(r);
+        if space_id != SpaceId::Data {
+            let pi = self.primary_path();
+            if let Some(space) = self.space_mut(space_id, pi) {
+                for r in &frames.crypto {
+                    space.crypto.on_acked(r);
+                }
             }
-            if let Some(l) = frames.ack_largest {
-                space.received.on_ack_of_ack(l);
+        }
+        for &(path_id, largest) in &frames.acks {
+            let pi = if space_id == SpaceId::Data { self.path_index(path_id) } else { Some(self.primary_path()) };
+            if let Some(space) = pi.and_then(|pi| self.space_mut(space_id, pi)) {
+                space.received.on_ack_of_ack(largest);
             }
         }
         for c in frames.control {
@@ -458,11 +555,13 @@ impl Connection {
         }
     }
 
-    /// Lost packets: congestion response once per event, frames queued for retransmission.
+    /// Lost packets of path index `pi`: congestion response once per event, frames queued
+    /// for retransmission (on any path).
     pub(crate) fn on_packets_lost(
         &mut self,
         now: Instant,
         space_id: SpaceId,
+        pi: usize,
         lost: Vec<(u64, crate::recovery::sent::SentPacket<SentFrames>)>,
         persistent: bool,
     ) {
@@ -471,8 +570,9 @@ impl Connection {
         }
         let mut lost_bytes = 0;
         let mut largest_sent_time = None;
+        let path_id = self.paths[pi].id;
         for (pn, p) in &lost {
-            let path = &mut self.paths[0];
+            let path = &mut self.paths[pi];
             path.stats.lost_packets += 1;
             path.stats.lost_bytes += u64::from(p.size);
             if p.in_flight {
@@ -480,10 +580,11 @@ impl Connection {
                 lost_bytes += u64::from(p.size);
                 largest_sent_time = Some(p.time_sent);
             }
-            self.qlog_packet_lost(now, space_id, *pn);
+            self.qlog_packet_lost(now, space_id, path_id, *pn);
         }
         if let Some(sent) = largest_sent_time {
-            let path = &mut self.paths[0];
+            self.set_coupling(pi);
+            let path = &mut self.paths[pi];
             path.stats.congestion_events += 1;
             path.cc.on_congestion_event(now, sent, persistent, lost_bytes);
         }
@@ -492,26 +593,50 @@ impl Connection {
         }
     }
 
-    fn on_frames_lost(&mut self, space_id: SpaceId, frames: SentFrames) {
+    pub(crate) fn on_frames_lost(&mut self, space_id: SpaceId, frames: SentFrames) {
         for c in &frames.stream {
             self.streams.on_stream_chunk_lost(c);
         }
-        if let Some(space) = self.space_mut(space_id) {
-            for r in &frames.crypto {
-                space.crypto.on_lost(r);
+        if space_id != SpaceId::Data {
+            let pi = self.primary_path();
+            if let Some(space) = self.space_mut(space_id, pi) {
+                for r in &frames.crypto {
+                    space.crypto.on_lost(r);
+                }
             }
         }
         for c in frames.control {
             match c {
                 Control::Stream(s) => self.streams.on_control_lost(&s),
                 Control::HandshakeDone => self.handshake_done_pending = true,
-                Control::NewCid(seq) => {
-                    if self.local_cids.active.contains_key(&seq) {
-                        self.local_cids.to_advertise.push(seq);
+                Control::NewCid(path, seq) => {
+                    if let Some(l) = self.local_cids.get_mut(&path) {
+                        if l.active.contains_key(&seq) {
+                            l.to_advertise.push(seq);
+                        }
                     }
                 }
-                Control::RetireCid(seq) => self.peer_cids.to_retire.push(seq),
+                Control::RetireCid(path, seq) => {
+                    if let Some(p) = self.peer_cids.get_mut(&path) {
+                        p.to_retire.push(seq);
+                    }
+                }
+                c @ (Control::PathAbandon(..) | Control::PathStatus(..) | Control::MaxPathId(_)) => {
+                    self.on_mp_control_lost(c)
+                }
             }
         }
     }
+}
+
+/// Where a datagram came from and arrived.
+pub(crate) struct Rx {
+    /// Local address it arrived at.
+    pub local: SocketAddr,
+    /// The peer's address.
+    pub remote: SocketAddr,
+    /// ECN codepoint.
+    pub ecn: Option<Ecn>,
+    /// Size of the whole datagram for its first packet, 0 for the coalesced ones after it.
+    pub datagram_len: usize,
 }

@@ -6,9 +6,13 @@ use crate::packet::header::{write_long_header, write_short_header, LongType};
 use crate::packet::number::encode_pn_len;
 use crate::packet::protect::seal_packet;
 use crate::recovery::sent::SentPacket;
+use crate::sched::{Decision, PathSnapshot, SchedContext};
+use crate::stream::StreamControl;
 use crate::time::Instant;
 use crate::types::{Level, Side, SpaceId};
+use smallvec::SmallVec;
 
+use super::config::AckPolicy;
 use super::space::{Control, SentFrames};
 use super::{CloseFrame, Connection, State, Transmit};
 
@@ -30,11 +34,27 @@ struct OpenPacket {
     frames: SentFrames,
     ack_eliciting: bool,
     padded: bool,
+    /// Holds PATH_CHALLENGE or PATH_RESPONSE: the datagram is padded to 1200 bytes.
+    probing_path: bool,
 }
 
+/// What `write_app_frames` wrote.
+#[derive(Default)]
+struct AppFrames {
+    eliciting: bool,
+    path_validation: bool,
+}
+
+/// Most STREAM chunks queued for duplication on one path.
+const MAX_DUP_CHUNKS: usize = 256;
+
 impl Connection {
-    /// Writes the next datagram, or a GSO batch of equal-sized datagrams, into `buf`
-    /// (cleared first). Returns `None` when there is nothing to send now.
+    /// Writes the next datagram, or a GSO batch of equal-sized datagrams of one path, into
+    /// `buf` (cleared first). Returns `None` when there is nothing to send now.
+    ///
+    /// With multipath, path-local traffic (PATH_CHALLENGE/RESPONSE, the ACKs placed on a
+    /// path, PTO probes, copies) goes first, path by path in turn; new data then goes on
+    /// the path the scheduler picks.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
         match self.state {
@@ -44,13 +64,111 @@ impl Connection {
         }
         self.maybe_initiate_key_update(now);
         self.arm_key_discard(now);
+        if !self.mp.enabled {
+            let pi = self.primary_path();
+            return self.write_batch(now, buf, pi, true);
+        }
+        let n = self.paths.len();
+        for k in 0..n {
+            let pi = (self.next_path_cursor + k) % n;
+            if self.path_has_local_traffic(now, pi) {
+                if let Some(t) = self.write_batch(now, buf, pi, false) {
+                    self.next_path_cursor = (pi + 1) % n.max(1);
+                    return Some(t);
+                }
+            }
+        }
+        if !self.wants_to_send_data() {
+            return None;
+        }
+        let snaps = self.path_snapshots(now);
+        if !snaps.iter().any(|s| s.can_send) {
+            return None;
+        }
+        let ctx = SchedContext { queued_bytes: self.streams.queued_bytes() };
+        let (path, copies) = match self.scheduler.schedule(&snaps, &ctx) {
+            Decision::Send { path, copies } => (path, copies),
+            Decision::Wait => return None,
+        };
+        if !snaps.iter().any(|s| s.id == path && s.can_send) {
+            return None;
+        }
+        let pi = self.path_index(path)?;
+        self.sched_snapshots = snaps;
+        self.collect_chunks = !copies.is_empty();
+        let t = self.write_batch(now, buf, pi, true);
+        self.collect_chunks = false;
+        let chunks = std::mem::take(&mut self.batch_chunks);
+        for q in copies {
+            if q == path {
+                continue;
+            }
+            if let Some(qi) = self.path_index(q) {
+                let dup = &mut self.paths[qi].dup_chunks;
+                dup.extend(chunks.iter().copied());
+                while dup.len() > MAX_DUP_CHUNKS {
+                    dup.pop_front();
+                }
+            }
+        }
+        t
+    }
+
+    /// What the schedulers see of every path that may carry application data.
+    fn path_snapshots(&mut self, now: Instant) -> Vec<PathSnapshot> {
+        let mut out = Vec::with_capacity(self.paths.len());
+        for pi in 0..self.paths.len() {
+            let p = &self.paths[pi];
+            if !p.is_active() || !self.peer_cids.get(&p.id).is_some_and(|c| c.has_cid()) {
+                continue;
+            }
+            let can_send = self.can_send_data(now, pi);
+            let p = &self.paths[pi];
+            let srtt = p.rtt.smoothed();
+            let cwnd = p.cc.window();
+            out.push(PathSnapshot {
+                id: p.id,
+                srtt,
+                rttvar: p.rtt.rttvar(),
+                min_rtt: p.rtt.min(),
+                rtt_sampled: p.rtt.has_sample(),
+                cwnd,
+                bytes_in_flight: p.bytes_in_flight,
+                mtu: u64::from(p.mtu),
+                can_send,
+                backup: p.peer_backup,
+                potentially_failed: p.potentially_failed,
+                delivery_rate: crate::recovery::pacer::Pacer::rate(cwnd, srtt),
+                bytes_sent: p.data_bytes_sent,
+            });
+        }
+        out
+    }
+
+    /// Path `pi` has traffic that belongs to it alone.
+    fn path_has_local_traffic(&mut self, now: Instant, pi: usize) -> bool {
+        let p = &self.paths[pi];
+        if !p.is_open() || !self.peer_cids.get(&p.id).is_some_and(|c| c.has_cid()) {
+            return false;
+        }
+        if p.challenge.is_some_and(|c| c.send_pending) || !p.path_responses.is_empty() || p.data.probes > 0 {
+            return true;
+        }
+        if (!p.fc_copies.is_empty() || !p.dup_chunks.is_empty()) && self.can_send_data(now, pi) {
+            return true;
+        }
+        self.acks_due_on(now, pi)
+    }
+
+    /// Writes datagrams of path index `pi` (a GSO batch when several fill up).
+    fn write_batch(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
         let max_segments = self.config.max_gso_segments.max(1);
-        let mtu = usize::from(self.paths[0].mtu);
+        let mtu = usize::from(self.paths[pi].mtu);
         let mut segment_size: Option<usize> = None;
         let mut count = 0;
         loop {
             let limit = segment_size.unwrap_or(mtu);
-            let (written, coalesced_long) = self.write_datagram(now, buf, limit);
+            let (written, coalesced_long) = self.write_datagram(now, buf, limit, pi, allow_data);
             if written == 0 {
                 break;
             }
@@ -65,11 +183,11 @@ impl Connection {
         if buf.is_empty() {
             return None;
         }
-        let path = &mut self.paths[0];
+        let path = &mut self.paths[pi];
         path.stats.tx_bytes += buf.len() as u64;
         Some(Transmit {
             destination: path.remote,
-            source: None,
+            source: path.local,
             path_id: path.id,
             size: buf.len(),
             segment_size: if count > 1 { segment_size } else { None },
@@ -77,21 +195,33 @@ impl Connection {
         })
     }
 
-    /// Writes one datagram of at most `limit` bytes; returns its size and whether it holds
-    /// long-header packets (which never go in GSO batches).
-    fn write_datagram(&mut self, now: Instant, buf: &mut Vec<u8>, limit: usize) -> (usize, bool) {
+    /// Writes one datagram of at most `limit` bytes on path `pi`; returns its size and
+    /// whether it holds long-header packets (which never go in GSO batches).
+    fn write_datagram(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        limit: usize,
+        pi: usize,
+        allow_data: bool,
+    ) -> (usize, bool) {
         let dg_start = buf.len();
-        let budget = self.paths[0].amplification_budget();
+        let budget = self.paths[pi].amplification_budget();
         let limit = (limit as u64).min(budget) as usize;
         if limit < MIN_PACKET_ROOM {
             return (0, false);
         }
-        let can_send_data = self.can_send_data(now);
+        let cwnd_ok = self.can_send_data(now, pi);
+        let spaces: &[SpaceId] = if pi == self.primary_path() {
+            &[SpaceId::Initial, SpaceId::Handshake, SpaceId::Data]
+        } else {
+            &[SpaceId::Data]
+        };
         let mut open: Option<OpenPacket> = None;
         let mut pad_datagram = false;
         let mut long = false;
-        for space_id in [SpaceId::Initial, SpaceId::Handshake, SpaceId::Data] {
-            if !self.space_wants_send(now, space_id, can_send_data) {
+        for &space_id in spaces {
+            if !self.space_wants_send(now, space_id, pi, cwnd_ok, allow_data) {
                 continue;
             }
             let room = (dg_start + limit).saturating_sub(buf.len());
@@ -99,13 +229,15 @@ impl Connection {
                 break;
             }
             if let Some(p) = open.take() {
-                self.seal(now, buf, p);
+                self.seal(now, buf, p, pi);
             }
-            if let Some(p) = self.write_packet(now, space_id, buf, dg_start + limit, can_send_data) {
+            if let Some(p) = self.write_packet(now, space_id, pi, buf, dg_start + limit, cwnd_ok, allow_data) {
                 if p.level == Level::Initial && (self.side == Side::Client || p.ack_eliciting) {
                     // RFC 9000 §14.1: datagrams with (ack-eliciting) Initials are padded.
                     pad_datagram = true;
                 }
+                // RFC 9000 §8.2.1: path validation also checks that 1200 bytes get through.
+                pad_datagram |= p.probing_path;
                 long |= p.level != Level::OneRtt;
                 open = Some(p);
             }
@@ -128,27 +260,29 @@ impl Connection {
             buf.resize(buf.len() + (target - end), 0);
             p.padded = true;
         }
-        self.seal(now, buf, p);
+        self.seal(now, buf, p, pi);
         (buf.len() - dg_start, long)
     }
 
-    /// Congestion window and pacing allow ack-eliciting packets now (probes ignore both).
-    fn can_send_data(&mut self, now: Instant) -> bool {
-        let path = &mut self.paths[0];
+    /// Congestion window and pacing allow ack-eliciting packets on path `pi` now (probes
+    /// ignore both).
+    fn can_send_data(&mut self, now: Instant, pi: usize) -> bool {
+        let pacing = self.config.pacing;
+        let path = &mut self.paths[pi];
         let mtu = u64::from(path.mtu);
         if path.bytes_in_flight + mtu > path.cc.window() {
             return false;
         }
-        if self.config.pacing {
+        if pacing {
             let srtt = path.rtt.smoothed();
             if let Some(at) = path.pacer.delay(now, mtu, mtu, path.cc.window(), srtt) {
                 if at > now {
-                    self.pacing_until = Some(at);
+                    path.pacing_until = Some(at);
                     return false;
                 }
             }
         }
-        self.pacing_until = None;
+        path.pacing_until = None;
         true
     }
 
@@ -160,25 +294,47 @@ impl Connection {
         }
     }
 
-    /// Whether the space has anything to send now.
-    fn space_wants_send(&mut self, now: Instant, space_id: SpaceId, can_send_data: bool) -> bool {
+    /// Whether the space has anything to send on path `pi` now.
+    fn space_wants_send(
+        &mut self,
+        now: Instant,
+        space_id: SpaceId,
+        pi: usize,
+        cwnd_ok: bool,
+        allow_data: bool,
+    ) -> bool {
         if !self.has_keys(space_id) {
             return false;
         }
-        let ack_due = self.ack_due(now, space_id);
-        let Some(space) = self.space_mut(space_id) else { return false };
+        if space_id == SpaceId::Data {
+            if !self.paths[pi].is_open() {
+                return false;
+            }
+            let p = &self.paths[pi];
+            if p.data.probes > 0 || p.challenge.is_some_and(|c| c.send_pending) || !p.path_responses.is_empty() {
+                return true;
+            }
+            if self.acks_due_on(now, pi) {
+                return true;
+            }
+            if !cwnd_ok {
+                return false;
+            }
+            let p = &self.paths[pi];
+            if !p.fc_copies.is_empty() || !p.dup_chunks.is_empty() {
+                return true;
+            }
+            return allow_data && self.has_app_space_data();
+        }
+        let ack_due = self.ack_due(now, space_id, pi);
+        let Some(space) = self.space_mut(space_id, pi) else { return false };
         if ack_due || space.probes > 0 {
             return true;
         }
-        if !can_send_data {
-            return false;
-        }
-        if space.crypto.has_pending() {
-            return true;
-        }
-        space_id == SpaceId::Data && self.has_app_space_data()
+        cwnd_ok && space.crypto.has_pending()
     }
 
+    /// Connection-wide frames are waiting (stream data, flow control, CIDs, multipath control).
     pub(crate) fn has_app_space_data(&self) -> bool {
         #[cfg(test)]
         if !self.injected.is_empty() {
@@ -186,16 +342,20 @@ impl Connection {
         }
         self.handshake_done_pending
             || self.ping_pending
-            || !self.paths[0].path_responses.is_empty()
-            || !self.local_cids.to_advertise.is_empty()
-            || !self.peer_cids.to_retire.is_empty()
+            || (!self.mp.enabled && self.paths.iter().any(|p| !p.path_responses.is_empty()))
+            || self.local_cids.values().any(|l| !l.to_advertise.is_empty())
+            || self.peer_cids.values().any(|p| !p.to_retire.is_empty())
+            || !self.mp.pending.is_empty()
+            || self.mp.paths_blocked.is_some()
+            || !self.mp.cids_blocked.is_empty()
             || (self.handshake_complete && self.streams.has_pending_data())
     }
 
-    /// An ACK must go out now in this space (RFC 9000 §13.2.1).
-    pub(crate) fn ack_due(&mut self, now: Instant, space_id: SpaceId) -> bool {
+    /// An ACK must go out now in a handshake space, or in the data space of path `pi`
+    /// (RFC 9000 §13.2.1).
+    pub(crate) fn ack_due(&mut self, now: Instant, space_id: SpaceId, pi: usize) -> bool {
         let max_ack_delay = self.config.max_ack_delay;
-        let Some(space) = self.space_mut(space_id) else { return false };
+        let Some(space) = self.space_mut(space_id, pi) else { return false };
         if !space.ack_pending {
             return false;
         }
@@ -206,19 +366,68 @@ impl Connection {
         space.received.wants_immediate_ack() || space.received.ack_deadline(max_ack_delay).is_some_and(|t| t <= now)
     }
 
-    /// Writes one packet of `space_id` ending before `max_end`; None if nothing fit.
+    /// The paths (indices) that should carry the ACK of path `j`'s packets (the ACK policy,
+    /// draft-ietf-quic-multipath-21 §4.3: PATH_ACKs may go on any path).
+    fn ack_carriers(&self, j: usize) -> SmallVec<[usize; 4]> {
+        let mut out = SmallVec::new();
+        if !self.mp.enabled {
+            out.push(j);
+            return out;
+        }
+        let sendable = |i: usize| {
+            let p = &self.paths[i];
+            p.is_open() && self.peer_cids.get(&p.id).is_some_and(|c| c.has_cid())
+        };
+        let fastest = (0..self.paths.len())
+            .filter(|&i| sendable(i) && self.paths[i].is_active() && !self.paths[i].potentially_failed)
+            .min_by_key(|&i| self.paths[i].rtt.smoothed());
+        match self.config.ack_policy {
+            AckPolicy::SamePath if sendable(j) => out.push(j),
+            AckPolicy::SamePath | AckPolicy::LowestRtt => {
+                if let Some(f) = fastest.or(if sendable(j) { Some(j) } else { None }) {
+                    out.push(f);
+                }
+            }
+            AckPolicy::AllPaths => {
+                out.extend((0..self.paths.len()).filter(|&i| sendable(i) && self.paths[i].is_active()));
+                if out.is_empty() && sendable(j) {
+                    out.push(j);
+                }
+            }
+        }
+        out
+    }
+
+    /// Some path's ACK is due and placed on path `pi`.
+    fn acks_due_on(&mut self, now: Instant, pi: usize) -> bool {
+        let carrier = self.paths[pi].id;
+        for j in 0..self.paths.len() {
+            let s = &self.paths[j].data;
+            if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
+                continue;
+            }
+            if self.ack_due(now, SpaceId::Data, j) && self.ack_carriers(j).contains(&pi) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Writes one packet of `space_id` on path `pi` ending before `max_end`; None if
+    /// nothing fit.
+    #[allow(clippy::too_many_arguments)]
     fn write_packet(
         &mut self,
         now: Instant,
         space_id: SpaceId,
+        pi: usize,
         buf: &mut Vec<u8>,
         max_end: usize,
-        can_send_data: bool,
+        cwnd_ok: bool,
+        allow_data: bool,
     ) -> Option<OpenPacket> {
-        let ack_due = self.ack_due(now, space_id);
         let ack_delay_exponent = self.config.ack_delay_exponent;
-        let Header { level, header_start, pn_offset, pn_len, pn, len_offset } = self.write_header(space_id, buf)?;
-        let space = self.space_mut(space_id)?;
+        let Header { level, header_start, pn_offset, pn_len, pn, len_offset } = self.write_header(space_id, pi, buf)?;
         let payload_end = max_end.saturating_sub(TAG_LEN);
         if buf.len() + 8 > payload_end {
             buf.truncate(header_start);
@@ -226,22 +435,31 @@ impl Connection {
         }
         let mut frames = SentFrames::default();
         let mut ack_eliciting = false;
-        let probing = space.probes > 0;
-        let send_data = can_send_data || probing;
+        let probing = self.space_mut(space_id, pi)?.probes > 0;
+        let send_data = cwnd_ok || probing;
 
-        // ACK first: it is what the peer's loss detection waits for.
-        if space.ack_pending && (ack_due || send_data) {
-            let delay = space.received.ack_delay(now).as_micros() as u64 >> ack_delay_exponent;
-            let largest = space.received.ranges().max();
-            let ecn = space.received.ecn_counts();
-            let room = payload_end - buf.len();
-            if frame::encode_ack_bounded(buf, None, space.received.ranges(), delay, ecn.as_ref(), room) {
-                frames.ack_largest = largest;
-                space.ack_pending = false;
-                space.received.on_ack_sent(now);
+        // ACKs first: they are what the peer's loss detection waits for.
+        if space_id == SpaceId::Data {
+            self.write_acks(now, pi, buf, payload_end, send_data, &mut frames);
+        } else {
+            let ack_due = self.ack_due(now, space_id, pi);
+            let space = self.space_mut(space_id, pi)?;
+            if space.ack_pending && (ack_due || send_data) {
+                let delay = space.received.ack_delay(now).as_micros() as u64 >> ack_delay_exponent;
+                let largest = space.received.ranges().max();
+                let ecn = space.received.ecn_counts();
+                let room = payload_end - buf.len();
+                if frame::encode_ack_bounded(buf, None, space.received.ranges(), delay, ecn.as_ref(), room) {
+                    if let Some(l) = largest {
+                        frames.acks.push((0, l));
+                    }
+                    space.ack_pending = false;
+                    space.received.on_ack_sent(now);
+                }
             }
         }
-        if send_data {
+        if send_data && space_id != SpaceId::Data {
+            let space = self.space_mut(space_id, pi)?;
             // CRYPTO at this level.
             while payload_end > buf.len() + 16 {
                 let room = payload_end - buf.len();
@@ -257,10 +475,15 @@ impl Connection {
         if space_id == SpaceId::Handshake && ack_eliciting && payload_end >= buf.len() + self.injected_handshake.len() {
             buf.append(&mut self.injected_handshake);
         }
-        if space_id == SpaceId::Data && send_data {
-            ack_eliciting |= self.write_app_frames(now, buf, payload_end, &mut frames);
+        let mut probing_path = false;
+        if space_id == SpaceId::Data {
+            // A probe on a potentially failed path carries a PING only: data waits elsewhere.
+            let data_ok = (allow_data && cwnd_ok) || (probing && !self.paths[pi].potentially_failed);
+            let w = self.write_app_frames(now, pi, buf, payload_end, &mut frames, cwnd_ok, data_ok);
+            ack_eliciting |= w.eliciting;
+            probing_path = w.path_validation;
         }
-        let space = self.space_mut(space_id)?;
+        let space = self.space_mut(space_id, pi)?;
         if probing && !ack_eliciting && payload_end > buf.len() {
             Frame::Ping.encode(buf);
             ack_eliciting = true;
@@ -281,92 +504,291 @@ impl Connection {
             padded = true;
         }
         space.take_pn();
-        Some(OpenPacket { level, header_start, pn_offset, pn_len, pn, len_offset, frames, ack_eliciting, padded })
+        Some(OpenPacket {
+            level,
+            header_start,
+            pn_offset,
+            pn_len,
+            pn,
+            len_offset,
+            frames,
+            ack_eliciting,
+            padded,
+            probing_path,
+        })
     }
 
-    /// Application-space frames in priority order; returns whether any was ack-eliciting.
-    fn write_app_frames(&mut self, now: Instant, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames) -> bool {
-        let mut eliciting = false;
+    /// (PATH_)ACK frames placed on path `pi`: due ones, and any pending one when the packet
+    /// goes out anyway.
+    fn write_acks(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        buf: &mut Vec<u8>,
+        payload_end: usize,
+        send_data: bool,
+        frames: &mut SentFrames,
+    ) {
+        let ack_delay_exponent = self.config.ack_delay_exponent;
+        let carrier = self.paths[pi].id;
+        let multipath = self.mp.enabled;
+        for j in 0..self.paths.len() {
+            {
+                let s = &self.paths[j].data;
+                if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
+                    continue;
+                }
+            }
+            let due = self.ack_due(now, SpaceId::Data, j);
+            if !(due || send_data) {
+                continue;
+            }
+            let carriers = self.ack_carriers(j);
+            if !carriers.contains(&pi) {
+                continue;
+            }
+            let path_id = self.paths[j].id;
+            let carrier_ids: SmallVec<[u64; 4]> = carriers.iter().map(|&c| self.paths[c].id).collect();
+            let space = &mut self.paths[j].data;
+            let delay = space.received.ack_delay(now).as_micros() as u64 >> ack_delay_exponent;
+            let largest = space.received.ranges().max();
+            let ecn = space.received.ecn_counts();
+            let room = payload_end.saturating_sub(buf.len());
+            let frame_path = if multipath { Some(path_id) } else { None };
+            if frame::encode_ack_bounded(buf, frame_path, space.received.ranges(), delay, ecn.as_ref(), room) {
+                if let Some(l) = largest {
+                    frames.acks.push((path_id, l));
+                }
+                space.ack_carried_on.push(carrier);
+                if carrier_ids.iter().all(|c| space.ack_carried_on.contains(c)) {
+                    space.ack_pending = false;
+                    space.ack_carried_on.clear();
+                    space.received.on_ack_sent(now);
+                }
+            }
+        }
+    }
+
+    /// Application-space frames for a packet on path `pi`, in priority order.
+    #[allow(clippy::too_many_arguments)]
+    fn write_app_frames(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        buf: &mut Vec<u8>,
+        end: usize,
+        frames: &mut SentFrames,
+        cwnd_ok: bool,
+        data_ok: bool,
+    ) -> AppFrames {
+        let mut out = AppFrames::default();
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
-        while let Some(data) = self.paths[0].path_responses.first().copied() {
+        // Path-local frames: validation of this path.
+        while let Some(data) = self.paths[pi].path_responses.first().copied() {
             if room(buf) < 9 {
                 break;
             }
             Frame::PathResponse(data).encode(buf);
-            self.paths[0].path_responses.remove(0);
-            eliciting = true;
+            self.paths[pi].path_responses.remove(0);
+            out.eliciting = true;
+            out.path_validation = true;
+        }
+        if let Some(c) = self.paths[pi].challenge.as_mut().filter(|c| c.send_pending) {
+            if room(buf) >= 9 {
+                Frame::PathChallenge(c.data).encode(buf);
+                c.send_pending = false;
+                c.sent_at = Some(now);
+                out.eliciting = true;
+                out.path_validation = true;
+            }
         }
         #[cfg(test)]
         if !self.injected.is_empty() && room(buf) >= self.injected.len() {
             buf.append(&mut self.injected);
-            eliciting = true;
+            out.eliciting = true;
         }
         if self.ping_pending && room(buf) >= 1 {
             Frame::Ping.encode(buf);
             self.ping_pending = false;
-            eliciting = true;
+            out.eliciting = true;
+        }
+        if cwnd_ok {
+            // Copies of flow-control frames sent on another path (not retransmitted).
+            while let Some(c) = self.paths[pi].fc_copies.last().copied() {
+                let f = control_frame(&c);
+                if f.encoded_len() > room(buf) {
+                    break;
+                }
+                f.encode(buf);
+                self.paths[pi].fc_copies.pop();
+                out.eliciting = true;
+            }
+            // Redundant copies of STREAM chunks first sent on another path.
+            while let Some(c) = self.paths[pi].dup_chunks.front().copied() {
+                if !self.streams.chunk_buffered(&c) {
+                    self.paths[pi].dup_chunks.pop_front();
+                    continue;
+                }
+                if room(buf) < c.len + frame::MAX_STREAM_HEADER_LEN {
+                    break;
+                }
+                self.paths[pi].dup_chunks.pop_front();
+                frame::encode_stream_header(buf, c.id, c.offset, Some(c.len), c.fin);
+                self.streams.copy_stream_data(c.id, c.offset, c.len, buf);
+                frames.stream.push(c);
+                out.eliciting = true;
+            }
+        }
+        if !data_ok {
+            return out;
         }
         if self.handshake_done_pending && room(buf) >= 1 {
             Frame::HandshakeDone.encode(buf);
             frames.control.push(Control::HandshakeDone);
             self.handshake_done_pending = false;
-            eliciting = true;
+            out.eliciting = true;
         }
-        while let Some(&seq) = self.local_cids.to_advertise.first() {
-            let Some(c) = self.local_cids.active.get(&seq).copied() else {
-                self.local_cids.to_advertise.remove(0);
-                continue;
-            };
-            let f = Frame::NewConnectionId(frame::NewConnectionId {
-                path_id: None,
-                seq,
-                retire_prior_to: 0,
-                cid: c.cid,
-                reset_token: c.reset_token,
-            });
-            if f.encoded_len() > room(buf) {
-                break;
-            }
-            f.encode(buf);
-            self.local_cids.to_advertise.remove(0);
-            frames.control.push(Control::NewCid(seq));
-            eliciting = true;
-        }
-        while let Some(&seq) = self.peer_cids.to_retire.first() {
-            let f = Frame::RetireConnectionId { path_id: None, seq };
-            if f.encoded_len() > room(buf) {
-                break;
-            }
-            f.encode(buf);
-            self.peer_cids.to_retire.remove(0);
-            frames.control.push(Control::RetireCid(seq));
-            eliciting = true;
-        }
+        out.eliciting |= self.write_cid_frames(buf, end, frames);
+        out.eliciting |= self.write_mp_control(buf, end, frames);
         if !self.handshake_complete {
-            return eliciting;
+            return out;
         }
-        let rtt = self.paths[0].rtt.smoothed();
+        let rtt = self.paths[pi].rtt.smoothed();
+        let all_paths_fc = self.mp.enabled && self.config.flow_control_on_all_paths;
         while room(buf) > 32 {
             let Some(c) = self.streams.poll_control(now, rtt) else { break };
             control_frame(&c).encode(buf);
+            if all_paths_fc && matches!(c, StreamControl::MaxData(_) | StreamControl::MaxStreamData { .. }) {
+                // Seed 002: a lossy path must not hold back the peer's credit.
+                for q in 0..self.paths.len() {
+                    if q != pi && self.paths[q].is_active() && self.paths[q].fc_copies.len() < 16 {
+                        self.paths[q].fc_copies.push(c);
+                    }
+                }
+            }
             frames.control.push(Control::Stream(c));
-            eliciting = true;
+            out.eliciting = true;
         }
         // STREAM frames fill the rest. They always carry a Length: the packet may still be
         // padded after them (coalesced Initials, the header protection sample).
+        let pinned = self.mp.enabled && self.paths.len() > 1;
+        let path_id = self.paths[pi].id;
         while room(buf) > frame::MAX_STREAM_HEADER_LEN {
             let max = room(buf) - frame::MAX_STREAM_HEADER_LEN;
-            let Some(chunk) = self.streams.next_stream_chunk(max) else { break };
+            let chunk = if pinned {
+                let sched = &self.scheduler;
+                let snaps = &self.sched_snapshots;
+                self.streams.next_stream_chunk_where(max, &|id| sched.stream_allowed(id, path_id, snaps))
+            } else {
+                self.streams.next_stream_chunk(max)
+            };
+            let Some(chunk) = chunk else { break };
             frame::encode_stream_header(buf, chunk.id, chunk.offset, Some(chunk.len), chunk.fin);
             self.streams.copy_stream_data(chunk.id, chunk.offset, chunk.len, buf);
             frames.stream.push(chunk);
+            if self.collect_chunks {
+                self.batch_chunks.push(chunk);
+            }
+            out.eliciting = true;
+        }
+        out
+    }
+
+    /// (PATH_)NEW_CONNECTION_ID and (PATH_)RETIRE_CONNECTION_ID frames of every path ID.
+    fn write_cid_frames(&mut self, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames) -> bool {
+        let mut eliciting = false;
+        let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
+        let multipath = self.mp.enabled;
+        for (&path, l) in self.local_cids.iter_mut() {
+            while let Some(&seq) = l.to_advertise.first() {
+                let Some(c) = l.active.get(&seq).copied() else {
+                    l.to_advertise.remove(0);
+                    continue;
+                };
+                let f = Frame::NewConnectionId(frame::NewConnectionId {
+                    path_id: if multipath && path != 0 { Some(path) } else { None },
+                    seq,
+                    retire_prior_to: 0,
+                    cid: c.cid,
+                    reset_token: c.reset_token,
+                });
+                if f.encoded_len() > room(buf) {
+                    return eliciting;
+                }
+                f.encode(buf);
+                l.to_advertise.remove(0);
+                frames.control.push(Control::NewCid(path, seq));
+                eliciting = true;
+            }
+        }
+        for (&path, p) in self.peer_cids.iter_mut() {
+            while let Some(&seq) = p.to_retire.first() {
+                let f =
+                    Frame::RetireConnectionId { path_id: if multipath && path != 0 { Some(path) } else { None }, seq };
+                if f.encoded_len() > room(buf) {
+                    return eliciting;
+                }
+                f.encode(buf);
+                p.to_retire.remove(0);
+                frames.control.push(Control::RetireCid(path, seq));
+                eliciting = true;
+            }
+        }
+        eliciting
+    }
+
+    /// PATH_ABANDON, PATH_STATUS_*, MAX_PATH_ID, PATHS_BLOCKED and PATH_CIDS_BLOCKED.
+    fn write_mp_control(&mut self, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames) -> bool {
+        if !self.mp.enabled {
+            return false;
+        }
+        let mut eliciting = false;
+        let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
+        while let Some(c) = self.mp.pending.first().cloned() {
+            let f = match c {
+                Control::PathAbandon(path_id, error_code) => Frame::PathAbandon { path_id, error_code },
+                Control::PathStatus(path_id, seq) => {
+                    let backup = self.mp.local_status.get(&path_id).is_some_and(|s| s.1);
+                    Frame::PathStatus { path_id, seq, backup }
+                }
+                Control::MaxPathId(v) => Frame::MaxPathId(v),
+                _ => {
+                    self.mp.pending.remove(0);
+                    continue;
+                }
+            };
+            if f.encoded_len() > room(buf) {
+                return eliciting;
+            }
+            f.encode(buf);
+            self.mp.pending.remove(0);
+            frames.control.push(c);
+            eliciting = true;
+        }
+        if let Some(max) = self.mp.paths_blocked {
+            let f = Frame::PathsBlocked(max);
+            if f.encoded_len() <= room(buf) {
+                f.encode(buf);
+                self.mp.paths_blocked = None;
+                self.mp.paths_blocked_sent = Some(max);
+                eliciting = true;
+            }
+        }
+        while let Some(&(path_id, _)) = self.mp.cids_blocked.first() {
+            let next_seq = self.peer_cids.get(&path_id).map_or(0, |p| p.active.keys().max().map_or(0, |m| m + 1));
+            let f = Frame::PathCidsBlocked { path_id, next_seq };
+            if f.encoded_len() > room(buf) {
+                break;
+            }
+            f.encode(buf);
+            self.mp.cids_blocked.remove(0);
             eliciting = true;
         }
         eliciting
     }
 
     /// Seals a packet and records it for loss detection and congestion control.
-    fn seal(&mut self, now: Instant, buf: &mut Vec<u8>, p: OpenPacket) {
+    fn seal(&mut self, now: Instant, buf: &mut Vec<u8>, p: OpenPacket, pi: usize) {
         let sealed = match p.level {
             Level::Initial => self.initial_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
             Level::Handshake => self.handshake_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
@@ -376,7 +798,10 @@ impl Connection {
             buf.truncate(p.header_start);
             return;
         };
-        if seal_packet(buf, p.header_start, p.len_offset, p.pn_offset, p.pn_len, p.pn, key, hp, None).is_err() {
+        let path_id = self.paths[pi].id;
+        // draft-ietf-quic-multipath-21 §4.1: once negotiated, the path ID enters the nonce.
+        let nonce_path = if self.mp.enabled && p.level == Level::OneRtt { Some(path_id as u32) } else { None };
+        if seal_packet(buf, p.header_start, p.len_offset, p.pn_offset, p.pn_len, p.pn, key, hp, nonce_path).is_err() {
             buf.truncate(p.header_start);
             return;
         }
@@ -385,10 +810,10 @@ impl Connection {
         if p.level == Level::OneRtt {
             self.packets_in_phase += 1;
             let sealed = self.one_rtt.as_mut().map(|k| {
-                if let Some(l) = p.frames.ack_largest {
-                    k.on_ack_sent(l);
+                for &(acked_path, l) in &p.frames.acks {
+                    k.on_ack_sent_path(acked_path, l);
                 }
-                k.on_packet_sealed(p.pn)
+                k.on_packet_sealed_path(path_id, p.pn)
             });
             if let Some(Err(e)) = sealed {
                 self.close_with_error(now, e);
@@ -402,11 +827,17 @@ impl Connection {
                 self.idle_anchor_from_recv = false;
             }
         }
-        self.qlog_packet_sent(now, p.level, p.pn, size as usize, &p.frames);
+        self.qlog_packet_sent(now, p.level, pi, p.pn, size as usize, &p.frames);
         if p.ack_eliciting {
             self.last_send_anchor = now;
         }
-        let path = &mut self.paths[0];
+        if !p.frames.stream.is_empty() {
+            self.scheduler.on_sent(path_id, u64::from(size));
+        }
+        let path = &mut self.paths[pi];
+        if !p.frames.stream.is_empty() {
+            path.data_bytes_sent += u64::from(size);
+        }
         path.stats.tx_packets += 1;
         if !path.validated {
             path.amp_sent += u64::from(size);
@@ -417,8 +848,13 @@ impl Connection {
             path.pacer.on_sent(now, u64::from(size));
         }
         let sent = SentPacket { time_sent: now, size, ack_eliciting: p.ack_eliciting, in_flight, frames: p.frames };
-        if let Some(space) = self.space_mut(p.level.space()) {
+        if let Some(space) = self.space_mut(p.level.space(), pi) {
             space.loss.on_packet_sent(p.pn, sent);
+        }
+        if p.level == Level::Handshake && self.side == Side::Client && self.initial.is_some() {
+            // RFC 9001 §4.9.1: a client discards Initial keys when it first sends a
+            // Handshake packet.
+            self.discard_space(now, SpaceId::Initial);
         }
     }
 
@@ -431,7 +867,9 @@ impl Connection {
         }
         *send_pending = false;
         let close = close.clone();
-        let limit = (usize::from(self.paths[0].mtu) as u64).min(self.paths[0].amplification_budget()) as usize;
+        // CONNECTION_CLOSE may go on any open path (draft-ietf-quic-multipath-21 §4.4).
+        let pi = self.close_path();
+        let limit = (usize::from(self.paths[pi].mtu) as u64).min(self.paths[pi].amplification_budget()) as usize;
         let mut open: Option<OpenPacket> = None;
         for space_id in [SpaceId::Initial, SpaceId::Handshake, SpaceId::Data] {
             if !self.has_keys(space_id)
@@ -443,29 +881,46 @@ impl Connection {
                 break;
             }
             if let Some(p) = open.take() {
-                self.seal(now, buf, p);
+                self.seal(now, buf, p, pi);
             }
-            open = self.write_close_packet(space_id, buf, &close);
+            open = self.write_close_packet(space_id, pi, buf, &close);
         }
         if let Some(p) = open {
-            self.seal(now, buf, p);
+            self.seal(now, buf, p, pi);
         }
         if buf.is_empty() {
             return None;
         }
         Some(Transmit {
-            destination: self.paths[0].remote,
-            source: None,
-            path_id: 0,
+            destination: self.paths[pi].remote,
+            source: self.paths[pi].local,
+            path_id: self.paths[pi].id,
             size: buf.len(),
             segment_size: None,
             ecn: None,
         })
     }
 
-    fn write_close_packet(&mut self, space_id: SpaceId, buf: &mut Vec<u8>, close: &CloseFrame) -> Option<OpenPacket> {
-        let Header { level, header_start, pn_offset, pn_len, pn, len_offset } = self.write_header(space_id, buf)?;
-        self.space_mut(space_id)?.take_pn();
+    /// The path CONNECTION_CLOSE goes on: the primary one if it can be addressed, else
+    /// any open one that can.
+    fn close_path(&self) -> usize {
+        let addressable = |i: usize| self.peer_cids.get(&self.paths[i].id).is_some_and(|c| c.has_cid());
+        let primary = self.primary_path();
+        if addressable(primary) {
+            return primary;
+        }
+        (0..self.paths.len()).find(|&i| self.paths[i].is_open() && addressable(i)).unwrap_or(primary)
+    }
+
+    fn write_close_packet(
+        &mut self,
+        space_id: SpaceId,
+        pi: usize,
+        buf: &mut Vec<u8>,
+        close: &CloseFrame,
+    ) -> Option<OpenPacket> {
+        let Header { level, header_start, pn_offset, pn_len, pn, len_offset } = self.write_header(space_id, pi, buf)?;
+        self.space_mut(space_id, pi)?.take_pn();
         // RFC 9000 §10.2.3: an application close cannot be sent in Initial or Handshake
         // packets; it becomes APPLICATION_ERROR without a reason there.
         let f = match (level, close.frame_type) {
@@ -495,6 +950,7 @@ impl Connection {
             frames: SentFrames::default(),
             ack_eliciting: false,
             padded: false,
+            probing_path: false,
         })
     }
 
@@ -504,6 +960,10 @@ impl Connection {
         if !self.handshake_confirmed {
             return;
         }
+        // draft-ietf-quic-multipath-21 §4.2: three of the largest PTOs after the previous
+        // update was acknowledged (RFC 9001 §6.5 asks the same of one path).
+        let settle = 3 * self.max_pto();
+        let settled = self.phase_acked_at.is_none_or(|t| now >= t + settle) || !self.mp.enabled;
         let Some(keys) = self.one_rtt.as_mut() else { return };
         let interval = self.config.key_update_interval.max(1);
         let due = self.packets_in_phase >= interval || keys.should_update();
@@ -513,7 +973,8 @@ impl Connection {
             // in this phase. A receiver that sends only ACKs would wait forever, so elicit one.
             self.ping_pending = true;
         }
-        if due && keys.can_initiate() && keys.initiate_update() {
+        if due && settled && keys.can_initiate() && keys.initiate_update() {
+            self.phase_acked_at = None;
             self.packets_in_phase = 0;
             self.key_update_ping_at = 0;
             self.stats.key_updates += 1;
@@ -552,16 +1013,17 @@ struct Header {
 impl Connection {
     /// Writes the header of the next packet of `space_id` (its packet number is not taken
     /// yet: the caller takes it once the packet holds something).
-    fn write_header(&mut self, space_id: SpaceId, buf: &mut Vec<u8>) -> Option<Header> {
+    fn write_header(&mut self, space_id: SpaceId, pi: usize, buf: &mut Vec<u8>) -> Option<Header> {
         let level = match space_id {
             SpaceId::Initial => Level::Initial,
             SpaceId::Handshake => Level::Handshake,
             SpaceId::Data => Level::OneRtt,
         };
-        let dcid = self.peer_cids.current().cid;
-        let scid = self.local_cids.active.get(&0).map(|c| c.cid).unwrap_or_default();
+        let path_id = if level == Level::OneRtt { self.paths.get(pi)?.id } else { 0 };
+        let dcid = self.peer_cids.get(&path_id)?.current().cid;
+        let scid = self.local_cids.get(&0).and_then(|l| l.active.values().next()).map(|c| c.cid).unwrap_or_default();
         let key_phase = self.one_rtt.as_ref().is_some_and(|k| k.key_phase());
-        let space = self.space_mut(space_id)?;
+        let space = self.space_mut(space_id, pi)?;
         let pn = space.next_pn;
         let pn_len = encode_pn_len(pn, space.loss.largest_acked());
         let header_start = buf.len();

@@ -26,8 +26,9 @@ pub(crate) struct SentFrames {
     pub crypto: SmallVec<[Range<u64>; 1]>,
     /// Retransmittable control frames (rare: empty Vec does not allocate).
     pub control: Vec<Control>,
-    /// Largest packet number acknowledged by an ACK frame in this packet (ack-of-ack).
-    pub ack_largest: Option<u64>,
+    /// ACK / PATH_ACK frames in this packet: (path ID of the acknowledged packets, their
+    /// Largest Acknowledged), for ack-of-ack pruning. Initial and Handshake use path 0.
+    pub acks: SmallVec<[(u64, u64); 1]>,
 }
 
 /// Retransmittable control frames other than stream data.
@@ -37,10 +38,16 @@ pub(crate) enum Control {
     Stream(StreamControl),
     /// HANDSHAKE_DONE (server).
     HandshakeDone,
-    /// NEW_CONNECTION_ID with this sequence number.
-    NewCid(u64),
-    /// RETIRE_CONNECTION_ID with this sequence number.
-    RetireCid(u64),
+    /// (PATH_)NEW_CONNECTION_ID: path ID and sequence number.
+    NewCid(u64, u64),
+    /// (PATH_)RETIRE_CONNECTION_ID: path ID and sequence number.
+    RetireCid(u64, u64),
+    /// PATH_ABANDON: path ID and error code.
+    PathAbandon(u64, u64),
+    /// PATH_STATUS_BACKUP / PATH_STATUS_AVAILABLE for this path ID, with this sequence number.
+    PathStatus(u64, u64),
+    /// MAX_PATH_ID with this value.
+    MaxPathId(u64),
 }
 
 /// Sender and receiver state of the CRYPTO stream at one encryption level.
@@ -188,6 +195,9 @@ pub(crate) struct PacketSpace {
     pub probes: u8,
     /// Packets in this space were received since the last ACK we sent.
     pub ack_pending: bool,
+    /// Path IDs whose packets already carried the pending ACK (multipath ACK placement can
+    /// put one ACK on several paths).
+    pub ack_carried_on: SmallVec<[u64; 4]>,
 }
 
 impl PacketSpace {
@@ -202,6 +212,7 @@ impl PacketSpace {
             crypto: CryptoStream::default(),
             probes: 0,
             ack_pending: false,
+            ack_carried_on: SmallVec::new(),
         }
     }
 

@@ -36,7 +36,11 @@ impl Upload {
     }
 
     fn pump(&mut self, pair: &mut Pair) {
-        while pair.client.poll_event().is_some() {}
+        while let Some((_, e)) = pair.client.poll_event() {
+            if let Event::ConnectionLost(e) = e {
+                panic!("client connection lost: {e}");
+            }
+        }
         let c = pair.client.connection_mut(pair.client_conn).expect("client");
         if c.is_established() {
             if self.stream.is_none() {
@@ -200,7 +204,7 @@ fn garbage_datagrams_never_panic() {
     assert!(pair
         .run_until(Duration::from_secs(2), |p| p.client.connection(p.client_conn).is_some_and(|c| c.is_established())));
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-    let server_cid = client(&mut pair).peer_cids.current().cid;
+    let server_cid = client(&mut pair).peer_cids[&0].current().cid;
     for i in 0..2000 {
         let len = rng.random_range(1..1500);
         let mut d: Vec<u8> = (0..len).map(|_| rng.random()).collect();

@@ -1,13 +1,26 @@
-//! Timers: idle timeout, loss detection and PTO (RFC 9002 §6.2, Appendix A.8-A.9), ACK
-//! delay, pacing, closing and draining. The connection computes deadlines from its state
-//! instead of storing a timer per kind, so no timer can be left stale.
+//! Timers: idle timeout, loss detection and PTO per path (RFC 9002 §6.2, Appendix A.8-A.9),
+//! ACK delay, pacing, path validation, abandoned-path retention, closing and draining. The
+//! connection computes deadlines from its state instead of storing a timer per kind, so no
+//! timer can be left stale.
 
 use std::time::Duration;
 
 use crate::time::Instant;
 use crate::types::{Side, SpaceId};
 
-use super::{Connection, ConnectionError, State};
+use super::events::PathEvent;
+use super::multipath::{DEAD_PATH_PTOS, PATH_UNSTABLE_OR_POOR};
+use super::path::PathPhase;
+use super::{Connection, ConnectionError, Event, State};
+
+/// What a path's loss-detection deadline is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PathTimer {
+    /// Time-threshold loss detection.
+    Loss,
+    /// Probe timeout.
+    Pto,
+}
 
 impl Connection {
     /// Earliest time `handle_timeout` must be called, if any.
@@ -23,18 +36,31 @@ impl Connection {
                 t = Some(t.map_or(x, |t| t.min(x)));
             }
         };
-        merge(self.loss_detection_deadline());
+        merge(self.handshake_loss_deadline().map(|(t, _)| t));
+        for pi in 0..self.paths.len() {
+            merge(self.path_loss_deadline(pi).map(|(t, _)| t));
+        }
         let max_ack_delay = self.config.max_ack_delay;
-        for id in [SpaceId::Initial, SpaceId::Handshake, SpaceId::Data] {
-            if let Some(s) = self.space_mut(id) {
+        for id in [SpaceId::Initial, SpaceId::Handshake] {
+            if let Some(s) = self.space_mut(id, 0) {
                 if s.ack_pending {
-                    let d = if id == SpaceId::Data { max_ack_delay } else { Duration::ZERO };
-                    merge(s.received.ack_deadline(d));
+                    merge(s.received.ack_deadline(Duration::ZERO));
                 }
             }
         }
-        if self.pacing_until.is_some() && self.wants_to_send_data() {
-            merge(self.pacing_until);
+        let wants_data = self.wants_to_send_data();
+        for p in &self.paths {
+            if p.data.ack_pending {
+                merge(p.data.received.ack_deadline(max_ack_delay));
+            }
+            if wants_data || !p.dup_chunks.is_empty() {
+                merge(p.pacing_until);
+            }
+            if let Some(c) = p.challenge {
+                merge(c.fail_at);
+                merge(c.sent_at.map(|s| s + self.challenge_retry(p)));
+            }
+            merge(p.discard_at);
         }
         merge(self.key_discard_at);
         t
@@ -57,8 +83,10 @@ impl Connection {
             self.set_drained(Some(ConnectionError::TimedOut));
             return;
         }
-        if self.pacing_until.is_some_and(|t| now >= t) {
-            self.pacing_until = None;
+        for p in &mut self.paths {
+            if p.pacing_until.is_some_and(|t| now >= t) {
+                p.pacing_until = None;
+            }
         }
         if self.key_discard_at.is_some_and(|t| now >= t) {
             self.key_discard_at = None;
@@ -66,26 +94,48 @@ impl Connection {
                 k.discard_previous();
             }
         }
-        if self.loss_detection_deadline().is_some_and(|t| now >= t) {
-            self.on_loss_detection_timeout(now);
+        self.path_validation_timers(now);
+        if let Some((t, space)) = self.handshake_loss_deadline() {
+            if now >= t {
+                self.on_handshake_loss_timeout(now, space);
+            }
+        }
+        let mut pi = 0;
+        while pi < self.paths.len() && !self.is_closed() {
+            if let Some((t, kind)) = self.path_loss_deadline(pi) {
+                if now >= t {
+                    self.on_path_loss_timeout(now, pi, kind);
+                }
+            }
+            pi += 1;
+        }
+        // Abandoned paths whose retention period is over.
+        let mut pi = 0;
+        while pi < self.paths.len() {
+            if self.paths[pi].discard_at.is_some_and(|t| now >= t) {
+                self.discard_path(now, pi);
+            } else {
+                pi += 1;
+            }
         }
     }
 
-    fn wants_to_send_data(&self) -> bool {
+    /// Something waits to be sent that congestion control or pacing may hold back.
+    pub(crate) fn wants_to_send_data(&self) -> bool {
         self.has_app_space_data()
             || self.initial.as_ref().is_some_and(|s| s.crypto.has_pending())
             || self.handshake.as_ref().is_some_and(|s| s.crypto.has_pending())
     }
 
-    /// RFC 9000 §10.1: the idle timeout is at least three PTOs.
+    /// RFC 9000 §10.1: the idle timeout is at least three PTOs (of the slowest path).
     fn idle_deadline(&self) -> Option<Instant> {
         let idle = self.idle_timeout?;
-        let pto = self.paths[0].pto_base() + self.peer_max_ack_delay();
-        Some(self.idle_anchor + idle.max(3 * pto))
+        Some(self.idle_anchor + idle.max(3 * self.max_pto()))
     }
 
-    fn pto_duration(&self, space: SpaceId) -> Duration {
-        let path = &self.paths[0];
+    /// PTO of path `pi` for `space`, with backoff.
+    fn pto_duration(&self, space: SpaceId, pi: usize) -> Duration {
+        let path = &self.paths[pi];
         let mut d = path.pto_base();
         if space == SpaceId::Data {
             d += self.peer_max_ack_delay();
@@ -93,86 +143,168 @@ impl Connection {
         d * 2u32.saturating_pow(path.pto_count.min(16))
     }
 
-    /// RFC 9002 Appendix A.8 (SetLossDetectionTimer) as a pure function of the state.
-    pub(crate) fn loss_detection_deadline(&self) -> Option<Instant> {
-        // Earliest time-threshold loss first.
-        let mut loss_time: Option<Instant> = None;
-        for s in [self.initial.as_ref(), self.handshake.as_ref(), Some(&self.paths[0].data)].into_iter().flatten() {
-            if let Some(t) = s.loss.loss_time() {
-                loss_time = Some(loss_time.map_or(t, |l| l.min(t)));
+    /// How long to wait for a PATH_RESPONSE before challenging again (RFC 9000 §8.2.4).
+    fn challenge_retry(&self, p: &super::path::PathState) -> Duration {
+        (p.pto_base() + self.peer_max_ack_delay()) * 2u32.saturating_pow(p.pto_count.min(8))
+    }
+
+    /// Retransmits PATH_CHALLENGEs and gives up on paths that never answered.
+    fn path_validation_timers(&mut self, now: Instant) {
+        let initial_rtt = self.config.initial_rtt;
+        let mut failed = Vec::new();
+        for pi in 0..self.paths.len() {
+            let retry = self.challenge_retry(&self.paths[pi]);
+            let fail_after = (3 * (self.paths[pi].pto_base() + self.peer_max_ack_delay())).max(6 * initial_rtt);
+            let Some(c) = self.paths[pi].challenge.as_mut() else { continue };
+            if let Some(sent) = c.sent_at {
+                let fail_at = *c.fail_at.get_or_insert(sent + fail_after);
+                if now >= fail_at {
+                    failed.push(pi);
+                    continue;
+                }
+                if !c.send_pending && now >= sent + retry {
+                    c.send_pending = true;
+                }
             }
         }
-        if loss_time.is_some() {
-            return loss_time;
+        for pi in failed.into_iter().rev() {
+            self.on_validation_failed(now, pi);
         }
-        let path = &self.paths[0];
+    }
+
+    /// Loss or PTO deadline of the Initial and Handshake spaces (on the primary path), as
+    /// RFC 9002 Appendix A.8 computes it.
+    fn handshake_loss_deadline(&self) -> Option<(Instant, SpaceId)> {
+        if self.initial.is_none() && self.handshake.is_none() {
+            return None;
+        }
+        let pi = self.primary_path();
+        let mut loss: Option<(Instant, SpaceId)> = None;
+        for (id, s) in [(SpaceId::Initial, self.initial.as_ref()), (SpaceId::Handshake, self.handshake.as_ref())] {
+            if let Some(t) = s.and_then(|s| s.loss.loss_time()) {
+                if loss.is_none_or(|(l, _)| t < l) {
+                    loss = Some((t, id));
+                }
+            }
+        }
+        if loss.is_some() {
+            return loss;
+        }
+        let path = &self.paths[pi];
         // A server blocked by the amplification limit arms no PTO: it could not send.
         if self.side == Side::Server && path.amplification_budget() == 0 {
             return None;
         }
-        let (space, anchor) = self.earliest_pto_space()?;
-        Some(anchor + self.pto_duration(space))
-    }
-
-    /// The space whose PTO fires first and the time its PTO period starts.
-    fn earliest_pto_space(&self) -> Option<(SpaceId, Instant)> {
-        let mut best: Option<(SpaceId, Instant)> = None;
+        let mut best: Option<(Instant, SpaceId)> = None;
         let mut any_in_flight = false;
-        for (id, s) in [
-            (SpaceId::Initial, self.initial.as_ref()),
-            (SpaceId::Handshake, self.handshake.as_ref()),
-            (SpaceId::Data, Some(&self.paths[0].data)),
-        ] {
+        for (id, s) in [(SpaceId::Initial, self.initial.as_ref()), (SpaceId::Handshake, self.handshake.as_ref())] {
             let Some(s) = s else { continue };
             let Some(t) = s.loss.time_of_last_ack_eliciting() else { continue };
             if !s.loss.has_ack_eliciting_in_flight() {
                 continue;
             }
             any_in_flight = true;
-            // Application data PTO waits until the handshake is confirmed.
-            if id == SpaceId::Data && !self.handshake_confirmed {
-                continue;
-            }
-            let deadline = t + self.pto_duration(id);
-            if best.is_none_or(|(bid, bt)| deadline < bt + self.pto_duration(bid)) {
-                best = Some((id, t));
+            let deadline = t + self.pto_duration(id, pi);
+            if best.is_none_or(|(b, _)| deadline < b) {
+                best = Some((deadline, id));
             }
         }
-        if !any_in_flight && self.side == Side::Client && !self.handshake_confirmed {
+        let data_in_flight = self.paths[pi].data.loss.has_ack_eliciting_in_flight();
+        if !any_in_flight && !data_in_flight && self.side == Side::Client && !self.handshake_confirmed {
             // RFC 9002 §6.2.2.1: the client arms the PTO even with nothing in flight so the
             // server, possibly blocked by amplification, gets to send.
             let id = if self.handshake_keys.is_some() { SpaceId::Handshake } else { SpaceId::Initial };
-            return Some((id, self.last_send_anchor));
+            return Some((self.last_send_anchor + self.pto_duration(id, pi), id));
         }
         best
     }
 
-    /// RFC 9002 Appendix A.9 (OnLossDetectionTimeout).
-    fn on_loss_detection_timeout(&mut self, now: Instant) {
-        // Time-threshold losses.
-        for id in [SpaceId::Initial, SpaceId::Handshake, SpaceId::Data] {
-            let rtt = self.paths[0].rtt.clone();
-            let lost = match self.space_mut(id) {
-                Some(s) if s.loss.loss_time().is_some_and(|t| t <= now) => s.loss.detect_lost(now, &rtt),
-                _ => continue,
-            };
-            self.on_packets_lost(now, id, lost, false);
+    /// Loss or PTO deadline of path `pi`'s data space. Application data PTOs wait for the
+    /// handshake to be confirmed (RFC 9002 §6.2.1).
+    fn path_loss_deadline(&self, pi: usize) -> Option<(Instant, PathTimer)> {
+        let path = &self.paths[pi];
+        if path.phase == PathPhase::Abandoned {
+            return None;
+        }
+        if let Some(t) = path.data.loss.loss_time() {
+            return Some((t, PathTimer::Loss));
+        }
+        if !self.handshake_confirmed || !path.data.loss.has_ack_eliciting_in_flight() {
+            return None;
+        }
+        if self.side == Side::Server && path.amplification_budget() == 0 {
+            return None;
+        }
+        let t = path.data.loss.time_of_last_ack_eliciting()?;
+        Some((t + self.pto_duration(SpaceId::Data, pi), PathTimer::Pto))
+    }
+
+    /// RFC 9002 Appendix A.9 for the handshake spaces.
+    fn on_handshake_loss_timeout(&mut self, now: Instant, space_id: SpaceId) {
+        let pi = self.primary_path();
+        let rtt = self.paths[pi].rtt.clone();
+        let lost = match self.space_mut(space_id, pi) {
+            Some(s) if s.loss.loss_time().is_some_and(|t| t <= now) => Some(s.loss.detect_lost(now, &rtt)),
+            _ => None,
+        };
+        if let Some(lost) = lost {
+            self.on_packets_lost(now, space_id, pi, lost, false);
             return;
         }
-        let Some((space_id, _)) = self.earliest_pto_space() else { return };
-        let path = &mut self.paths[0];
+        let path = &mut self.paths[pi];
         path.pto_count += 1;
         path.stats.pto_count += 1;
         self.last_send_anchor = now;
-        let confirmed = self.handshake_confirmed;
-        if let Some(space) = self.space_mut(space_id) {
+        if let Some(space) = self.space_mut(space_id, pi) {
             space.probes = 2;
-            if space_id != SpaceId::Data {
-                // Handshake probes carry the unacknowledged CRYPTO data again.
-                space.crypto.retransmit_unacked();
+            // Handshake probes carry the unacknowledged CRYPTO data again.
+            space.crypto.retransmit_unacked();
+        }
+        self.qlog_pto(now, space_id, 0);
+    }
+
+    /// RFC 9002 Appendix A.9 for one path, plus the multipath failure handling of seed 002:
+    /// a PTO with no sign of life since the path's last packet marks it potentially failed,
+    /// its in-flight data is resent on the other paths, and after `DEAD_PATH_PTOS` it is
+    /// abandoned when another path works.
+    fn on_path_loss_timeout(&mut self, now: Instant, pi: usize, kind: PathTimer) {
+        if kind == PathTimer::Loss {
+            let rtt = self.paths[pi].rtt.clone();
+            let lost = self.paths[pi].data.loss.detect_lost(now, &rtt);
+            self.on_packets_lost(now, SpaceId::Data, pi, lost, false);
+            return;
+        }
+        let id = self.paths[pi].id;
+        let others_work = self.paths.iter().enumerate().any(|(i, p)| i != pi && p.is_active() && !p.potentially_failed);
+        let path = &mut self.paths[pi];
+        path.pto_count += 1;
+        path.stats.pto_count += 1;
+        path.data.probes = 2;
+        self.last_send_anchor = now;
+        self.qlog_pto(now, SpaceId::Data, id);
+        if !self.mp.enabled || !others_work {
+            return;
+        }
+        let path = &mut self.paths[pi];
+        if !path.potentially_failed {
+            path.potentially_failed = true;
+            tracing::debug!(id, "path potentially failed");
+            self.events.push_back(Event::Path(PathEvent::PotentiallyFailed { id }));
+            self.qlog_path(now, id, "potentially_failed");
+            // Resend what is in flight on the working paths now rather than after the
+            // PTOs: the packets stay in the ledger and may still be acknowledged.
+            let chunks: Vec<_> = self.paths[pi]
+                .data
+                .loss
+                .iter_outstanding()
+                .flat_map(|(_, p)| p.frames.stream.iter().copied())
+                .collect();
+            for c in &chunks {
+                self.streams.on_stream_chunk_lost(c);
             }
         }
-        let _ = confirmed;
-        self.qlog_pto(now, space_id);
+        if self.paths[pi].pto_count >= DEAD_PATH_PTOS {
+            self.abandon(now, pi, PATH_UNSTABLE_OR_POOR, false);
+        }
     }
 }

@@ -96,6 +96,11 @@ impl<F> LossDetection<F> {
         self.ack_eliciting_in_flight > 0
     }
 
+    /// Every packet awaiting acknowledgement, oldest first.
+    pub fn iter_outstanding(&self) -> impl Iterator<Item = (u64, &SentPacket<F>)> {
+        self.sent.iter_range(self.sent.first_pn(), self.sent.end_pn())
+    }
+
     /// Packets awaiting acknowledgement.
     pub fn outstanding(&self) -> usize {
         self.sent.len()

@@ -50,6 +50,11 @@ impl SendBuffer {
         self.data.len() as u64
     }
 
+    /// Bytes waiting to be sent: never sent, plus lost and not yet resent.
+    pub fn queued(&self) -> u64 {
+        (self.offset() - self.unsent) + self.lost.count()
+    }
+
     /// True if some written data was never sent.
     pub fn has_unsent(&self) -> bool {
         self.unsent < self.offset()
@@ -82,6 +87,11 @@ impl SendBuffer {
         let end = self.offset().min(start + max_len);
         self.unsent = end;
         start..end
+    }
+
+    /// True while `[offset, offset + len)` is still buffered.
+    pub fn contains(&self, offset: u64, len: u64) -> bool {
+        offset >= self.base && offset.saturating_add(len) <= self.offset()
     }
 
     /// Appends exactly `len` bytes starting at `offset` to `out`.

@@ -35,9 +35,23 @@ impl Streams {
     /// Next chunk of STREAM data, at most `max_len` payload bytes: retransmissions first, then
     /// new data, round-robin across streams.
     pub fn next_stream_chunk(&mut self, max_len: usize) -> Option<StreamChunk> {
+        self.next_stream_chunk_where(max_len, &|_| true)
+    }
+
+    /// [`Self::next_stream_chunk`] restricted to the streams `allowed` accepts (stream-to-path
+    /// pinning); the others keep their place in the queues.
+    pub fn next_stream_chunk_where(
+        &mut self,
+        max_len: usize,
+        allowed: &dyn Fn(StreamId) -> bool,
+    ) -> Option<StreamChunk> {
         let max = max_len as u64;
         for _ in 0..self.lost_queue.len() {
             let id = self.lost_queue.pop_front()?;
+            if !allowed(id) {
+                self.lost_queue.push_back(id);
+                continue;
+            }
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
@@ -57,6 +71,10 @@ impl Streams {
         let avail = self.conn_avail();
         for _ in 0..self.send_queue.len() {
             let id = self.send_queue.pop_front()?;
+            if !allowed(id) {
+                self.send_queue.push_back(id);
+                continue;
+            }
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
@@ -86,6 +104,15 @@ impl Streams {
                 out.resize(out.len() + len, 0);
             }
         }
+    }
+
+    /// True while every byte of `chunk` is still in its stream's send buffer (not yet
+    /// acknowledged and freed), so that a copy of it can be sent on another path.
+    pub fn chunk_buffered(&self, chunk: &StreamChunk) -> bool {
+        self.streams
+            .get(&chunk.id)
+            .and_then(|s| s.send.as_ref())
+            .is_some_and(|send| !send.is_closed() && send.buf.contains(chunk.offset, chunk.len as u64))
     }
 
     /// A chunk was acknowledged.
@@ -233,6 +260,12 @@ impl Streams {
                 }
             }
         }
+    }
+
+    /// Bytes of stream data waiting to be sent (new and lost), over every stream; the
+    /// ECF scheduler weighs it against the paths' windows.
+    pub fn queued_bytes(&self) -> u64 {
+        self.streams.values().filter_map(|s| s.send.as_ref()).filter(|s| !s.is_closed()).map(|s| s.buf.queued()).sum()
     }
 
     /// True if stream data or a control frame waits to be sent.

@@ -1,0 +1,501 @@
+//! Multipath (draft-ietf-quic-multipath-21): negotiation, path IDs and their connection IDs,
+//! path validation, status, abandonment and the multipath frames.
+//!
+//! The per-path packet number spaces, recovery and congestion control live in
+//! [`super::path::PathState`]; this module manages the path table and what the connection
+//! tells the peer about it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rand::RngCore;
+
+use crate::cc::PathView;
+use crate::cid::ConnectionId;
+use crate::error::TransportError;
+use crate::frame::NewConnectionId;
+use crate::time::Instant;
+use crate::types::{Side, SpaceId};
+
+use super::cids::PeerCids;
+use super::events::PathEvent;
+use super::path::{Challenge, PathPhase, PathState};
+use super::recv::Rx;
+use super::space::Control;
+use super::{Connection, EndpointEvent, Event, State};
+
+/// Largest path ID the draft allows (§2.1: a 32-bit value).
+pub(crate) const MAX_PATH_ID_LIMIT: u64 = u32::MAX as u64;
+/// PATH_ABANDON error code: the path's validation failed or it stopped working (§7).
+pub(crate) const PATH_UNSTABLE_OR_POOR: u64 = 0x3e76;
+/// Most connection IDs we issue per path ID.
+const MAX_CIDS_PER_PATH: u64 = 4;
+/// Consecutive PTOs after which a potentially failed path is abandoned, when another path works.
+pub(crate) const DEAD_PATH_PTOS: u32 = 4;
+
+/// Connection-wide multipath state.
+#[derive(Debug, Default)]
+pub(crate) struct MultipathState {
+    /// Both sides sent initial_max_path_id and the handshake completed.
+    pub enabled: bool,
+    /// Largest path ID we allow (our initial_max_path_id, raised with MAX_PATH_ID).
+    pub local_max: u64,
+    /// Largest path ID the peer allows.
+    pub peer_max: u64,
+    /// The peer's initial_max_path_id: MAX_PATH_ID may not go below it.
+    pub peer_initial_max: u64,
+    /// Next path ID the client uses to open a path.
+    pub next_path_id: u64,
+    /// Highest PATH_STATUS sequence number received per path ID, with the status (backup).
+    pub peer_status: BTreeMap<u64, (u64, bool)>,
+    /// Our latest status advice per path ID: sequence number and backup.
+    pub local_status: BTreeMap<u64, (u64, bool)>,
+    /// Multipath control frames to send (PATH_ABANDON, PATH_STATUS_*, MAX_PATH_ID).
+    pub pending: Vec<Control>,
+    /// PATHS_BLOCKED to send, with the peer's limit.
+    pub paths_blocked: Option<u64>,
+    /// The limit a PATHS_BLOCKED was last sent for.
+    pub paths_blocked_sent: Option<u64>,
+    /// PATH_CIDS_BLOCKED frames to send: path ID and next sequence number expected.
+    pub cids_blocked: Vec<(u64, u64)>,
+    /// The path ID `NewPathAllowed` was last signalled for.
+    pub allowed_signalled: Option<u64>,
+}
+
+impl Connection {
+    /// Multipath frames are only valid once negotiated (§2), else PROTOCOL_VIOLATION.
+    pub(crate) fn check_mp(&self) -> Result<(), TransportError> {
+        if self.mp.enabled {
+            Ok(())
+        } else {
+            Err(TransportError::protocol_violation("multipath frame without multipath"))
+        }
+    }
+
+    /// A path ID above our advertised maximum is a PROTOCOL_VIOLATION (§2.1, §8).
+    pub(crate) fn check_mp_path_id(&self, id: u64) -> Result<(), TransportError> {
+        self.check_mp()?;
+        if id > self.mp.local_max {
+            return Err(TransportError::protocol_violation("path ID above our MAX_PATH_ID"));
+        }
+        Ok(())
+    }
+
+    /// Called when the handshake completes: turns multipath on if both sides offered it.
+    pub(crate) fn on_handshake_complete_multipath(&mut self, now: Instant) {
+        let (Some(local), Some(peer)) =
+            (self.config.initial_max_path_id, self.peer_params.as_ref().and_then(|p| p.initial_max_path_id))
+        else {
+            return;
+        };
+        self.mp.enabled = true;
+        self.mp.local_max = local.min(MAX_PATH_ID_LIMIT);
+        self.mp.peer_max = peer;
+        self.mp.peer_initial_max = peer;
+        self.mp.next_path_id = 1;
+        if let Some(k) = self.one_rtt.as_mut() {
+            let _ = k; // one key phase for every path: nothing to change (§4.2)
+        }
+        tracing::debug!(side = ?self.side, local, peer, "multipath negotiated");
+        self.issue_cids(now);
+        self.maybe_signal_new_path_allowed();
+    }
+
+    /// Path IDs both sides allow, within the configured budget of concurrent paths.
+    fn usable_path_id_limit(&self) -> u64 {
+        if !self.mp.enabled {
+            return 0;
+        }
+        // Pre-issue CIDs only for as many fresh path IDs as we would accept paths.
+        let fresh = self.lowest_fresh_path_id();
+        self.mp.local_max.min(self.mp.peer_max).min(fresh + self.config.max_concurrent_paths)
+    }
+
+    /// Keeps enough of our connection IDs with the peer (RFC 9000 §5.1.1), for path 0 and,
+    /// with multipath, proactively for every path ID both sides allow (§2.2).
+    pub(crate) fn issue_cids(&mut self, _now: Instant) {
+        if self.local_cid_len == 0 {
+            return;
+        }
+        let peer_limit = self.peer_params.as_ref().map(|p| p.active_connection_id_limit).unwrap_or(2);
+        let want = peer_limit.min(if self.mp.enabled { MAX_CIDS_PER_PATH } else { 8 });
+        let mut ids = vec![0];
+        if self.mp.enabled {
+            let limit = self.usable_path_id_limit();
+            ids.extend((1..=limit).filter(|id| {
+                // Path IDs already closed are never reused.
+                self.local_cids.contains_key(id) || self.path_index(*id).is_some() || *id >= self.lowest_fresh_path_id()
+            }));
+        }
+        for id in ids {
+            if self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
+                continue;
+            }
+            loop {
+                let have = self.local_cids.get(&id).map_or(0, |l| l.active.len() as u64);
+                if have >= want {
+                    break;
+                }
+                let cid = self.random_cid();
+                if self.local_cids.values().any(|l| l.active.values().any(|c| c.cid == cid)) {
+                    continue;
+                }
+                let token = self.reset_key.token(&cid);
+                self.local_cids.entry(id).or_default().issue(cid, token, true);
+                self.endpoint_events.push_back(EndpointEvent::NewCid(cid));
+            }
+        }
+    }
+
+    /// Lowest path ID never used by a path (closed paths included).
+    fn lowest_fresh_path_id(&self) -> u64 {
+        let highest_seen = self.paths.iter().map(|p| p.id).chain(self.closed_paths.iter().map(|p| p.path_id)).max();
+        highest_seen.map_or(0, |h| h + 1)
+    }
+
+    /// Emits `NewPathAllowed` once per path ID when the client could open it.
+    pub(crate) fn maybe_signal_new_path_allowed(&mut self) {
+        if !self.mp.enabled || self.side != Side::Client {
+            return;
+        }
+        let id = self.mp.next_path_id;
+        if self.mp.allowed_signalled == Some(id) {
+            return;
+        }
+        if self.handshake_confirmed
+            && id <= self.mp.peer_max
+            && id <= self.mp.local_max
+            && self.peer_cids.get(&id).is_some_and(|p| p.has_cid())
+            && self.local_cids.get(&id).is_some_and(|l| !l.active.is_empty())
+        {
+            self.mp.allowed_signalled = Some(id);
+            self.events.push_back(Event::Path(PathEvent::NewPathAllowed));
+        }
+    }
+
+    /// Whether a packet on the unknown path `id` may create a path (server side, §3.1).
+    pub(crate) fn may_accept_path(&self, id: u64) -> bool {
+        self.mp.enabled
+            && self.side == Side::Server
+            && id <= self.mp.local_max
+            && id >= self.lowest_fresh_path_id()
+            && (self.paths.len() as u64) < self.config.max_concurrent_paths
+            && self.peer_cids.get(&id).is_some_and(|p| p.has_cid())
+            && self.state == State::Established
+    }
+
+    /// Creates the state of a path the peer opened with an authenticated packet.
+    pub(crate) fn accept_path(&mut self, now: Instant, id: u64, rx: &Rx) -> Option<usize> {
+        if !self.may_accept_path(id) {
+            return None;
+        }
+        let mut path = PathState::new(id, rx.remote, &self.config, false);
+        path.local = Some(rx.local);
+        path.phase = PathPhase::Validating;
+        path.amp_received = rx.datagram_len as u64;
+        path.stats.rx_bytes = rx.datagram_len as u64;
+        path.challenge = Some(self.new_challenge());
+        path.mtu = self.paths.first().map_or(path.mtu, |p| p.mtu);
+        path.cc.set_max_datagram_size(u64::from(path.mtu));
+        path.peer_backup = self.mp.peer_status.get(&id).is_some_and(|s| s.1);
+        self.paths.push(path);
+        tracing::debug!(side = ?self.side, id, remote = %rx.remote, "peer opened a path");
+        self.events.push_back(Event::Path(PathEvent::Opened { id, remote: rx.remote }));
+        self.qlog_path(now, id, "new");
+        Some(self.paths.len() - 1)
+    }
+
+    pub(crate) fn new_challenge_pub(&mut self) -> Challenge {
+        self.new_challenge()
+    }
+
+    fn new_challenge(&mut self) -> Challenge {
+        let mut data = [0u8; 8];
+        self.rng.fill_bytes(&mut data);
+        Challenge { data, send_pending: true, sent_at: None, fail_at: None }
+    }
+
+    /// An authenticated, newest packet of a known path came from another address: NAT
+    /// rebinding (§3.1.3, RFC 9000 §9.3). The path moves there and is validated again.
+    pub(crate) fn on_peer_address_change(&mut self, now: Instant, pi: usize, rx: &Rx) {
+        if !self.handshake_confirmed {
+            return;
+        }
+        let challenge = self.new_challenge();
+        let path = &mut self.paths[pi];
+        tracing::debug!(id = path.id, from = %path.remote, to = %rx.remote, "peer address changed");
+        path.rebind_from.get_or_insert(path.remote);
+        path.remote = rx.remote;
+        path.local = Some(rx.local);
+        path.validated = false;
+        path.amp_received = rx.datagram_len as u64;
+        path.amp_sent = 0;
+        path.challenge = Some(challenge);
+        let id = path.id;
+        self.qlog_path(now, id, "rebinding");
+    }
+
+    /// A packet arrived on, or an acknowledgement came back for, path index `pi`.
+    pub(crate) fn on_path_alive(&mut self, pi: usize) {
+        let path = &mut self.paths[pi];
+        if path.potentially_failed {
+            path.potentially_failed = false;
+            let id = path.id;
+            tracing::debug!(id, "path recovered");
+            self.events.push_back(Event::Path(PathEvent::Recovered { id }));
+        }
+    }
+
+    /// PATH_RESPONSE (RFC 9000 §8.2.3): validates the path when it echoes our challenge.
+    pub(crate) fn on_path_response(&mut self, now: Instant, path_id: u64, data: [u8; 8]) {
+        // The response may arrive on any path of ours; it validates the path it answers.
+        let Some(pi) = self.paths.iter().position(|p| p.challenge.is_some_and(|c| c.data == data)) else {
+            return;
+        };
+        let _ = path_id;
+        let initial_rtt = self.config.initial_rtt;
+        let path = &mut self.paths[pi];
+        path.challenge = None;
+        path.validated = true;
+        if path.rebind_from.take().is_some() {
+            // §3.1.3: after a rebinding, the new address gets fresh congestion and RTT state.
+            path.cc = crate::cc::build(self.config.cc, &self.config.cc_config, u64::from(path.mtu));
+            path.rtt = crate::recovery::rtt::RttEstimator::new(initial_rtt);
+        }
+        let id = path.id;
+        if path.phase == PathPhase::Validating {
+            path.phase = PathPhase::Active;
+            tracing::debug!(side = ?self.side, id, "path validated");
+            self.events.push_back(Event::Path(PathEvent::Validated { id }));
+            self.qlog_path(now, id, "validated");
+        }
+    }
+
+    /// Path validation timed out.
+    pub(crate) fn on_validation_failed(&mut self, now: Instant, pi: usize) {
+        let path = &mut self.paths[pi];
+        path.challenge = None;
+        if let Some(old) = path.rebind_from.take() {
+            // The rebinding did not check out: go back to the address that worked.
+            path.remote = old;
+            path.validated = true;
+            return;
+        }
+        tracing::debug!(id = path.id, "path validation failed");
+        self.abandon(now, pi, PATH_UNSTABLE_OR_POOR, false);
+    }
+
+    /// Abandons path index `pi` (§3.4): PATH_ABANDON goes out (on another path), the peer's
+    /// CIDs for it are retired, in-flight frames are resent elsewhere, the state stays for
+    /// three PTOs to acknowledge late packets.
+    pub(crate) fn abandon(&mut self, now: Instant, pi: usize, error_code: u64, by_peer: bool) {
+        if !self.paths[pi].is_open() {
+            return;
+        }
+        let keep = 3 * self.max_pto();
+        let path = &mut self.paths[pi];
+        let id = path.id;
+        path.phase = PathPhase::Abandoned;
+        path.challenge = None;
+        path.discard_at = Some(now + keep);
+        path.dup_chunks.clear();
+        path.fc_copies.clear();
+        path.path_responses.clear();
+        path.data.probes = 0;
+        let send_abandon = !path.abandon_sent;
+        path.abandon_sent = true;
+        let lost = path.data.loss.discard_all();
+        path.bytes_in_flight = 0;
+        if send_abandon {
+            self.mp.pending.push(Control::PathAbandon(id, error_code));
+        }
+        // The peer's CIDs of an abandoned path count as retired (§3.4).
+        self.peer_cids.remove(&id);
+        for (_, p) in lost {
+            self.on_frames_lost(SpaceId::Data, p.frames);
+        }
+        tracing::debug!(side = ?self.side, id, error_code, by_peer, "path abandoned");
+        self.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
+        self.qlog_path(now, id, "abandoned");
+        if !self.paths.iter().any(|p| p.is_open()) && !self.is_closed() {
+            // §3.4: the last path is gone; the connection cannot continue.
+            let err = TransportError::new(crate::error::TransportErrorCode::NO_ERROR, "last path abandoned");
+            self.close_with_error(now, err);
+        }
+    }
+
+    /// Drops the state of an abandoned path once its three PTOs passed.
+    pub(crate) fn discard_path(&mut self, now: Instant, pi: usize) {
+        let path = self.paths.remove(pi);
+        let id = path.id;
+        self.closed_paths.push(path.snapshot());
+        if let Some(l) = self.local_cids.remove(&id) {
+            for c in l.active.values() {
+                self.endpoint_events.push_back(EndpointEvent::RetireCid(c.cid));
+            }
+        }
+        self.peer_cids.remove(&id);
+        self.next_path_cursor = 0;
+        self.events.push_back(Event::Path(PathEvent::Closed { id }));
+        self.qlog_path(now, id, "closed");
+        // A path ID is used up: let the peer have another one (§2.2, MAX_PATH_ID).
+        if self.mp.enabled && self.mp.local_max < MAX_PATH_ID_LIMIT && !self.is_closed() {
+            self.mp.local_max += 1;
+            self.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
+            self.mp.pending.push(Control::MaxPathId(self.mp.local_max));
+            self.issue_cids(now);
+        }
+    }
+
+    /// (PATH_)NEW_CONNECTION_ID (RFC 9000 §19.15, draft §6.5).
+    pub(crate) fn on_new_cid_frame(&mut self, _now: Instant, f: &NewConnectionId) -> Result<(), TransportError> {
+        let id = match f.path_id {
+            None => 0,
+            Some(id) => {
+                self.check_mp_path_id(id)?;
+                id
+            }
+        };
+        // CIDs are unique across the connection, whatever their path ID (§2.2).
+        if self.peer_cids.iter().any(|(pid, p)| *pid != id && p.active.values().any(|c| c.cid == f.cid)) {
+            return Err(TransportError::protocol_violation("connection ID issued for two path IDs"));
+        }
+        if id != 0 && self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
+            return Ok(()); // abandoned: ignore (§6.5)
+        }
+        if id != 0 && id < self.lowest_fresh_path_id() && self.path_index(id).is_none() {
+            return Ok(()); // a path ID already closed
+        }
+        let limit = self.config.active_connection_id_limit;
+        let cids = self.peer_cids.entry(id).or_insert_with(|| PeerCids::empty(limit));
+        cids.on_new_cid(f.seq, f.retire_prior_to, f.cid, f.reset_token)?;
+        self.maybe_signal_new_path_allowed();
+        Ok(())
+    }
+
+    /// (PATH_)RETIRE_CONNECTION_ID: retires one of our CIDs of `target` and issues a
+    /// replacement while the path is open.
+    pub(crate) fn on_retire_cid_frame(
+        &mut self,
+        now: Instant,
+        target: u64,
+        seq: u64,
+        packet_path: u64,
+        dcid: &ConnectionId,
+    ) -> Result<(), TransportError> {
+        let Some(l) = self.local_cids.get_mut(&target) else {
+            if target != 0 && target < self.lowest_fresh_path_id() {
+                return Ok(()); // a path that no longer exists
+            }
+            return Err(TransportError::protocol_violation("RETIRE_CONNECTION_ID for an unissued sequence number"));
+        };
+        // The packet's own CID may only be named if it belongs to the same path ID.
+        let own = if packet_path == target { *dcid } else { ConnectionId::EMPTY };
+        if let Some(cid) = l.retire(seq, &own)? {
+            self.endpoint_events.push_back(EndpointEvent::RetireCid(cid));
+            self.issue_cids(now);
+        }
+        Ok(())
+    }
+
+    /// PATH_ABANDON from the peer (§3.4).
+    pub(crate) fn on_path_abandon_frame(&mut self, now: Instant, id: u64, error_code: u64) {
+        let Some(pi) = self.path_index(id) else {
+            // A path ID with no state: close it too, so that it is never used.
+            if id >= self.lowest_fresh_path_id() {
+                self.peer_cids.remove(&id);
+            }
+            return;
+        };
+        self.abandon(now, pi, error_code, true);
+    }
+
+    /// PATH_STATUS_BACKUP / PATH_STATUS_AVAILABLE (§3.3): the newest sequence number wins.
+    pub(crate) fn on_path_status_frame(&mut self, id: u64, seq: u64, backup: bool) {
+        if self.mp.peer_status.get(&id).is_some_and(|(s, _)| seq <= *s) {
+            return;
+        }
+        self.mp.peer_status.insert(id, (seq, backup));
+        if let Some(pi) = self.path_index(id) {
+            let path = &mut self.paths[pi];
+            if path.peer_backup != backup {
+                path.peer_backup = backup;
+                self.events.push_back(Event::Path(PathEvent::StatusChanged { id, backup }));
+            }
+        }
+    }
+
+    /// MAX_PATH_ID (§6.7).
+    pub(crate) fn on_max_path_id_frame(&mut self, now: Instant, max: u64) -> Result<(), TransportError> {
+        self.check_mp()?;
+        if max > MAX_PATH_ID_LIMIT || max < self.mp.peer_initial_max {
+            return Err(TransportError::protocol_violation("invalid MAX_PATH_ID"));
+        }
+        if max > self.mp.peer_max {
+            self.mp.peer_max = max;
+            self.issue_cids(now);
+            self.maybe_signal_new_path_allowed();
+        }
+        Ok(())
+    }
+
+    /// PATH_CIDS_BLOCKED (§6.9): a sequence number beyond what we issued is a violation;
+    /// otherwise top the path's CIDs up.
+    pub(crate) fn on_path_cids_blocked_frame(
+        &mut self,
+        now: Instant,
+        id: u64,
+        next_seq: u64,
+    ) -> Result<(), TransportError> {
+        let issued = self.local_cids.get(&id).map_or(0, |l| l.next_seq);
+        if next_seq > issued {
+            return Err(TransportError::protocol_violation("PATH_CIDS_BLOCKED beyond the issued sequence numbers"));
+        }
+        self.issue_cids(now);
+        if let Some(l) = self.local_cids.get_mut(&id) {
+            // Re-advertise what is active in case the frames were lost.
+            let seqs: Vec<u64> = l.active.keys().copied().filter(|s| *s >= next_seq).collect();
+            for s in seqs {
+                if !l.to_advertise.contains(&s) {
+                    l.to_advertise.push(s);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A multipath control frame was lost: resend it unless superseded (§6).
+    pub(crate) fn on_mp_control_lost(&mut self, c: Control) {
+        match c {
+            Control::PathAbandon(..) => self.mp.pending.push(c),
+            Control::PathStatus(id, seq) if self.mp.local_status.get(&id).is_some_and(|(s, _)| *s == seq) => {
+                self.mp.pending.push(c)
+            }
+            Control::MaxPathId(v) if v == self.mp.local_max => self.mp.pending.push(c),
+            _ => {}
+        }
+    }
+
+    /// Gives the congestion controller of path `pi` a view of the connection's other open
+    /// paths (coupled algorithms: LIA, OLIA).
+    pub(crate) fn set_coupling(&mut self, pi: usize) {
+        if self.paths.len() < 2 {
+            return;
+        }
+        let views: smallvec::SmallVec<[PathView; 8]> = self
+            .paths
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| *i != pi && p.is_active())
+            .map(|(_, p)| p.cc.coupling_view(p.rtt.smoothed().as_secs_f64()))
+            .collect();
+        self.paths[pi].cc.set_coupling(&views);
+    }
+
+    /// The largest PTO of all open paths (closing, draining, key updates and path state
+    /// retention use it, §4.2, §3.4).
+    pub(crate) fn max_pto(&self) -> Duration {
+        let mad = self.peer_max_ack_delay();
+        self.paths.iter().map(|p| p.pto_base() + mad).max().unwrap_or(Duration::from_millis(1))
+    }
+}
