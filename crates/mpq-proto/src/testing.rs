@@ -71,10 +71,14 @@ pub struct Pair {
     pub server_addr: SocketAddr,
     /// One-way latency.
     pub latency: Duration,
-    /// Datagrams in flight: (arrival, to_server, bytes).
-    in_flight: VecDeque<(Instant, bool, Vec<u8>)>,
+    /// Datagrams in flight: (arrival, to_server, source, destination, bytes).
+    in_flight: VecDeque<(Instant, bool, SocketAddr, SocketAddr, Vec<u8>)>,
     /// Loss decision.
     pub drop: DropFn,
+    /// Loss decision by addresses (source, destination): a dead path.
+    pub drop_addr: Box<dyn FnMut(SocketAddr, SocketAddr) -> bool>,
+    /// Extra one-way latency of datagrams from or to an address (a slower path).
+    pub extra_latency: Vec<(SocketAddr, Duration)>,
     sent: u64,
     /// Datagrams delivered in each direction (to client, to server).
     pub delivered: (u64, u64),
@@ -83,7 +87,14 @@ pub struct Pair {
 impl Pair {
     /// A pair with the given transport config on both sides; the client connects at once.
     pub fn new(transport: TransportConfig) -> Self {
-        let (cc, sc) = configs(transport);
+        Self::asymmetric(transport.clone(), transport)
+    }
+
+    /// A pair whose client and server use different transport configs.
+    pub fn asymmetric(client_transport: TransportConfig, server_transport: TransportConfig) -> Self {
+        let (tls_client, tls_server) = tls_configs(TEST_ALPN);
+        let cc = ClientConfig { tls: tls_client, transport: Arc::new(client_transport) };
+        let sc = ServerConfig { tls: tls_server, transport: Arc::new(server_transport) };
         let client_addr: SocketAddr = "10.0.0.1:4433".parse().expect("addr");
         let server_addr: SocketAddr = "10.0.0.2:443".parse().expect("addr");
         let mut client = Endpoint::new(EndpointConfig::with_seed(1), None);
@@ -100,6 +111,8 @@ impl Pair {
             latency: Duration::from_millis(10),
             in_flight: VecDeque::new(),
             drop: Box::new(|_, _| false),
+            drop_addr: Box::new(|_, _| false),
+            extra_latency: Vec::new(),
             sent: 0,
             delivered: (0, 0),
         }
@@ -114,13 +127,26 @@ impl Pair {
                 let ep = if to_server { &mut self.client } else { &mut self.server };
                 let Some(t) = ep.poll_transmit(self.now, &mut buf) else { break };
                 any = true;
+                let default_src = if to_server { self.client_addr } else { self.server_addr };
+                let src = t.source.unwrap_or(default_src);
+                let dst = t.destination;
+                let extra: Duration = self
+                    .extra_latency
+                    .iter()
+                    .filter(|(a, _)| *a == src || *a == dst)
+                    .map(|(_, d)| *d)
+                    .max()
+                    .unwrap_or_default();
                 let seg = t.segment_size.unwrap_or(t.size);
                 for d in buf[..t.size].chunks(seg) {
                     self.sent += 1;
-                    if (self.drop)(self.sent, to_server) {
+                    if (self.drop)(self.sent, to_server) || (self.drop_addr)(src, dst) {
                         continue;
                     }
-                    self.in_flight.push_back((self.now + self.latency, to_server, d.to_vec()));
+                    let at = self.now + self.latency + extra;
+                    // Keep arrival order sorted: paths of different latency interleave.
+                    let pos = self.in_flight.iter().rposition(|e| e.0 <= at).map_or(0, |i| i + 1);
+                    self.in_flight.insert(pos, (at, to_server, src, dst, d.to_vec()));
                 }
             }
         }
@@ -140,13 +166,13 @@ impl Pair {
         }
         self.now = self.now.max(next);
         while self.in_flight.front().is_some_and(|d| d.0 <= self.now) {
-            let Some((_, to_server, mut d)) = self.in_flight.pop_front() else { break };
+            let Some((_, to_server, src, dst, mut d)) = self.in_flight.pop_front() else { break };
             if to_server {
                 self.delivered.1 += 1;
-                self.server.handle_datagram(self.now, self.server_addr, self.client_addr, None, &mut d);
+                self.server.handle_datagram(self.now, dst, src, None, &mut d);
             } else {
                 self.delivered.0 += 1;
-                self.client.handle_datagram(self.now, self.client_addr, self.server_addr, None, &mut d);
+                self.client.handle_datagram(self.now, dst, src, None, &mut d);
             }
         }
         self.client.handle_timeout(self.now);

@@ -548,3 +548,5 @@ impl Connection {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_multipath;

@@ -41,6 +41,8 @@ pub struct PathStats {
     pub bytes_in_flight: u64,
     /// Probe timeouts that fired.
     pub pto_count: u64,
+    /// PATH_ACK frames this path carried for packets of other paths.
+    pub acks_for_other_paths: u64,
     /// Pacing rate in bytes per second (cwnd / smoothed RTT).
     pub pacing_rate: f64,
     /// Lifecycle: "validating", "active", "abandoned".

@@ -560,10 +560,14 @@ impl Connection {
                     frames.acks.push((path_id, l));
                 }
                 space.ack_carried_on.push(carrier);
+                let other_path = j != pi;
                 if carrier_ids.iter().all(|c| space.ack_carried_on.contains(c)) {
                     space.ack_pending = false;
                     space.ack_carried_on.clear();
                     space.received.on_ack_sent(now);
+                }
+                if other_path {
+                    self.paths[pi].stats.acks_for_other_paths += 1;
                 }
             }
         }

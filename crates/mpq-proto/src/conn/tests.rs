@@ -9,19 +9,19 @@ use crate::testing::Pair;
 use crate::types::Dir;
 
 /// A one-way upload from client to server on a unidirectional stream, checked byte for byte.
-struct Upload {
+pub(super) struct Upload {
     data: Vec<u8>,
     sent: usize,
     finished: bool,
     stream: Option<StreamId>,
     server: Option<ConnectionHandle>,
     server_stream: Option<StreamId>,
-    received: Vec<u8>,
+    pub(super) received: Vec<u8>,
     fin: bool,
 }
 
 impl Upload {
-    fn new(len: usize) -> Self {
+    pub(super) fn new(len: usize) -> Self {
         let data = (0..len).map(|i| (i * 31 % 251) as u8).collect();
         Self {
             data,
@@ -35,7 +35,7 @@ impl Upload {
         }
     }
 
-    fn pump(&mut self, pair: &mut Pair) {
+    pub(super) fn pump(&mut self, pair: &mut Pair) {
         while let Some((_, e)) = pair.client.poll_event() {
             if let Event::ConnectionLost(e) = e {
                 panic!("client connection lost: {e}");
@@ -84,11 +84,11 @@ impl Upload {
     }
 }
 
-fn client(pair: &mut Pair) -> &mut Connection {
+pub(super) fn client(pair: &mut Pair) -> &mut Connection {
     pair.client.connection_mut(pair.client_conn).expect("client")
 }
 
-fn run_upload(pair: &mut Pair, len: usize, limit: Duration) -> Upload {
+pub(super) fn run_upload(pair: &mut Pair, len: usize, limit: Duration) -> Upload {
     let mut up = Upload::new(len);
     let ok = pair.run_until(limit, |p| {
         up.pump(p);
@@ -260,7 +260,7 @@ fn server_error_for(frames: &[u8]) -> Option<ConnectionError> {
 }
 
 /// Runs until the server's connection ends; returns why.
-fn server_error(pair: &mut Pair) -> Option<ConnectionError> {
+pub(super) fn server_error(pair: &mut Pair) -> Option<ConnectionError> {
     let mut err = None;
     pair.run_until(Duration::from_secs(5), |p| {
         while let Some((_, e)) = p.server.poll_event() {
@@ -273,7 +273,7 @@ fn server_error(pair: &mut Pair) -> Option<ConnectionError> {
     err
 }
 
-fn transport_code(e: Option<ConnectionError>) -> u64 {
+pub(super) fn transport_code(e: Option<ConnectionError>) -> u64 {
     match e {
         Some(ConnectionError::TransportError(t)) => t.code.0,
         other => panic!("expected a transport error, got {other:?}"),

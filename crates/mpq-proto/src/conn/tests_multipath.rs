@@ -1,0 +1,303 @@
+//! Multipath tests over the in-memory pair (draft-ietf-quic-multipath-21): negotiation,
+//! opening and validating paths, data on every path, PATH_ACK placement, status, abandon,
+//! failure, NAT rebinding, path ID and CID limits, key updates, and the frame error cases.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::tests::{client, run_upload, server_error, transport_code, Upload};
+use super::*;
+use crate::error::TransportErrorCode;
+use crate::frame::Frame;
+use crate::testing::Pair;
+
+const CLIENT_ADDR2: &str = "10.0.1.1:4433";
+
+fn mp_config() -> TransportConfig {
+    TransportConfig { initial_max_path_id: Some(4), ..TransportConfig::default() }
+}
+
+fn addr2() -> SocketAddr {
+    CLIENT_ADDR2.parse().expect("addr")
+}
+
+/// Runs until the client's handshake is confirmed; returns every client event seen.
+fn confirm(pair: &mut Pair) -> Vec<Event> {
+    let mut events = Vec::new();
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            if let Event::ConnectionLost(e) = &e {
+                panic!("client connection lost: {e}");
+            }
+            events.push(e);
+        }
+        while let Some((_, e)) = p.server.poll_event() {
+            if let Event::ConnectionLost(e) = &e {
+                panic!("server connection lost: {e}");
+            }
+        }
+        events.contains(&Event::HandshakeConfirmed)
+    }));
+    events
+}
+
+fn server(pair: &mut Pair) -> &mut Connection {
+    let h = pair.server.handles()[0];
+    pair.server.connection_mut(h).expect("server connection")
+}
+
+/// Confirms the handshake and opens path 1 from the second client address; runs until the
+/// client validated it.
+fn open_second_path(pair: &mut Pair) -> u64 {
+    let events = confirm(pair);
+    assert!(client(pair).is_multipath(), "multipath not negotiated");
+    // The server's CIDs for path 1 arrive with the handshake's last flight.
+    let mut allowed = events.contains(&Event::Path(PathEvent::NewPathAllowed));
+    pair.run_until(Duration::from_secs(1), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            allowed |= e == Event::Path(PathEvent::NewPathAllowed);
+        }
+        allowed
+    });
+    assert!(allowed, "no NewPathAllowed event");
+    let now = pair.now;
+    let server_addr = pair.server_addr;
+    let id = client(pair).open_path(now, Some(addr2()), server_addr, PathStatus::Available).expect("open_path");
+    let mut validated = false;
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            validated |= e == Event::Path(PathEvent::Validated { id });
+        }
+        validated
+    }));
+    id
+}
+
+fn path_stats(c: &Connection, id: u64) -> PathStats {
+    c.stats().paths.into_iter().find(|p| p.path_id == id).expect("path stats")
+}
+
+#[test]
+fn multipath_is_negotiated_only_when_both_offer_it() {
+    let mut pair = Pair::new(mp_config());
+    confirm(&mut pair);
+    assert!(client(&mut pair).is_multipath());
+    assert!(server(&mut pair).is_multipath());
+
+    let mut pair = Pair::asymmetric(mp_config(), TransportConfig::default());
+    confirm(&mut pair);
+    assert!(!client(&mut pair).is_multipath());
+    let now = pair.now;
+    let server_addr = pair.server_addr;
+    let err = client(&mut pair).open_path(now, Some(addr2()), server_addr, PathStatus::Available);
+    assert_eq!(err, Err(PathError::MultipathNotNegotiated));
+}
+
+#[test]
+fn second_path_is_validated_and_carries_data() {
+    let mut pair = Pair::new(mp_config());
+    let id = open_second_path(&mut pair);
+    assert_eq!(id, 1);
+    run_upload(&mut pair, 2_000_000, Duration::from_secs(30));
+    let c = client(&mut pair);
+    let (p0, p1) = (path_stats(c, 0), path_stats(c, 1));
+    assert!(p0.tx_bytes > 200_000 && p1.tx_bytes > 200_000, "data not spread: {p0:?} {p1:?}");
+    let s = server(&mut pair);
+    assert!(path_stats(s, 1).rx_bytes > 200_000);
+    assert_eq!(s.path_ids(), vec![0, 1]);
+}
+
+#[test]
+fn path_acks_can_return_on_the_fastest_path() {
+    let cfg = TransportConfig { ack_policy: AckPolicy::LowestRtt, ..mp_config() };
+    let mut pair = Pair::new(cfg);
+    // Path 1 is 40 ms slower each way: its ACKs should come back on path 0.
+    pair.extra_latency.push((addr2(), Duration::from_millis(40)));
+    open_second_path(&mut pair);
+    run_upload(&mut pair, 1_000_000, Duration::from_secs(30));
+    let s = server(&mut pair);
+    let p0 = path_stats(s, 0);
+    let p1 = path_stats(s, 1);
+    assert!(p0.acks_for_other_paths > 0, "server sent no PATH_ACK for path 1 on path 0: {p0:?}");
+    // Path 1 carried data to the server, but the server answers on path 0.
+    assert!(p1.rx_packets > 3 * p1.tx_packets, "server acknowledged on path 1 itself: {p1:?}");
+}
+
+#[test]
+fn abandoned_path_stops_and_transfer_completes() {
+    let mut pair = Pair::new(mp_config());
+    let id = open_second_path(&mut pair);
+    let mut up = Upload::new(3_000_000);
+    // Upload a while on both paths, then abandon path 1.
+    pair.run_until(Duration::from_millis(60), |p| {
+        up.pump(p);
+        false
+    });
+    assert!(up.received.len() < 3_000_000);
+    assert!(path_stats(client(&mut pair), id).tx_bytes > 20_000, "path 1 carried nothing before the abandon");
+    let now = pair.now;
+    client(&mut pair).abandon_path(now, id, 0).expect("abandon");
+    assert!(client(&mut pair).abandon_path(now, id, 0).is_err(), "abandoned twice");
+    let done = pair.run_until(Duration::from_secs(30), |p| {
+        up.pump(p);
+        up.received.len() == 3_000_000
+    });
+    assert!(done, "upload stalled after abandon ({} bytes)", up.received.len());
+    pair.run_until(Duration::from_secs(2), |_| false);
+    let s = server(&mut pair);
+    assert!(s.path_ids() == vec![0], "server still has path 1 open: {:?}", s.path_ids());
+    assert_eq!(path_stats(s, id).state, "abandoned");
+    // After three PTOs the path's state is gone on both sides.
+    assert!(!client(&mut pair).paths.iter().any(|p| p.id == id));
+    assert!(!server(&mut pair).paths.iter().any(|p| p.id == id));
+}
+
+#[test]
+fn dead_path_is_detected_and_data_moves() {
+    let mut pair = Pair::new(mp_config());
+    open_second_path(&mut pair);
+    let mut up = Upload::new(3_000_000);
+    pair.run_until(Duration::from_millis(30), |p| {
+        up.pump(p);
+        false
+    });
+    assert!(up.received.len() < 3_000_000);
+    // Path 0 (the client's first address) goes dark in both directions.
+    let a0 = pair.client_addr;
+    pair.drop_addr = Box::new(move |s, d| s == a0 || d == a0);
+    let mut failed = false;
+    let done = pair.run_until(Duration::from_secs(60), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            failed |= matches!(e, Event::Path(PathEvent::PotentiallyFailed { id: 0 }));
+        }
+        up.pump(p);
+        up.received.len() == up_len()
+    });
+    assert!(done, "transfer stalled after the path failure ({} bytes)", up.received.len());
+    assert!(failed, "path 0 never marked potentially failed");
+    fn up_len() -> usize {
+        3_000_000
+    }
+}
+
+#[test]
+fn backup_path_is_avoided_while_another_works() {
+    let mut pair = Pair::new(mp_config());
+    let id = open_second_path(&mut pair);
+    let now = pair.now;
+    // The server asks the client to use path 1 only as a backup.
+    server(&mut pair).set_path_status(now, id, PathStatus::Backup).expect("status");
+    let mut changed = false;
+    pair.run_until(Duration::from_secs(1), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            changed |= e == Event::Path(PathEvent::StatusChanged { id, backup: true });
+        }
+        changed
+    });
+    assert!(changed, "client never saw the backup status");
+    let before = path_stats(client(&mut pair), id).tx_bytes;
+    run_upload(&mut pair, 1_000_000, Duration::from_secs(30));
+    let after = path_stats(client(&mut pair), id).tx_bytes;
+    assert!(after - before < 50_000, "backup path carried {} bytes", after - before);
+}
+
+#[test]
+fn nat_rebinding_moves_the_path() {
+    let mut pair = Pair::new(mp_config());
+    confirm(&mut pair);
+    let mut up = Upload::new(3_000_000);
+    pair.run_until(Duration::from_millis(30), |p| {
+        up.pump(p);
+        false
+    });
+    assert!(up.received.len() < 3_000_000);
+    // The client's NAT picks a new port for path 0.
+    pair.client_addr = "10.0.0.1:5555".parse().expect("addr");
+    let done = pair.run_until(Duration::from_secs(30), |p| {
+        up.pump(p);
+        up.received.len() == 3_000_000
+    });
+    assert!(done, "transfer stalled after rebinding ({} bytes)", up.received.len());
+    assert_eq!(server(&mut pair).remote_address(), pair.client_addr);
+}
+
+#[test]
+fn key_updates_cross_a_multipath_transfer() {
+    let cfg = TransportConfig { key_update_interval: 200, ..mp_config() };
+    let mut pair = Pair::new(cfg);
+    open_second_path(&mut pair);
+    run_upload(&mut pair, 6_000_000, Duration::from_secs(30));
+    let updates = client(&mut pair).stats().key_updates;
+    assert!(updates >= 2, "only {updates} key updates");
+}
+
+#[test]
+fn path_id_limit_blocks_then_max_path_id_raises_it() {
+    let client_cfg = mp_config();
+    let server_cfg = TransportConfig { initial_max_path_id: Some(1), ..TransportConfig::default() };
+    let mut pair = Pair::asymmetric(client_cfg, server_cfg);
+    let id = open_second_path(&mut pair);
+    let now = pair.now;
+    let server_addr = pair.server_addr;
+    let third: SocketAddr = "10.0.2.1:4433".parse().expect("addr");
+    assert_eq!(
+        client(&mut pair).open_path(now, Some(third), server_addr, PathStatus::Available),
+        Err(PathError::NoPathId)
+    );
+    client(&mut pair).abandon_path(now, id, 0).expect("abandon");
+    // Once the server drops path 1's state it allows path ID 2 (MAX_PATH_ID).
+    let mut opened = None;
+    pair.run_until(Duration::from_secs(10), |p| {
+        while p.client.poll_event().is_some() {}
+        let now = p.now;
+        let c = p.client.connection_mut(p.client_conn).expect("client");
+        if opened.is_none() {
+            opened = c.open_path(now, Some(third), server_addr, PathStatus::Available).ok();
+        }
+        opened.is_some()
+    });
+    assert_eq!(opened, Some(2));
+}
+
+#[test]
+fn multipath_frame_errors() {
+    // A path ID above our limit.
+    let mut buf = Vec::new();
+    Frame::PathAbandon { path_id: 100, error_code: 0 }.encode(&mut buf);
+    assert_eq!(transport_code(mp_server_error_for(&buf)), TransportErrorCode::PROTOCOL_VIOLATION.0);
+    // PATH_CIDS_BLOCKED naming a sequence number we never reached.
+    let mut buf = Vec::new();
+    Frame::PathCidsBlocked { path_id: 1, next_seq: 50 }.encode(&mut buf);
+    assert_eq!(transport_code(mp_server_error_for(&buf)), TransportErrorCode::PROTOCOL_VIOLATION.0);
+    // MAX_PATH_ID below the initial value.
+    let mut buf = Vec::new();
+    Frame::MaxPathId(0).encode(&mut buf);
+    assert_eq!(transport_code(mp_server_error_for(&buf)), TransportErrorCode::PROTOCOL_VIOLATION.0);
+    // A PATH_ACK for a path that does not exist is ignored, as is a status for a path not
+    // in use yet.
+    let mut buf = Vec::new();
+    Frame::PathStatus { path_id: 3, seq: 0, backup: true }.encode(&mut buf);
+    let mut ranges = crate::range_set::RangeSet::new();
+    ranges.insert(0..1);
+    crate::frame::encode_ack_bounded(&mut buf, Some(3), &ranges, 0, None, 100);
+    assert_eq!(mp_server_error_for(&buf), None);
+}
+
+/// Injects frames into a client 1-RTT packet of a multipath connection; returns the
+/// server's error, if the server closed.
+fn mp_server_error_for(frames: &[u8]) -> Option<ConnectionError> {
+    let mut pair = Pair::new(mp_config());
+    confirm(&mut pair);
+    client(&mut pair).injected = frames.to_vec();
+    let mut err = None;
+    pair.run_until(Duration::from_secs(1), |p| {
+        while let Some((_, e)) = p.server.poll_event() {
+            if let Event::ConnectionLost(e) = e {
+                err = Some(e);
+            }
+        }
+        err.is_some()
+    });
+    let _ = server_error;
+    err
+}
