@@ -94,9 +94,20 @@ impl Connection {
             return None;
         }
         let pi = self.path_index(path)?;
+        let fallbacks: SmallVec<[u64; 4]> = snaps.iter().filter(|s| s.can_send && s.id != path).map(|s| s.id).collect();
         self.sched_snapshots = snaps;
         self.collect_chunks = !copies.is_empty();
-        let t = self.write_batch(now, buf, pi, true);
+        let mut t = self.write_batch(now, buf, pi, true);
+        // Nothing fit the chosen path (e.g. every waiting stream is pinned elsewhere): let
+        // another path that can send have the data rather than stall until the next ACK.
+        for q in fallbacks {
+            if t.is_some() {
+                break;
+            }
+            if let Some(qi) = self.path_index(q) {
+                t = self.write_batch(now, buf, qi, true);
+            }
+        }
         self.collect_chunks = false;
         let chunks = std::mem::take(&mut self.batch_chunks);
         for q in copies {
