@@ -68,9 +68,9 @@ const RX_BUF: usize = 64 * 1024;
 /// Receive batches per wake-up before sending gets a turn.
 const RX_BUDGET: usize = 16;
 
-/// A single-thread loop over one socket.
+/// A single-thread loop over one or more sockets (one per local address: multipath).
 pub struct EventLoop {
-    socket: UdpSocket,
+    sockets: Vec<UdpSocket>,
     poll: Poll,
     clock: Clock,
     rx: Vec<Vec<u8>>,
@@ -82,11 +82,22 @@ pub struct EventLoop {
 
 impl EventLoop {
     /// A loop over `socket`.
-    pub fn new(mut socket: UdpSocket, clock: Clock) -> io::Result<Self> {
+    pub fn new(socket: UdpSocket, clock: Clock) -> io::Result<Self> {
+        Self::with_sockets(vec![socket], clock)
+    }
+
+    /// A loop over several sockets; the first is the default for transmits without a
+    /// source address.
+    pub fn with_sockets(mut sockets: Vec<UdpSocket>, clock: Clock) -> io::Result<Self> {
+        if sockets.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "an event loop needs a socket"));
+        }
         let poll = Poll::new()?;
-        poll.registry().register(socket.mio(), Token(0), Interest::READABLE | Interest::WRITABLE)?;
+        for (i, s) in sockets.iter_mut().enumerate() {
+            poll.registry().register(s.mio(), Token(i), Interest::READABLE | Interest::WRITABLE)?;
+        }
         Ok(Self {
-            socket,
+            sockets,
             poll,
             clock,
             rx: (0..quinn_udp::BATCH_SIZE).map(|_| vec![0u8; RX_BUF]).collect(),
@@ -96,14 +107,37 @@ impl EventLoop {
         })
     }
 
-    /// The socket's address.
+    /// The first socket's address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.socket.local_addr()
+        self.sockets[0].local_addr()
     }
 
-    /// Most GSO segments the socket supports.
+    /// Every socket's address, in order.
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.sockets.iter().map(|s| s.local_addr()).collect()
+    }
+
+    /// Most GSO segments every socket supports.
     pub fn max_gso_segments(&self) -> usize {
-        self.socket.max_gso_segments()
+        self.sockets.iter().map(|s| s.max_gso_segments()).min().unwrap_or(1)
+    }
+
+    /// The socket a transmit leaves from: the one bound to its source address, else one
+    /// bound to the wildcard address on the same port (sending with the source IP), else
+    /// the first.
+    fn socket_for(&self, source: Option<SocketAddr>) -> (usize, Option<std::net::IpAddr>) {
+        let Some(src) = source else { return (0, None) };
+        if let Some(i) = self.sockets.iter().position(|s| s.local_addr() == src) {
+            return (i, None);
+        }
+        let wildcard = self.sockets.iter().position(|s| {
+            let l = s.local_addr();
+            l.ip().is_unspecified() && l.port() == src.port()
+        });
+        match wildcard {
+            Some(i) => (i, Some(src.ip())),
+            None => (0, None),
+        }
     }
 
     /// Runs until the driver returns `Break` or an I/O error occurs.
@@ -128,29 +162,36 @@ impl EventLoop {
         }
     }
 
-    /// Receives batches until the socket is empty or the budget is spent.
+    /// Receives batches from every socket until they are empty or the budget is spent.
     fn receive(&mut self, driver: &mut dyn Driver) -> io::Result<()> {
         let mut meta = [RecvMeta::default(); quinn_udp::BATCH_SIZE];
-        for _ in 0..RX_BUDGET {
-            let n = {
-                let mut slices: Vec<IoSliceMut<'_>> = self.rx.iter_mut().map(|b| IoSliceMut::new(b)).collect();
-                self.socket.recv(&mut slices, &mut meta)?
-            };
-            if n == 0 {
-                break;
-            }
-            self.stats.rx_calls += 1;
-            let now = self.clock.now();
-            let local = self.socket.local_addr();
-            for (m, buf) in meta.iter().zip(self.rx.iter_mut()).take(n) {
-                let stride = m.stride.max(1);
-                for d in buf[..m.len].chunks_mut(stride) {
-                    self.stats.rx_datagrams += 1;
-                    self.stats.rx_bytes += d.len() as u64;
-                    driver.handle_datagram(now, local, m.addr, m.ecn.map(|e| e as u8), d);
+        for si in 0..self.sockets.len() {
+            for _ in 0..RX_BUDGET {
+                let n = {
+                    let mut slices: Vec<IoSliceMut<'_>> = self.rx.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+                    self.sockets[si].recv(&mut slices, &mut meta)?
+                };
+                if n == 0 {
+                    break;
                 }
+                self.stats.rx_calls += 1;
+                let now = self.clock.now();
+                let bound = self.sockets[si].local_addr();
+                for (m, buf) in meta.iter().zip(self.rx.iter_mut()).take(n) {
+                    // On a wildcard socket the destination IP (IP_PKTINFO) names the path.
+                    let local = match m.dst_ip {
+                        Some(ip) if bound.ip().is_unspecified() => SocketAddr::new(ip, bound.port()),
+                        _ => bound,
+                    };
+                    let stride = m.stride.max(1);
+                    for d in buf[..m.len].chunks_mut(stride) {
+                        self.stats.rx_datagrams += 1;
+                        self.stats.rx_bytes += d.len() as u64;
+                        driver.handle_datagram(now, local, m.addr, m.ecn.map(|e| e as u8), d);
+                    }
+                }
+                self.flush(driver)?;
             }
-            self.flush(driver)?;
         }
         Ok(())
     }
@@ -169,7 +210,8 @@ impl EventLoop {
                 }
             };
             let seg = t.segment_size.filter(|&s| s < t.size);
-            match self.socket.send(t.destination, &self.tx[..t.size], seg, t.ecn) {
+            let (si, src_ip) = self.socket_for(t.source);
+            match self.sockets[si].send_from(t.destination, src_ip, &self.tx[..t.size], seg, t.ecn) {
                 Ok(true) => {
                     self.stats.tx_calls += 1;
                     self.stats.tx_bytes += t.size as u64;
@@ -182,5 +224,78 @@ impl EventLoop {
                 Err(e) => tracing::debug!(%e, "send failed"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends one datagram from each of its two sockets to a peer socket, then records what
+    /// arrives back and on which local address.
+    struct Echo {
+        peer: SocketAddr,
+        sources: Vec<SocketAddr>,
+        sent: usize,
+        got: Vec<(SocketAddr, SocketAddr, Vec<u8>)>,
+    }
+
+    impl Driver for Echo {
+        fn handle_datagram(
+            &mut self,
+            _now: mpq_proto::Instant,
+            local: SocketAddr,
+            remote: SocketAddr,
+            _ecn: Option<u8>,
+            data: &mut [u8],
+        ) {
+            self.got.push((local, remote, data.to_vec()));
+        }
+        fn handle_timeout(&mut self, _now: mpq_proto::Instant) {}
+        fn poll_timeout(&mut self) -> Option<mpq_proto::Instant> {
+            None
+        }
+        fn poll_transmit(&mut self, _now: mpq_proto::Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+            let src = *self.sources.get(self.sent)?;
+            self.sent += 1;
+            buf.clear();
+            buf.extend_from_slice(src.to_string().as_bytes());
+            Some(Transmit { destination: self.peer, source: Some(src), size: buf.len(), segment_size: None, ecn: None })
+        }
+        fn on_wake(&mut self, _now: mpq_proto::Instant) -> ControlFlow<()> {
+            if self.got.len() >= 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+    }
+
+    #[test]
+    fn transmits_leave_from_their_source_and_receipts_name_their_socket() {
+        let a = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let b = UdpSocket::bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let (la, lb) = (a.local_addr(), b.local_addr());
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut ev = EventLoop::with_sockets(vec![a, b], Clock::new()).unwrap();
+        assert_eq!(ev.local_addrs(), vec![la, lb]);
+        let peer_addr = peer.local_addr().unwrap();
+        let echo = std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            for _ in 0..2 {
+                let (n, from) = peer.recv_from(&mut buf).unwrap();
+                // The payload names the source the driver asked for: it must match.
+                assert_eq!(std::str::from_utf8(&buf[..n]).unwrap(), from.to_string());
+                peer.send_to(&buf[..n], from).unwrap();
+            }
+        });
+        let mut d = Echo { peer: peer_addr, sources: vec![lb, la], sent: 0, got: Vec::new() };
+        ev.run(&mut d).unwrap();
+        echo.join().unwrap();
+        let mut locals: Vec<SocketAddr> = d.got.iter().map(|g| g.0).collect();
+        locals.sort();
+        assert_eq!(locals, vec![la, lb]);
+        assert!(d.got.iter().all(|(local, remote, data)| *remote == peer_addr && data == local.to_string().as_bytes()));
     }
 }

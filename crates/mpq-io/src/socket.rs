@@ -64,12 +64,27 @@ impl UdpSocket {
         segment_size: Option<usize>,
         ecn: Option<u8>,
     ) -> io::Result<bool> {
+        self.send_from(destination, None, contents, segment_size, ecn)
+    }
+
+    /// [`Self::send`] with a source IP for a socket bound to the wildcard address (the
+    /// kernel's IP_PKTINFO), so that a multihomed host answers each path from the address
+    /// the peer wrote to.
+    pub fn send_from(
+        &self,
+        destination: SocketAddr,
+        src_ip: Option<std::net::IpAddr>,
+        contents: &[u8],
+        segment_size: Option<usize>,
+        ecn: Option<u8>,
+    ) -> io::Result<bool> {
+        let src_ip = src_ip.filter(|_| self.local.ip().is_unspecified());
         let t = quinn_udp::Transmit {
             destination,
             ecn: ecn.and_then(quinn_udp::EcnCodepoint::from_bits),
             contents,
             segment_size,
-            src_ip: None,
+            src_ip,
         };
         match self.state.try_send(UdpSockRef::from(&self.io), &t) {
             Ok(()) => Ok(true),

@@ -15,6 +15,7 @@ pub mod endpoint;
 pub mod error;
 pub mod frame;
 pub mod packet;
+pub mod path_manager;
 pub mod qlog;
 pub mod range_set;
 pub mod recovery;

@@ -45,9 +45,22 @@ pub struct Common {
     /// honoured too.
     #[arg(long, value_name = "FILE")]
     pub keylog: Option<PathBuf>,
-    /// Congestion controller: newreno or cubic.
+    /// Congestion controller of each path: newreno, cubic, or the coupled lia / olia.
     #[arg(long, default_value = "cubic")]
     pub cc: String,
+    /// Multipath scheduler: minrtt, round-robin, weighted, redundant, rtt-probe, ecf or pinned.
+    #[arg(long, default_value = "minrtt")]
+    pub scheduler: String,
+    /// Where multipath ACKs go: same-path, lowest-rtt or all-paths.
+    #[arg(long, default_value = "same-path")]
+    pub ack_policy: String,
+    /// Largest path ID offered to the peer (initial_max_path_id; multipath is offered by
+    /// default and used when the peer offers it too).
+    #[arg(long, default_value_t = 7, value_name = "N")]
+    pub max_path_id: u64,
+    /// Do not offer multipath (plain RFC 9000 QUIC).
+    #[arg(long)]
+    pub no_multipath: bool,
     /// Restrict TLS to one cipher suite: aes128gcm, aes256gcm or chacha20.
     #[arg(long)]
     pub cipher: Option<String>,
@@ -66,12 +79,30 @@ pub struct Common {
     pub verbose: u8,
 }
 
+/// How a client spreads paths over addresses (multipath).
+#[derive(Debug, Args, Clone)]
+pub struct PathArgs {
+    /// Local address to open a path from (repeat for several; the first carries the
+    /// handshake), e.g. --local 10.0.1.1:0 --local 10.0.2.1:0.
+    #[arg(long = "local", value_name = "ADDR")]
+    pub locals: Vec<SocketAddr>,
+    /// Another address of the server to open paths to (repeatable).
+    #[arg(long = "server-addr", value_name = "ADDR")]
+    pub server_addrs: Vec<SocketAddr>,
+    /// How local and server addresses combine: mesh (every pair) or pairs (i-th with i-th).
+    #[arg(long, default_value = "mesh")]
+    pub path_mode: String,
+    /// Most paths at once, the handshake path included.
+    #[arg(long, default_value_t = 8)]
+    pub max_paths: usize,
+}
+
 /// `mpq server`.
 #[derive(Debug, Args)]
 pub struct ServerArgs {
-    /// Address to listen on.
+    /// Address to listen on (repeat to listen on several, e.g. one per interface).
     #[arg(long, default_value = "[::]:4433")]
-    pub listen: SocketAddr,
+    pub listen: Vec<SocketAddr>,
     /// Directory whose files are served.
     #[arg(long, default_value = ".")]
     pub root: PathBuf,
@@ -104,6 +135,13 @@ pub struct ClientArgs {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// End with one JSON summary object on stdout (bytes, duration_s, goodput_bps,
+    /// multipath, paths).
+    #[arg(long)]
+    pub json: bool,
+    /// Multipath addresses.
+    #[command(flatten)]
+    pub paths: PathArgs,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -112,9 +150,9 @@ pub struct ClientArgs {
 /// `mpq perf server`.
 #[derive(Debug, Args)]
 pub struct PerfServerArgs {
-    /// Address to listen on.
+    /// Address to listen on (repeatable).
     #[arg(long, default_value = "[::]:4433")]
-    pub listen: SocketAddr,
+    pub listen: Vec<SocketAddr>,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -138,6 +176,9 @@ pub struct PerfClientArgs {
     /// End with one JSON summary object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Multipath addresses.
+    #[command(flatten)]
+    pub paths: PathArgs,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,

@@ -69,9 +69,19 @@ struct HqClient {
     closed: bool,
     bar: ProgressBar,
     buf: Vec<u8>,
+    paths: runner::ClientPaths,
+    /// Statistics taken when the last download finished.
+    stats: Option<mpq_proto::conn::ConnectionStats>,
+    multipath: bool,
+    started: Option<Instant>,
+    finished: Option<Instant>,
 }
 
 impl App for HqClient {
+    fn timeout(&self) -> Option<Instant> {
+        self.paths.timeout()
+    }
+
     fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
         if self.conn.is_none() {
             match ep.connect(now, &self.config, self.server, &self.server_name) {
@@ -86,22 +96,26 @@ impl App for HqClient {
             }
         }
         while let Some((_, ev)) = ep.poll_event() {
-            if let Event::ConnectionLost(e) = ev {
+            if let Event::ConnectionLost(e) = &ev {
                 if !self.closed {
                     self.error = Some(e.to_string());
                     return ControlFlow::Break(());
                 }
             }
+            self.paths.on_event(now, &ev);
         }
         if now >= self.deadline {
             self.error = Some("timed out".into());
             return ControlFlow::Break(());
         }
         let Some(h) = self.conn else { return ControlFlow::Continue(()) };
+        self.paths.poll(now, ep, h);
         let Some(c) = ep.connection_mut(h) else { return ControlFlow::Break(()) };
         if !c.is_established() {
             return ControlFlow::Continue(());
         }
+        self.started.get_or_insert(now);
+        self.multipath = c.is_multipath();
         for r in self.requests.iter_mut().filter(|r| r.stream.is_none()) {
             let Some(id) = c.open_stream(Dir::Bi) else { break };
             let line = format!("GET {}\r\n", r.path);
@@ -140,6 +154,8 @@ impl App for HqClient {
         }
         if self.requests.iter().all(|r| r.done) && !self.closed {
             self.closed = true;
+            self.finished = Some(now);
+            self.stats = Some(c.stats());
             c.close(now, 0, b"");
             return ControlFlow::Break(());
         }
@@ -170,8 +186,14 @@ pub fn run(args: ClientArgs) -> Result<()> {
     let transport = runner::shared(runner::transport_config(&args.common)?);
     let tls = crate::tls::client_config(&args.common, args.ca.as_deref(), args.insecure, b"hq-interop")?;
     let bar = crate::progress::bar();
-    let local: SocketAddr = if server.is_ipv6() { "[::]:0".parse()? } else { "0.0.0.0:0".parse()? };
+    let sockets = runner::bind(&runner::client_locals(&args.paths, server)?)?;
+    let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
     let app = HqClient {
+        paths: runner::ClientPaths::new(&args.paths, &bound, server)?,
+        stats: None,
+        multipath: false,
+        started: None,
+        finished: None,
         config: ClientConfig { tls, transport },
         server,
         server_name: first.host.clone(),
@@ -186,13 +208,29 @@ pub fn run(args: ClientArgs) -> Result<()> {
         buf: vec![0; 256 * 1024],
     };
     let started = crate::progress::Stopwatch::start();
-    let (app, _) = runner::run(local, runner::endpoint(None), app, |_| {})?;
+    let (app, _) = runner::run_on(sockets, runner::endpoint(None), app)?;
     app.bar.finish_and_clear();
     if let Some(e) = app.error {
         bail!("download failed: {e}");
     }
     let total: u64 = app.requests.iter().map(|r| r.received).sum();
     eprintln!("{}", crate::progress::summary(total, started.elapsed(), app.requests.len()));
+    if args.json {
+        let secs = match (app.started, app.finished) {
+            (Some(s), Some(f)) => (f - s).as_secs_f64().max(1e-9),
+            _ => started.elapsed().as_secs_f64().max(1e-9),
+        };
+        let stats = app.stats.unwrap_or_default();
+        let out = serde_json::json!({
+            "bytes": total,
+            "duration_s": secs,
+            "goodput_bps": total as f64 * 8.0 / secs,
+            "multipath": app.multipath,
+            "key_updates": stats.key_updates,
+            "paths": crate::perf::paths_json(&stats),
+        });
+        println!("{out}");
+    }
     Ok(())
 }
 

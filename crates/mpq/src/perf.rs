@@ -84,8 +84,10 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
     let tls = crate::tls::server_config(&args.common, None, None, &[b"perf"])?;
     let endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
     let app = PerfServer { qlog_dir: args.common.qlog_dir.clone(), streams: HashMap::new() };
-    runner::run(args.listen, endpoint, app, |addr| {
-        println!("listening on {addr}");
+    runner::run(&args.listen, endpoint, app, |addrs| {
+        for addr in addrs {
+            println!("listening on {addr}");
+        }
         let _ = std::io::stdout().flush();
     })?;
     Ok(())
@@ -107,11 +109,17 @@ struct PerfClient {
     end: Option<Instant>,
     error: Option<String>,
     stats: Option<mpq_proto::conn::ConnectionStats>,
+    multipath: bool,
     buf: Vec<u8>,
     qlog_dir: Option<std::path::PathBuf>,
+    paths: runner::ClientPaths,
 }
 
 impl App for PerfClient {
+    fn timeout(&self) -> Option<Instant> {
+        self.paths.timeout()
+    }
+
     fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
         if self.conn.is_none() {
             match ep.connect(now, &self.config, self.server, "localhost") {
@@ -126,15 +134,18 @@ impl App for PerfClient {
             }
         }
         while let Some((_, ev)) = ep.poll_event() {
-            if let Event::ConnectionLost(e) = ev {
+            if let Event::ConnectionLost(e) = &ev {
                 if self.end.is_none() {
                     self.error = Some(e.to_string());
                     return ControlFlow::Break(());
                 }
             }
+            self.paths.on_event(now, &ev);
         }
         let Some(h) = self.conn else { return ControlFlow::Continue(()) };
+        self.paths.poll(now, ep, h);
         let Some(c) = ep.connection_mut(h) else { return ControlFlow::Break(()) };
+        self.multipath = c.is_multipath();
         if !c.is_established() {
             if now > Instant::ZERO + Duration::from_secs(10) {
                 self.error = Some("handshake timed out".into());
@@ -188,6 +199,19 @@ impl App for PerfClient {
     }
 }
 
+/// The per-path part of the JSON summaries.
+pub fn paths_json(stats: &mpq_proto::conn::ConnectionStats) -> Vec<serde_json::Value> {
+    stats
+        .paths
+        .iter()
+        .map(|p| {
+            json!({"path_id": p.path_id, "tx_bytes": p.tx_bytes, "rx_bytes": p.rx_bytes, "rtt_ms": p.rtt_ms,
+                   "lost_packets": p.lost_packets, "cwnd": p.cwnd, "tx_packets": p.tx_packets,
+                   "rx_packets": p.rx_packets, "pacing_rate": p.pacing_rate, "state": p.state})
+        })
+        .collect()
+}
+
 /// CPU time used by this process (user + system), in seconds.
 fn cpu_seconds() -> f64 {
     // SAFETY: getrusage only writes into the struct we pass.
@@ -210,8 +234,11 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         Some(total) => (total.div_ceil(streams), None),
         None => (u64::MAX, Some(Duration::from_secs_f64(args.duration))),
     };
-    let local: SocketAddr = if args.connect.is_ipv6() { "[::]:0".parse()? } else { "0.0.0.0:0".parse()? };
+    let sockets = runner::bind(&runner::client_locals(&args.paths, args.connect)?)?;
+    let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
     let app = PerfClient {
+        paths: runner::ClientPaths::new(&args.paths, &bound, args.connect)?,
+        multipath: false,
         config: ClientConfig { tls, transport },
         server: args.connect,
         streams,
@@ -231,7 +258,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         qlog_dir: args.common.qlog_dir.clone(),
     };
     let cpu0 = cpu_seconds();
-    let (app, io) = runner::run(local, runner::endpoint(None), app, |_| {})?;
+    let (app, io) = runner::run_on(sockets, runner::endpoint(None), app)?;
     let cpu = cpu_seconds() - cpu0;
     if let Some(e) = app.error {
         bail!("perf run failed: {e}");
@@ -240,14 +267,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
     let secs = (end - start).as_secs_f64().max(1e-9);
     let goodput = app.bytes as f64 * 8.0 / secs;
     let stats = app.stats.unwrap_or_default();
-    let paths: Vec<_> = stats
-        .paths
-        .iter()
-        .map(|p| {
-            json!({"path_id": p.path_id, "tx_bytes": p.tx_bytes, "rx_bytes": p.rx_bytes, "rtt_ms": p.rtt_ms,
-                   "lost_packets": p.lost_packets, "cwnd": p.cwnd})
-        })
-        .collect();
+    let paths = paths_json(&stats);
     if args.json {
         let out = json!({
             "goodput_bps": goodput,
@@ -257,6 +277,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             "cpu_s": cpu,
             "cpu_util": cpu / secs,
             "key_updates": stats.key_updates,
+            "multipath": app.multipath,
             "rx_datagrams": io.rx_datagrams,
             "tx_calls": io.tx_calls,
             "paths": paths,

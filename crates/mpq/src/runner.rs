@@ -12,13 +12,19 @@ use mpq_proto::conn::TransportConfig;
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint, EndpointConfig};
 use mpq_proto::Instant;
 
-use crate::cli::Common;
+use crate::cli::{Common, PathArgs};
 use crate::qlog_file::QlogFile;
+use mpq_proto::conn::Event;
+use mpq_proto::path_manager::{PathManager, PathManagerConfig};
 
 /// Application logic run by the event loop after every round of I/O.
 pub trait App {
     /// Accept connections, move stream data, drain events. `Break` ends the run.
     fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()>;
+    /// When the application wants `poll` again even without I/O (e.g. to retry a path).
+    fn timeout(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// An endpoint and its application as one [`Driver`].
@@ -47,7 +53,7 @@ impl<A: App> Driver for Runner<A> {
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
-        self.endpoint.poll_timeout()
+        [self.endpoint.poll_timeout(), self.app.timeout()].into_iter().flatten().min()
     }
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
@@ -76,6 +82,9 @@ impl<A: App> Driver for Runner<A> {
 pub fn transport_config(common: &Common) -> Result<TransportConfig> {
     let mut t = TransportConfig {
         cc: common.cc.parse().map_err(anyhow::Error::msg)?,
+        scheduler: common.scheduler.parse().map_err(anyhow::Error::msg)?,
+        ack_policy: common.ack_policy.parse().map_err(anyhow::Error::msg)?,
+        initial_max_path_id: if common.no_multipath { None } else { Some(common.max_path_id.min(u32::MAX.into())) },
         max_udp_payload_size: common.mtu.max(1200),
         max_idle_timeout: Duration::from_secs(common.idle_timeout),
         // GSO batches stay under 64 KiB.
@@ -96,19 +105,85 @@ pub fn endpoint(server: Option<mpq_proto::conn::ServerConfig>) -> Endpoint {
     Endpoint::new(EndpointConfig::with_seed(u64::from_le_bytes(seed)), server)
 }
 
-/// Binds `addr` and runs `app` until it stops; returns the app and loop counters.
-pub fn run<A: App>(
-    addr: SocketAddr,
-    endpoint: Endpoint,
-    app: A,
-    on_bound: impl FnOnce(SocketAddr),
-) -> Result<(A, mpq_io::LoopStats)> {
-    let socket = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
-    let mut ev = EventLoop::new(socket, Clock::new())?;
-    on_bound(ev.local_addr());
+/// Binds every address (port 0 picks one).
+pub fn bind(addrs: &[SocketAddr]) -> Result<Vec<UdpSocket>> {
+    addrs.iter().map(|a| UdpSocket::bind(*a).with_context(|| format!("binding {a}"))).collect()
+}
+
+/// Runs `app` over the given sockets until it stops; returns the app and loop counters.
+pub fn run_on<A: App>(sockets: Vec<UdpSocket>, endpoint: Endpoint, app: A) -> Result<(A, mpq_io::LoopStats)> {
+    let mut ev = EventLoop::with_sockets(sockets, Clock::new())?;
     let mut runner = Runner { endpoint, app, stopping: false };
     ev.run(&mut runner)?;
     Ok((runner.app, ev.stats))
+}
+
+/// Binds every address and runs `app` until it stops; `on_bound` sees the bound addresses.
+pub fn run<A: App>(
+    addrs: &[SocketAddr],
+    endpoint: Endpoint,
+    app: A,
+    on_bound: impl FnOnce(&[SocketAddr]),
+) -> Result<(A, mpq_io::LoopStats)> {
+    let sockets = bind(addrs)?;
+    let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
+    on_bound(&bound);
+    run_on(sockets, endpoint, app)
+}
+
+/// A client's multipath side: the path manager fed with the connection's path events.
+pub struct ClientPaths {
+    manager: PathManager,
+}
+
+impl ClientPaths {
+    /// Paths over the bound local sockets (the first is the default socket) and the server's
+    /// addresses.
+    pub fn new(args: &PathArgs, bound: &[SocketAddr], server: SocketAddr) -> Result<Self> {
+        let mut locals: Vec<Option<SocketAddr>> = vec![None];
+        locals.extend(bound.iter().skip(1).map(|a| Some(*a)));
+        let mut remotes = vec![server];
+        remotes.extend(args.server_addrs.iter().copied().filter(|a| *a != server));
+        let config = PathManagerConfig {
+            locals,
+            remotes,
+            mode: args.path_mode.parse().map_err(anyhow::Error::msg)?,
+            max_paths: args.max_paths.max(1),
+            reopen_backoff: Duration::from_millis(500),
+        };
+        Ok(Self { manager: PathManager::new(config) })
+    }
+
+    /// Feeds a connection event (path events only matter).
+    pub fn on_event(&mut self, now: Instant, ev: &Event) {
+        if let Event::Path(pe) = ev {
+            tracing::info!(?pe, "path event");
+            self.manager.on_event(now, pe);
+        }
+    }
+
+    /// Opens the paths that are missing.
+    pub fn poll(&mut self, now: Instant, ep: &mut Endpoint, h: ConnectionHandle) {
+        if self.manager.pairs().len() < 2 {
+            return;
+        }
+        if let Some(c) = ep.connection_mut(h).filter(|c| c.is_multipath() && !c.is_closed()) {
+            self.manager.poll(now, c);
+        }
+    }
+
+    /// When to poll again for a retry.
+    pub fn timeout(&self) -> Option<Instant> {
+        self.manager.poll_timeout()
+    }
+}
+
+/// The local addresses a client binds: the given ones, or one wildcard of the server's family.
+pub fn client_locals(args: &PathArgs, server: SocketAddr) -> Result<Vec<SocketAddr>> {
+    if !args.locals.is_empty() {
+        return Ok(args.locals.clone());
+    }
+    Ok(vec![if server.is_ipv6() { "[::]:0".parse()? } else { "0.0.0.0:0".parse()? }])
 }
 
 /// Attaches a qlog file to a connection when a directory was given.

@@ -128,8 +128,10 @@ pub fn run(args: ServerArgs) -> Result<()> {
     let tls = crate::tls::server_config(&args.common, args.cert.as_deref(), args.key.as_deref(), &[b"hq-interop"])?;
     let endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
     let app = HqServer { root: args.root, qlog_dir: args.common.qlog_dir.clone(), streams: HashMap::new() };
-    runner::run(args.listen, endpoint, app, |addr| {
-        println!("listening on {addr}");
+    runner::run(&args.listen, endpoint, app, |addrs| {
+        for addr in addrs {
+            println!("listening on {addr}");
+        }
         let _ = std::io::stdout().flush();
     })?;
     Ok(())
