@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Two-path benchmark: mpq multipath against the kernel's MPTCP, with single-path TCP and
+# single-path mpq as baselines, all in the same invocation.
+#
+# Topology: namespaces mpqb-cli and mpqb-srv joined by two veth pairs on distinct subnets
+# (10.101.1.0/24 and 10.101.2.0/24); every veth end is shaped with
+#   tc qdisc add dev IF root tbf rate 500mbit burst 125000 latency 5ms
+# The namespaces are removed on exit, whatever happens.
+#
+# Usage: scripts/bench-mptcp.sh [SECONDS]   (root; MPQ_BIN defaults to target/release/mpq)
+# Needs iperf3 and mptcpize: scripts/setup-bench.sh installs them.
+set -euo pipefail
+
+SECS="${1:-10}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MPQ_BIN="${MPQ_BIN:-$HERE/target/release/mpq}"
+CLI=mpqb-cli
+SRV=mpqb-srv
+RATE="${RATE:-500mbit}"
+# The veths carry 1500-byte IP packets: 1472 bytes of UDP payload, as TCP uses the full MTU.
+MTU_ARGS=(--mtu 1472)
+
+[ "$(id -u)" -eq 0 ] || { echo "bench-mptcp: run as root (network namespaces)" >&2; exit 1; }
+command -v iperf3 >/dev/null && command -v mptcpize >/dev/null || "$HERE/scripts/setup-bench.sh"
+[ -x "$MPQ_BIN" ] || { echo "bench-mptcp: $MPQ_BIN missing (cargo build --release -p mpq)" >&2; exit 1; }
+
+cleanup() {
+    ip netns pids "$SRV" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    ip netns pids "$CLI" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    ip netns del "$CLI" 2>/dev/null || true
+    ip netns del "$SRV" 2>/dev/null || true
+}
+trap cleanup EXIT
+cleanup
+
+ip netns add "$CLI"
+ip netns add "$SRV"
+for i in 1 2; do
+    ip link add "c$i" netns "$CLI" type veth peer name "s$i" netns "$SRV"
+    ip -n "$CLI" addr add "10.101.$i.1/24" dev "c$i"
+    ip -n "$SRV" addr add "10.101.$i.2/24" dev "s$i"
+    ip -n "$CLI" link set "c$i" up
+    ip -n "$SRV" link set "s$i" up
+    ip netns exec "$CLI" tc qdisc add dev "c$i" root tbf rate "$RATE" burst 125000 latency 5ms
+    ip netns exec "$SRV" tc qdisc add dev "s$i" root tbf rate "$RATE" burst 125000 latency 5ms
+done
+for ns in "$CLI" "$SRV"; do
+    ip -n "$ns" link set lo up
+    ip netns exec "$ns" sysctl -qw net.mptcp.enabled=1
+    ip -n "$ns" mptcp limits set subflows 2 add_addr_accepted 2
+done
+# The client announces its second address as an extra subflow.
+ip -n "$CLI" mptcp endpoint add 10.101.2.1 dev c2 subflow
+
+json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+wait_port() { # ns proto port
+    for _ in $(seq 100); do
+        if ip netns exec "$1" ss -lnH "-$2" "sport = :$3" | grep -q .; then return 0; fi
+        sleep 0.05
+    done
+    echo "bench-mptcp: nothing listens on $2 port $3" >&2
+    return 1
+}
+
+iperf_run() { # label, wrapper...
+    local label="$1"; shift
+    ip netns exec "$SRV" "$@" iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+    wait_port "$SRV" t 5201
+    local bps
+    bps=$(ip netns exec "$CLI" "$@" iperf3 -c 10.101.1.2 -p 5201 -t "$SECS" -J | json_field "d['end']['sum_received']['bits_per_second']")
+    wait
+    echo "$label $bps"
+}
+
+mpq_run() { # label, client args...
+    local label="$1"; shift
+    ip netns exec "$SRV" "$MPQ_BIN" perf server --listen 10.101.1.2:4433 --listen 10.101.2.2:4433 "${MTU_ARGS[@]}" >/dev/null 2>&1 &
+    local srv=$!
+    wait_port "$SRV" u 4433
+    local out bps
+    out=$(ip netns exec "$CLI" "$MPQ_BIN" perf client --connect 10.101.1.2:4433 --duration "$SECS" --json "${MTU_ARGS[@]}" "$@")
+    kill "$srv" 2>/dev/null || true
+    wait "$srv" 2>/dev/null || true
+    bps=$(echo "$out" | json_field "d['goodput_bps']")
+    echo "$out" | json_field "'  $label: ' + ', '.join(f\"path {p['path_id']}: {p['rx_bytes']} B, {p['lost_packets']} lost\" for p in d['paths'])" >&2
+    echo "$label $bps"
+}
+
+echo "[bench-mptcp] ${SECS}s per run, every veth end shaped to $RATE" >&2
+results=()
+results+=("$(iperf_run tcp env)")
+results+=("$(iperf_run mptcp mptcpize run)")
+results+=("$(mpq_run mpq-1path --no-multipath)")
+results+=("$(mpq_run mpq-2path --local 10.101.1.1:0 --local 10.101.2.1:0 --server-addr 10.101.2.2:4433 --path-mode pairs)")
+
+python3 - "${results[@]}" <<'PY'
+import sys
+rows = [r.split() for r in sys.argv[1:]]
+vals = {k: float(v) for k, v in rows}
+base = vals["tcp"]
+print(f"{'run':<10} {'Gbit/s':>8} {'vs TCP':>8}")
+for k, v in vals.items():
+    print(f"{k:<10} {v/1e9:8.3f} {v/base:8.2f}")
+print(f"mpq-2path / mptcp = {vals['mpq-2path']/vals['mptcp']:.2f}")
+PY
