@@ -6,8 +6,11 @@
 //! [`CongestionController::set_coupling`] before each decision; uncoupled controllers ignore
 //! it.
 
+mod coupled;
 mod cubic;
+mod lia;
 mod newreno;
+mod olia;
 
 use std::fmt;
 use std::str::FromStr;
@@ -16,16 +19,20 @@ use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
 
 pub use cubic::Cubic;
+pub use lia::Lia;
 pub use newreno::NewReno;
+pub use olia::Olia;
 
 /// What a coupled controller learns about the connection's other paths.
 #[derive(Debug, Clone, Copy, Default)]
-#[allow(clippy::needless_update)]
 pub struct PathView {
     /// Congestion window of the path in bytes.
     pub window: u64,
     /// Smoothed RTT of the path in seconds.
     pub srtt: f64,
+    /// Bytes acknowledged between the path's last two losses, or since the last one if
+    /// more (OLIA's l_r); 0 for uncoupled controllers.
+    pub loss_interval_bytes: u64,
 }
 
 /// A congestion controller for one path (RFC 9002 §7).
@@ -54,7 +61,6 @@ pub trait CongestionController: Send + fmt::Debug {
     /// The other paths of the connection (coupled algorithms only).
     fn set_coupling(&mut self, _others: &[PathView]) {}
     /// How this path looks to the coupled controllers of the other paths.
-    #[allow(clippy::needless_update)] // PathView grows fields for the coupled algorithms
     fn coupling_view(&self, srtt: f64) -> PathView {
         PathView { window: self.window(), srtt, ..Default::default() }
     }
@@ -107,6 +113,10 @@ pub enum CcAlgorithm {
     NewReno,
     /// RFC 9438 CUBIC.
     Cubic,
+    /// RFC 6356 LIA (coupled).
+    Lia,
+    /// OLIA (coupled).
+    Olia,
 }
 
 impl FromStr for CcAlgorithm {
@@ -115,7 +125,9 @@ impl FromStr for CcAlgorithm {
         match s.to_ascii_lowercase().as_str() {
             "newreno" | "reno" => Ok(CcAlgorithm::NewReno),
             "cubic" => Ok(CcAlgorithm::Cubic),
-            other => Err(format!("unknown congestion controller {other:?} (expected newreno or cubic)")),
+            "lia" => Ok(CcAlgorithm::Lia),
+            "olia" => Ok(CcAlgorithm::Olia),
+            other => Err(format!("unknown congestion controller {other:?} (expected newreno, cubic, lia or olia)")),
         }
     }
 }
@@ -125,6 +137,8 @@ impl fmt::Display for CcAlgorithm {
         f.write_str(match self {
             CcAlgorithm::NewReno => "newreno",
             CcAlgorithm::Cubic => "cubic",
+            CcAlgorithm::Lia => "lia",
+            CcAlgorithm::Olia => "olia",
         })
     }
 }
@@ -134,5 +148,7 @@ pub fn build(algo: CcAlgorithm, config: &CcConfig, max_datagram_size: u64) -> Bo
     match algo {
         CcAlgorithm::NewReno => Box::new(NewReno::new(*config, max_datagram_size)),
         CcAlgorithm::Cubic => Box::new(Cubic::new(*config, max_datagram_size)),
+        CcAlgorithm::Lia => Box::new(Lia::new(*config, max_datagram_size)),
+        CcAlgorithm::Olia => Box::new(Olia::new(*config, max_datagram_size)),
     }
 }

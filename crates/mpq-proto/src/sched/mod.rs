@@ -9,6 +9,16 @@
 //! over synthetic tables and can run unchanged against the atomics a threaded runtime
 //! publishes.
 
+mod ecf;
+mod minrtt;
+mod pinned;
+mod redundant;
+mod round_robin;
+mod rtt_probe;
+#[cfg(test)]
+mod tests;
+mod weighted;
+
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -171,27 +181,23 @@ impl fmt::Display for SchedulerKind {
     }
 }
 
+pub use ecf::Ecf;
+pub use minrtt::MinRtt;
+pub use pinned::Pinned;
+pub use redundant::Redundant;
+pub use round_robin::RoundRobin;
+pub use rtt_probe::RttProbe;
+pub use weighted::Weighted;
+
 /// Builds a scheduler.
 pub fn build(kind: SchedulerKind) -> Box<dyn PathScheduler> {
-    // Until each algorithm has its own file, every kind falls back to the lowest RTT.
-    let _ = kind;
-    Box::new(FallbackMinRtt)
-}
-
-/// Lowest smoothed RTT among eligible paths that can send.
-#[derive(Debug, Default)]
-struct FallbackMinRtt;
-
-impl PathScheduler for FallbackMinRtt {
-    fn schedule(&mut self, paths: &[PathSnapshot], _ctx: &SchedContext) -> Decision {
-        eligible(paths)
-            .into_iter()
-            .filter(|p| p.can_send)
-            .min_by_key(|p| (p.srtt, p.id))
-            .map_or(Decision::Wait, |p| Decision::send(p.id))
-    }
-
-    fn name(&self) -> &'static str {
-        "minrtt"
+    match kind {
+        SchedulerKind::MinRtt => Box::new(MinRtt),
+        SchedulerKind::RoundRobin => Box::new(RoundRobin::default()),
+        SchedulerKind::Weighted => Box::new(Weighted::default()),
+        SchedulerKind::Redundant => Box::new(Redundant),
+        SchedulerKind::RttProbe => Box::new(RttProbe),
+        SchedulerKind::Ecf => Box::new(Ecf),
+        SchedulerKind::Pinned => Box::new(Pinned),
     }
 }
