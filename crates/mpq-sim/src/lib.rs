@@ -8,6 +8,10 @@
 //!   (the delay in a string is the RTT; each direction gets half).
 //! - [`Simulator`]: nodes with addresses, routes `(src, dst) → [links]` (links may be shared,
 //!   e.g. a bottleneck), scripted [`LinkEvent`]s, and a virtual clock.
+//! - [`QuicNode`]: the real QUIC endpoint as a node, with one or more local addresses, driven
+//!   by a [`SimApp`] ([`apps`]: download and request/response clients, their server).
+//! - [`topology`]: ready-made multipath networks (parallel paths, shared bottleneck).
+//! - [`scenario`]: one-call experiments returning a JSON-serializable result (`mpq sim`).
 //!
 //! # Example
 //!
@@ -57,5 +61,7 @@ pub use sim::{LinkId, NodeId, SimStats, Simulator};
 pub use spec::ParseLinkError;
 pub mod apps;
 pub mod quic;
+pub mod scenario;
+pub mod topology;
 
-pub use quic::{QuicNode, SimApp};
+pub use quic::{ConnectionHook, QuicNode, SimApp};

@@ -85,15 +85,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, ParseLinkError> {
     Ok(Duration::from_nanos((number(s, n)? * scale).round() as u64))
 }
 
-/// Parses a byte size such as `64kb` (`b`, `kb`, `mb`, `gb` decimal; `kib`, `mib` binary).
+/// Parses a byte size such as `64kb` (`b`, `kb`, `mb`, `gb` decimal; `kib`, `mib`, `gib`
+/// binary; any case).
 pub fn parse_size(s: &str) -> Result<u64, ParseLinkError> {
     let l = s.trim().to_ascii_lowercase();
-    let Some((n, unit)) = split_unit(&l, &["kib", "mib", "kb", "mb", "gb", "b"]) else {
-        return err(s, "size needs a unit: b, kb, mb, gb, kib or mib");
+    let Some((n, unit)) = split_unit(&l, &["kib", "mib", "gib", "kb", "mb", "gb", "b"]) else {
+        return err(s, "size needs a unit: b, kb, mb, gb, kib, mib or gib");
     };
     let mult = match unit {
         "kib" => 1024.0,
         "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
         "kb" => 1e3,
         "mb" => 1e6,
         "gb" => 1e9,
@@ -257,6 +259,9 @@ mod tests {
         assert_eq!(c.delay, ms(500));
         assert_eq!(c.queue_limit, QueueLimit::Bytes(2 * 1024 * 1024));
         assert_eq!(c.loss, LossModel::GilbertElliott { p_gb: 0.01, p_bg: 0.1, loss_good: 0.0, loss_bad: 1.0 });
+        assert_eq!(parse_size("50MB"), Ok(50_000_000));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("750B"), Ok(750));
         let c: LinkConfig = "100kbit/300us/loss=0".parse().unwrap();
         assert_eq!((c.rate_bps, c.delay, c.loss), (100_000, Duration::from_micros(150), LossModel::None));
     }
