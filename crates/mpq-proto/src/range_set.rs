@@ -125,6 +125,8 @@ impl RangeSet {
 
     /// Ranges intersecting `r`, clipped to it, in ascending order.
     pub fn intersecting(&self, r: Range<u64>) -> impl Iterator<Item = Range<u64>> + '_ {
+        // An empty or inverted range intersects nothing (and must not reach BTreeMap::range).
+        let r = r.start..r.end.max(r.start);
         let first = self.map.range(..r.start).next_back().map(|(&s, &e)| s..e).filter(|x| x.end > r.start);
         let rest = self.map.range(r.start..r.end).map(|(&s, &e)| s..e);
         first.into_iter().chain(rest).map(move |x| x.start.max(r.start)..x.end.min(r.end))

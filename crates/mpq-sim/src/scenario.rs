@@ -165,6 +165,11 @@ pub struct ScenarioResult {
     pub paths: Vec<PathStats>,
     /// Per-path link counters.
     pub links: Vec<LinkUsage>,
+    /// Datagrams the hosts sent from an address they do not own (should be 0: a non-zero
+    /// count means the core picked a wrong source address).
+    pub unknown_sources: u64,
+    /// Datagrams the network could not route (sent between addresses with no path).
+    pub unroutable: u64,
     /// The seed the run used.
     pub seed: u64,
     /// Simulator events processed (a cost measure).
@@ -314,7 +319,7 @@ impl Scenario {
         let server_ep = Endpoint::new(EndpointConfig::with_seed(self.seed.wrapping_add(1)), Some(server_cfg));
         let mut server = topo.server_node(server_ep, DownloadServer::default());
         attach_qlog(&mut server, &hooks.qlog, "server");
-        topo.add_server(server);
+        let server_id = topo.add_server(server);
         let server_addr = topo.paths[0].server;
         let extra = topo.extra_path_pairs();
         let limit = self.time_limit();
@@ -343,6 +348,7 @@ impl Scenario {
                 Outcome::from_reqresp(&topo.sim, id)
             }
         };
+        run.unknown_sources += topo.sim.node::<QuicNode<DownloadServer>>(server_id).unknown_sources();
         let first_failure = self.fail.iter().map(|&(_, t)| t).min();
         let result = run.finish(self, &topo, first_failure);
         match run.corrupt_at {
@@ -393,6 +399,7 @@ struct Outcome {
     multipath: bool,
     opener: PathOpener,
     stats: Option<ConnectionStats>,
+    unknown_sources: u64,
 }
 
 fn live_stats<A: SimApp>(
@@ -416,6 +423,7 @@ impl Outcome {
             multipath: a.is_multipath(),
             opener: a.paths().clone(),
             stats: a.final_stats().cloned().or_else(|| live_stats(node, a.handle())),
+            unknown_sources: node.unknown_sources(),
         }
     }
 
@@ -432,6 +440,7 @@ impl Outcome {
             multipath: a.is_multipath(),
             opener: a.paths().clone(),
             stats: a.final_stats().cloned().or_else(|| live_stats(node, a.handle())),
+            unknown_sources: node.unknown_sources(),
         }
     }
 
@@ -487,6 +496,8 @@ impl Outcome {
             error: self.error.clone(),
             paths: self.stats.take().map(|s| s.paths).unwrap_or_default(),
             links,
+            unknown_sources: self.unknown_sources,
+            unroutable: sim.stats().unroutable,
             seed: scenario.seed,
             events: sim.stats().events,
             trace_hash: sim.trace_hash(),

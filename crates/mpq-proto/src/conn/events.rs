@@ -64,6 +64,8 @@ pub struct ConnectionStats {
     pub key_updates: u64,
     /// Packets dropped because they could not be decrypted or parsed.
     pub dropped_packets: u64,
+    /// STREAM chunks copied from a slow path onto a faster one (multipath reinjection).
+    pub reinjected_chunks: u64,
     /// Per-path counters.
     pub paths: Vec<PathStats>,
 }

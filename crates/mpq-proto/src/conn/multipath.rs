@@ -107,8 +107,8 @@ impl Connection {
             return 0;
         }
         // Pre-issue CIDs only for as many fresh path IDs as we would accept paths.
-        let fresh = self.lowest_fresh_path_id();
-        self.mp.local_max.min(self.mp.peer_max).min(fresh + self.config.max_concurrent_paths)
+        let closed = self.closed_paths.len() as u64;
+        self.mp.local_max.min(self.mp.peer_max).min(closed + self.config.max_concurrent_paths)
     }
 
     /// Keeps enough of our connection IDs with the peer (RFC 9000 §5.1.1), for path 0 and,
@@ -124,7 +124,7 @@ impl Connection {
             let limit = self.usable_path_id_limit();
             ids.extend((1..=limit).filter(|id| {
                 // Path IDs already closed are never reused.
-                self.local_cids.contains_key(id) || self.path_index(*id).is_some() || *id >= self.lowest_fresh_path_id()
+                !self.path_id_closed(*id)
             }));
         }
         for id in ids {
@@ -147,10 +147,10 @@ impl Connection {
         }
     }
 
-    /// Lowest path ID never used by a path (closed paths included).
-    fn lowest_fresh_path_id(&self) -> u64 {
-        let highest_seen = self.paths.iter().map(|p| p.id).chain(self.closed_paths.iter().map(|p| p.path_id)).max();
-        highest_seen.map_or(0, |h| h + 1)
+    /// The path ID was used by a path whose state is gone: it is never used again (§2.2).
+    /// Path IDs may be opened in any order, so this is a set, not a high-water mark.
+    fn path_id_closed(&self, id: u64) -> bool {
+        self.closed_paths.iter().any(|p| p.path_id == id)
     }
 
     /// Emits `NewPathAllowed` once per path ID when the client could open it.
@@ -178,7 +178,7 @@ impl Connection {
         self.mp.enabled
             && self.side == Side::Server
             && id <= self.mp.local_max
-            && id >= self.lowest_fresh_path_id()
+            && !self.path_id_closed(id)
             && (self.paths.len() as u64) < self.config.max_concurrent_paths
             && self.peer_cids.get(&id).is_some_and(|p| p.has_cid())
             && self.state == State::Established
@@ -363,7 +363,7 @@ impl Connection {
         if id != 0 && self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
             return Ok(()); // abandoned: ignore (§6.5)
         }
-        if id != 0 && id < self.lowest_fresh_path_id() && self.path_index(id).is_none() {
+        if id != 0 && self.path_id_closed(id) {
             return Ok(()); // a path ID already closed
         }
         let limit = self.config.active_connection_id_limit;
@@ -384,7 +384,7 @@ impl Connection {
         dcid: &ConnectionId,
     ) -> Result<(), TransportError> {
         let Some(l) = self.local_cids.get_mut(&target) else {
-            if target != 0 && target < self.lowest_fresh_path_id() {
+            if target != 0 && self.path_id_closed(target) {
                 return Ok(()); // a path that no longer exists
             }
             return Err(TransportError::protocol_violation("RETIRE_CONNECTION_ID for an unissued sequence number"));
@@ -402,7 +402,7 @@ impl Connection {
     pub(crate) fn on_path_abandon_frame(&mut self, now: Instant, id: u64, error_code: u64) {
         let Some(pi) = self.path_index(id) else {
             // A path ID with no state: close it too, so that it is never used.
-            if id >= self.lowest_fresh_path_id() {
+            if !self.path_id_closed(id) {
                 self.peer_cids.remove(&id);
             }
             return;

@@ -133,6 +133,8 @@ pub(crate) struct PathState {
     pub dup_chunks: std::collections::VecDeque<crate::stream::StreamChunk>,
     /// Where the peer was before a NAT rebinding, until the new address is validated.
     pub rebind_from: Option<SocketAddr>,
+    /// Packets below this number were already copied onto a faster path (reinjection).
+    pub reinjected_below: u64,
     /// Bytes of new application data sent (for the schedulers).
     pub data_bytes_sent: u64,
 }
@@ -168,6 +170,7 @@ impl PathState {
             fc_copies: Vec::new(),
             dup_chunks: std::collections::VecDeque::new(),
             rebind_from: None,
+            reinjected_below: 0,
             data_bytes_sent: 0,
         }
     }

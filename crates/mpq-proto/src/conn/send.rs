@@ -79,6 +79,10 @@ impl Connection {
             }
         }
         if !self.wants_to_send_data() {
+            // Nothing new: a path with window may speed up data stuck on a slower one.
+            if self.reinject(now) {
+                return self.poll_transmit(now, buf);
+            }
             return None;
         }
         let snaps = self.path_snapshots(now);
@@ -123,6 +127,79 @@ impl Connection {
             }
         }
         t
+    }
+
+    /// Opportunistic reinjection (MPTCP's opportunistic retransmission): when no new data can
+    /// be sent (all sent, or flow control waits for data stuck behind a slow path), a path
+    /// with window takes copies of the STREAM data still in flight on a path whose RTT is
+    /// much longer, so the end of a transfer (or the receiver's window) does not wait for the
+    /// slow path. Returns true if something was queued.
+    fn reinject(&mut self, now: Instant) -> bool {
+        if self.paths.len() < 2 || !self.handshake_complete {
+            return false;
+        }
+        let usable = |p: &super::path::PathState| p.is_active() && !p.potentially_failed && p.dup_chunks.is_empty();
+        let mut fast: Option<usize> = None;
+        for pi in 0..self.paths.len() {
+            if !usable(&self.paths[pi]) || !self.peer_cids.get(&self.paths[pi].id).is_some_and(|c| c.has_cid()) {
+                continue;
+            }
+            if fast.is_none_or(|f| self.paths[pi].rtt.smoothed() < self.paths[f].rtt.smoothed()) {
+                fast = Some(pi);
+            }
+        }
+        let Some(fi) = fast else { return false };
+        if !self.can_send_data(now, fi) {
+            return false;
+        }
+        let fast_rtt = self.paths[fi].rtt.smoothed();
+        let room = self.paths[fi].cc.window().saturating_sub(self.paths[fi].bytes_in_flight);
+        let mut budget = room as usize;
+        let mut queued = false;
+        for qi in 0..self.paths.len() {
+            if qi == fi || budget == 0 {
+                continue;
+            }
+            let q = &self.paths[qi];
+            // Only from a path clearly slower (4/3 hysteresis) or failing.
+            if !(q.potentially_failed || q.rtt.smoothed() > fast_rtt + fast_rtt / 3) {
+                continue;
+            }
+            let from = q.reinjected_below;
+            let slow_rtt = q.rtt.smoothed();
+            let failing = q.potentially_failed;
+            let mut last = None;
+            let mut chunks = Vec::new();
+            for (pn, p) in q.data.loss.iter_outstanding() {
+                if pn < from {
+                    continue;
+                }
+                if budget == 0 {
+                    break;
+                }
+                // Only what a copy on the fast path would deliver clearly earlier (by a
+                // quarter of its RTT) than the slow path is expected to.
+                if !failing && now + fast_rtt + fast_rtt / 4 >= p.time_sent + slow_rtt {
+                    continue;
+                }
+                last = Some(pn);
+                for c in &p.frames.stream {
+                    if self.streams.chunk_buffered(c) {
+                        budget = budget.saturating_sub(c.len + 32);
+                        chunks.push(*c);
+                    }
+                }
+            }
+            if let Some(l) = last {
+                self.paths[qi].reinjected_below = l + 1;
+            }
+            if !chunks.is_empty() {
+                queued = true;
+                self.stats.reinjected_chunks += chunks.len() as u64;
+                self.paths[fi].dup_chunks.extend(chunks);
+            }
+        }
+        queued
     }
 
     /// What the schedulers see of every path that may carry application data.
@@ -668,7 +745,9 @@ impl Connection {
         if !self.handshake_complete {
             return out;
         }
-        let rtt = self.paths[pi].rtt.smoothed();
+        // Flow-control windows must cover the slowest path's data in flight, or data stuck
+        // on it blocks the fast paths (the receive-window problem of MPTCP).
+        let rtt = self.paths.iter().filter(|p| p.is_active()).map(|p| p.rtt.smoothed()).max().unwrap_or_default();
         let all_paths_fc = self.mp.enabled && self.config.flow_control_on_all_paths;
         while room(buf) > 32 {
             let Some(c) = self.streams.poll_control(now, rtt) else { break };

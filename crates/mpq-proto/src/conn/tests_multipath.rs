@@ -288,6 +288,31 @@ fn coupled_congestion_control_runs_on_every_path() {
 }
 
 #[test]
+fn paths_opened_out_of_order_are_accepted() {
+    let mut pair = Pair::new(mp_config());
+    open_second_path(&mut pair);
+    // Path 2's first packet overtakes path 3's: the server must still accept path 3.
+    let slow: SocketAddr = "10.0.3.1:4433".parse().expect("addr");
+    let fast: SocketAddr = "10.0.2.1:4433".parse().expect("addr");
+    pair.extra_latency.push((slow, Duration::from_millis(80)));
+    let now = pair.now;
+    let server_addr = pair.server_addr;
+    let a = client(&mut pair).open_path(now, Some(slow), server_addr, PathStatus::Available).expect("open");
+    let b = client(&mut pair).open_path(now, Some(fast), server_addr, PathStatus::Available).expect("open");
+    assert!(a < b);
+    pair.run_until(Duration::from_secs(2), |p| {
+        while p.client.poll_event().is_some() {}
+        false
+    });
+    let s = server(&mut pair);
+    let mut ids = s.path_ids();
+    // The server learned of path b first.
+    assert_eq!(ids, vec![0, 1, b, a]);
+    ids.sort_unstable();
+    assert_eq!(path_stats(s, a).state, "active");
+}
+
+#[test]
 fn multipath_frame_errors() {
     // A path ID above our limit.
     let mut buf = Vec::new();

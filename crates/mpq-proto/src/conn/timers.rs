@@ -286,7 +286,11 @@ impl Connection {
             return;
         }
         let path = &mut self.paths[pi];
-        if !path.potentially_failed {
+        // Packets still arriving on the path since the probed one was sent: it is slow or
+        // its ACKs are queued, not dead.
+        let sent = path.data.loss.time_of_last_ack_eliciting();
+        let alive = matches!((path.last_recv, sent), (Some(r), Some(s)) if r >= s);
+        if !path.potentially_failed && !alive {
             path.potentially_failed = true;
             tracing::debug!(id, "path potentially failed");
             self.events.push_back(Event::Path(PathEvent::PotentiallyFailed { id }));

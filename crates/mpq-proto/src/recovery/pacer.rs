@@ -16,7 +16,9 @@ const BURST_INTERVAL: Duration = Duration::from_millis(2);
 /// Pacing state of one path.
 #[derive(Debug, Clone, Default)]
 pub struct Pacer {
-    tokens: u64,
+    /// Bytes that may be sent now. Fractional: a path polled every few microseconds earns
+    /// less than a byte per poll, and truncating that would starve it.
+    tokens: f64,
     last: Option<Instant>,
 }
 
@@ -39,10 +41,10 @@ impl Pacer {
 
     fn refill(&mut self, now: Instant, rate: f64, capacity: u64) {
         match self.last {
-            None => self.tokens = capacity,
+            None => self.tokens = capacity as f64,
             Some(last) => {
-                let add = ((now - last).as_secs_f64() * rate) as u64;
-                self.tokens = self.tokens.saturating_add(add).min(capacity);
+                let add = now.saturating_duration_since(last).as_secs_f64() * rate;
+                self.tokens = (self.tokens + add).min(capacity as f64);
             }
         }
         self.last = Some(now);
@@ -53,17 +55,18 @@ impl Pacer {
         let rate = Self::rate(window, srtt);
         let capacity = Self::capacity(rate, mtu);
         self.refill(now, rate, capacity);
-        if self.tokens >= bytes.min(capacity) {
+        let need = bytes.min(capacity) as f64;
+        if self.tokens >= need {
             return None;
         }
-        let missing = bytes.min(capacity) - self.tokens;
-        let wait = Duration::from_secs_f64(missing as f64 / rate);
+        let missing = need - self.tokens;
+        let wait = Duration::from_secs_f64(missing / rate);
         Some(now + wait.max(Duration::from_micros(1)))
     }
 
     /// A packet of `bytes` was sent.
     pub fn on_sent(&mut self, _now: Instant, bytes: u64) {
-        self.tokens = self.tokens.saturating_sub(bytes);
+        self.tokens = (self.tokens - bytes as f64).max(0.0);
     }
 }
 
@@ -102,5 +105,29 @@ mod tests {
             n += 1;
         }
         assert!((10..=128).contains(&n), "burst of {n}");
+    }
+}
+
+#[cfg(test)]
+mod poll_rate_tests {
+    use super::*;
+
+    /// Polling far more often than a byte's worth of time must not slow the pace down.
+    #[test]
+    fn frequent_polls_do_not_starve_the_bucket() {
+        let (window, srtt, mtu) = (28_800u64, Duration::from_millis(100), 1200u64);
+        let mut p = Pacer::new();
+        let mut now = Instant::ZERO;
+        let mut sent = 0u64;
+        let end = Instant::ZERO + Duration::from_secs(1);
+        while now < end {
+            if p.delay(now, mtu, mtu, window, srtt).is_none() {
+                p.on_sent(now, mtu);
+                sent += mtu;
+            }
+            now = now + Duration::from_micros(1);
+        }
+        let target = Pacer::rate(window, srtt);
+        assert!((sent as f64) > 0.9 * target, "sent {sent} B/s at a target of {target}");
     }
 }

@@ -139,6 +139,10 @@ impl SendBuffer {
     /// Records a loss: the parts not acknowledged are queued for retransmission.
     pub fn on_lost(&mut self, r: Range<u64>) {
         let r = r.start.max(self.base)..r.end.min(self.unsent);
+        // Already freed (acknowledged through a copy sent on another path): nothing to resend.
+        if r.start >= r.end {
+            return;
+        }
         let mut pos = r.start;
         for a in self.acked.intersecting(r.clone()) {
             if a.start > pos {
@@ -366,6 +370,21 @@ impl SendStream {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A chunk sent twice (on two paths): the copy is acknowledged and freed, then the
+    /// original is declared lost. Nothing is resent and nothing panics.
+    #[test]
+    fn loss_of_a_range_freed_by_its_copy_is_ignored() {
+        let mut b = SendBuffer::new();
+        b.write(&[1u8; 3000]);
+        assert_eq!(b.next_new(3000), 0..3000);
+        b.ack(0..2000);
+        b.on_lost(0..1000);
+        b.on_lost(500..1500);
+        assert!(!b.has_lost());
+        b.on_lost(1500..2500);
+        assert_eq!(b.next_lost(10_000), Some(2000..2500));
+    }
 
     #[test]
     fn fin_only_and_fin_retransmit() {
