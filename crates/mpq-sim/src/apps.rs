@@ -400,8 +400,7 @@ impl crate::quic::SimApp for ReqRespClient {
                     let _ = c.finish(id);
                 }
             }
-            loop {
-                let Ok(r) = c.read(id, &mut self.buf) else { break };
+            while let Ok(r) = c.read(id, &mut self.buf) {
                 for (k, b) in self.buf[..r.len].iter().enumerate() {
                     let off = req.received + k as u64;
                     if self.corrupt_at.is_none() && *b != pattern_byte(off) {

@@ -125,7 +125,7 @@ mod poll_rate_tests {
                 p.on_sent(now, mtu);
                 sent += mtu;
             }
-            now = now + Duration::from_micros(1);
+            now += Duration::from_micros(1);
         }
         let target = Pacer::rate(window, srtt);
         assert!((sent as f64) > 0.9 * target, "sent {sent} B/s at a target of {target}");
