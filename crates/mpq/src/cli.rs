@@ -24,6 +24,9 @@ pub enum Command {
     /// Throughput measurement (server sends, client measures goodput).
     #[command(subcommand)]
     Perf(PerfCommand),
+    /// Simulate a download (or request/response traffic) over given links in virtual time,
+    /// running the real protocol code. With no arguments: a two-path example.
+    Sim(crate::sim_cmd::SimArgs),
 }
 
 /// `mpq perf` subcommands.

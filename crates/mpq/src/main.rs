@@ -1,4 +1,4 @@
-//! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool.
+//! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool, simulator.
 
 mod cli;
 mod client;
@@ -7,6 +7,7 @@ mod progress;
 mod qlog_file;
 mod runner;
 mod server;
+mod sim_cmd;
 mod tls;
 
 use clap::Parser;
@@ -18,6 +19,7 @@ fn main() {
         cli::Command::Client(a) => a.common.verbose,
         cli::Command::Perf(cli::PerfCommand::Server(a)) => a.common.verbose,
         cli::Command::Perf(cli::PerfCommand::Client(a)) => a.common.verbose,
+        cli::Command::Sim(_) => 0,
     };
     let level = match verbose {
         0 => "warn",
@@ -33,6 +35,7 @@ fn main() {
         cli::Command::Client(a) => client::run(a),
         cli::Command::Perf(cli::PerfCommand::Server(a)) => perf::server(a),
         cli::Command::Perf(cli::PerfCommand::Client(a)) => perf::client(a),
+        cli::Command::Sim(a) => sim_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
