@@ -623,6 +623,14 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
         assert any(p["rx_bytes"] >= MP_DATA_MIN for p in second), (
             f"second path received under {MP_DATA_MIN} bytes (no stream data on it?): {stats}{context}"
         )
+    if client == "noq" and case.backup:
+        # The client marks path 1 backup (PATH_BACKUP): the server should keep the
+        # transfer on path 0 and use path 1 for little more than probes and ACKs.
+        first = paths[0]["rx_bytes"]
+        for pid, p in paths.items():
+            assert pid == 0 or p["rx_bytes"] * 10 < first, (
+                f"backup path {pid} carried {p['rx_bytes']} bytes vs {first} on path 0: {stats}{context}"
+            )
     if client == "noq":
         assert "handshake completed alpn=hq-interop multipath=true" in client_log, f"no multipath handshake line{context}"
         assert re.search(r"client: path [1-9]\d* established", client_log), f"second path never established{context}"

@@ -349,13 +349,25 @@ async fn client(o: ClientOpts) -> Result<()> {
     }
 
     if multipath {
-        let status = if o.backup { PathStatus::Backup } else { PathStatus::Available };
+        // noq does not announce a path's initial status to the peer (no PATH_BACKUP
+        // frame for `open_path(.., Backup)`), so open it Available and switch it to
+        // Backup right away: that change is sent as PATH_BACKUP.
+        let status = PathStatus::Available;
         let tuple = FourTuple::new(server_addr, second_ip);
         let open = conn.open_path(tuple, status);
+        if o.backup {
+            if let Some(p) = open.path_id().and_then(|id| conn.path(id)) {
+                match p.set_status(PathStatus::Backup) {
+                    Ok(_) => eprintln!("path {} set to backup", p.id()),
+                    Err(e) => eprintln!("setting path {} to backup failed: {e:?}", p.id()),
+                }
+            }
+        }
         eprintln!(
-            "opening path {:?} to {server_addr} from {} status={status:?}",
+            "opening path {:?} to {server_addr} from {} backup={}",
             open.path_id(),
-            second_ip.map(|i| i.to_string()).unwrap_or_else(|| "(same socket)".into())
+            second_ip.map(|i| i.to_string()).unwrap_or_else(|| "(same socket)".into()),
+            o.backup
         );
         match tokio::time::timeout(Duration::from_secs(10), open_path_retry(&conn, tuple, status, open)).await {
             Ok(Ok(path)) => {
@@ -518,6 +530,12 @@ fn spawn_path_logger(conn: &Connection, who: &'static str) {
                     "{who}: path {id} discarded tx={} rx={}",
                     path_stats.udp_tx.bytes, path_stats.udp_rx.bytes
                 ),
+                Ok(PathEvent::RemoteStatus { id, status, .. }) => {
+                    // noq schedules by the local status only: follow the peer's
+                    // PATH_BACKUP / PATH_STATUS_AVAILABLE so a backup path stays idle.
+                    let res = weak.upgrade().and_then(|c| c.path(id)).map(|p| p.set_status(status));
+                    eprintln!("{who}: path {id} remote status {status:?} (local set: {res:?})")
+                }
                 Ok(other) => eprintln!("{who}: path event {other:?}"),
                 Err(e) => eprintln!("{who}: path events lagged: {e:?}"),
             }
