@@ -354,22 +354,14 @@ async fn client(o: ClientOpts) -> Result<()> {
         // Backup right away: that change is sent as PATH_BACKUP.
         let status = PathStatus::Available;
         let tuple = FourTuple::new(server_addr, second_ip);
-        let open = conn.open_path(tuple, status);
-        if o.backup {
-            if let Some(p) = open.path_id().and_then(|id| conn.path(id)) {
-                match p.set_status(PathStatus::Backup) {
-                    Ok(_) => eprintln!("path {} set to backup", p.id()),
-                    Err(e) => eprintln!("setting path {} to backup failed: {e:?}", p.id()),
-                }
-            }
-        }
+        let open = open_and_mark(&conn, tuple, status, o.backup);
         eprintln!(
             "opening path {:?} to {server_addr} from {} backup={}",
             open.path_id(),
             second_ip.map(|i| i.to_string()).unwrap_or_else(|| "(same socket)".into()),
             o.backup
         );
-        match tokio::time::timeout(Duration::from_secs(10), open_path_retry(&conn, tuple, status, open)).await {
+        match tokio::time::timeout(Duration::from_secs(10), open_path_retry(&conn, tuple, status, o.backup, open)).await {
             Ok(Ok(path)) => {
                 let id = path_num(path.id());
                 eprintln!("path {id} open after {:?}", start.elapsed());
@@ -462,12 +454,28 @@ async fn fetch(conn: Connection, path: &str, out: &FsPath) -> Result<u64> {
     Ok(n)
 }
 
+/// `open_path`, then (with `backup`) mark the new path backup at once, which sends
+/// PATH_BACKUP: noq does not announce a path's initial status by itself.
+fn open_and_mark(conn: &Connection, tuple: FourTuple, status: PathStatus, backup: bool) -> noq::OpenPath {
+    let open = conn.open_path(tuple, status);
+    if backup {
+        if let Some(p) = open.path_id().and_then(|id| conn.path(id)) {
+            match p.set_status(PathStatus::Backup) {
+                Ok(_) => eprintln!("path {} set to backup", p.id()),
+                Err(e) => eprintln!("setting path {} to backup failed: {e:?}", p.id()),
+            }
+        }
+    }
+    open
+}
+
 /// `open_path` fails with `RemoteCidsExhausted` until the peer has issued connection IDs
 /// for the new path ID (PATH_NEW_CONNECTION_ID, sent right after the handshake): retry.
 async fn open_path_retry(
     conn: &Connection,
     tuple: FourTuple,
     status: PathStatus,
+    backup: bool,
     first: noq::OpenPath,
 ) -> Result<noq::Path, noq::PathError> {
     let mut open = first;
@@ -475,7 +483,7 @@ async fn open_path_retry(
         match open.await {
             Err(noq::PathError::RemoteCidsExhausted) => {
                 tokio::time::sleep(Duration::from_millis(10)).await;
-                open = conn.open_path(tuple, status);
+                open = open_and_mark(conn, tuple, status, backup);
             }
             r => return r,
         }
