@@ -511,6 +511,8 @@ class MpCase:
 
 MP_CASES = [
     MpCase("mp_two_paths", ("10mb.bin",), 40.0),
+    # Long enough for PTOs / "potentially failed" paths and cross-path retransmission.
+    MpCase("mp_two_paths_50mb", ("50mb.bin",), 60.0),
     MpCase("mp_backup", ("10mb.bin",), 40.0, backup=True),
     MpCase("mp_abandon", ("10mb.bin",), 40.0, abandon_after_ms=50),
 ]
@@ -600,7 +602,11 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
     started = time.monotonic()
     rc, client_log = run_client(cmd, logdir, client_env, case.timeout)
     elapsed = time.monotonic() - started
-    context = f"\n$ {' '.join(cmd)}\n--- client output (tail) ---\n{tail(client_log)}\n{srv.describe()}"
+    server_state = "alive" if srv.alive() else f"DEAD (exit code {srv.proc.returncode})"
+    context = (
+        f"\n$ {' '.join(cmd)}\n--- client output (tail) ---\n{tail(client_log)}\n"
+        f"--- server is {server_state} ---\n{srv.describe()}"
+    )
 
     assert rc is not None, f"client timed out after {case.timeout}s{context}"
     assert rc == 0, f"client exited with {rc}{context}"
