@@ -3,6 +3,8 @@
 # module proxy only:
 #   interop/.venv                  Python venv with the pinned requirements.txt
 #   interop/go/bin/quicgo-peer     the quic-go peer (interop/quicgo, go.sum committed)
+#   interop/noq-peer/target/release/noq-peer
+#                                  the noq (multipath) peer (crates.io, Cargo.lock committed)
 # Safe to re-run: the venv is reused while requirements.txt is unchanged, go build
 # is incremental.
 set -euo pipefail
@@ -61,4 +63,26 @@ mkdir -p "$HERE/go/bin"
 log "building quicgo-peer with $("$GO" version | cut -d' ' -f3)"
 (cd "$HERE/quicgo" && "$GO" build -trimpath -o "$HERE/go/bin/quicgo-peer" .)
 
-log "ready: $("$VENV/bin/python" -c 'import aioquic; print("aioquic", aioquic.__version__)'), quic-go $(grep 'github.com/quic-go/quic-go ' "$HERE/quicgo/go.mod" | awk '{print $NF}')"
+# ---- Rust: noq-peer ------------------------------------------------------------------
+# Standalone Cargo project (own [workspace], excluded from the root one). Rebuilt only
+# when its sources, Cargo.toml or Cargo.lock changed since the last successful build.
+NOQ_DIR="$HERE/noq-peer"
+NOQ_BIN="$NOQ_DIR/target/release/noq-peer"
+NOQ_STAMP="$NOQ_DIR/target/.build-inputs.sha256"
+CARGO="${CARGO:-$(command -v cargo || true)}"
+if [ -z "$CARGO" ] && [ -x "$HOME/.cargo/bin/cargo" ]; then
+    CARGO="$HOME/.cargo/bin/cargo"
+fi
+noq_want="$(cd "$NOQ_DIR" && cat Cargo.toml Cargo.lock $(find src -type f | sort) | sha256sum | cut -d' ' -f1)"
+if [ -x "$NOQ_BIN" ] && [ "$(cat "$NOQ_STAMP" 2>/dev/null || true)" = "$noq_want" ]; then
+    log "noq-peer up to date"
+else
+    if [ -z "$CARGO" ]; then
+        log "cargo not found (needed to build interop/noq-peer)"; exit 1
+    fi
+    log "building noq-peer (cargo build --release --locked)"
+    "$CARGO" build --release --locked --quiet --manifest-path "$NOQ_DIR/Cargo.toml"
+    echo "$noq_want" > "$NOQ_STAMP"
+fi
+
+log "ready: $("$VENV/bin/python" -c 'import aioquic; print("aioquic", aioquic.__version__)'), quic-go $(grep 'github.com/quic-go/quic-go ' "$HERE/quicgo/go.mod" | awk '{print $NF}'), noq $(grep -A1 '^name = "noq"$' "$NOQ_DIR/Cargo.lock" | sed -n 's/^version = "\(.*\)"/\1/p')"

@@ -7,6 +7,7 @@ compares SHA-256 digests, and kills every process it started. See README.md.
 Implementations:
   aioquic  interop/aioquic/hq_{server,client}.py (run with this interpreter)
   quicgo   interop/go/bin/quicgo-peer            (built by setup.sh; $QUICGO_PEER overrides)
+  noq      interop/noq-peer/target/release/noq-peer (built by setup.sh; $NOQ_PEER overrides)
   mpq      $MPQ_BIN, else target/release/mpq, else target/debug/mpq
 
 Environment knobs:
@@ -14,6 +15,8 @@ Environment knobs:
   INTEROP_REQUIRE_PEERS=1    a missing aioquic / quic-go peer fails instead of skipping
   INTEROP_REQUIRE_MPQ=1      a missing / not-yet-capable mpq fails instead of skipping
   INTEROP_KEEP_LOGS=DIR      copy each case's logs (stderr, keylog, qlog) to DIR/<case>
+  INTEROP_MPQ_MULTIPATH=1    run the multipath cases with mpq as the client (needs
+                             `mpq client --local A --local B --json`)
 """
 from __future__ import annotations
 
@@ -118,6 +121,10 @@ def quicgo_path() -> Path:
     return Path(os.environ.get("QUICGO_PEER", HERE / "go/bin/quicgo-peer"))
 
 
+def noq_path() -> Path:
+    return Path(os.environ.get("NOQ_PEER", HERE / "noq-peer/target/release/noq-peer"))
+
+
 _capability_cache: dict[tuple[str, str], str | None] = {}
 
 
@@ -135,6 +142,9 @@ def unavailable(impl: str, role: str) -> str | None:
     elif impl == "quicgo":
         if not os.access(quicgo_path(), os.X_OK):
             reason = f"quic-go peer not built at {quicgo_path()} (run interop/setup.sh)"
+    elif impl == "noq":
+        if not os.access(noq_path(), os.X_OK):
+            reason = f"noq peer not built at {noq_path()} (run interop/setup.sh)"
     elif impl == "mpq":
         binary = find_mpq()
         if binary is None:
@@ -475,3 +485,161 @@ def check_key_update(client: str, server: str, client_log: str, srv: Server, con
         assert "remote_update" in server_triggers, (
             f"{server} server never followed a key update initiated by the {client} client{context}"
         )
+
+
+# --------------------------------------------------------------------------------------
+# Multipath (draft-ietf-quic-multipath-21): noq-peer against itself and against mpq.
+#
+# The noq client opens path 0 from 127.0.0.1 and, once multipath is negotiated, path 1
+# from 127.0.0.2 (noq sends all paths through one wildcard-bound socket and picks the
+# source IP per path; see noq-peer/src/main.rs). It prints one JSON line of per-path
+# stats; every case checks negotiation, the per-path byte counts and the file digest.
+
+MP_LOCALS = ("127.0.0.1:0", "127.0.0.2:0")
+# An Available second path must have received more than probes and ACKs: stream data.
+MP_DATA_MIN = 16 * 1024
+
+
+@dataclass(frozen=True)
+class MpCase:
+    name: str
+    files: tuple[str, ...]
+    timeout: float
+    backup: bool = False  # open the second path with status backup
+    abandon_after_ms: int | None = None  # close the second path mid-transfer
+
+
+MP_CASES = [
+    MpCase("mp_two_paths", ("10mb.bin",), 40.0),
+    # Long enough for PTOs / "potentially failed" paths and cross-path retransmission.
+    MpCase("mp_two_paths_50mb", ("50mb.bin",), 60.0),
+    MpCase("mp_backup", ("10mb.bin",), 40.0, backup=True),
+    MpCase("mp_abandon", ("10mb.bin",), 40.0, abandon_after_ms=50),
+]
+
+MP_PAIRS = [("noq", "noq"), ("noq", "mpq"), ("mpq", "noq")]
+
+
+def _mp_params():
+    for case in MP_CASES:
+        for client, server in MP_PAIRS:
+            marks = [pytest.mark.multipath]
+            if "mpq" in (client, server):
+                marks.append(pytest.mark.mpq)
+            yield pytest.param(case, client, server, id=f"{case.name}-{client}-{server}", marks=marks)
+
+
+def loopback_alias_available() -> bool:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.2", 0))
+        return True
+    except OSError:
+        return False
+
+
+def mp_server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: Path) -> list[str]:
+    if impl == "noq":
+        return [str(noq_path()), "server", "--listen", f"127.0.0.1:{port}", "--root", str(root)]
+    return server_cmd(impl, port, root, tls, logdir)
+
+
+def mp_client_cmd(impl: str, urls: list[str], out: Path, case: MpCase) -> list[str]:
+    if impl == "noq":
+        cmd = [str(noq_path()), "client", *urls, "--output", str(out), "--json",
+               "--timeout", str(int(case.timeout))]
+        for local in MP_LOCALS:
+            cmd += ["--local", local]
+        if case.backup:
+            cmd.append("--backup")
+        if case.abandon_after_ms is not None:
+            cmd += ["--abandon-after-ms", str(case.abandon_after_ms)]
+        return cmd
+    if impl == "mpq":
+        cmd = [str(find_mpq()), "client", *urls, "--insecure", "--output", str(out), "--json"]
+        for local in MP_LOCALS:
+            cmd += ["--local", local]
+        return cmd
+    raise ValueError(impl)
+
+
+def parse_json_line(log: str) -> dict | None:
+    import json
+
+    for line in reversed(log.splitlines()):
+        line = line.strip()
+        if line.startswith("{") and '"multipath"' in line:
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None
+
+
+@pytest.mark.parametrize("case,client,server", list(_mp_params()))
+def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_udp_port, logdir, start_server, tmp_path):
+    if client == "mpq":
+        if not _env_flag("INTEROP_MPQ_MULTIPATH"):
+            pytest.skip("mpq client multipath flags (--local, --json) not enabled: set INTEROP_MPQ_MULTIPATH=1")
+        if case.backup or case.abandon_after_ms is not None:
+            pytest.skip("mpq client has no switch for a backup / abandoned second path")
+    require(server, "server")
+    require(client, "client")
+    if not loopback_alias_available():
+        pytest.skip("cannot bind 127.0.0.2 (needed for the second path's local address)")
+    root, digests = www
+    out = tmp_path / "downloads"
+    out.mkdir()
+
+    env = dict(os.environ)
+    env.pop("SSLKEYLOGFILE", None)
+    client_env = dict(env, SSLKEYLOGFILE=str(logdir / "client.keylog"))
+
+    srv = start_server(mp_server_cmd(server, free_udp_port, root, tls_files, logdir), env)
+    port = srv.wait_listening()
+    urls = [f"https://127.0.0.1:{port}/{name}" for name in case.files]
+    cmd = mp_client_cmd(client, urls, out, case)
+    started = time.monotonic()
+    rc, client_log = run_client(cmd, logdir, client_env, case.timeout)
+    elapsed = time.monotonic() - started
+    server_state = "alive" if srv.alive() else f"DEAD (exit code {srv.proc.returncode})"
+    context = (
+        f"\n$ {' '.join(cmd)}\n--- client output (tail) ---\n{tail(client_log)}\n"
+        f"--- server is {server_state} ---\n{srv.describe()}"
+    )
+
+    assert rc is not None, f"client timed out after {case.timeout}s{context}"
+    assert rc == 0, f"client exited with {rc}{context}"
+    for name in case.files:
+        got = out / name
+        assert got.is_file(), f"{name} was not downloaded{context}"
+        assert got.stat().st_size == FILES[name][0], f"{name}: size {got.stat().st_size} != {FILES[name][0]}{context}"
+        assert sha256(got) == digests[name], f"{name}: SHA-256 mismatch{context}"
+    assert srv.alive(), f"server exited (code {srv.proc.returncode}) during the test{context}"
+
+    stats = parse_json_line(client_log)
+    assert stats is not None, f"client printed no JSON stats line{context}"
+    assert stats.get("multipath") is True, f"multipath was not negotiated: {stats}{context}"
+    paths = {p["path_id"]: p for p in stats.get("paths", [])}
+    assert len(paths) >= 2, f"expected two paths, got {stats.get('paths')}{context}"
+    for pid, p in paths.items():
+        assert p["rx_bytes"] > 0, f"path {pid} received nothing: {stats}{context}"
+    if client == "noq" and not case.backup and case.abandon_after_ms is None:
+        second = [p for pid, p in paths.items() if pid != 0]
+        assert any(p["rx_bytes"] >= MP_DATA_MIN for p in second), (
+            f"second path received under {MP_DATA_MIN} bytes (no stream data on it?): {stats}{context}"
+        )
+    if client == "noq" and case.backup:
+        # The client marks path 1 backup (PATH_BACKUP): the server should keep the
+        # transfer on path 0 and use path 1 for little more than probes and ACKs.
+        first = paths[0]["rx_bytes"]
+        for pid, p in paths.items():
+            assert pid == 0 or p["rx_bytes"] * 10 < first, (
+                f"backup path {pid} carried {p['rx_bytes']} bytes vs {first} on path 0: {stats}{context}"
+            )
+    if client == "noq":
+        assert "handshake completed alpn=hq-interop multipath=true" in client_log, f"no multipath handshake line{context}"
+        assert re.search(r"client: path [1-9]\d* established", client_log), f"second path never established{context}"
+
+    summary = ", ".join(f"path {pid} rx={p['rx_bytes']} tx={p['tx_bytes']}" for pid, p in sorted(paths.items()))
+    print(f"{case.name} {client}->{server}: {elapsed:.2f}s; {summary}")
