@@ -89,7 +89,6 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
         max_idle_timeout: Duration::from_secs(common.idle_timeout),
         // GSO batches stay under 64 KiB.
         max_gso_segments: (65_000 / usize::from(common.mtu.max(1200))).min(44),
-        initial_max_path_id: Some(7),
         ..TransportConfig::default()
     };
     if let Some(n) = common.key_update_every {
