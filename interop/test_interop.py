@@ -558,6 +558,10 @@ def mp_client_cmd(impl: str, urls: list[str], out: Path, case: MpCase) -> list[s
         cmd = [str(find_mpq()), "client", *urls, "--insecure", "--output", str(out), "--json"]
         for local in MP_LOCALS:
             cmd += ["--local", local]
+        if case.backup:
+            cmd.append("--backup-paths")
+        if case.abandon_after_ms is not None:
+            cmd += ["--abandon-after-ms", str(case.abandon_after_ms)]
         return cmd
     raise ValueError(impl)
 
@@ -580,8 +584,6 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
     if client == "mpq":
         if os.environ.get("INTEROP_MPQ_MULTIPATH", "1") == "0":
             pytest.skip("mpq client multipath cases disabled (INTEROP_MPQ_MULTIPATH=0)")
-        if case.backup or case.abandon_after_ms is not None:
-            pytest.skip("mpq client has no switch for a backup / abandoned second path")
     require(server, "server")
     require(client, "client")
     if not loopback_alias_available():
@@ -623,12 +625,12 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
     assert len(paths) >= 2, f"expected two paths, got {stats.get('paths')}{context}"
     for pid, p in paths.items():
         assert p["rx_bytes"] > 0, f"path {pid} received nothing: {stats}{context}"
-    if client == "noq" and not case.backup and case.abandon_after_ms is None:
+    if not case.backup and case.abandon_after_ms is None:
         second = [p for pid, p in paths.items() if pid != 0]
         assert any(p["rx_bytes"] >= MP_DATA_MIN for p in second), (
             f"second path received under {MP_DATA_MIN} bytes (no stream data on it?): {stats}{context}"
         )
-    if client == "noq" and case.backup:
+    if case.backup:
         # The client marks path 1 backup (PATH_BACKUP): the server should keep the
         # transfer on path 0 and use path 1 for little more than probes and ACKs.
         first = paths[0]["rx_bytes"]

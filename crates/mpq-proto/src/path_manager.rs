@@ -46,6 +46,8 @@ pub struct PathManagerConfig {
     pub max_paths: usize,
     /// Wait this long before reopening a pair whose path failed or could not be opened.
     pub reopen_backoff: Duration,
+    /// Status the extra paths are opened with (advice to the peer, PATH_STATUS_*).
+    pub status: PathStatus,
 }
 
 /// Something that can open paths: a [`Connection`], or a mock in tests.
@@ -167,7 +169,7 @@ impl PathManager {
                 continue;
             }
             let (local, remote) = self.pairs[i];
-            match conn.open_path(now, local, remote, PathStatus::Available) {
+            match conn.open_path(now, local, remote, self.config.status) {
                 Ok(id) => {
                     tracing::info!(id, ?local, %remote, "path opened");
                     self.state[i] = PairState { path: Some(id), retry_at: None };
@@ -229,6 +231,7 @@ mod tests {
             mode,
             max_paths,
             reopen_backoff: Duration::from_millis(500),
+            status: PathStatus::Available,
         }
     }
 

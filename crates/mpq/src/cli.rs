@@ -98,6 +98,13 @@ pub struct PathArgs {
     /// Most paths at once, the handshake path included.
     #[arg(long, default_value_t = 8)]
     pub max_paths: usize,
+    /// Ask the server to use the extra paths only as backups (PATH_STATUS_BACKUP).
+    #[arg(long)]
+    pub backup_paths: bool,
+    /// Abandon the extra paths (PATH_ABANDON) this many milliseconds after the handshake,
+    /// and do not reopen them (tests handover to path 0).
+    #[arg(long, value_name = "MS")]
+    pub abandon_after_ms: Option<u64>,
 }
 
 /// `mpq server`.

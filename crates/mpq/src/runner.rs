@@ -14,7 +14,7 @@ use mpq_proto::Instant;
 
 use crate::cli::{Common, PathArgs};
 use crate::qlog_file::QlogFile;
-use mpq_proto::conn::Event;
+use mpq_proto::conn::{Event, PathStatus};
 use mpq_proto::path_manager::{PathManager, PathManagerConfig};
 
 /// Application logic run by the event loop after every round of I/O.
@@ -134,6 +134,10 @@ pub fn run<A: App>(
 /// A client's multipath side: the path manager fed with the connection's path events.
 pub struct ClientPaths {
     manager: PathManager,
+    abandon_after: Option<Duration>,
+    /// When the connection was first seen established.
+    established: Option<Instant>,
+    abandoned: bool,
 }
 
 impl ClientPaths {
@@ -150,8 +154,14 @@ impl ClientPaths {
             mode: args.path_mode.parse().map_err(anyhow::Error::msg)?,
             max_paths: args.max_paths.max(1),
             reopen_backoff: Duration::from_millis(500),
+            status: if args.backup_paths { PathStatus::Backup } else { PathStatus::Available },
         };
-        Ok(Self { manager: PathManager::new(config) })
+        Ok(Self {
+            manager: PathManager::new(config),
+            abandon_after: args.abandon_after_ms.map(Duration::from_millis),
+            established: None,
+            abandoned: false,
+        })
     }
 
     /// Feeds a connection event (path events only matter).
@@ -167,14 +177,30 @@ impl ClientPaths {
         if self.manager.pairs().len() < 2 {
             return;
         }
-        if let Some(c) = ep.connection_mut(h).filter(|c| c.is_multipath() && !c.is_closed()) {
-            self.manager.poll(now, c);
+        let Some(c) = ep.connection_mut(h).filter(|c| c.is_multipath() && !c.is_closed()) else { return };
+        let since = *self.established.get_or_insert(now);
+        if let Some(after) = self.abandon_after {
+            if now >= since + after {
+                if !self.abandoned {
+                    self.abandoned = true;
+                    for id in c.path_ids().into_iter().filter(|&id| id != 0) {
+                        tracing::info!(id, "abandoning path as asked");
+                        let _ = c.abandon_path(now, id, 0);
+                    }
+                }
+                return;
+            }
         }
+        self.manager.poll(now, c);
     }
 
-    /// When to poll again for a retry.
+    /// When to poll again: a retry, or the scheduled abandonment.
     pub fn timeout(&self) -> Option<Instant> {
-        self.manager.poll_timeout()
+        let abandon = match (self.abandon_after, self.established, self.abandoned) {
+            (Some(a), Some(e), false) => Some(e + a),
+            _ => None,
+        };
+        [self.manager.poll_timeout(), abandon].into_iter().flatten().min()
     }
 }
 
