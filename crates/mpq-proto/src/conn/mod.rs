@@ -207,6 +207,8 @@ pub struct Connection {
     phase_acked_at: Option<Instant>,
     /// Round-robin cursor over paths for path-local traffic.
     next_path_cursor: usize,
+    /// Server: 1-RTT packets that arrived before the handshake completed (RFC 9001 §5.7).
+    early_one_rtt: Vec<recv::EarlyPacket>,
     /// Raw frame bytes the next 1-RTT packet carries as they are (tests of peer errors).
     #[cfg(test)]
     injected: Vec<u8>,
@@ -293,6 +295,7 @@ impl Connection {
             key_update_ping_at: 0,
             phase_acked_at: None,
             next_path_cursor: 0,
+            early_one_rtt: Vec::new(),
             mp: multipath::MultipathState::default(),
             scheduler: crate::sched::build(config.scheduler),
             closed_paths: Vec::new(),
@@ -550,3 +553,5 @@ impl Connection {
 mod tests;
 #[cfg(test)]
 mod tests_multipath;
+#[cfg(test)]
+mod tests_multipath_rules;

@@ -21,6 +21,16 @@ use super::{Connection, State};
 
 /// Most PATH_RESPONSEs we queue; further challenges are answered once these are sent.
 const MAX_PENDING_PATH_RESPONSES: usize = 4;
+/// Most 1-RTT packets a server keeps while its handshake is incomplete, and their bytes.
+const MAX_EARLY_ONE_RTT: usize = 16;
+const MAX_EARLY_ONE_RTT_BYTES: usize = 32 * 1024;
+
+/// A 1-RTT packet that reached the server before the client's Finished (RFC 9001 §5.7).
+pub(crate) struct EarlyPacket {
+    rx: Rx,
+    bytes: Vec<u8>,
+    is_last: bool,
+}
 
 impl Connection {
     /// Processes a datagram from `remote` that arrived at the local address `local` and was
@@ -58,6 +68,15 @@ impl Connection {
             self.handle_packet(now, &rx, &parsed, &mut buf[..len], is_last);
             if self.state == State::Drained {
                 return;
+            }
+        }
+        if self.handshake_complete && !self.early_one_rtt.is_empty() {
+            for mut p in std::mem::take(&mut self.early_one_rtt) {
+                let Ok(parsed) = parse_packet(&p.bytes, self.local_cid_len) else { continue };
+                self.handle_packet(now, &p.rx, &parsed, &mut p.bytes, p.is_last);
+                if self.state == State::Drained {
+                    return;
+                }
             }
         }
         self.arm_key_discard(now);
@@ -115,6 +134,23 @@ impl Connection {
             }
         } else if !self.may_accept_path(path_id) {
             self.stats.dropped_packets += 1;
+            return;
+        }
+        // RFC 9001 §5.7: a server must not process 1-RTT packets before its handshake
+        // completes. They can overtake a lost or reordered Finished, and with multipath they
+        // carry frames that are only valid afterwards, so keep a few and process them then
+        // (their datagram already counted for the amplification limit above).
+        if level == Level::OneRtt && self.side == Side::Server && !self.handshake_complete {
+            let held: usize = self.early_one_rtt.iter().map(|p| p.bytes.len()).sum();
+            if self.early_one_rtt.len() < MAX_EARLY_ONE_RTT && held + pkt.len() <= MAX_EARLY_ONE_RTT_BYTES {
+                self.early_one_rtt.push(EarlyPacket {
+                    rx: Rx { datagram_len: 0, ..*rx },
+                    bytes: pkt.to_vec(),
+                    is_last,
+                });
+            } else {
+                self.stats.dropped_packets += 1;
+            }
             return;
         }
         // Closing: answer with CONNECTION_CLOSE, process nothing (RFC 9000 §10.2.1).
@@ -630,6 +666,7 @@ impl Connection {
 }
 
 /// Where a datagram came from and arrived.
+#[derive(Clone, Copy)]
 pub(crate) struct Rx {
     /// Local address it arrived at.
     pub local: SocketAddr,

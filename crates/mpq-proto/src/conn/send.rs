@@ -245,6 +245,17 @@ impl Connection {
         if (!p.fc_copies.is_empty() || !p.dup_chunks.is_empty()) && self.can_send_data(now, pi) {
             return true;
         }
+        // The handshake spaces live on the primary path: their ACKs, PTO probes and CRYPTO
+        // data (a lost Finished) must go out even when the path's window is full of 1-RTT
+        // data (RFC 9002 §7.5: probes are not blocked by congestion control).
+        if pi == self.primary_path() && (self.initial.is_some() || self.handshake.is_some()) {
+            let cwnd_ok = self.can_send_data(now, pi);
+            for space_id in [SpaceId::Initial, SpaceId::Handshake] {
+                if self.space_wants_send(now, space_id, pi, cwnd_ok, false) {
+                    return true;
+                }
+            }
+        }
         self.acks_due_on(now, pi)
     }
 
