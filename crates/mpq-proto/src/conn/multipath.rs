@@ -292,6 +292,17 @@ impl Connection {
         if !self.paths[pi].is_open() {
             return;
         }
+        if !self.paths.iter().enumerate().any(|(i, p)| i != pi && p.is_open()) {
+            // §3.4: the last path is going: the connection cannot continue. Close it on this
+            // path while the peer's CIDs for it are still at hand, so CONNECTION_CLOSE can
+            // be sent (a PATH_ABANDON would add nothing).
+            let id = self.paths[pi].id;
+            tracing::debug!(side = ?self.side, id, error_code, by_peer, "last path abandoned: closing");
+            self.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
+            let err = TransportError::new(crate::error::TransportErrorCode::NO_ERROR, "last path abandoned");
+            self.close_with_error(now, err);
+            return;
+        }
         let keep = 3 * self.max_pto();
         let path = &mut self.paths[pi];
         let id = path.id;
@@ -317,11 +328,6 @@ impl Connection {
         tracing::debug!(side = ?self.side, id, error_code, by_peer, "path abandoned");
         self.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
         self.qlog_path(now, id, "abandoned");
-        if !self.paths.iter().any(|p| p.is_open()) && !self.is_closed() {
-            // §3.4: the last path is gone; the connection cannot continue.
-            let err = TransportError::new(crate::error::TransportErrorCode::NO_ERROR, "last path abandoned");
-            self.close_with_error(now, err);
-        }
     }
 
     /// Drops the state of an abandoned path once its three PTOs passed.

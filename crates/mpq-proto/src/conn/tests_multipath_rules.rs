@@ -38,3 +38,68 @@ fn one_rtt_packets_overtaking_the_finished_are_kept() {
     let lost: u64 = client(&mut pair).stats().paths.iter().map(|p| p.lost_packets).sum();
     assert_eq!(lost, 0, "the server processed the 1-RTT packets it kept");
 }
+
+/// Runs until both sides reported the end of the connection; returns (client, server) errors.
+fn run_to_close(pair: &mut Pair, limit: Duration) -> (Option<ConnectionError>, Option<ConnectionError>) {
+    let (mut c, mut s) = (None, None);
+    pair.run_until(limit, |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            if let Event::ConnectionLost(e) = e {
+                c = Some(e);
+            }
+        }
+        while let Some((_, e)) = p.server.poll_event() {
+            if let Event::ConnectionLost(e) = e {
+                s = Some(e);
+            }
+        }
+        c.is_some() && s.is_some()
+    });
+    (c, s)
+}
+
+fn confirmed_pair() -> Pair {
+    let mut pair = Pair::new(mp_config(4));
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        let mut done = false;
+        while let Some((_, e)) = p.client.poll_event() {
+            done |= e == Event::HandshakeConfirmed;
+        }
+        done
+    }));
+    assert!(client(&mut pair).is_multipath());
+    pair
+}
+
+fn is_no_error(e: &Option<ConnectionError>) -> bool {
+    matches!(e, Some(ConnectionError::ConnectionClosed(t) | ConnectionError::TransportError(t))
+        if t.code == TransportErrorCode::NO_ERROR)
+}
+
+/// Abandoning the only path closes the connection, and the peer hears of it through a
+/// CONNECTION_CLOSE on that path, not by timing out (§3.4).
+#[test]
+fn abandoning_the_last_path_sends_connection_close() {
+    let mut pair = confirmed_pair();
+    let now = pair.now;
+    client(&mut pair).abandon_path(now, 0, 0).expect("abandon");
+    let start = pair.now;
+    let (c, s) = run_to_close(&mut pair, Duration::from_secs(5));
+    assert!(is_no_error(&c), "client: {c:?}");
+    assert!(matches!(&s, Some(ConnectionError::ConnectionClosed(_))), "server: {s:?}");
+    assert!(pair.now - start < Duration::from_millis(100), "the server learned late: {:?}", pair.now - start);
+}
+
+/// A PATH_ABANDON from the peer for our last open path: we answer with CONNECTION_CLOSE.
+#[test]
+fn peer_abandoning_the_last_path_gets_connection_close() {
+    let mut pair = confirmed_pair();
+    let mut buf = Vec::new();
+    Frame::PathAbandon { path_id: 0, error_code: 0 }.encode(&mut buf);
+    client(&mut pair).injected = buf;
+    let start = pair.now;
+    let (c, s) = run_to_close(&mut pair, Duration::from_secs(5));
+    assert!(is_no_error(&s), "server: {s:?}");
+    assert!(matches!(&c, Some(ConnectionError::ConnectionClosed(_))), "client: {c:?}");
+    assert!(pair.now - start < Duration::from_millis(100), "the client learned late: {:?}", pair.now - start);
+}
