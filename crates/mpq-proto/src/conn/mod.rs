@@ -23,6 +23,7 @@ mod handshake;
 mod multipath;
 pub mod path;
 mod path_api;
+mod path_ids;
 mod qlog;
 mod recv;
 mod send;
@@ -171,8 +172,10 @@ pub struct Connection {
     // ---- multipath ----
     mp: multipath::MultipathState,
     scheduler: Box<dyn crate::sched::PathScheduler>,
-    /// Statistics of paths whose state was discarded.
-    closed_paths: Vec<PathStats>,
+    /// Statistics of the most recent paths whose state was discarded.
+    closed_paths: VecDeque<PathStats>,
+    /// Path IDs that were used and are gone: never used again (draft §2.2).
+    closed_ids: path_ids::ClosedPathIds,
     /// The path table the scheduler last decided on (stream pinning consults it).
     sched_snapshots: Vec<crate::sched::PathSnapshot>,
     /// Record the STREAM chunks written in this batch (they are copied to other paths).
@@ -298,7 +301,8 @@ impl Connection {
             early_one_rtt: Vec::new(),
             mp: multipath::MultipathState::default(),
             scheduler: crate::sched::build(config.scheduler),
-            closed_paths: Vec::new(),
+            closed_paths: VecDeque::new(),
+            closed_ids: path_ids::ClosedPathIds::default(),
             sched_snapshots: Vec::new(),
             collect_chunks: false,
             batch_chunks: Vec::new(),
@@ -360,7 +364,7 @@ impl Connection {
     /// Connection and per-path statistics (paths already discarded included).
     pub fn stats(&self) -> ConnectionStats {
         let mut s = self.stats.clone();
-        s.paths = self.closed_paths.clone();
+        s.paths = self.closed_paths.iter().cloned().collect();
         s.paths.extend(self.paths.iter().map(|p| p.snapshot()));
         s.paths.sort_by_key(|p| p.path_id);
         s
@@ -530,6 +534,9 @@ impl Connection {
         self.packets_in_phase = 0;
         self.key_update_ping_at = 0;
         self.key_discard_pending = true;
+        // Our next update waits three PTOs from the acknowledgement of this new phase
+        // (draft-ietf-quic-multipath-21 §4.2), not from that of the previous one.
+        self.phase_acked_at = None;
         tracing::debug!(side = ?self.side, "peer initiated key update");
     }
 

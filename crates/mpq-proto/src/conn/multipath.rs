@@ -32,6 +32,9 @@ pub(crate) const PATH_UNSTABLE_OR_POOR: u64 = 0x3e76;
 const MAX_CIDS_PER_PATH: u64 = 4;
 /// Consecutive PTOs after which a potentially failed path is abandoned, when another path works.
 pub(crate) const DEAD_PATH_PTOS: u32 = 4;
+/// Statistics of discarded paths kept for [`Connection::stats`]; older ones are dropped so
+/// that a peer opening and abandoning paths all day does not grow our memory.
+const MAX_CLOSED_PATH_STATS: usize = 64;
 
 /// Connection-wide multipath state.
 #[derive(Debug, Default)]
@@ -107,7 +110,7 @@ impl Connection {
             return 0;
         }
         // Pre-issue CIDs only for as many fresh path IDs as we would accept paths.
-        let closed = self.closed_paths.len() as u64;
+        let closed = self.closed_ids.len();
         self.mp.local_max.min(self.mp.peer_max).min(closed + self.config.max_concurrent_paths)
     }
 
@@ -121,11 +124,9 @@ impl Connection {
         let want = peer_limit.min(if self.mp.enabled { MAX_CIDS_PER_PATH } else { 8 });
         let mut ids = vec![0];
         if self.mp.enabled {
+            // Path IDs already closed are never reused.
             let limit = self.usable_path_id_limit();
-            ids.extend((1..=limit).filter(|id| {
-                // Path IDs already closed are never reused.
-                !self.path_id_closed(*id)
-            }));
+            ids.extend(self.closed_ids.open_ids(limit));
         }
         for id in ids {
             if self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
@@ -150,7 +151,7 @@ impl Connection {
     /// The path ID was used by a path whose state is gone: it is never used again (§2.2).
     /// Path IDs may be opened in any order, so this is a set, not a high-water mark.
     fn path_id_closed(&self, id: u64) -> bool {
-        self.closed_paths.iter().any(|p| p.path_id == id)
+        self.closed_ids.contains(id)
     }
 
     /// Emits `NewPathAllowed` once per path ID when the client could open it.
@@ -158,7 +159,7 @@ impl Connection {
         if !self.mp.enabled || self.side != Side::Client {
             return;
         }
-        let id = self.mp.next_path_id;
+        let id = self.closed_ids.next_open(self.mp.next_path_id);
         if self.mp.allowed_signalled == Some(id) {
             return;
         }
@@ -334,17 +335,26 @@ impl Connection {
     pub(crate) fn discard_path(&mut self, now: Instant, pi: usize) {
         let path = self.paths.remove(pi);
         let id = path.id;
-        self.closed_paths.push(path.snapshot());
+        if self.closed_paths.len() >= MAX_CLOSED_PATH_STATS {
+            self.closed_paths.pop_front();
+        }
+        self.closed_paths.push_back(path.snapshot());
+        self.next_path_cursor = 0;
+        self.events.push_back(Event::Path(PathEvent::Closed { id }));
+        self.qlog_path(now, id, "closed");
+        self.retire_path_id(now, id);
+    }
+
+    /// The path ID `id` is used up (§2.2): its CIDs go, it is never used again, and the
+    /// peer gets another one with MAX_PATH_ID.
+    fn retire_path_id(&mut self, now: Instant, id: u64) {
+        self.closed_ids.insert(id);
         if let Some(l) = self.local_cids.remove(&id) {
             for c in l.active.values() {
                 self.endpoint_events.push_back(EndpointEvent::RetireCid(c.cid));
             }
         }
         self.peer_cids.remove(&id);
-        self.next_path_cursor = 0;
-        self.events.push_back(Event::Path(PathEvent::Closed { id }));
-        self.qlog_path(now, id, "closed");
-        // A path ID is used up: let the peer have another one (§2.2, MAX_PATH_ID).
         if self.mp.enabled && self.mp.local_max < MAX_PATH_ID_LIMIT && !self.is_closed() {
             self.mp.local_max += 1;
             self.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
@@ -366,10 +376,10 @@ impl Connection {
         if self.peer_cids.iter().any(|(pid, p)| *pid != id && p.active.values().any(|c| c.cid == f.cid)) {
             return Err(TransportError::protocol_violation("connection ID issued for two path IDs"));
         }
-        if id != 0 && self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
+        if self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
             return Ok(()); // abandoned: ignore (§6.5)
         }
-        if id != 0 && self.path_id_closed(id) {
+        if self.path_id_closed(id) {
             return Ok(()); // a path ID already closed
         }
         let limit = self.config.active_connection_id_limit;
@@ -390,8 +400,8 @@ impl Connection {
         dcid: &ConnectionId,
     ) -> Result<(), TransportError> {
         let Some(l) = self.local_cids.get_mut(&target) else {
-            if target != 0 && self.path_id_closed(target) {
-                return Ok(()); // a path that no longer exists
+            if self.path_id_closed(target) {
+                return Ok(()); // late, for a path that no longer exists (§3.4)
             }
             return Err(TransportError::protocol_violation("RETIRE_CONNECTION_ID for an unissued sequence number"));
         };
@@ -407,12 +417,22 @@ impl Connection {
     /// PATH_ABANDON from the peer (§3.4).
     pub(crate) fn on_path_abandon_frame(&mut self, now: Instant, id: u64, error_code: u64) {
         let Some(pi) = self.path_index(id) else {
-            // A path ID with no state: close it too, so that it is never used.
+            // A path ID with no state (never used, or already discarded): it is closed for
+            // good. Answer in kind (§3.4) so that the peer forgets it too.
             if !self.path_id_closed(id) {
-                self.peer_cids.remove(&id);
+                tracing::debug!(side = ?self.side, id, "peer abandoned an unused path ID");
+                self.mp.pending.push(Control::PathAbandon(id, error_code));
+                self.retire_path_id(now, id);
             }
             return;
         };
+        if !self.paths[pi].is_open() {
+            // We abandoned it first: keep its state for three PTOs from the peer's answer.
+            let until = now + 3 * self.max_pto();
+            let path = &mut self.paths[pi];
+            path.discard_at = Some(path.discard_at.map_or(until, |t| t.max(until)));
+            return;
+        }
         self.abandon(now, pi, error_code, true);
     }
 
@@ -453,6 +473,9 @@ impl Connection {
         id: u64,
         next_seq: u64,
     ) -> Result<(), TransportError> {
+        if self.path_id_closed(id) || self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
+            return Ok(()); // late, for a path that is gone (§3.4)
+        }
         let issued = self.local_cids.get(&id).map_or(0, |l| l.next_seq);
         if next_seq > issued {
             return Err(TransportError::protocol_violation("PATH_CIDS_BLOCKED beyond the issued sequence numbers"));

@@ -43,6 +43,8 @@ pub struct PathStats {
     pub pto_count: u64,
     /// PATH_ACK frames this path carried for packets of other paths.
     pub acks_for_other_paths: u64,
+    /// Copies of MAX_DATA / MAX_STREAM_DATA first sent on another path (seed 002).
+    pub flow_control_copies: u64,
     /// Pacing rate in bytes per second (cwnd / smoothed RTT).
     pub pacing_rate: f64,
     /// Lifecycle: "validating", "active", "abandoned".

@@ -41,6 +41,8 @@ impl Connection {
         if self.paths.len() as u64 >= self.config.max_concurrent_paths {
             return Err(PathError::TooManyPaths);
         }
+        // The peer may have abandoned path IDs we never used: they are closed for good.
+        self.mp.next_path_id = self.closed_ids.next_open(self.mp.next_path_id);
         let id = self.mp.next_path_id;
         if id > self.mp.peer_max {
             if self.mp.paths_blocked_sent != Some(self.mp.peer_max) {
@@ -49,7 +51,13 @@ impl Connection {
             return Err(PathError::NoPathId);
         }
         if id > self.mp.local_max {
-            return Err(PathError::NoPathId);
+            // Our own limit is in the way (§2.2: send MAX_PATH_ID). The path table has room
+            // (checked above), so allow the ID; the peer needs it to issue CIDs for it.
+            self.mp.local_max = id;
+            self.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
+            self.mp.pending.push(Control::MaxPathId(id));
+            self.issue_cids(now);
+            return Err(PathError::NoConnectionId);
         }
         let has_peer_cid = self.peer_cids.get(&id).is_some_and(|p| p.has_cid());
         if !has_peer_cid {

@@ -724,6 +724,7 @@ impl Connection {
                 }
                 f.encode(buf);
                 self.paths[pi].fc_copies.pop();
+                self.paths[pi].stats.flow_control_copies += 1;
                 out.eliciting = true;
             }
             // Redundant copies of STREAM chunks first sent on another path.
