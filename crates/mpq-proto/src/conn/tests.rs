@@ -95,11 +95,25 @@ pub(super) fn run_upload(pair: &mut Pair, len: usize, limit: Duration) -> Upload
         up.fin
     });
     assert!(ok, "upload of {len} bytes did not finish (received {})", up.received.len());
-    assert_eq!(up.received.len(), up.data.len());
-    if let Some(i) = up.received.iter().zip(&up.data).position(|(a, b)| a != b) {
-        panic!("data corrupted at offset {i}: got {:?} want {:?}", &up.received[i..i + 8], &up.data[i..i + 8]);
-    }
+    up.assert_intact();
     up
+}
+
+impl Upload {
+    /// The server read the stream's FIN.
+    pub(super) fn is_done(&self) -> bool {
+        self.fin
+    }
+
+    /// Everything arrived, with its FIN, byte for byte.
+    pub(super) fn assert_intact(&self) {
+        assert!(self.fin, "no FIN after {} bytes", self.received.len());
+        assert_eq!(self.received.len(), self.data.len());
+        if let Some(i) = self.received.iter().zip(&self.data).position(|(a, b)| a != b) {
+            let end = (i + 8).min(self.data.len());
+            panic!("data corrupted at offset {i}: got {:?} want {:?}", &self.received[i..end], &self.data[i..end]);
+        }
+    }
 }
 
 #[test]

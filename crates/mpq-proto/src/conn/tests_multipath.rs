@@ -17,7 +17,7 @@ fn mp_config() -> TransportConfig {
     TransportConfig { initial_max_path_id: Some(4), ..TransportConfig::default() }
 }
 
-fn addr2() -> SocketAddr {
+pub(super) fn addr2() -> SocketAddr {
     CLIENT_ADDR2.parse().expect("addr")
 }
 
@@ -41,14 +41,14 @@ fn confirm(pair: &mut Pair) -> Vec<Event> {
     events
 }
 
-fn server(pair: &mut Pair) -> &mut Connection {
+pub(super) fn server(pair: &mut Pair) -> &mut Connection {
     let h = pair.server.handles()[0];
     pair.server.connection_mut(h).expect("server connection")
 }
 
 /// Confirms the handshake and opens path 1 from the second client address; runs until the
 /// client validated it.
-fn open_second_path(pair: &mut Pair) -> u64 {
+pub(super) fn open_second_path(pair: &mut Pair) -> u64 {
     let events = confirm(pair);
     assert!(client(pair).is_multipath(), "multipath not negotiated");
     // The server's CIDs for path 1 arrive with the handshake's last flight.
@@ -140,9 +140,10 @@ fn abandoned_path_stops_and_transfer_completes() {
     assert!(client(&mut pair).abandon_path(now, id, 0).is_err(), "abandoned twice");
     let done = pair.run_until(Duration::from_secs(30), |p| {
         up.pump(p);
-        up.received.len() == 3_000_000
+        up.is_done()
     });
     assert!(done, "upload stalled after abandon ({} bytes)", up.received.len());
+    up.assert_intact();
     pair.run_until(Duration::from_secs(2), |_| false);
     let s = server(&mut pair);
     assert!(s.path_ids() == vec![0], "server still has path 1 open: {:?}", s.path_ids());
@@ -165,19 +166,20 @@ fn dead_path_is_detected_and_data_moves() {
     // Path 0 (the client's first address) goes dark in both directions.
     let a0 = pair.client_addr;
     pair.drop_addr = Box::new(move |s, d| s == a0 || d == a0);
-    let mut failed = false;
+    let (mut failed, mut abandoned) = (false, false);
     let done = pair.run_until(Duration::from_secs(60), |p| {
         while let Some((_, e)) = p.client.poll_event() {
             failed |= matches!(e, Event::Path(PathEvent::PotentiallyFailed { id: 0 }));
+            abandoned |= matches!(e, Event::Path(PathEvent::Abandoned { id: 0, by_peer: false, .. }));
         }
         up.pump(p);
-        up.received.len() == up_len()
+        up.is_done() && abandoned
     });
-    assert!(done, "transfer stalled after the path failure ({} bytes)", up.received.len());
+    assert!(up.is_done(), "transfer stalled after the path failure ({} bytes)", up.received.len());
+    up.assert_intact();
     assert!(failed, "path 0 never marked potentially failed");
-    fn up_len() -> usize {
-        3_000_000
-    }
+    assert!(done, "the dead path 0 was never abandoned");
+    assert_eq!(client(&mut pair).path_ids(), vec![1]);
 }
 
 #[test]
@@ -204,7 +206,7 @@ fn backup_path_is_avoided_while_another_works() {
 #[test]
 fn nat_rebinding_moves_the_path() {
     let mut pair = Pair::new(mp_config());
-    confirm(&mut pair);
+    let second = open_second_path(&mut pair);
     let mut up = Upload::new(3_000_000);
     pair.run_until(Duration::from_millis(30), |p| {
         up.pump(p);
@@ -215,20 +217,52 @@ fn nat_rebinding_moves_the_path() {
     pair.client_addr = "10.0.0.1:5555".parse().expect("addr");
     let done = pair.run_until(Duration::from_secs(30), |p| {
         up.pump(p);
-        up.received.len() == 3_000_000
+        up.is_done()
     });
     assert!(done, "transfer stalled after rebinding ({} bytes)", up.received.len());
+    up.assert_intact();
     assert_eq!(server(&mut pair).remote_address(), pair.client_addr);
+    // Both paths stayed open and path 0 carried data from its new address.
+    assert_eq!(server(&mut pair).path_ids(), vec![0, second]);
+    let rebound = server(&mut pair).paths.iter().find(|p| p.id == 0).map(|p| (p.remote, p.validated));
+    assert_eq!(rebound, Some((pair.client_addr, true)));
 }
 
+/// Keeps the times of a connection's key updates (from its qlog events).
+struct KeyUpdateLog(std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>);
+
+impl crate::qlog::QlogSink for KeyUpdateLog {
+    fn emit(&mut self, time: Instant, name: &'static str, data: serde_json::Value) {
+        if name == "security:key_updated" {
+            let trigger = data["trigger"].as_str().unwrap_or_default().to_string();
+            self.0.lock().expect("log").push((time, trigger));
+        }
+    }
+}
+
+/// Key updates over a two-path transfer, both sides initiating: every one after the first
+/// waits three of the largest PTOs after the previous phase was acknowledged (§4.2), even
+/// when the previous update was the peer's.
 #[test]
 fn key_updates_cross_a_multipath_transfer() {
-    let cfg = TransportConfig { key_update_interval: 200, ..mp_config() };
+    let cfg = TransportConfig { key_update_interval: 100, ..mp_config() };
     let mut pair = Pair::new(cfg);
+    // Some loss keeps the windows small, so that the transfer lasts long enough for several
+    // updates three PTOs apart.
+    pair.drop = Box::new(|seq, _| seq % 40 == 0);
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    client(&mut pair).set_qlog(Box::new(KeyUpdateLog(log.clone())));
     open_second_path(&mut pair);
-    run_upload(&mut pair, 6_000_000, Duration::from_secs(30));
-    let updates = client(&mut pair).stats().key_updates;
-    assert!(updates >= 2, "only {updates} key updates");
+    server(&mut pair).set_qlog(Box::new(KeyUpdateLog(log.clone())));
+    run_upload(&mut pair, 6_000_000, Duration::from_secs(60));
+    let log = log.lock().expect("log").clone();
+    let local: Vec<Instant> = log.iter().filter(|(_, t)| t == "local_update").map(|(t, _)| *t).collect();
+    assert!(local.len() >= 3, "only {} key updates: {log:?}", local.len());
+    // The pair's RTT is 20 ms, so a PTO is at least 20 ms + the peer's 25 ms max_ack_delay.
+    let min_gap = 3 * Duration::from_millis(45);
+    for w in local.windows(2) {
+        assert!(w[1] - w[0] >= min_gap, "key updates {:?} apart: {log:?}", w[1] - w[0]);
+    }
 }
 
 #[test]
@@ -244,6 +278,9 @@ fn path_id_limit_blocks_then_max_path_id_raises_it() {
         client(&mut pair).open_path(now, Some(third), server_addr, PathStatus::Available),
         Err(PathError::NoPathId)
     );
+    // The server hears that the client is blocked by its limit (PATHS_BLOCKED).
+    assert!(pair.run_until(Duration::from_secs(1), |p| server(p).stats().peer_paths_blocked > 0));
+    let now = pair.now;
     client(&mut pair).abandon_path(now, id, 0).expect("abandon");
     // Once the server drops path 1's state it allows path ID 2 (MAX_PATH_ID).
     let mut opened = None;

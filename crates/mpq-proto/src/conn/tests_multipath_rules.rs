@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::tests::{client, run_upload, server_error, transport_code};
+use super::tests_multipath::{addr2, open_second_path, server};
 use super::*;
 use crate::error::TransportErrorCode;
 use crate::frame::Frame;
@@ -102,4 +103,131 @@ fn peer_abandoning_the_last_path_gets_connection_close() {
     assert!(is_no_error(&s), "server: {s:?}");
     assert!(matches!(&c, Some(ConnectionError::ConnectionClosed(_))), "client: {c:?}");
     assert!(pair.now - start < Duration::from_millis(100), "the client learned late: {:?}", pair.now - start);
+}
+
+/// PATHS_BLOCKED names the limit in force: one above ours is a PROTOCOL_VIOLATION (§6.8).
+#[test]
+fn paths_blocked_above_our_limit_is_a_violation() {
+    let mut pair = confirmed_pair();
+    let mut buf = Vec::new();
+    Frame::PathsBlocked(5).encode(&mut buf);
+    client(&mut pair).injected = buf;
+    assert_eq!(transport_code(server_error(&mut pair)), TransportErrorCode::PROTOCOL_VIOLATION.0);
+}
+
+/// Frames that name a path whose state is gone arrive late all the time (retransmissions,
+/// reordering); they are ignored, not violations (§3.4).
+#[test]
+fn late_frames_for_a_discarded_path_are_ignored() {
+    let mut pair = Pair::new(mp_config(4));
+    let id = open_second_path(&mut pair);
+    let now = pair.now;
+    client(&mut pair).abandon_path(now, id, 0).expect("abandon");
+    // Three PTOs later both sides dropped the path's state.
+    assert!(pair.run_until(Duration::from_secs(5), |p| {
+        while p.client.poll_event().is_some() {}
+        while p.server.poll_event().is_some() {}
+        !server(p).path_ids().contains(&id) && !server(p).paths.iter().any(|q| q.id == id)
+    }));
+    let mut buf = Vec::new();
+    Frame::PathCidsBlocked { path_id: id, next_seq: 3 }.encode(&mut buf);
+    Frame::RetireConnectionId { path_id: Some(id), seq: 1 }.encode(&mut buf);
+    Frame::PathStatus { path_id: id, seq: 9, backup: true }.encode(&mut buf);
+    Frame::PathAbandon { path_id: id, error_code: 0 }.encode(&mut buf);
+    client(&mut pair).injected = buf;
+    assert_eq!(server_error(&mut pair), None);
+}
+
+/// A PATH_ABANDON for a path ID that was never used closes that ID on both sides: the
+/// server answers in kind, and the client's next path takes the following ID (§3.4, §2.2).
+#[test]
+fn abandoning_an_unused_path_id_closes_it_for_good() {
+    let mut pair = confirmed_pair();
+    let mut buf = Vec::new();
+    Frame::PathAbandon { path_id: 1, error_code: 0 }.encode(&mut buf);
+    client(&mut pair).injected = buf;
+    // The server's answer reaches the client, which drops its CIDs for path ID 1.
+    assert!(pair.run_until(Duration::from_secs(1), |p| client(p).closed_ids.contains(1)));
+    assert!(server(&mut pair).closed_ids.contains(1));
+    let now = pair.now;
+    let server_addr = pair.server_addr;
+    let mut opened = None;
+    pair.run_until(Duration::from_secs(2), |p| {
+        while p.client.poll_event().is_some() {}
+        if opened.is_none() {
+            opened = client(p).open_path(now, Some(addr2()), server_addr, PathStatus::Available).ok();
+        }
+        opened.is_some() && client(p).paths.iter().any(|q| q.id == 2 && q.is_active())
+    });
+    assert_eq!(opened, Some(2));
+}
+
+/// A client whose own MAX_PATH_ID is the obstacle raises it (§2.2) and opens the path once
+/// the server issued CIDs for the new ID.
+#[test]
+fn client_raises_its_own_path_id_limit() {
+    let client_cfg = mp_config(1);
+    let server_cfg = mp_config(4);
+    let mut pair = Pair::asymmetric(client_cfg, server_cfg);
+    let first = open_second_path(&mut pair);
+    assert_eq!(first, 1);
+    let now = pair.now;
+    let server_addr = pair.server_addr;
+    let third: std::net::SocketAddr = "10.0.2.1:4433".parse().expect("addr");
+    assert_eq!(
+        client(&mut pair).open_path(now, Some(third), server_addr, PathStatus::Available),
+        Err(PathError::NoConnectionId)
+    );
+    let mut opened = None;
+    pair.run_until(Duration::from_secs(2), |p| {
+        while p.client.poll_event().is_some() {}
+        let now = p.now;
+        if opened.is_none() {
+            opened = client(p).open_path(now, Some(third), server_addr, PathStatus::Available).ok();
+        }
+        opened.is_some()
+    });
+    assert_eq!(opened, Some(2));
+    assert_eq!(client(&mut pair).path_ids(), vec![0, 1, 2]);
+}
+
+fn path_stats(c: &Connection, id: u64) -> PathStats {
+    c.stats().paths.into_iter().find(|p| p.path_id == id).expect("path stats")
+}
+
+/// Runs a 1 MB two-path upload with `cfg` on both sides; returns the server's stats of
+/// paths 0 and 1.
+fn two_path_upload(cfg: TransportConfig) -> (PathStats, PathStats) {
+    let mut pair = Pair::new(cfg);
+    open_second_path(&mut pair);
+    run_upload(&mut pair, 1_000_000, Duration::from_secs(30));
+    let s = server(&mut pair);
+    (path_stats(s, 0), path_stats(s, 1))
+}
+
+/// `AckPolicy::AllPaths` puts every PATH_ACK on every path (seed 003); the default keeps
+/// each on its own path.
+#[test]
+fn all_paths_ack_policy_acknowledges_on_every_path() {
+    let (p0, p1) = two_path_upload(TransportConfig { ack_policy: AckPolicy::AllPaths, ..mp_config(4) });
+    assert!(p0.acks_for_other_paths > 0 && p1.acks_for_other_paths > 0, "{p0:?} {p1:?}");
+    let (p0, p1) = two_path_upload(mp_config(4));
+    assert_eq!((p0.acks_for_other_paths, p1.acks_for_other_paths), (0, 0));
+}
+
+/// With `flow_control_on_all_paths` (the default) the receiver's MAX_DATA and
+/// MAX_STREAM_DATA also travel on the other path (seed 002); without it they do not.
+#[test]
+fn flow_control_credit_is_copied_to_every_path() {
+    let small = |on| {
+        let mut cfg = TransportConfig { flow_control_on_all_paths: on, ..mp_config(4) };
+        // Small windows so that the upload needs many updates.
+        cfg.streams.receive_window = 64 * 1024;
+        cfg.streams.stream_receive_window = 64 * 1024;
+        cfg
+    };
+    let (p0, p1) = two_path_upload(small(true));
+    assert!(p0.flow_control_copies + p1.flow_control_copies > 0, "{p0:?} {p1:?}");
+    let (p0, p1) = two_path_upload(small(false));
+    assert_eq!(p0.flow_control_copies + p1.flow_control_copies, 0);
 }
