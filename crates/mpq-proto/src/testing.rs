@@ -55,6 +55,18 @@ pub fn configs(transport: TransportConfig) -> (ClientConfig, ServerConfig) {
 /// Decides whether a datagram is dropped: (sequence number, to_server) -> drop?
 pub type DropFn = Box<dyn FnMut(u64, bool) -> bool>;
 
+/// What the pair's link does to the ECN codepoint of datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PairEcn {
+    /// Clears it (the receiver sees not-ECT), as many networks do.
+    #[default]
+    Bleach,
+    /// Delivers it unchanged.
+    Pass,
+    /// Delivers it, but turns every n-th ECN-capable datagram into CE (a congested queue).
+    MarkCeEvery(u64),
+}
+
 /// Two endpoints joined by an in-memory link with a fixed one-way latency.
 pub struct Pair {
     /// Client endpoint.
@@ -71,8 +83,11 @@ pub struct Pair {
     pub server_addr: SocketAddr,
     /// One-way latency.
     pub latency: Duration,
-    /// Datagrams in flight: (arrival, to_server, source, destination, bytes).
-    in_flight: VecDeque<(Instant, bool, SocketAddr, SocketAddr, Vec<u8>)>,
+    /// Datagrams in flight: (arrival, to_server, source, destination, ECN, bytes).
+    in_flight: VecDeque<(Instant, bool, SocketAddr, SocketAddr, Option<u8>, Vec<u8>)>,
+    /// What happens to ECN codepoints.
+    pub ecn: PairEcn,
+    ect_seen: u64,
     /// Loss decision.
     pub drop: DropFn,
     /// Loss decision by addresses (source, destination): a dead path.
@@ -113,6 +128,8 @@ impl Pair {
             drop: Box::new(|_, _| false),
             drop_addr: Box::new(|_, _| false),
             extra_latency: Vec::new(),
+            ecn: PairEcn::default(),
+            ect_seen: 0,
             sent: 0,
             delivered: (0, 0),
         }
@@ -144,9 +161,17 @@ impl Pair {
                         continue;
                     }
                     let at = self.now + self.latency + extra;
+                    let ecn = match (self.ecn, t.ecn) {
+                        (PairEcn::Bleach, _) | (_, None) => None,
+                        (PairEcn::Pass, e) => e,
+                        (PairEcn::MarkCeEvery(n), Some(e)) => {
+                            self.ect_seen += 1;
+                            Some(if self.ect_seen % n.max(1) == 0 { 0b11 } else { e })
+                        }
+                    };
                     // Keep arrival order sorted: paths of different latency interleave.
                     let pos = self.in_flight.iter().rposition(|e| e.0 <= at).map_or(0, |i| i + 1);
-                    self.in_flight.insert(pos, (at, to_server, src, dst, d.to_vec()));
+                    self.in_flight.insert(pos, (at, to_server, src, dst, ecn, d.to_vec()));
                 }
             }
         }
@@ -166,13 +191,13 @@ impl Pair {
         }
         self.now = self.now.max(next);
         while self.in_flight.front().is_some_and(|d| d.0 <= self.now) {
-            let Some((_, to_server, src, dst, mut d)) = self.in_flight.pop_front() else { break };
+            let Some((_, to_server, src, dst, ecn, mut d)) = self.in_flight.pop_front() else { break };
             if to_server {
                 self.delivered.1 += 1;
-                self.server.handle_datagram(self.now, dst, src, None, &mut d);
+                self.server.handle_datagram(self.now, dst, src, ecn, &mut d);
             } else {
                 self.delivered.0 += 1;
-                self.client.handle_datagram(self.now, dst, src, None, &mut d);
+                self.client.handle_datagram(self.now, dst, src, ecn, &mut d);
             }
         }
         self.client.handle_timeout(self.now);

@@ -39,6 +39,9 @@ pub struct TransportConfig {
     pub key_update_interval: u64,
     /// Pace packets (RFC 9002 §7.7).
     pub pacing: bool,
+    /// Mark packets ECT(0) once the handshake is confirmed and react to CE marks, on each
+    /// path that passes ECN validation (RFC 9000 §13.4).
+    pub ecn: bool,
     /// Largest number of datagrams returned in one GSO batch by `poll_transmit`.
     pub max_gso_segments: usize,
     /// Multipath: the initial_max_path_id to advertise (None disables multipath). A value
@@ -95,6 +98,7 @@ impl Default for TransportConfig {
             active_connection_id_limit: 4,
             key_update_interval: 100_000,
             pacing: true,
+            ecn: true,
             max_gso_segments: 10,
             initial_max_path_id: None,
             scheduler: SchedulerKind::MinRtt,

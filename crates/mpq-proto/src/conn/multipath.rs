@@ -262,6 +262,8 @@ impl Connection {
             // §3.1.3: after a rebinding, the new address gets fresh congestion and RTT state.
             path.cc = crate::cc::build(self.config.cc, &self.config.cc_config, u64::from(path.mtu));
             path.rtt = crate::recovery::rtt::RttEstimator::new(initial_rtt);
+            // The new network path may treat ECN differently: validate it again.
+            path.ecn = Default::default();
         }
         let id = path.id;
         if path.phase == PathPhase::Validating {

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::cc::{self, CongestionController};
+use crate::recovery::ecn::EcnState;
 use crate::recovery::pacer::Pacer;
 use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
@@ -45,6 +46,10 @@ pub struct PathStats {
     pub acks_for_other_paths: u64,
     /// Copies of MAX_DATA / MAX_STREAM_DATA first sent on another path (seed 002).
     pub flow_control_copies: u64,
+    /// ECN: "testing", "unknown", "capable" or "failed" (RFC 9000 §13.4.2).
+    pub ecn: &'static str,
+    /// Packets the network marked CE, as the peer reported them.
+    pub ecn_ce: u64,
     /// Pacing rate in bytes per second (cwnd / smoothed RTT).
     pub pacing_rate: f64,
     /// Lifecycle: "validating", "active", "abandoned".
@@ -119,6 +124,10 @@ pub(crate) struct PathState {
     pub peer_backup: bool,
     /// A PTO fired with no sign of life since (seed 002): not scheduled for new data.
     pub potentially_failed: bool,
+    /// ECN validation of the packets we send on this path.
+    pub ecn: crate::recovery::ecn::EcnValidator,
+    /// The datagrams of the batch being written are marked ECT(0).
+    pub ecn_batch: bool,
     /// Last time a packet arrived on this path.
     pub last_recv: Option<Instant>,
     /// When an abandoned path's state is dropped.
@@ -174,6 +183,8 @@ impl PathState {
             rebind_from: None,
             reinjected_below: 0,
             data_bytes_sent: 0,
+            ecn: Default::default(),
+            ecn_batch: false,
         }
     }
 
@@ -216,6 +227,12 @@ impl PathState {
             PathPhase::Abandoned => "abandoned",
         };
         s.backup = self.peer_backup;
+        s.ecn = match self.ecn.state() {
+            EcnState::Testing => "testing",
+            EcnState::Unknown => "unknown",
+            EcnState::Capable => "capable",
+            EcnState::Failed => "failed",
+        };
         s
     }
 }

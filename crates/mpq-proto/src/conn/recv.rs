@@ -539,6 +539,9 @@ impl Connection {
         if result.newly_acked.is_empty() && result.lost.is_empty() {
             return Ok(());
         }
+        if space_id == SpaceId::Data {
+            self.on_ack_ecn(now, pi, &result.newly_acked, ack.ecn);
+        }
         // RFC 9002 §6.2.1: reset the backoff, except at a client that does not yet know
         // the server validated its address.
         if !result.newly_acked.is_empty() && (self.side == Side::Server || space_id != SpaceId::Initial) {
@@ -630,6 +633,26 @@ impl Connection {
         for (_, p) in lost {
             self.on_frames_lost(space_id, p.frames);
         }
+    }
+
+    /// ECN validation, and CE marks as a congestion signal (RFC 9000 §13.4.2, RFC 9002
+    /// §7.1: one congestion event, dated by the largest newly acknowledged packet).
+    fn on_ack_ecn(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        newly_acked: &[(u64, crate::recovery::sent::SentPacket<SentFrames>)],
+        counts: Option<crate::frame::EcnCounts>,
+    ) {
+        let marked = newly_acked.iter().filter(|(_, p)| p.ecn).count() as u64;
+        let signal = self.paths[pi].ecn.on_ack(marked, counts);
+        let crate::recovery::ecn::EcnSignal::Congestion { newly_ce } = signal else { return };
+        let Some(sent) = newly_acked.last().map(|(_, p)| p.time_sent) else { return };
+        self.set_coupling(pi);
+        let path = &mut self.paths[pi];
+        path.stats.ecn_ce += newly_ce;
+        path.stats.congestion_events += 1;
+        path.cc.on_congestion_event(now, sent, false, 0);
     }
 
     pub(crate) fn on_frames_lost(&mut self, space_id: SpaceId, frames: SentFrames) {

@@ -265,6 +265,10 @@ impl Connection {
         let mtu = usize::from(self.paths[pi].mtu);
         let mut segment_size: Option<usize> = None;
         let mut count = 0;
+        // One ECN codepoint for the whole batch; only 1-RTT datagrams are marked (once the
+        // handshake is confirmed no other packet type is left).
+        let ecn = self.config.ecn && self.handshake_confirmed && self.paths[pi].ecn.should_mark();
+        self.paths[pi].ecn_batch = ecn;
         loop {
             let limit = segment_size.unwrap_or(mtu);
             let (written, coalesced_long) = self.write_datagram(now, buf, limit, pi, allow_data);
@@ -290,7 +294,7 @@ impl Connection {
             path_id: path.id,
             size: buf.len(),
             segment_size: if count > 1 { segment_size } else { None },
-            ecn: None,
+            ecn: ecn.then_some(crate::recovery::ecn::ECT0),
         })
     }
 
@@ -953,7 +957,12 @@ impl Connection {
             path.cc.on_packet_sent(now, u64::from(size));
             path.pacer.on_sent(now, u64::from(size));
         }
-        let sent = SentPacket { time_sent: now, size, ack_eliciting: p.ack_eliciting, in_flight, frames: p.frames };
+        let ecn = p.level == Level::OneRtt && path.ecn_batch;
+        if ecn {
+            path.ecn.on_marked_sent();
+        }
+        let sent =
+            SentPacket { time_sent: now, size, ack_eliciting: p.ack_eliciting, in_flight, ecn, frames: p.frames };
         if let Some(space) = self.space_mut(p.level.space(), pi) {
             space.loss.on_packet_sent(p.pn, sent);
         }

@@ -231,3 +231,36 @@ fn flow_control_credit_is_copied_to_every_path() {
     let (p0, p1) = two_path_upload(small(false));
     assert_eq!(p0.flow_control_copies + p1.flow_control_copies, 0);
 }
+
+/// Runs a 1 MB two-path upload over a link that treats ECN as `ecn`; returns the client's
+/// stats of paths 0 and 1.
+fn ecn_upload(ecn: crate::testing::PairEcn) -> (PathStats, PathStats) {
+    let mut pair = Pair::new(mp_config(4));
+    pair.ecn = ecn;
+    open_second_path(&mut pair);
+    run_upload(&mut pair, 1_000_000, Duration::from_secs(30));
+    let c = client(&mut pair);
+    (path_stats(c, 0), path_stats(c, 1))
+}
+
+/// ECN over PATH_ACK (0x3f): each path validates on its own counts (RFC 9000 §13.4.2).
+#[test]
+fn ecn_is_validated_per_path_through_path_acks() {
+    let (p0, p1) = ecn_upload(crate::testing::PairEcn::Pass);
+    assert_eq!((p0.ecn, p1.ecn), ("capable", "capable"));
+    assert_eq!((p0.ecn_ce, p1.ecn_ce), (0, 0));
+    // A network that clears the codepoint fails validation: marking stops.
+    let (p0, p1) = ecn_upload(crate::testing::PairEcn::Bleach);
+    assert_eq!((p0.ecn, p1.ecn), ("failed", "failed"));
+}
+
+/// CE marks are congestion signals without any loss (RFC 9002 §7.1).
+#[test]
+fn ce_marks_reduce_the_window_without_loss() {
+    let (p0, p1) = ecn_upload(crate::testing::PairEcn::MarkCeEvery(40));
+    for p in [&p0, &p1] {
+        assert_eq!(p.ecn, "capable");
+        assert!(p.ecn_ce > 0 && p.congestion_events > 0, "{p:?}");
+        assert_eq!(p.lost_packets, 0);
+    }
+}

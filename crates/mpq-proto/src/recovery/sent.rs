@@ -17,6 +17,8 @@ pub struct SentPacket<F> {
     pub ack_eliciting: bool,
     /// Counts towards bytes in flight (ack-eliciting or padded).
     pub in_flight: bool,
+    /// Sent marked ECT(0) (RFC 9000 §13.4).
+    pub ecn: bool,
     /// What must happen when it is acknowledged or lost.
     pub frames: F,
 }
