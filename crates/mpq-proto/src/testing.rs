@@ -55,6 +55,9 @@ pub fn configs(transport: TransportConfig) -> (ClientConfig, ServerConfig) {
 /// Decides whether a datagram is dropped: (sequence number, to_server) -> drop?
 pub type DropFn = Box<dyn FnMut(u64, bool) -> bool>;
 
+/// A datagram on the pair's link: (arrival, to_server, source, destination, ECN, bytes).
+type InFlight = (Instant, bool, SocketAddr, SocketAddr, Option<u8>, Vec<u8>);
+
 /// What the pair's link does to the ECN codepoint of datagrams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PairEcn {
@@ -84,7 +87,7 @@ pub struct Pair {
     /// One-way latency.
     pub latency: Duration,
     /// Datagrams in flight: (arrival, to_server, source, destination, ECN, bytes).
-    in_flight: VecDeque<(Instant, bool, SocketAddr, SocketAddr, Option<u8>, Vec<u8>)>,
+    in_flight: VecDeque<InFlight>,
     /// What happens to ECN codepoints.
     pub ecn: PairEcn,
     ect_seen: u64,
@@ -166,7 +169,7 @@ impl Pair {
                         (PairEcn::Pass, e) => e,
                         (PairEcn::MarkCeEvery(n), Some(e)) => {
                             self.ect_seen += 1;
-                            Some(if self.ect_seen % n.max(1) == 0 { 0b11 } else { e })
+                            Some(if self.ect_seen.is_multiple_of(n.max(1)) { 0b11 } else { e })
                         }
                     };
                     // Keep arrival order sorted: paths of different latency interleave.
