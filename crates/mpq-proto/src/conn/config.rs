@@ -39,6 +39,9 @@ pub struct TransportConfig {
     pub key_update_interval: u64,
     /// Pace packets (RFC 9002 §7.7).
     pub pacing: bool,
+    /// Server: send disable_active_migration (RFC 9000 §18.2). With multipath it forbids
+    /// new paths to the server's handshake address only (draft-ietf-quic-multipath-21 §2.1).
+    pub disable_active_migration: bool,
     /// Mark packets ECT(0) once the handshake is confirmed and react to CE marks, on each
     /// path that passes ECN validation (RFC 9000 §13.4).
     pub ecn: bool,
@@ -98,6 +101,7 @@ impl Default for TransportConfig {
             active_connection_id_limit: 4,
             key_update_interval: 100_000,
             pacing: true,
+            disable_active_migration: false,
             ecn: true,
             max_gso_segments: 10,
             initial_max_path_id: None,

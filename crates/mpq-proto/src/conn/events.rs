@@ -150,6 +150,9 @@ pub enum PathError {
     /// The connection is closed.
     #[error("connection closed")]
     Closed,
+    /// The server sent disable_active_migration: no new path to its handshake address.
+    #[error("the peer disabled migration to its handshake address")]
+    MigrationDisabled,
 }
 
 /// The status one endpoint advises the other to use for a path.

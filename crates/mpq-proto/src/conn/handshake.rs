@@ -43,6 +43,7 @@ pub(crate) fn local_transport_params(
     if side == Side::Server {
         tp.original_destination_connection_id = Some(orig_dst_cid);
         tp.stateless_reset_token = Some(reset_token);
+        tp.disable_active_migration = config.disable_active_migration;
     }
     tp
 }

@@ -210,6 +210,8 @@ pub struct Connection {
     phase_acked_at: Option<Instant>,
     /// Round-robin cursor over paths for path-local traffic.
     next_path_cursor: usize,
+    /// The peer's address during the handshake (disable_active_migration applies to it).
+    handshake_remote: SocketAddr,
     /// Server: 1-RTT packets that arrived before the handshake completed (RFC 9001 §5.7).
     early_one_rtt: Vec<recv::EarlyPacket>,
     /// Raw frame bytes the next 1-RTT packet carries as they are (tests of peer errors).
@@ -298,6 +300,7 @@ impl Connection {
             key_update_ping_at: 0,
             phase_acked_at: None,
             next_path_cursor: 0,
+            handshake_remote: remote,
             early_one_rtt: Vec::new(),
             mp: multipath::MultipathState::default(),
             scheduler: crate::sched::build(config.scheduler),

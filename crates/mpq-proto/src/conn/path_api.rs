@@ -41,6 +41,9 @@ impl Connection {
         if self.paths.len() as u64 >= self.config.max_concurrent_paths {
             return Err(PathError::TooManyPaths);
         }
+        if remote == self.handshake_remote && self.peer_params.as_ref().is_some_and(|p| p.disable_active_migration) {
+            return Err(PathError::MigrationDisabled);
+        }
         // The peer may have abandoned path IDs we never used: they are closed for good.
         self.mp.next_path_id = self.closed_ids.next_open(self.mp.next_path_id);
         let id = self.mp.next_path_id;

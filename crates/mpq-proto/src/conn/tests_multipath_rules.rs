@@ -61,13 +61,7 @@ fn run_to_close(pair: &mut Pair, limit: Duration) -> (Option<ConnectionError>, O
 
 fn confirmed_pair() -> Pair {
     let mut pair = Pair::new(mp_config(4));
-    assert!(pair.run_until(Duration::from_secs(2), |p| {
-        let mut done = false;
-        while let Some((_, e)) = p.client.poll_event() {
-            done |= e == Event::HandshakeConfirmed;
-        }
-        done
-    }));
+    assert!(confirm_handshake(&mut pair));
     assert!(client(&mut pair).is_multipath());
     pair
 }
@@ -263,4 +257,39 @@ fn ce_marks_reduce_the_window_without_loss() {
         assert!(p.ecn_ce > 0 && p.congestion_events > 0, "{p:?}");
         assert_eq!(p.lost_packets, 0);
     }
+}
+
+/// disable_active_migration forbids new paths to the server's handshake address, and only
+/// to it (draft-ietf-quic-multipath-21 §2.1).
+#[test]
+fn disable_active_migration_forbids_paths_to_the_handshake_address_only() {
+    let server_cfg = TransportConfig { disable_active_migration: true, ..mp_config(4) };
+    let mut pair = Pair::asymmetric(mp_config(4), server_cfg);
+    assert!(confirm_handshake(&mut pair));
+    let now = pair.now;
+    let server_addr = pair.server_addr;
+    assert_eq!(
+        client(&mut pair).open_path(now, Some(addr2()), server_addr, PathStatus::Available),
+        Err(PathError::MigrationDisabled)
+    );
+    let other: std::net::SocketAddr = "10.0.0.3:443".parse().expect("addr");
+    let mut opened = None;
+    pair.run_until(Duration::from_secs(1), |p| {
+        while p.client.poll_event().is_some() {}
+        let now = p.now;
+        opened = opened.or_else(|| client(p).open_path(now, Some(addr2()), other, PathStatus::Available).ok());
+        opened.is_some()
+    });
+    assert_eq!(opened, Some(1));
+}
+
+/// Runs until the client's handshake is confirmed.
+fn confirm_handshake(pair: &mut Pair) -> bool {
+    pair.run_until(Duration::from_secs(2), |p| {
+        let mut done = false;
+        while let Some((_, e)) = p.client.poll_event() {
+            done |= e == Event::HandshakeConfirmed;
+        }
+        done
+    })
 }
