@@ -68,8 +68,13 @@ impl Connection {
             let change = self.tls.write_handshake(&mut out);
             if !out.is_empty() {
                 let space = self.write_level.space();
-                match self.space_mut(space, 0) {
-                    Some(s) => s.crypto.write(&out),
+                let stream = if space == SpaceId::Data {
+                    Some(&mut self.one_rtt_crypto)
+                } else {
+                    self.space_mut(space, 0).map(|s| &mut s.crypto)
+                };
+                match stream {
+                    Some(s) => s.write(&out),
                     None => {
                         return Err(TransportError::new(
                             TransportErrorCode::INTERNAL_ERROR,

@@ -212,6 +212,9 @@ pub struct Connection {
     next_path_cursor: usize,
     /// The peer's address during the handshake (disable_active_migration applies to it).
     handshake_remote: SocketAddr,
+    /// The 1-RTT CRYPTO stream (session tickets). It belongs to the connection, not to a
+    /// path: its offsets continue whichever path carries it, and when paths go away.
+    one_rtt_crypto: space::CryptoStream,
     /// Server: 1-RTT packets that arrived before the handshake completed (RFC 9001 §5.7).
     early_one_rtt: Vec<recv::EarlyPacket>,
     /// Raw frame bytes the next 1-RTT packet carries as they are (tests of peer errors).
@@ -301,6 +304,7 @@ impl Connection {
             phase_acked_at: None,
             next_path_cursor: 0,
             handshake_remote: remote,
+            one_rtt_crypto: space::CryptoStream::default(),
             early_one_rtt: Vec::new(),
             mp: multipath::MultipathState::default(),
             scheduler: crate::sched::build(config.scheduler),

@@ -397,6 +397,12 @@ impl Connection {
                 };
                 self.on_ack_frame(now, level.space(), pi, &ack)?;
             }
+            Frame::Crypto { offset, data } if level == Level::OneRtt => {
+                self.one_rtt_crypto.on_recv(offset, data)?;
+                while let Some(bytes) = self.one_rtt_crypto.take_contiguous() {
+                    self.on_crypto_data(now, level, &bytes)?;
+                }
+            }
             Frame::Crypto { offset, data } => {
                 let pi = self.primary_path();
                 let space = self
@@ -576,7 +582,11 @@ impl Connection {
         for c in &frames.stream {
             self.streams.on_stream_chunk_acked(c);
         }
-        if space_id != SpaceId::Data {
+        if space_id == SpaceId::Data {
+            for r in &frames.crypto {
+                self.one_rtt_crypto.on_acked(r);
+            }
+        } else {
             let pi = self.primary_path();
             if let Some(space) = self.space_mut(space_id, pi) {
                 for r in &frames.crypto {
@@ -659,7 +669,11 @@ impl Connection {
         for c in &frames.stream {
             self.streams.on_stream_chunk_lost(c);
         }
-        if space_id != SpaceId::Data {
+        if space_id == SpaceId::Data {
+            for r in &frames.crypto {
+                self.one_rtt_crypto.on_lost(r);
+            }
+        } else {
             let pi = self.primary_path();
             if let Some(space) = self.space_mut(space_id, pi) {
                 for r in &frames.crypto {

@@ -452,6 +452,7 @@ impl Connection {
             || self.mp.paths_blocked.is_some()
             || !self.mp.cids_blocked.is_empty()
             || (self.handshake_complete && self.streams.has_pending_data())
+            || self.one_rtt_crypto.has_pending()
     }
 
     /// An ACK must go out now in a handshake space, or in the data space of path `pi`
@@ -754,6 +755,15 @@ impl Connection {
             Frame::HandshakeDone.encode(buf);
             frames.control.push(Control::HandshakeDone);
             self.handshake_done_pending = false;
+            out.eliciting = true;
+        }
+        // 1-RTT CRYPTO (session tickets), on whichever path sends first.
+        while end > buf.len() + 16 {
+            let hdr = 1 + 8 + 4; // type, offset, length: the worst case
+            let Some(r) = self.one_rtt_crypto.next_range((end - buf.len()).saturating_sub(hdr)) else { break };
+            frame::encode_crypto_header(buf, r.start, (r.end - r.start) as usize);
+            buf.extend_from_slice(self.one_rtt_crypto.data(&r));
+            frames.crypto.push(r);
             out.eliciting = true;
         }
         out.eliciting |= self.write_cid_frames(buf, end, frames);

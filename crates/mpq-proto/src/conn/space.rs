@@ -126,6 +126,12 @@ impl CryptoStream {
         self.on_lost(&sent);
     }
 
+    /// Bytes written, and bytes received in order (tests).
+    #[cfg(test)]
+    pub fn offsets(&self) -> (u64, u64) {
+        (self.send_buf.len() as u64, self.recv_offset)
+    }
+
     /// True when every byte written has been acknowledged.
     #[cfg(test)]
     pub fn all_acked(&self) -> bool {

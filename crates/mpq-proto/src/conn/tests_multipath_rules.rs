@@ -293,3 +293,15 @@ fn confirm_handshake(pair: &mut Pair) -> bool {
         done
     })
 }
+
+/// The server's session tickets travel in 1-RTT CRYPTO frames on the connection's CRYPTO
+/// stream (not a path's), and arrive whole.
+#[test]
+fn session_tickets_are_sent_and_received() {
+    let mut pair = confirmed_pair();
+    pair.run_until(Duration::from_millis(500), |_| false);
+    let sent = server(&mut pair).one_rtt_crypto.offsets().0;
+    assert!(sent > 0, "rustls wrote no session ticket");
+    assert!(server(&mut pair).one_rtt_crypto.all_acked());
+    assert_eq!(client(&mut pair).one_rtt_crypto.offsets().1, sent);
+}
