@@ -28,6 +28,8 @@ use super::{Connection, EndpointEvent, Event, State};
 pub(crate) const MAX_PATH_ID_LIMIT: u64 = u32::MAX as u64;
 /// PATH_ABANDON error code: the path's validation failed or it stopped working (§7).
 pub(crate) const PATH_UNSTABLE_OR_POOR: u64 = 0x3e76;
+/// PATH_ABANDON error code: no room for another path (§7).
+pub(crate) const PATH_RESOURCE_LIMIT_REACHED: u64 = 0x3e75;
 /// Most connection IDs we issue per path ID.
 const MAX_CIDS_PER_PATH: u64 = 4;
 /// Consecutive PTOs after which a potentially failed path is abandoned, when another path works.
@@ -183,6 +185,25 @@ impl Connection {
             && (self.paths.len() as u64) < self.config.max_concurrent_paths
             && self.peer_cids.get(&id).is_some_and(|p| p.has_cid())
             && self.state == State::Established
+    }
+
+    /// Whether a packet on the unknown path `id` opens a path we will refuse for lack of
+    /// room (§3.1: we then say so with PATH_ABANDON rather than let validation time out).
+    pub(crate) fn would_refuse_path(&self, id: u64) -> bool {
+        self.mp.enabled
+            && self.side == Side::Server
+            && self.state == State::Established
+            && id <= self.mp.local_max
+            && !self.path_id_closed(id)
+            && (self.paths.len() as u64) >= self.config.max_concurrent_paths
+    }
+
+    /// Refuses the path the peer opened on `id` with an authenticated packet: PATH_ABANDON
+    /// goes out on another path and the ID is closed.
+    pub(crate) fn refuse_path(&mut self, now: Instant, id: u64) {
+        tracing::debug!(side = ?self.side, id, "no room for the peer's new path: abandoning it");
+        self.mp.pending.push(Control::PathAbandon(id, PATH_RESOURCE_LIMIT_REACHED));
+        self.retire_path_id(now, id);
     }
 
     /// Creates the state of a path the peer opened with an authenticated packet.

@@ -134,6 +134,11 @@ impl Connection {
             }
         } else if !self.may_accept_path(path_id) {
             self.stats.dropped_packets += 1;
+            if self.would_refuse_path(path_id)
+                && matches!(self.unprotect(now, level, path_id, parsed, pkt), Ok(Some(_)))
+            {
+                self.refuse_path(now, path_id);
+            }
             return;
         }
         // RFC 9001 §5.7: a server must not process 1-RTT packets before its handshake

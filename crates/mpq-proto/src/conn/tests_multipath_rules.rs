@@ -305,3 +305,27 @@ fn session_tickets_are_sent_and_received() {
     assert!(server(&mut pair).one_rtt_crypto.all_acked());
     assert_eq!(client(&mut pair).one_rtt_crypto.offsets().1, sent);
 }
+
+/// A server with no room for another path abandons the client's new one at once
+/// (PATH_RESOURCE_LIMIT_REACHED) instead of letting its validation time out.
+#[test]
+fn server_without_room_abandons_the_new_path() {
+    let server_cfg = TransportConfig { max_concurrent_paths: 1, ..mp_config(4) };
+    let mut pair = Pair::asymmetric(mp_config(4), server_cfg);
+    assert!(confirm_handshake(&mut pair));
+    let mut id = None;
+    let server_addr = pair.server_addr;
+    let mut abandoned = None;
+    pair.run_until(Duration::from_secs(1), |p| {
+        let now = p.now;
+        while let Some((_, e)) = p.client.poll_event() {
+            if let Event::Path(PathEvent::Abandoned { id, error_code, by_peer: true }) = e {
+                abandoned = Some((id, error_code));
+            }
+        }
+        id = id.or_else(|| client(p).open_path(now, Some(addr2()), server_addr, PathStatus::Available).ok());
+        abandoned.is_some()
+    });
+    assert_eq!(abandoned, Some((1, 0x3e75)));
+    assert_eq!(server(&mut pair).path_ids(), vec![0]);
+}
