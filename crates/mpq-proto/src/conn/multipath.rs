@@ -234,7 +234,7 @@ impl Connection {
     fn new_challenge(&mut self) -> Challenge {
         let mut data = [0u8; 8];
         self.rng.fill_bytes(&mut data);
-        Challenge { data, send_pending: true, sent_at: None, fail_at: None }
+        Challenge { data, send_pending: true, sent_at: None, fail_at: None, full_size: false }
     }
 
     /// An authenticated, newest packet of a known path came from another address: NAT
@@ -276,9 +276,19 @@ impl Connection {
         };
         let _ = path_id;
         let initial_rtt = self.config.initial_rtt;
+        let recheck = self.new_challenge();
         let path = &mut self.paths[pi];
+        let full_size = path.challenge.is_some_and(|c| c.full_size);
         path.challenge = None;
         path.validated = true;
+        if !full_size {
+            // The address is validated, but the anti-amplification limit kept the challenge
+            // under 1200 bytes: challenge again, padded now that the limit is lifted
+            // (RFC 9000 §8.2.1, draft-ietf-quic-multipath-21 §3.1.2).
+            tracing::debug!(id = path.id, "address validated; checking 1200-byte datagrams");
+            path.challenge = Some(recheck);
+            return;
+        }
         if path.rebind_from.take().is_some() {
             // §3.1.3: after a rebinding, the new address gets fresh congestion and RTT state.
             path.cc = crate::cc::build(self.config.cc, &self.config.cc_config, u64::from(path.mtu));

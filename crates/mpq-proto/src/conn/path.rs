@@ -81,6 +81,9 @@ pub(crate) struct Challenge {
     pub sent_at: Option<Instant>,
     /// Validation fails if no PATH_RESPONSE arrives by then (set on first send).
     pub fail_at: Option<Instant>,
+    /// The last datagram carrying it had at least 1200 bytes (RFC 9000 §8.2.1: a path is
+    /// only validated once that size is known to get through).
+    pub full_size: bool,
 }
 
 /// State of one path.

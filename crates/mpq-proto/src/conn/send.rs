@@ -363,6 +363,13 @@ impl Connection {
             buf.resize(buf.len() + (target - end), 0);
             p.padded = true;
         }
+        if p.probing_path {
+            // Whether this PATH_CHALLENGE also shows that 1200 bytes get through.
+            let size = buf.len() + TAG_LEN - dg_start;
+            if let Some(c) = self.paths[pi].challenge.as_mut().filter(|c| c.sent_at == Some(now)) {
+                c.full_size = size >= crate::MIN_INITIAL_SIZE;
+            }
+        }
         self.seal(now, buf, p, pi);
         (buf.len() - dg_start, long)
     }

@@ -329,3 +329,31 @@ fn server_without_room_abandons_the_new_path() {
     assert_eq!(abandoned, Some((1, 0x3e75)));
     assert_eq!(server(&mut pair).path_ids(), vec![0]);
 }
+
+/// After a NAT rebinding announced by a tiny packet, the anti-amplification limit keeps the
+/// server's first PATH_CHALLENGE under 1200 bytes: the address is validated by the answer,
+/// and a second, full-size challenge then checks the datagram size (RFC 9000 §8.2.1).
+#[test]
+fn small_challenge_is_followed_by_a_full_size_one() {
+    let mut pair = confirmed_pair();
+    pair.run_until(Duration::from_millis(300), |_| false);
+    // The client's NAT picks a new port; its next packet is a lone PING.
+    pair.client_addr = "10.0.0.1:5555".parse().expect("addr");
+    client(&mut pair).injected = vec![0x01];
+    let mut sizes = Vec::new();
+    let mut last_sent = None;
+    let new_addr = pair.client_addr;
+    // Watch the server's challenges until the path is validated again.
+    let validated = pair.run_until(Duration::from_secs(2), |p| {
+        let s = server(p);
+        if let Some(c) = s.paths[0].challenge.filter(|c| c.sent_at.is_some() && c.sent_at != last_sent) {
+            last_sent = c.sent_at;
+            sizes.push(c.full_size);
+        }
+        s.paths[0].remote == new_addr && s.paths[0].validated && s.paths[0].challenge.is_none()
+    });
+    assert!(validated, "the rebound path was not validated");
+    assert!(sizes.contains(&false) && sizes.last() == Some(&true), "challenges (full size?): {sizes:?}");
+    // Data flows on the new address.
+    run_upload(&mut pair, 100_000, Duration::from_secs(5));
+}
