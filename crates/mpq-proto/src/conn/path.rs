@@ -43,6 +43,8 @@ pub struct PathStats {
     pub pto_count: u64,
     /// PATH_ACK frames this path carried for packets of other paths.
     pub acks_for_other_paths: u64,
+    /// PATH_ACK frames received on this path that acknowledged packets of other paths.
+    pub rx_acks_for_other_paths: u64,
     /// Pacing rate in bytes per second (cwnd / smoothed RTT).
     pub pacing_rate: f64,
     /// Lifecycle: "validating", "active", "abandoned".
