@@ -32,7 +32,8 @@ impl App for PerfServer {
             runner::attach_qlog(ep, h, &self.qlog_dir);
         }
         while let Some((h, ev)) = ep.poll_event() {
-            if matches!(ev, Event::ConnectionLost(_)) {
+            if let Event::ConnectionLost(e) = &ev {
+                runner::report_connection_end(ep, h, e);
                 self.streams.retain(|(ch, _), _| *ch != h);
             }
         }
@@ -207,7 +208,9 @@ pub fn paths_json(stats: &mpq_proto::conn::ConnectionStats) -> Vec<serde_json::V
         .map(|p| {
             json!({"path_id": p.path_id, "tx_bytes": p.tx_bytes, "rx_bytes": p.rx_bytes, "rtt_ms": p.rtt_ms,
                    "lost_packets": p.lost_packets, "cwnd": p.cwnd, "tx_packets": p.tx_packets,
-                   "rx_packets": p.rx_packets, "pacing_rate": p.pacing_rate, "state": p.state})
+                   "rx_packets": p.rx_packets, "pacing_rate": p.pacing_rate, "state": p.state,
+                   "backup": p.backup, "acks_for_other_paths": p.acks_for_other_paths,
+                   "rx_acks_for_other_paths": p.rx_acks_for_other_paths})
         })
         .collect()
 }
