@@ -294,5 +294,6 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             100.0 * cpu / secs
         );
     }
-    Ok(())
+    // After the summary, so that its statistics show what happened.
+    app.paths.finish()
 }
