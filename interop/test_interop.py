@@ -524,6 +524,11 @@ def check_key_update(client: str, server: str, client_log: str, srv: Server, con
 MP_LOCALS = ("127.0.0.1:0", "127.0.0.2:0")
 # An Available second path must have received more than probes and ACKs: stream data.
 MP_DATA_MIN = 16 * 1024
+# A noq server (the sender of a download) moves data to path 1 only once path 0 is busy,
+# which a 10 MiB loopback download (~0.1 s with an mpq client) does not always reach:
+# 13 KiB of 10 MiB on path 1 was seen. Stream data on path 1 from a noq sender is
+# required from this size on (the 50 MiB cases), from an mpq sender always.
+MP_NOQ_SENDER_DATA_FROM = 50 * 1024 * 1024
 # How long an mpq server may take to print its "connection ended" line after the client
 # exited (it needs the client's CONNECTION_CLOSE; generous for a loaded machine).
 CONN_END_TIMEOUT = 20.0
@@ -683,7 +688,8 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
     assert len(paths) >= 2, f"expected two paths, got {stats.get('paths')}{context}"
     for pid, p in paths.items():
         assert p["rx_bytes"] > 0, f"path {pid} received nothing: {stats}{context}"
-    if not case.backup and case.abandon_after_ms is None:
+    size = sum(FILES[name][0] for name in case.files)
+    if not case.backup and case.abandon_after_ms is None and (server != "noq" or size >= MP_NOQ_SENDER_DATA_FROM):
         second = [p for pid, p in paths.items() if pid != 0]
         assert any(p["rx_bytes"] >= MP_DATA_MIN for p in second), (
             f"second path received under {MP_DATA_MIN} bytes (no stream data on it?): {stats}{context}"
@@ -724,7 +730,13 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
     if case.ack_policy:
         check_path_acks(client, server, paths, sstats, context)
 
-    summary = ", ".join(f"path {pid} rx={p['rx_bytes']} tx={p['tx_bytes']}" for pid, p in sorted(paths.items()))
+    def describe_path(pid: int, p: dict) -> str:
+        text = f"path {pid} rx={p['rx_bytes']} tx={p['tx_bytes']}"
+        if client == "mpq":
+            text += f" {p['state']} acks_out={p['acks_for_other_paths']} acks_in={p['rx_acks_for_other_paths']}"
+        return text
+
+    summary = ", ".join(describe_path(pid, p) for pid, p in sorted(paths.items()))
     print(f"{case.name} {client}->{server}: {elapsed:.2f}s; {summary}{extra}")
 
 
