@@ -110,6 +110,9 @@ check_mptcp() { # counters before, counters after
         echo "[bench-mptcp] WARNING: the MPTCP run negotiated no MPTCP connection (fell back to TCP?)" >&2
     elif [ "$join_ack" -lt 1 ]; then
         echo "[bench-mptcp] WARNING: the MPTCP run used ONE subflow only (no MP_JOIN completed): its figure is not a two-path one" >&2
+    elif [ "$join_ack" -lt "$capable" ]; then
+        # iperf3 opens two connections (control and data); each should have joined.
+        echo "[bench-mptcp] WARNING: $capable MPTCP connections but only $join_ack MP_JOIN completed: the data connection may have had one subflow" >&2
     fi
 }
 
