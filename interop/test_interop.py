@@ -273,15 +273,13 @@ class Server:
                 self._lines.put(line)
         self._lines.put(None)
 
-    def wait_listening(self, timeout: float = READY_TIMEOUT) -> int:
-        """Block until the server prints "listening on HOST:PORT"; return PORT."""
+    def wait_stdout(self, pattern: re.Pattern[str], timeout: float, what: str) -> re.Match[str]:
+        """Block until a stdout line matches pattern (lines are consumed); return the match."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(
-                    f"server did not print 'listening on' within {timeout}s\n{self.describe()}"
-                )
+                raise AssertionError(f"server did not print {what} within {timeout}s\n{self.describe()}")
             try:
                 line = self._lines.get(timeout=remaining)
             except queue.Empty:
@@ -289,11 +287,38 @@ class Server:
             if line is None:
                 self.proc.wait(timeout=SHUTDOWN_TIMEOUT)
                 raise AssertionError(
-                    f"server exited (code {self.proc.returncode}) before listening\n{self.describe()}"
+                    f"server exited (code {self.proc.returncode}) before printing {what}\n{self.describe()}"
                 )
-            m = LISTENING_RE.search(line)
+            m = pattern.search(line)
             if m:
-                return int(m.group(2))
+                return m
+
+    def wait_listening(self, timeout: float = READY_TIMEOUT) -> int:
+        """Block until the server prints "listening on HOST:PORT"; return PORT."""
+        return int(self.wait_stdout(LISTENING_RE, timeout, "'listening on'").group(2))
+
+    def wait_stderr(self, pattern: re.Pattern[str], timeout: float, what: str) -> re.Match[str]:
+        """Block until the server's stderr (a file) has a line matching pattern.
+
+        stderr goes straight to a file so that nothing can block the server; this re-reads
+        the file every 50 ms until the line is there or the deadline passes.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            m = pattern.search(self.stderr())
+            if m:
+                return m
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"server did not print {what} within {timeout}s\n{self.describe()}")
+            if self.proc.poll() is not None:
+                # One last read: the process may have written the line as it exited.
+                m = pattern.search(self.stderr())
+                if m:
+                    return m
+                raise AssertionError(
+                    f"server exited (code {self.proc.returncode}) before printing {what}\n{self.describe()}"
+                )
+            time.sleep(0.05)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -493,10 +518,21 @@ def check_key_update(client: str, server: str, client_log: str, srv: Server, con
 # from 127.0.0.2 (noq sends all paths through one wildcard-bound socket and picks the
 # source IP per path; see noq-peer/src/main.rs). It prints one JSON line of per-path
 # stats; every case checks negotiation, the per-path byte counts and the file digest.
+# An mpq server prints one "connection ended: {json}" line per connection on stderr, with
+# the same per-path stats as its client's JSON: cases with mpq as server check it too.
 
 MP_LOCALS = ("127.0.0.1:0", "127.0.0.2:0")
 # An Available second path must have received more than probes and ACKs: stream data.
 MP_DATA_MIN = 16 * 1024
+# A noq server (the sender of a download) moves data to path 1 only once path 0 is busy,
+# which a 10 MiB loopback download (~0.1 s with an mpq client) does not always reach:
+# 13 KiB of 10 MiB on path 1 was seen. Stream data on path 1 from a noq sender is
+# required from this size on (the 50 MiB cases), from an mpq sender always.
+MP_NOQ_SENDER_DATA_FROM = 50 * 1024 * 1024
+# How long an mpq server may take to print its "connection ended" line after the client
+# exited (it needs the client's CONNECTION_CLOSE; generous for a loaded machine).
+CONN_END_TIMEOUT = 20.0
+CONN_END_RE = re.compile(r"^connection ended: (\{.*\})$", re.M)
 
 
 @dataclass(frozen=True)
@@ -505,23 +541,30 @@ class MpCase:
     files: tuple[str, ...]
     timeout: float
     backup: bool = False  # open the second path with status backup
-    abandon_after_ms: int | None = None  # close the second path mid-transfer
+    abandon_after_ms: int | None = None  # close the second path this long after it opened
+    ack_policy: str | None = None  # mpq's --ack-policy (noq has no such knob)
+    pairs: tuple[tuple[str, str], ...] | None = None  # default: MP_PAIRS
 
+
+MP_PAIRS = [("noq", "noq"), ("noq", "mpq"), ("mpq", "noq")]
 
 MP_CASES = [
     MpCase("mp_two_paths", ("10mb.bin",), 40.0),
     # Long enough for PTOs / "potentially failed" paths and cross-path retransmission.
     MpCase("mp_two_paths_50mb", ("50mb.bin",), 60.0),
     MpCase("mp_backup", ("10mb.bin",), 40.0, backup=True),
-    MpCase("mp_abandon", ("10mb.bin",), 40.0, abandon_after_ms=50),
+    # 50 MiB so that the abandon (50 ms after path 1 was validated) lands mid-transfer even
+    # for mpq's client, which fetches 10 MiB over loopback in ~40 ms.
+    MpCase("mp_abandon", ("50mb.bin",), 60.0, abandon_after_ms=50),
+    # mpq puts every PATH_ACK on the lowest-RTT path, so the other path's ACKs cross over;
+    # noq as the receiver has to take them. noq-noq has nothing to configure here.
+    MpCase("mp_path_ack", ("10mb.bin",), 40.0, ack_policy="lowest-rtt", pairs=(("noq", "mpq"), ("mpq", "noq"))),
 ]
-
-MP_PAIRS = [("noq", "noq"), ("noq", "mpq"), ("mpq", "noq")]
 
 
 def _mp_params():
     for case in MP_CASES:
-        for client, server in MP_PAIRS:
+        for client, server in case.pairs or MP_PAIRS:
             marks = [pytest.mark.multipath]
             if "mpq" in (client, server):
                 marks.append(pytest.mark.mpq)
@@ -537,10 +580,13 @@ def loopback_alias_available() -> bool:
         return False
 
 
-def mp_server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: Path) -> list[str]:
+def mp_server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: Path, case: MpCase) -> list[str]:
     if impl == "noq":
         return [str(noq_path()), "server", "--listen", f"127.0.0.1:{port}", "--root", str(root)]
-    return server_cmd(impl, port, root, tls, logdir)
+    cmd = server_cmd(impl, port, root, tls, logdir)
+    if impl == "mpq" and case.ack_policy:
+        cmd += ["--ack-policy", case.ack_policy]
+    return cmd
 
 
 def mp_client_cmd(impl: str, urls: list[str], out: Path, case: MpCase) -> list[str]:
@@ -562,6 +608,8 @@ def mp_client_cmd(impl: str, urls: list[str], out: Path, case: MpCase) -> list[s
             cmd.append("--backup-paths")
         if case.abandon_after_ms is not None:
             cmd += ["--abandon-after-ms", str(case.abandon_after_ms)]
+        if case.ack_policy:
+            cmd += ["--ack-policy", case.ack_policy]
         return cmd
     raise ValueError(impl)
 
@@ -577,6 +625,21 @@ def parse_json_line(log: str) -> dict | None:
             except ValueError:
                 continue
     return None
+
+
+def mpq_server_conn_stats(srv: Server, context: str) -> dict:
+    """The JSON of the mpq server's "connection ended" line (waits for it)."""
+    import json
+
+    m = srv.wait_stderr(CONN_END_RE, CONN_END_TIMEOUT, "'connection ended: {...}'")
+    try:
+        return json.loads(m.group(1))
+    except ValueError as exc:
+        raise AssertionError(f"bad 'connection ended' JSON ({exc}): {m.group(1)}{context}") from None
+
+
+def by_path_id(stats: dict) -> dict[int, dict]:
+    return {p["path_id"]: p for p in stats.get("paths", [])}
 
 
 @pytest.mark.parametrize("case,client,server", list(_mp_params()))
@@ -596,7 +659,7 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
     env.pop("SSLKEYLOGFILE", None)
     client_env = dict(env, SSLKEYLOGFILE=str(logdir / "client.keylog"))
 
-    srv = start_server(mp_server_cmd(server, free_udp_port, root, tls_files, logdir), env)
+    srv = start_server(mp_server_cmd(server, free_udp_port, root, tls_files, logdir, case), env)
     port = srv.wait_listening()
     urls = [f"https://127.0.0.1:{port}/{name}" for name in case.files]
     cmd = mp_client_cmd(client, urls, out, case)
@@ -621,11 +684,12 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
     stats = parse_json_line(client_log)
     assert stats is not None, f"client printed no JSON stats line{context}"
     assert stats.get("multipath") is True, f"multipath was not negotiated: {stats}{context}"
-    paths = {p["path_id"]: p for p in stats.get("paths", [])}
+    paths = by_path_id(stats)
     assert len(paths) >= 2, f"expected two paths, got {stats.get('paths')}{context}"
     for pid, p in paths.items():
         assert p["rx_bytes"] > 0, f"path {pid} received nothing: {stats}{context}"
-    if not case.backup and case.abandon_after_ms is None:
+    size = sum(FILES[name][0] for name in case.files)
+    if not case.backup and case.abandon_after_ms is None and (server != "noq" or size >= MP_NOQ_SENDER_DATA_FROM):
         second = [p for pid, p in paths.items() if pid != 0]
         assert any(p["rx_bytes"] >= MP_DATA_MIN for p in second), (
             f"second path received under {MP_DATA_MIN} bytes (no stream data on it?): {stats}{context}"
@@ -642,5 +706,76 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
         assert "handshake completed alpn=hq-interop multipath=true" in client_log, f"no multipath handshake line{context}"
         assert re.search(r"client: path [1-9]\d* established", client_log), f"second path never established{context}"
 
-    summary = ", ".join(f"path {pid} rx={p['rx_bytes']} tx={p['tx_bytes']}" for pid, p in sorted(paths.items()))
-    print(f"{case.name} {client}->{server}: {elapsed:.2f}s; {summary}")
+    extra = ""
+    if server == "mpq":
+        # The server's own view of the connection: the same paths, seen from the other end.
+        sstats = mpq_server_conn_stats(srv, context)
+        context += f"\n--- mpq server connection stats ---\n{sstats}"
+        spaths = by_path_id(sstats)
+        assert sstats.get("multipath") is True, f"mpq server: multipath not negotiated{context}"
+        assert len(spaths) >= 2, f"mpq server saw fewer than two paths{context}"
+        if case.backup:
+            assert any(p.get("backup") for pid, p in spaths.items() if pid != 0), (
+                f"mpq server never got PATH_STATUS_BACKUP for the second path{context}"
+            )
+        extra = "; server " + ", ".join(
+            f"path {pid} tx={p['tx_bytes']} {p['state']} acks_out={p['acks_for_other_paths']}"
+            f" acks_in={p['rx_acks_for_other_paths']}" for pid, p in sorted(spaths.items())
+        )
+    else:
+        sstats = None
+
+    if case.abandon_after_ms is not None:
+        check_abandon(client, server, client_log, paths, sstats, srv, context)
+    if case.ack_policy:
+        check_path_acks(client, server, paths, sstats, context)
+
+    def describe_path(pid: int, p: dict) -> str:
+        text = f"path {pid} rx={p['rx_bytes']} tx={p['tx_bytes']}"
+        if client == "mpq":
+            text += f" {p['state']} acks_out={p['acks_for_other_paths']} acks_in={p['rx_acks_for_other_paths']}"
+        return text
+
+    summary = ", ".join(describe_path(pid, p) for pid, p in sorted(paths.items()))
+    print(f"{case.name} {client}->{server}: {elapsed:.2f}s; {summary}{extra}")
+
+
+def check_abandon(client: str, server: str, client_log: str, paths: dict[int, dict], sstats: dict | None, srv: Server, context: str) -> None:
+    """The client abandoned path 1 mid-transfer: both ends must show it."""
+    if client == "mpq":
+        assert re.search(r"^abandoned path [1-9]\d* \(PATH_ABANDON queued\)", client_log, re.M), (
+            f"mpq client did not abandon a path{context}"
+        )
+        abandoned = [pid for pid, p in paths.items() if pid != 0 and p.get("state") == "abandoned"]
+        assert abandoned, f"mpq client's JSON shows no abandoned path{context}"
+        assert paths[0].get("state") == "active", f"path 0 is not active at the end{context}"
+    else:
+        assert re.search(r"^closed path [1-9]\d* after \d+ ms", client_log, re.M), (
+            f"noq client did not close its second path{context}"
+        )
+        assert re.search(r"^client: path [1-9]\d* abandoned", client_log, re.M), (
+            f"noq client reported no abandoned path{context}"
+        )
+    if server == "mpq":
+        assert sstats is not None
+        spaths = by_path_id(sstats)
+        assert any(pid != 0 and p.get("state") == "abandoned" for pid, p in spaths.items()), (
+            f"mpq server did not see the second path abandoned{context}"
+        )
+    else:
+        # noq logs the PATH_ABANDON it received from an event task: wait for the line.
+        srv.wait_stderr(re.compile(r"^server: path [1-9]\d* abandoned", re.M), CONN_END_TIMEOUT,
+                        "'server: path N abandoned'")
+
+
+def check_path_acks(client: str, server: str, paths: dict[int, dict], sstats: dict | None, context: str) -> None:
+    """mpq ran with an ACK policy that moves PATH_ACKs off their own path: some must have
+    crossed, and the noq peer must have taken them (the transfer finished byte-exact)."""
+    mpq_paths = paths if client == "mpq" else by_path_id(sstats or {})
+    sent = sum(p.get("acks_for_other_paths", 0) for p in mpq_paths.values())
+    assert sent > 0, f"mpq sent no PATH_ACK on another path than the one it acknowledges{context}"
+    if client == "noq":
+        # noq's client sends nearly all its packets on path 0 (path 1 only carries its
+        # validation), so its PATH_ACKs for path 1 arrive on path 0: mpq must count them.
+        got = sum(p.get("rx_acks_for_other_paths", 0) for p in mpq_paths.values())
+        assert got > 0, f"mpq server received no PATH_ACK for one path on another{context}"

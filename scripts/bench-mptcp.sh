@@ -6,6 +6,10 @@
 # (10.101.1.0/24 and 10.101.2.0/24); every veth end is shaped with
 #   tc qdisc add dev IF root tbf rate 500mbit burst 125000 latency 5ms
 # The namespaces are removed on exit, whatever happens.
+# Checks, printed as WARNING lines on stderr (the figures are still printed): the MPTCP run
+# really negotiated MPTCP and completed an MP_JOIN, i.e. used two subflows (the server
+# namespace's MPTcpExt* counters, read with nstat before and after), and two-path mpq
+# reached at least the MPTCP goodput (ratio >= 1).
 #
 # Usage: scripts/bench-mptcp.sh [SECONDS]   (root; MPQ_BIN defaults to target/release/mpq)
 # Needs iperf3 and mptcpize: scripts/setup-bench.sh installs them.
@@ -87,10 +91,42 @@ mpq_run() { # label, client args...
     echo "$label $bps"
 }
 
+# MPTCP counters of the server namespace (/proc/net/netstat is per namespace), absolute.
+MPTCP_COUNTERS=(MPTcpExtMPCapableSYNRX MPTcpExtMPJoinSynRx MPTcpExtMPJoinAckRx)
+mptcp_counters() {
+    local c
+    for c in "${MPTCP_COUNTERS[@]}"; do
+        ip netns exec "$SRV" nstat -asz "$c" 2>/dev/null | awk -v c="$c" '$1 == c {v = $2} END {printf "%d ", v}'
+    done
+}
+
+# Did the MPTCP run really use MPTCP with a second subflow? (A client without MPTCP falls
+# back to plain TCP silently; a missing endpoint or limit leaves one subflow.)
+check_mptcp() { # counters before, counters after
+    local -a b=($1) a=($2)
+    local capable=$(( a[0] - b[0] )) join_syn=$(( a[1] - b[1] )) join_ack=$(( a[2] - b[2] ))
+    echo "[bench-mptcp] MPTCP server counters during the run: MP_CAPABLE SYNs $capable, MP_JOIN SYNs $join_syn, MP_JOIN ACKs $join_ack" >&2
+    if [ "$capable" -lt 1 ]; then
+        echo "[bench-mptcp] WARNING: the MPTCP run negotiated no MPTCP connection (fell back to TCP?)" >&2
+    elif [ "$join_ack" -lt 1 ]; then
+        echo "[bench-mptcp] WARNING: the MPTCP run used ONE subflow only (no MP_JOIN completed): its figure is not a two-path one" >&2
+    elif [ "$join_ack" -lt "$capable" ]; then
+        # iperf3 opens two connections (control and data); each should have joined.
+        echo "[bench-mptcp] WARNING: $capable MPTCP connections but only $join_ack MP_JOIN completed: the data connection may have had one subflow" >&2
+    fi
+}
+
 echo "[bench-mptcp] ${SECS}s per run, every veth end shaped to $RATE" >&2
 results=()
 results+=("$(iperf_run tcp env)")
-results+=("$(iperf_run mptcp mptcpize run)")
+if command -v nstat >/dev/null; then
+    before="$(mptcp_counters)"
+    results+=("$(iperf_run mptcp mptcpize run)")
+    check_mptcp "$before" "$(mptcp_counters)"
+else
+    results+=("$(iperf_run mptcp mptcpize run)")
+    echo "[bench-mptcp] WARNING: nstat (iproute2) missing: cannot check that MPTCP used two subflows" >&2
+fi
 results+=("$(mpq_run mpq-1path --no-multipath)")
 results+=("$(mpq_run mpq-2path --local 10.101.1.1:0 --local 10.101.2.1:0 --server-addr 10.101.2.2:4433 --path-mode pairs)")
 
@@ -102,5 +138,9 @@ base = vals["tcp"]
 print(f"{'run':<10} {'Gbit/s':>8} {'vs TCP':>8}")
 for k, v in vals.items():
     print(f"{k:<10} {v/1e9:8.3f} {v/base:8.2f}")
-print(f"mpq-2path / mptcp = {vals['mpq-2path']/vals['mptcp']:.2f}")
+ratio = vals['mpq-2path'] / vals['mptcp']
+print(f"mpq-2path / mptcp = {ratio:.2f}")
+if ratio < 1:
+    print(f"[bench-mptcp] WARNING: two-path mpq reached only {ratio:.2f}x the MPTCP goodput (target >= 1)",
+          file=sys.stderr)
 PY

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: Rust unit, property and simulator tests, clippy, then the
-# interoperability suite (aioquic and quic-go peers over loopback UDP) against a release build.
+# interoperability suite (aioquic and quic-go peers, noq multipath peer, mpq against itself; all
+# over loopback UDP) against a release build.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -13,5 +14,5 @@ echo "== cargo test"
 cargo test --workspace --locked
 echo "== release build for interop"
 cargo build --release --locked -p mpq
-echo "== interop (aioquic, quic-go)"
+echo "== interop (aioquic, quic-go, noq multipath, mpq multi-address CLI)"
 MPQ_BIN="$PWD/target/release/mpq" INTEROP_REQUIRE_MPQ=1 interop/run.sh

@@ -101,8 +101,8 @@ pub struct PathArgs {
     /// Ask the server to use the extra paths only as backups (PATH_STATUS_BACKUP).
     #[arg(long)]
     pub backup_paths: bool,
-    /// Abandon the extra paths (PATH_ABANDON) this many milliseconds after the handshake,
-    /// and do not reopen them (tests handover to path 0).
+    /// Abandon the extra paths (PATH_ABANDON) this many milliseconds after the first of them
+    /// was validated, and do not reopen them (tests handover to path 0).
     #[arg(long, value_name = "MS")]
     pub abandon_after_ms: Option<u64>,
 }

@@ -231,7 +231,8 @@ pub fn run(args: ClientArgs) -> Result<()> {
         });
         println!("{out}");
     }
-    Ok(())
+    // After the summary, so that its statistics show what happened.
+    app.paths.finish()
 }
 
 #[cfg(test)]

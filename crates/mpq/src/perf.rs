@@ -32,7 +32,8 @@ impl App for PerfServer {
             runner::attach_qlog(ep, h, &self.qlog_dir);
         }
         while let Some((h, ev)) = ep.poll_event() {
-            if matches!(ev, Event::ConnectionLost(_)) {
+            if let Event::ConnectionLost(e) = &ev {
+                runner::report_connection_end(ep, h, e);
                 self.streams.retain(|(ch, _), _| *ch != h);
             }
         }
@@ -199,17 +200,11 @@ impl App for PerfClient {
     }
 }
 
-/// The per-path part of the JSON summaries.
+/// The per-path part of the JSON summaries: every field of [`mpq_proto::conn::PathStats`]
+/// (path_id, tx_bytes, rx_bytes, rtt_ms, lost_packets, cwnd, pacing_rate, state, backup,
+/// the cross-path ACK and flow-control counters, ECN state and CE marks, ...).
 pub fn paths_json(stats: &mpq_proto::conn::ConnectionStats) -> Vec<serde_json::Value> {
-    stats
-        .paths
-        .iter()
-        .map(|p| {
-            json!({"path_id": p.path_id, "tx_bytes": p.tx_bytes, "rx_bytes": p.rx_bytes, "rtt_ms": p.rtt_ms,
-                   "lost_packets": p.lost_packets, "cwnd": p.cwnd, "tx_packets": p.tx_packets,
-                   "rx_packets": p.rx_packets, "pacing_rate": p.pacing_rate, "state": p.state})
-        })
-        .collect()
+    stats.paths.iter().map(|p| serde_json::to_value(p).unwrap_or_default()).collect()
 }
 
 /// CPU time used by this process (user + system), in seconds.
@@ -291,5 +286,6 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             100.0 * cpu / secs
         );
     }
-    Ok(())
+    // After the summary, so that its statistics show what happened.
+    app.paths.finish()
 }

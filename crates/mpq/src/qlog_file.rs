@@ -42,6 +42,12 @@ impl QlogSink for QlogFile {
         let _ = self.out.write_all(b"\x1e");
         let _ = serde_json::to_writer(&mut self.out, &ev);
         let _ = self.out.write_all(b"\n");
+        // Connectivity events (state, paths, close) are rare: flush at each, so that the file
+        // is readable up to the last one while the process is still running, e.g. on a
+        // server whose connections end long before it does.
+        if name.starts_with("connectivity:") {
+            let _ = self.out.flush();
+        }
     }
 }
 

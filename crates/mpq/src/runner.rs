@@ -14,7 +14,7 @@ use mpq_proto::Instant;
 
 use crate::cli::{Common, PathArgs};
 use crate::qlog_file::QlogFile;
-use mpq_proto::conn::{Event, PathStatus};
+use mpq_proto::conn::{Event, PathEvent, PathStatus};
 use mpq_proto::path_manager::{PathManager, PathManagerConfig};
 
 /// Application logic run by the event loop after every round of I/O.
@@ -135,9 +135,14 @@ pub fn run<A: App>(
 pub struct ClientPaths {
     manager: PathManager,
     abandon_after: Option<Duration>,
-    /// When the connection was first seen established.
-    established: Option<Instant>,
+    /// When the extra paths are due to be abandoned (`abandon_after` after the first one
+    /// was validated).
+    abandon_at: Option<Instant>,
     abandoned: bool,
+    /// Paths abandoned as asked (PATH_ABANDON queued).
+    abandoned_ids: Vec<u64>,
+    /// Why an abandonment asked for on the command line failed.
+    error: Option<String>,
 }
 
 impl ClientPaths {
@@ -159,8 +164,10 @@ impl ClientPaths {
         Ok(Self {
             manager: PathManager::new(config),
             abandon_after: args.abandon_after_ms.map(Duration::from_millis),
-            established: None,
+            abandon_at: None,
             abandoned: false,
+            abandoned_ids: Vec::new(),
+            error: None,
         })
     }
 
@@ -168,24 +175,37 @@ impl ClientPaths {
     pub fn on_event(&mut self, now: Instant, ev: &Event) {
         if let Event::Path(pe) = ev {
             tracing::info!(?pe, "path event");
+            if let (Some(after), PathEvent::Validated { id }) = (self.abandon_after, pe) {
+                if *id != 0 && self.abandon_at.is_none() {
+                    self.abandon_at = Some(now + after);
+                }
+            }
             self.manager.on_event(now, pe);
         }
     }
 
-    /// Opens the paths that are missing.
+    /// Opens the paths that are missing; abandons the extra ones when asked to.
     pub fn poll(&mut self, now: Instant, ep: &mut Endpoint, h: ConnectionHandle) {
         if self.manager.pairs().len() < 2 {
             return;
         }
         let Some(c) = ep.connection_mut(h).filter(|c| c.is_multipath() && !c.is_closed()) else { return };
-        let since = *self.established.get_or_insert(now);
-        if let Some(after) = self.abandon_after {
-            if now >= since + after {
-                if !self.abandoned {
-                    self.abandoned = true;
-                    for id in c.path_ids().into_iter().filter(|&id| id != 0) {
-                        tracing::info!(id, "abandoning path as asked");
-                        let _ = c.abandon_path(now, id, 0);
+        if self.abandon_after.is_some() {
+            if self.abandoned {
+                return;
+            }
+            if self.abandon_at.is_some_and(|at| now >= at) {
+                self.abandoned = true;
+                for id in c.path_ids().into_iter().filter(|&id| id != 0) {
+                    match c.abandon_path(now, id, 0) {
+                        Ok(()) => {
+                            eprintln!("abandoned path {id} (PATH_ABANDON queued)");
+                            self.abandoned_ids.push(id);
+                        }
+                        Err(e) => {
+                            eprintln!("abandoning path {id} failed: {e}");
+                            self.error.get_or_insert_with(|| format!("abandoning path {id}: {e}"));
+                        }
                     }
                 }
                 return;
@@ -196,11 +216,20 @@ impl ClientPaths {
 
     /// When to poll again: a retry, or the scheduled abandonment.
     pub fn timeout(&self) -> Option<Instant> {
-        let abandon = match (self.abandon_after, self.established, self.abandoned) {
-            (Some(a), Some(e), false) => Some(e + a),
-            _ => None,
-        };
+        let abandon = self.abandon_at.filter(|_| !self.abandoned);
         [self.manager.poll_timeout(), abandon].into_iter().flatten().min()
+    }
+
+    /// Checks at the end of a run that what the command line asked for happened: an
+    /// abandonment that failed is an error; one that never came due is a warning.
+    pub fn finish(&self) -> Result<()> {
+        if let Some(e) = &self.error {
+            anyhow::bail!("{e}");
+        }
+        if self.abandon_after.is_some() && self.abandoned_ids.is_empty() {
+            eprintln!("warning: --abandon-after-ms: no path was abandoned (none opened, or the run ended first)");
+        }
+        Ok(())
     }
 }
 
@@ -221,6 +250,23 @@ pub fn attach_qlog(ep: &mut Endpoint, h: ConnectionHandle, dir: &Option<PathBuf>
         Ok(f) => c.set_qlog(Box::new(f)),
         Err(e) => tracing::warn!(%e, "cannot create qlog file"),
     }
+}
+
+/// A server's one-line account of a finished connection, on stderr: `connection ended: `
+/// and a JSON object (`peer`, `error`, `multipath`, `key_updates`, `reinjected_chunks`,
+/// `paths` as in `mpq client --json`).
+pub fn report_connection_end(ep: &Endpoint, h: ConnectionHandle, error: &mpq_proto::conn::ConnectionError) {
+    let Some(c) = ep.connection(h) else { return };
+    let stats = c.stats();
+    let line = serde_json::json!({
+        "peer": c.remote_address().to_string(),
+        "error": error.to_string(),
+        "multipath": c.is_multipath(),
+        "key_updates": stats.key_updates,
+        "reinjected_chunks": stats.reinjected_chunks,
+        "paths": crate::perf::paths_json(&stats),
+    });
+    eprintln!("connection ended: {line}");
 }
 
 /// Client and server configs share this transport config.

@@ -51,8 +51,8 @@ impl App for HqServer {
             runner::attach_qlog(ep, h, &self.qlog_dir);
         }
         while let Some((h, ev)) = ep.poll_event() {
-            if let Event::ConnectionLost(e) = ev {
-                tracing::debug!(?h, %e, "connection ended");
+            if let Event::ConnectionLost(e) = &ev {
+                runner::report_connection_end(ep, h, e);
                 self.streams.retain(|(ch, _), _| *ch != h);
             }
         }

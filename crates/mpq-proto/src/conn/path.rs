@@ -50,6 +50,8 @@ pub struct PathStats {
     pub ecn: &'static str,
     /// Packets the network marked CE, as the peer reported them.
     pub ecn_ce: u64,
+    /// PATH_ACK frames received on this path that acknowledged packets of other paths.
+    pub rx_acks_for_other_paths: u64,
     /// Pacing rate in bytes per second (cwnd / smoothed RTT).
     pub pacing_rate: f64,
     /// Lifecycle: "validating", "active", "abandoned".

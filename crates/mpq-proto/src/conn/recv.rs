@@ -391,6 +391,11 @@ impl Connection {
                         id
                     }
                 };
+                if level == Level::OneRtt && acked_path != path_id {
+                    if let Some(carrier) = self.path_index(path_id) {
+                        self.paths[carrier].stats.rx_acks_for_other_paths += 1;
+                    }
+                }
                 let pi = if level == Level::OneRtt {
                     // PATH_ACKs naming an unknown or discarded path are ignored.
                     match self.path_index(acked_path) {

@@ -121,6 +121,9 @@ fn path_acks_can_return_on_the_fastest_path() {
     assert!(p0.acks_for_other_paths > 0, "server sent no PATH_ACK for path 1 on path 0: {p0:?}");
     // Path 1 carried data to the server, but the server answers on path 0.
     assert!(p1.rx_packets > 3 * p1.tx_packets, "server acknowledged on path 1 itself: {p1:?}");
+    // The client counts those PATH_ACKs as received on path 0 for path 1.
+    let c0 = path_stats(client(&mut pair), 0);
+    assert!(c0.rx_acks_for_other_paths > 0, "client saw no PATH_ACK for path 1 on path 0: {c0:?}");
 }
 
 #[test]
