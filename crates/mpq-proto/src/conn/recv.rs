@@ -433,10 +433,12 @@ impl Connection {
             Frame::MaxPathId(max) => self.on_max_path_id_frame(now, max)?,
             Frame::PathsBlocked(max) => {
                 self.check_mp()?;
+                self.stats.paths_blocked_received += 1;
                 tracing::debug!(max, "peer is blocked by our MAX_PATH_ID");
             }
             Frame::PathCidsBlocked { path_id: id, next_seq } => {
                 self.check_mp_path_id(id)?;
+                self.stats.path_cids_blocked_received += 1;
                 self.on_path_cids_blocked_frame(now, id, next_seq)?;
             }
         }

@@ -865,6 +865,7 @@ impl Connection {
                 f.encode(buf);
                 self.mp.paths_blocked = None;
                 self.mp.paths_blocked_sent = Some(max);
+                self.stats.paths_blocked_sent += 1;
                 eliciting = true;
             }
         }
@@ -876,6 +877,7 @@ impl Connection {
             }
             f.encode(buf);
             self.mp.cids_blocked.remove(0);
+            self.stats.path_cids_blocked_sent += 1;
             eliciting = true;
         }
         eliciting

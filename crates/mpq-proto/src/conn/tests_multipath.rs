@@ -244,6 +244,10 @@ fn path_id_limit_blocks_then_max_path_id_raises_it() {
         client(&mut pair).open_path(now, Some(third), server_addr, PathStatus::Available),
         Err(PathError::NoPathId)
     );
+    pair.run_until(Duration::from_millis(200), |_| false);
+    assert_eq!(client(&mut pair).stats().paths_blocked_sent, 1);
+    assert_eq!(server(&mut pair).stats().paths_blocked_received, 1);
+    let now = pair.now;
     client(&mut pair).abandon_path(now, id, 0).expect("abandon");
     // Once the server drops path 1's state it allows path ID 2 (MAX_PATH_ID).
     let mut opened = None;
