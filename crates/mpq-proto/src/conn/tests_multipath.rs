@@ -263,6 +263,41 @@ fn path_id_limit_blocks_then_max_path_id_raises_it() {
     assert_eq!(opened, Some(2));
 }
 
+/// A server that takes two paths at once (path 0 included) issues connection IDs for path
+/// ID 1 only, even though its path ID limit is higher: the client is told to wait
+/// (`NoConnectionId`, PATH_CIDS_BLOCKED) instead of opening a path the server would drop.
+#[test]
+fn concurrent_path_limit_bounds_the_path_ids_with_cids() {
+    let server_cfg = TransportConfig { max_concurrent_paths: 2, ..mp_config() };
+    let mut pair = Pair::asymmetric(mp_config(), server_cfg);
+    let id = open_second_path(&mut pair);
+    assert_eq!(id, 1);
+    let now = pair.now;
+    let server_addr = pair.server_addr;
+    let third: SocketAddr = "10.0.2.1:4433".parse().expect("addr");
+    assert_eq!(
+        client(&mut pair).open_path(now, Some(third), server_addr, PathStatus::Available),
+        Err(PathError::NoConnectionId)
+    );
+    pair.run_until(Duration::from_millis(200), |_| false);
+    assert_eq!(client(&mut pair).stats().path_cids_blocked_sent, 1);
+    assert!(server(&mut pair).stats().path_cids_blocked_received >= 1);
+    // Once path 1 is gone on the server, path ID 2 gets CIDs and opens.
+    let now = pair.now;
+    client(&mut pair).abandon_path(now, id, 0).expect("abandon");
+    let mut opened = None;
+    pair.run_until(Duration::from_secs(10), |p| {
+        while p.client.poll_event().is_some() {}
+        let now = p.now;
+        let c = p.client.connection_mut(p.client_conn).expect("client");
+        if opened.is_none() {
+            opened = c.open_path(now, Some(third), server_addr, PathStatus::Available).ok();
+        }
+        opened.is_some()
+    });
+    assert_eq!(opened, Some(2));
+}
+
 #[test]
 fn redundant_scheduler_sends_everything_on_both_paths() {
     let cfg = TransportConfig { scheduler: crate::sched::SchedulerKind::Redundant, ..mp_config() };
