@@ -221,14 +221,70 @@ fn nat_rebinding_moves_the_path() {
     assert_eq!(server(&mut pair).remote_address(), pair.client_addr);
 }
 
+/// Flow-control windows of about 100 kB: with a 20 ms RTT an upload moves about 5 MB/s, so
+/// it lasts long enough for key updates three PTOs apart (the pair has no rate limit).
+fn slow_upload_config() -> TransportConfig {
+    let streams = crate::stream::StreamsConfig {
+        stream_receive_window: 100_000,
+        max_stream_window: 100_000,
+        receive_window: 200_000,
+        max_connection_window: 200_000,
+        ..Default::default()
+    };
+    TransportConfig { streams, ..mp_config() }
+}
+
 #[test]
 fn key_updates_cross_a_multipath_transfer() {
-    let cfg = TransportConfig { key_update_interval: 200, ..mp_config() };
+    let cfg = TransportConfig { key_update_interval: 200, ..slow_upload_config() };
     let mut pair = Pair::new(cfg);
     open_second_path(&mut pair);
     run_upload(&mut pair, 6_000_000, Duration::from_secs(30));
     let updates = client(&mut pair).stats().key_updates;
     assert!(updates >= 2, "only {updates} key updates");
+}
+
+/// Shares a connection's qlog with the test.
+struct SharedLog(std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>);
+
+impl crate::qlog::QlogSink for SharedLog {
+    fn emit(&mut self, time: Instant, name: &'static str, data: serde_json::Value) {
+        if name == "security:key_updated" {
+            let trigger = data["trigger"].as_str().unwrap_or_default().to_string();
+            self.0.lock().expect("log").push((time, trigger));
+        }
+    }
+}
+
+/// draft-ietf-quic-multipath-21 §4.2: the next key update waits three of the largest PTOs
+/// after the previous one was acknowledged, also when the previous update was the peer's
+/// (the side that followed it must not start its own right away).
+#[test]
+fn key_updates_wait_three_ptos_on_both_sides() {
+    let cfg = TransportConfig { key_update_interval: 100, ..slow_upload_config() };
+    let mut pair = Pair::new(cfg);
+    let logs = [std::sync::Arc::default(), std::sync::Arc::default()];
+    client(&mut pair).set_qlog(Box::new(SharedLog(std::sync::Arc::clone(&logs[0]))));
+    open_second_path(&mut pair);
+    server(&mut pair).set_qlog(Box::new(SharedLog(std::sync::Arc::clone(&logs[1]))));
+    run_upload(&mut pair, 6_000_000, Duration::from_secs(30));
+    // Both paths have a 20 ms RTT: a PTO is well above that, three of them above 60 ms.
+    let min_gap = 3 * 2 * pair.latency;
+    let mut local_updates = 0;
+    for (side, log) in ["client", "server"].iter().zip(&logs) {
+        let log = log.lock().expect("log");
+        for w in log.windows(2) {
+            if w[1].1 == "local_update" {
+                local_updates += 1;
+                assert!(
+                    w[1].0 - w[0].0 >= min_gap,
+                    "{side} updated {:?} after the previous update: {log:?}",
+                    w[1].0 - w[0].0
+                );
+            }
+        }
+    }
+    assert!(local_updates >= 3, "{local_updates} key updates: {logs:?}");
 }
 
 #[test]
