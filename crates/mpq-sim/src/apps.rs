@@ -9,7 +9,7 @@
 //! followed by padding (a request of a given size), then FIN. Once the whole request arrived,
 //! the server answers with that many bytes of a deterministic [pattern](pattern_byte), then FIN.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -556,7 +556,9 @@ struct Response {
 /// connection, once the request's FIN arrived.
 #[derive(Default)]
 pub struct DownloadServer {
-    streams: HashMap<(ConnectionHandle, StreamId), Response>,
+    /// Ordered, so that the server serves its streams in the same order in every run (a
+    /// hash map's order changes from one instance to the next).
+    streams: BTreeMap<(ConnectionHandle, StreamId), Response>,
     scratch: Vec<u8>,
     /// Every path event of every connection, with the time the application saw it.
     pub path_events: Vec<(Instant, ConnectionHandle, PathEvent)>,
