@@ -354,6 +354,64 @@ fn concurrent_path_limit_bounds_the_path_ids_with_cids() {
     assert_eq!(opened, Some(2));
 }
 
+/// Puts path `id` of `c` in the state a NAT rebinding leaves it in on the server (new address
+/// not validated, its anti-amplification budget spent), with an ack-eliciting packet received
+/// 50 ms ago whose ACK is due; then runs `c`'s timers and sends what it can. Returns the
+/// paths that carried datagrams.
+fn amplification_blocked_ack(c: &mut Connection, id: u64, now: Instant) -> Vec<u64> {
+    let pi = c.path_index(id).expect("path");
+    let p = &mut c.paths[pi];
+    p.validated = false;
+    p.amp_received = 32;
+    p.amp_sent = 96;
+    let pn = p.data.received.largest().map_or(0, |(l, _)| l + 1);
+    p.data.received.on_packet(pn, true, now - Duration::from_millis(50), None);
+    p.data.ack_pending = true;
+    c.handle_timeout(now);
+    let mut buf = Vec::new();
+    let mut sent_on = Vec::new();
+    while let Some(t) = c.poll_transmit(now, &mut buf) {
+        sent_on.push(t.path_id);
+    }
+    sent_on
+}
+
+/// Found in the simulator: after a NAT rebinding of a download path, the server's ACK for that
+/// path was due but could only go on that path, blocked by the anti-amplification limit, so
+/// poll_timeout returned the same past instant forever (a busy loop). PATH_ACKs may travel on
+/// any path (draft-ietf-quic-multipath-21 §4.3): it goes on path 0.
+#[test]
+fn ack_of_an_amplification_limited_path_goes_elsewhere() {
+    let mut pair = Pair::new(mp_config());
+    let id = open_second_path(&mut pair);
+    pair.run_until(Duration::from_millis(500), |p| {
+        while p.client.poll_event().is_some() {}
+        while p.server.poll_event().is_some() {}
+        false
+    });
+    let now = pair.now;
+    let s = server(&mut pair);
+    let sent_on = amplification_blocked_ack(s, id, now);
+    assert_eq!(sent_on, [0], "the ACK of path {id} did not go on path 0");
+    assert!(s.poll_timeout().is_some_and(|t| t > now), "timer left at {:?} (now {now:?})", s.poll_timeout());
+}
+
+/// Without another path the ACK waits for the peer's next datagram (which raises the limit),
+/// without a timer in the past.
+#[test]
+fn ack_blocked_by_the_amplification_limit_arms_no_past_timer() {
+    let mut pair = Pair::new(TransportConfig::default());
+    confirm(&mut pair);
+    pair.run_until(Duration::from_millis(500), |p| {
+        while p.server.poll_event().is_some() {}
+        false
+    });
+    let now = pair.now;
+    let s = server(&mut pair);
+    assert_eq!(amplification_blocked_ack(s, 0, now), Vec::<u64>::new());
+    assert!(s.poll_timeout().is_some_and(|t| t > now), "timer left at {:?} (now {now:?})", s.poll_timeout());
+}
+
 #[test]
 fn redundant_scheduler_sends_everything_on_both_paths() {
     let cfg = TransportConfig { scheduler: crate::sched::SchedulerKind::Redundant, ..mp_config() };
