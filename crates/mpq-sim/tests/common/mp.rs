@@ -296,3 +296,32 @@ impl Run {
         assert_eq!(server.unknown_sources(), 0, "{}", self.describe());
     }
 }
+
+/// Bytes of STREAM data whose first transmission went on each path (index = path ID), for
+/// frames sent at or after `since`: retransmissions and copies are left out.
+pub fn first_sent_by_path(frames: &[StreamSent], paths: usize, since: Instant) -> Vec<u64> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = vec![0; paths];
+    for f in frames {
+        if seen.insert((f.stream, f.offset, f.len)) && f.at >= since {
+            if let Some(b) = out.get_mut(f.path as usize) {
+                *b += f.len;
+            }
+        }
+    }
+    out
+}
+
+/// A transport config whose receive windows stay at `window` bytes per stream (twice that
+/// for the connection): a download to it is limited by flow control to about one window per
+/// round trip, so the sender has spare congestion window and the scheduler really chooses.
+pub fn flow_limited(window: u64, base: TransportConfig) -> TransportConfig {
+    let streams = mpq_proto::stream::StreamsConfig {
+        stream_receive_window: window,
+        max_stream_window: window,
+        receive_window: 2 * window,
+        max_connection_window: 2 * window,
+        ..Default::default()
+    };
+    TransportConfig { streams, ..base }
+}
