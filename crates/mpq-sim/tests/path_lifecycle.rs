@@ -33,8 +33,8 @@ fn application_abandons_a_path_mid_transfer() {
     let p1 = Run::path_of(&before, 1);
     assert!(p1.rx_bytes > 300_000, "path 1 carried little before the abandon: {}", r.describe());
     let (up_at_abandon, _) = r.link(1);
-    assert_eq!(r.with_client_conn(|now, c| c.abandon_path(now, 1, 0)), Ok(()));
-    assert_eq!(r.with_client_conn(|now, c| c.abandon_path(now, 1, 0)), Err(PathError::UnknownPath));
+    assert_eq!(r.with_client_conn(|now, c| c.abandon_path(now, 1, 0)), Ok(()), "seed {seed}");
+    assert_eq!(r.with_client_conn(|now, c| c.abandon_path(now, 1, 0)), Err(PathError::UnknownPath), "seed {seed}");
 
     // The server learns of it from the PATH_ABANDON (sent on path 0).
     let by_peer = |e: &PathEvent| matches!(e, PathEvent::Abandoned { id: 1, by_peer: true, .. });
@@ -47,20 +47,23 @@ fn application_abandons_a_path_mid_transfer() {
     r.assert_complete();
     let (up_end, down_end) = r.link(1);
     // Nothing offered to path 1's links after each side abandoned it.
-    assert_eq!(up_end.sent_bytes, up_at_abandon.sent_bytes, "client sent on path 1 after abandoning it");
-    assert_eq!(down_end.sent_bytes, down_at_server_abandon.sent_bytes, "server sent on path 1 after the abandon");
+    assert_eq!(up_end.sent_bytes, up_at_abandon.sent_bytes, "seed {seed}: client sent on path 1 after abandoning it");
+    assert_eq!(
+        down_end.sent_bytes, down_at_server_abandon.sent_bytes,
+        "seed {seed}: server sent on path 1 after the abandon"
+    );
     // The same from the endpoints' own per-path counters.
     let (client_end, server_end) = (r.client_stats(), r.server_stats());
     assert_eq!(Run::path_of(&client_end, 1).tx_bytes, p1.tx_bytes, "{}", r.describe());
     assert_eq!(Run::path_of(&server_end, 1).tx_bytes, server_p1_at_abandon.tx_bytes, "{}", r.describe());
-    assert_eq!(Run::path_of(&client_end, 1).state, "abandoned");
-    assert_eq!(Run::path_of(&server_end, 1).state, "abandoned");
+    assert_eq!(Run::path_of(&client_end, 1).state, "abandoned", "{}", r.describe());
+    assert_eq!(Run::path_of(&server_end, 1).state, "abandoned", "{}", r.describe());
     // Abandoned, then closed (state dropped after 3 PTOs), on both sides.
     let ours = r.client_events(|e| matches!(e, PathEvent::Abandoned { id: 1, by_peer: false, .. }));
     assert_eq!(ours.len(), 1, "{}", r.describe());
     assert_eq!(r.client_events(|e| *e == PathEvent::Closed { id: 1 }).len(), 1, "{}", r.describe());
     assert_eq!(r.server_events(|e| *e == PathEvent::Closed { id: 1 }).len(), 1, "{}", r.describe());
-    assert_eq!(r.server_conn().unwrap().path_ids(), [0]);
+    assert_eq!(r.server_conn().unwrap().path_ids(), [0], "{}", r.describe());
     // Path 0 carried the rest of the download.
     let after = r.size - before.paths.iter().map(|p| p.rx_bytes).sum::<u64>();
     assert!(Run::path_of(&client_end, 0).rx_bytes > after, "{}", r.describe());
@@ -138,17 +141,17 @@ fn path_id_limit_blocks_until_max_path_id_allows_another() {
     assert_eq!(opener.opened.iter().map(|p| p.0).collect::<Vec<_>>(), [1], "{}", r.describe());
     assert!(
         opener.errors.iter().any(|e| (e.0, e.1, e.2) == (third.0, third.1, PathError::NoPathId)),
-        "{:?}",
+        "seed {seed}: {:?}",
         opener.errors
     );
-    assert_eq!(opener.pending(), [third]);
+    assert_eq!(opener.pending(), [third], "seed {seed}");
     let (c, s) = (r.client_stats(), r.server_stats());
     // One PATHS_BLOCKED per limit, however often the application retries.
     assert_eq!((c.paths_blocked_sent, s.paths_blocked_received), (1, 1), "{}", r.describe());
-    assert_eq!(r.link(2).0.sent_bytes, 0, "the third link was used before path ID 2 was allowed");
+    assert_eq!(r.link(2).0.sent_bytes, 0, "seed {seed}: the third link was used before path ID 2 was allowed");
 
     let t_abandon = r.now();
-    assert_eq!(r.with_client_conn(|now, c| c.abandon_path(now, 1, 0)), Ok(()));
+    assert_eq!(r.with_client_conn(|now, c| c.abandon_path(now, 1, 0)), Ok(()), "seed {seed}");
     assert!(r.run_to_completion(Duration::from_secs(30)), "{}", r.describe());
     r.assert_complete();
     let opened = r.client_events(|e| matches!(e, PathEvent::Opened { id: 2, .. }));
@@ -157,7 +160,7 @@ fn path_id_limit_blocks_until_max_path_id_allows_another() {
     assert_eq!(closed_on_server.len(), 1, "{}", r.describe());
     // Path ID 2 only after the server freed path ID 1 (and told the client with MAX_PATH_ID).
     assert!(opened[0].0 > closed_on_server[0].0, "{}", r.describe());
-    assert_eq!(r.app().paths().opened.iter().map(|p| p.0).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(r.app().paths().opened.iter().map(|p| p.0).collect::<Vec<_>>(), [1, 2], "seed {seed}");
     let (_, down2) = r.link(2);
     assert!(down2.delivered_bytes > MB, "path 2 carried {} B: {}", down2.delivered_bytes, r.describe());
     println!(
@@ -194,11 +197,11 @@ fn path_cids_blocked_until_the_server_issues_cids_for_the_next_path_id() {
         r.describe()
     );
     let (c, s) = (r.client_stats(), r.server_stats());
-    assert!(c.path_cids_blocked_sent >= 1 && s.path_cids_blocked_received >= 1, "{c:?} {s:?}");
-    assert_eq!(c.paths_blocked_sent, 0);
-    assert_eq!(r.link(2).0.sent_bytes, 0, "the third link was used without connection IDs");
+    assert!(c.path_cids_blocked_sent >= 1 && s.path_cids_blocked_received >= 1, "seed {seed}: {c:?} {s:?}");
+    assert_eq!(c.paths_blocked_sent, 0, "seed {seed}");
+    assert_eq!(r.link(2).0.sent_bytes, 0, "seed {seed}: the third link was used without connection IDs");
 
-    assert_eq!(r.with_client_conn(|now, c| c.abandon_path(now, 1, 0)), Ok(()));
+    assert_eq!(r.with_client_conn(|now, c| c.abandon_path(now, 1, 0)), Ok(()), "seed {seed}");
     assert!(r.run_to_completion(Duration::from_secs(30)), "{}", r.describe());
     r.assert_complete();
     let opened = r.client_events(|e| matches!(e, PathEvent::Opened { id: 2, .. }));
@@ -241,20 +244,20 @@ fn nat_rebinding_moves_both_paths_during_a_transfer() {
     let moves: Vec<_> = path_updates(&r.server_qlog).into_iter().filter(|u| u.2 == "rebinding").collect();
     let moved_to = |id: u64| moves.iter().filter(|u| u.1 == id).map(|u| (secs(u.0), u.3.clone())).collect::<Vec<_>>();
     let (m0, m1) = (moved_to(0), moved_to(1));
-    assert_eq!(m0.len(), 1, "{moves:?}");
-    assert_eq!(m1.len(), 1, "{moves:?}");
-    assert_eq!(m0[0].1, new0.to_string());
-    assert_eq!(m1[0].1, new1.to_string());
+    assert_eq!(m0.len(), 1, "seed {seed}: {moves:?}");
+    assert_eq!(m1.len(), 1, "seed {seed}: {moves:?}");
+    assert_eq!(m0[0].1, new0.to_string(), "seed {seed}");
+    assert_eq!(m1[0].1, new1.to_string(), "seed {seed}");
     // The server learns of a move from the client's next packet on the path. The client,
     // unaware of its NAT, sends on a download path only in reply to data (ACKs) or with
     // flow-control updates; data in flight to the old mapping is lost, so that can take a
     // while (seed 55: 0.035 s on path 0, 0.117 s on path 1).
-    assert!((0.3..0.6).contains(&m0[0].0) && (0.5..0.8).contains(&m1[0].0), "{moves:?}");
-    assert_eq!(r.server_conn().unwrap().remote_address(), new0);
+    assert!((0.3..0.6).contains(&m0[0].0) && (0.5..0.8).contains(&m1[0].0), "seed {seed}: {moves:?}");
+    assert_eq!(r.server_conn().unwrap().remote_address(), new0, "{}", r.describe());
     assert_eq!(r.server_conn().unwrap().path_ids(), [0, 1], "a path was lost: {}", r.describe());
     let (s0, s1) = (r.topo.sim.nat(nat0).stats.clone(), r.topo.sim.nat(nat1).stats.clone());
     // The old mappings died with packets in flight on them.
-    assert!(s0.dropped_stale > 0 && s1.dropped_stale > 0, "{s0:?} {s1:?}");
+    assert!(s0.dropped_stale > 0 && s1.dropped_stale > 0, "seed {seed}: {s0:?} {s1:?}");
     // After the move each path carried the download far beyond 3x what the client sent from
     // the new address: the server validated it.
     for (st, name) in [(&s0, "path 0"), (&s1, "path 1")] {
@@ -302,7 +305,7 @@ fn key_updates_during_a_multipath_transfer() {
     let (client_log, server_log) = (key_log(&r.client_qlog), key_log(&r.server_qlog));
     for (side, log) in [("client", &client_log), ("server", &server_log)] {
         for w in log.windows(2) {
-            assert!(!w[1].1 || w[1].0 - w[0].0 > 0.12, "{side} updated too soon: {log:?}");
+            assert!(!w[1].1 || w[1].0 - w[0].0 > 0.12, "seed {seed}: {side} updated too soon: {log:?}");
         }
     }
     let initiated = |log: &[(f64, bool)]| log.iter().filter(|u| u.1).map(|u| u.0).collect::<Vec<_>>();

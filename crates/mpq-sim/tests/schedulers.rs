@@ -92,7 +92,12 @@ fn rtt_probe_duplicates_on_a_path_whose_rtt_is_unknown() {
     );
     assert!(p_after > 1000, "rtt-probe copied {p_after} B onto the rebound path: {}", probe.describe());
     assert_eq!(m_after, 0, "min-RTT copied data: {}", minrtt.describe());
-    assert!(done(&probe) <= 1.1 * done(&minrtt), "rtt-probe {:.3} s vs min-RTT {:.3} s", done(&probe), done(&minrtt));
+    assert!(
+        done(&probe) <= 1.1 * done(&minrtt),
+        "seed {seed}: rtt-probe {:.3} s vs min-RTT {:.3} s",
+        done(&probe),
+        done(&minrtt)
+    );
 }
 
 /// When the sender has window on both paths (a download limited by a 30 kB flow-control
@@ -183,13 +188,13 @@ fn pinned_streams_stay_on_their_path() {
     let minrtt = download(&links, seed, SchedulerKind::MinRtt, |c| c, 6 * MB, 4, |_| {});
     let ((t1, p), (_, m)) = (split(&pinned), split(&minrtt));
     println!("seed {seed}: after {t1:.3} s, per stream [own first, other first, own all, other all]: pinned {p:?}, min-RTT {m:?}");
-    assert_eq!(p.len(), 4, "{p:?}");
+    assert_eq!(p.len(), 4, "seed {seed}: {p:?}");
     for (id, [own, other, own_all, other_all]) in &p {
-        assert!(*own > 500_000, "stream {id}: {p:?}");
-        assert_eq!(*other, 0, "stream {id} left its path: {p:?}");
-        assert!((*other_all as f64) < 0.01 * *own_all as f64, "stream {id}: {p:?}");
+        assert!(*own > 500_000, "seed {seed}: stream {id}: {p:?}");
+        assert_eq!(*other, 0, "seed {seed}: stream {id} left its path: {p:?}");
+        assert!((*other_all as f64) < 0.01 * *own_all as f64, "seed {seed}: stream {id}: {p:?}");
     }
     // The control: without pinning, each stream uses both paths.
-    assert!(m.values().all(|[own, other, ..]| *own > 100_000 && *other > 100_000), "{m:?}");
+    assert!(m.values().all(|[own, other, ..]| *own > 100_000 && *other > 100_000), "seed {seed}: {m:?}");
     println!("done at {:.3} s (pinned) / {:.3} s (min-RTT)", done(&pinned), done(&minrtt));
 }
