@@ -330,6 +330,7 @@ fn shared_bottleneck_shares(cc: CcAlgorithm, multipath: bool, seed: u64) -> Shar
 #[test]
 fn two_single_path_flows_share_the_bottleneck() {
     let s = shared_bottleneck_shares(CcAlgorithm::Cubic, false, 41);
+    println!("seed 41: single-path CUBIC flows: {:.3} and {:.3} of the bottleneck", s.mp, s.sp);
     assert!(!s.multipath);
     assert!(s.mp + s.sp > 0.85, "seed 41: bottleneck underused: {:.2} + {:.2}", s.mp, s.sp);
     assert!((0.3..0.7).contains(&s.mp), "seed 41: shares {:.2} / {:.2}", s.mp, s.sp);
