@@ -1,17 +1,21 @@
-//! Applications for simulated transfers: a bulk download and a request/response workload,
-//! both checked byte by byte on arrival, and both able to open extra paths.
+//! Applications for simulated transfers: a bulk download (on one stream or several) and a
+//! request/response workload, both checked byte by byte on arrival, and both able to open
+//! extra paths: once each ([`PathOpener`], optionally as backups), or kept open and reopened
+//! after failure by mpq-proto's [`PathManager`] (download). Clients and the server record the
+//! connection's path events.
 //!
 //! Protocol (a superset of `mpq perf`'s): for each transfer the client opens a bidirectional
 //! stream and sends the size of the answer it wants as an 8-byte big-endian integer, optionally
 //! followed by padding (a request of a given size), then FIN. Once the whole request arrived,
 //! the server answers with that many bytes of a deterministic [pattern](pattern_byte), then FIN.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use mpq_proto::conn::{ClientConfig, Connection, ConnectionStats, Event, PathError, PathEvent, PathStatus};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
+use mpq_proto::path_manager::{PathManager, PathManagerConfig};
 use mpq_proto::{Dir, Instant, StreamId};
 
 /// Byte `i` of every download: cheap to generate, and any shift or corruption shows.
@@ -37,6 +41,7 @@ pub fn fill_pattern(start: u64, out: &mut [u8]) {
 pub struct PathOpener {
     pending: Vec<(SocketAddr, SocketAddr)>,
     retry: bool,
+    status: PathStatus,
     /// Paths opened: (path ID, local, remote).
     pub opened: Vec<(u64, SocketAddr, SocketAddr)>,
     /// Refused attempts: (local, remote, error), in order.
@@ -47,6 +52,14 @@ impl PathOpener {
     /// Will open a path for each `(local, remote)` pair.
     pub fn new(pairs: Vec<(SocketAddr, SocketAddr)>) -> Self {
         Self { pending: pairs, ..Self::default() }
+    }
+
+    /// Opens the paths with `status` (advice to the server, PATH_STATUS_*) instead of
+    /// [`PathStatus::Available`]: with [`PathStatus::Backup`] the server sends on them only
+    /// when no available path works.
+    pub fn with_status(mut self, status: PathStatus) -> Self {
+        self.status = status;
+        self
     }
 
     /// Pairs not opened yet.
@@ -68,7 +81,7 @@ impl PathOpener {
         }
         let mut still = Vec::new();
         for (local, remote) in std::mem::take(&mut self.pending) {
-            match conn.open_path(now, Some(local), remote, PathStatus::Available) {
+            match conn.open_path(now, Some(local), remote, self.status) {
                 Ok(id) => self.opened.push((id, local, remote)),
                 Err(e) => {
                     self.errors.push((local, remote, e));
@@ -94,11 +107,16 @@ struct ClientConn {
     server: SocketAddr,
     conn: Option<ConnectionHandle>,
     paths: PathOpener,
+    /// Keeps paths open, reopening them after failure (instead of `paths`, which opens each
+    /// pair once).
+    manager: Option<PathManager>,
     connected_at: Option<Instant>,
     error: Option<String>,
     stats: Option<ConnectionStats>,
     /// The connection negotiated multipath at some point.
     multipath: bool,
+    /// Every path event, with the time it was seen.
+    path_events: Vec<(Instant, PathEvent)>,
 }
 
 impl ClientConn {
@@ -108,10 +126,12 @@ impl ClientConn {
             server,
             conn: None,
             paths: PathOpener::default(),
+            manager: None,
             connected_at: None,
             error: None,
             stats: None,
             multipath: false,
+            path_events: Vec::new(),
         }
     }
 
@@ -133,6 +153,12 @@ impl ClientConn {
                     // Statistics survive until the connection drains; keep them now.
                     self.stats = ep.connection(h).map(Connection::stats);
                 }
+                Event::Path(p) => {
+                    if let Some(m) = self.manager.as_mut() {
+                        m.on_event(now, &p);
+                    }
+                    self.path_events.push((now, p));
+                }
                 _ => {}
             }
         }
@@ -142,21 +168,44 @@ impl ClientConn {
         }
         self.multipath |= c.is_multipath();
         self.paths.poll(now, c);
+        if let Some(m) = self.manager.as_mut() {
+            m.poll(now, c);
+        }
         Some(c)
+    }
+
+    /// When the path manager wants to retry opening a path.
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.manager.as_ref().and_then(PathManager::poll_timeout)
     }
 }
 
-/// Client side of a bulk download.
-pub struct DownloadClient {
-    base: ClientConn,
-    size: u64,
-    stream: Option<StreamId>,
+/// One download stream of a [`DownloadClient`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transfer {
+    /// Bytes asked for.
+    pub size: u64,
+    /// The stream, once opened.
+    pub stream: Option<StreamId>,
     request_sent: bool,
     /// Bytes received and verified so far.
     pub received: u64,
-    /// A byte differed from the pattern (offset of the first one).
+    /// When the FIN arrived.
+    pub done_at: Option<Instant>,
+}
+
+/// Client side of a bulk download: one stream by default, or several in parallel
+/// ([`with_streams`](Self::with_streams)), each checked byte by byte against the pattern.
+pub struct DownloadClient {
+    base: ClientConn,
+    size: u64,
+    /// The download streams (one unless [`with_streams`](Self::with_streams)).
+    pub transfers: Vec<Transfer>,
+    /// Bytes received and verified so far (all streams).
+    pub received: u64,
+    /// A byte differed from the pattern: offset of the first one in its stream.
     pub corrupt_at: Option<u64>,
-    /// When the last byte (FIN) arrived.
+    /// When the last byte (FIN) of the last stream arrived.
     pub done_at: Option<Instant>,
     /// When the handshake completed.
     pub connected_at: Option<Instant>,
@@ -171,8 +220,7 @@ impl DownloadClient {
         Self {
             base: ClientConn::new(config, server),
             size,
-            stream: None,
-            request_sent: false,
+            transfers: vec![Transfer { size, stream: None, request_sent: false, received: 0, done_at: None }],
             received: 0,
             corrupt_at: None,
             done_at: None,
@@ -185,7 +233,38 @@ impl DownloadClient {
     /// Also opens a path for each `(local, remote)` pair once the handshake completes (see
     /// [`PathOpener`]).
     pub fn with_paths(mut self, extra: Vec<(SocketAddr, SocketAddr)>) -> Self {
-        self.base.paths = PathOpener::new(extra);
+        self.base.paths = PathOpener::new(extra).with_status(self.base.paths.status);
+        self
+    }
+
+    /// Opens the extra paths with `status` (see [`PathOpener::with_status`]).
+    pub fn with_path_status(mut self, status: PathStatus) -> Self {
+        self.base.paths = std::mem::take(&mut self.base.paths).with_status(status);
+        self
+    }
+
+    /// Lets `mpq_proto`'s [`PathManager`] keep the paths open instead of the one-shot
+    /// [`PathOpener`]: it opens the configured pairs once multipath allows, and opens a new
+    /// path (a new path ID) for a pair whose path was abandoned, after its back-off.
+    pub fn with_path_manager(mut self, config: PathManagerConfig) -> Self {
+        self.base.paths = PathOpener::default();
+        self.base.manager = Some(PathManager::new(config));
+        self
+    }
+
+    /// Splits the download over `n` streams (at least 1) requested at once, each of
+    /// `size / n` bytes (the first ones take the remainder).
+    pub fn with_streams(mut self, n: usize) -> Self {
+        let n = n.max(1) as u64;
+        self.transfers = (0..n)
+            .map(|i| Transfer {
+                size: self.size / n + u64::from(i < self.size % n),
+                stream: None,
+                request_sent: false,
+                received: 0,
+                done_at: None,
+            })
+            .collect();
         self
     }
 
@@ -202,6 +281,11 @@ impl DownloadClient {
     /// The extra paths opened and the refusals.
     pub fn paths(&self) -> &PathOpener {
         &self.base.paths
+    }
+
+    /// Every path event the connection reported, with the time the application saw it.
+    pub fn path_events(&self) -> &[(Instant, PathEvent)] {
+        &self.base.path_events
     }
 
     /// True if the connection negotiated multipath.
@@ -221,32 +305,45 @@ impl crate::quic::SimApp for DownloadClient {
         self.connected_at = self.base.connected_at;
         self.error.clone_from(&self.base.error);
         let Some(c) = c else { return };
-        if self.stream.is_none() {
-            self.stream = c.open_stream(Dir::Bi);
-        }
-        let Some(id) = self.stream else { return };
-        if !self.request_sent && c.write(id, &self.size.to_be_bytes()) == Ok(8) {
-            let _ = c.finish(id);
-            self.request_sent = true;
-        }
-        while self.done_at.is_none() {
-            let Ok(r) = c.read(id, &mut self.buf) else { break };
-            for (k, b) in self.buf[..r.len].iter().enumerate() {
-                let off = self.received + k as u64;
-                if self.corrupt_at.is_none() && *b != pattern_byte(off) {
-                    self.corrupt_at = Some(off);
+        for t in &mut self.transfers {
+            if t.stream.is_none() {
+                t.stream = c.open_stream(Dir::Bi);
+            }
+            let Some(id) = t.stream else { break };
+            if !t.request_sent && c.write(id, &t.size.to_be_bytes()) == Ok(8) {
+                let _ = c.finish(id);
+                t.request_sent = true;
+            }
+            while t.done_at.is_none() {
+                let Ok(r) = c.read(id, &mut self.buf) else { break };
+                for (k, b) in self.buf[..r.len].iter().enumerate() {
+                    let off = t.received + k as u64;
+                    if self.corrupt_at.is_none() && *b != pattern_byte(off) {
+                        self.corrupt_at = Some(off);
+                    }
+                }
+                t.received += r.len as u64;
+                self.received += r.len as u64;
+                if r.fin {
+                    t.done_at = Some(now);
+                }
+                if r.len == 0 {
+                    break;
                 }
             }
-            self.received += r.len as u64;
-            if r.fin {
-                self.done_at = Some(now);
-                self.base.stats = Some(c.stats());
-                c.close(now, 0, b"done");
-            }
-            if r.len == 0 {
-                break;
-            }
         }
+        if self.done_at.is_none() && self.transfers.iter().all(|t| t.done_at.is_some()) {
+            self.done_at = Some(now);
+            self.base.stats = Some(c.stats());
+            c.close(now, 0, b"done");
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.finished() {
+            return None;
+        }
+        self.base.poll_timeout()
     }
 }
 
@@ -356,6 +453,11 @@ impl ReqRespClient {
         self.base.multipath
     }
 
+    /// Every path event the connection reported, with the time the application saw it.
+    pub fn path_events(&self) -> &[(Instant, PathEvent)] {
+        &self.base.path_events
+    }
+
     /// Connection statistics taken when the last answer arrived or the connection failed.
     pub fn final_stats(&self) -> Option<&ConnectionStats> {
         self.base.stats.as_ref()
@@ -426,10 +528,14 @@ impl crate::quic::SimApp for ReqRespClient {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        if self.done_at.is_some() || self.base.error.is_some() || self.requests.len() as u64 >= self.count {
+        if self.done_at.is_some() || self.base.error.is_some() {
             return None;
         }
-        self.next_due
+        let next = self.next_due.filter(|_| (self.requests.len() as u64) < self.count);
+        match (next, self.base.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -450,14 +556,22 @@ struct Response {
 /// connection, once the request's FIN arrived.
 #[derive(Default)]
 pub struct DownloadServer {
-    streams: HashMap<(ConnectionHandle, StreamId), Response>,
+    /// Ordered, so that the server serves its streams in the same order in every run (a
+    /// hash map's order changes from one instance to the next).
+    streams: BTreeMap<(ConnectionHandle, StreamId), Response>,
     scratch: Vec<u8>,
+    /// Every path event of every connection, with the time the application saw it.
+    pub path_events: Vec<(Instant, ConnectionHandle, PathEvent)>,
 }
 
 impl crate::quic::SimApp for DownloadServer {
-    fn poll(&mut self, _now: Instant, ep: &mut Endpoint) {
+    fn poll(&mut self, now: Instant, ep: &mut Endpoint) {
         while ep.accept().is_some() {}
-        while ep.poll_event().is_some() {}
+        while let Some((h, ev)) = ep.poll_event() {
+            if let Event::Path(p) = ev {
+                self.path_events.push((now, h, p));
+            }
+        }
         for h in ep.handles() {
             let Some(c) = ep.connection_mut(h) else { continue };
             while let Some(id) = c.accept_stream(Dir::Bi) {

@@ -11,6 +11,7 @@
 //! - [`QuicNode`]: the real QUIC endpoint as a node, with one or more local addresses, driven
 //!   by a [`SimApp`] ([`apps`]: download and request/response clients, their server).
 //! - [`topology`]: ready-made multipath networks (parallel paths, shared bottleneck).
+//! - [`nat`]: address translation with scripted rebinding (a NAT that changes a host's port).
 //! - [`scenario`]: one-call experiments returning a JSON-serializable result (`mpq sim`).
 //!
 //! # Example
@@ -51,11 +52,13 @@
 //! ```
 
 pub mod link;
+pub mod nat;
 pub mod node;
 pub mod sim;
 pub mod spec;
 
 pub use link::{DropReason, LinkConfig, LinkEvent, LinkStats, LossModel, QueueLimit};
+pub use nat::{Nat, NatId};
 pub use node::{Datagram, Node};
 pub use sim::{LinkId, NodeId, SimStats, Simulator};
 pub use spec::ParseLinkError;

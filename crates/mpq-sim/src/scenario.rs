@@ -81,6 +81,9 @@ pub struct Scenario {
     /// Stop after this much virtual time; `None` picks a generous limit from the workload
     /// ([`time_limit`](Self::time_limit)).
     pub max_time: Option<Duration>,
+    /// Offer multipath (on both endpoints) when there is more than one link (the default).
+    /// Off, the client still asks for the extra paths and records the refusals.
+    pub multipath: bool,
 }
 
 /// Why a scenario could not run or failed its check.
@@ -221,6 +224,7 @@ impl Scenario {
             workload: Workload::Download,
             seed: 1,
             max_time: None,
+            multipath: true,
         }
     }
 
@@ -253,7 +257,7 @@ impl Scenario {
     }
 
     /// The transport settings both endpoints use: multipath offered (with one path ID per
-    /// link) when there is more than one link.
+    /// link) when there is more than one link and [`multipath`](Self::multipath) is on.
     pub fn transport(&self) -> TransportConfig {
         let n = self.links.len() as u64;
         let defaults = TransportConfig::default();
@@ -261,7 +265,7 @@ impl Scenario {
             cc: self.cc,
             scheduler: self.scheduler,
             ack_policy: self.ack_policy,
-            initial_max_path_id: (n > 1).then(|| n - 1),
+            initial_max_path_id: (n > 1 && self.multipath).then(|| n - 1),
             max_concurrent_paths: defaults.max_concurrent_paths.max(n),
             ..defaults
         }

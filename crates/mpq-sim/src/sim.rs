@@ -9,6 +9,7 @@ use std::time::Duration;
 use mpq_proto::Instant;
 
 use crate::link::{DropReason, Fate, Link, LinkConfig, LinkEvent, LinkStats};
+use crate::nat::{Inbound, Nat, NatId};
 use crate::node::{Datagram, Node};
 
 /// Handle of a node added with [`Simulator::add_node`].
@@ -44,6 +45,8 @@ pub struct SimStats {
     pub no_host: u64,
     /// Datagrams handed to nodes.
     pub delivered: u64,
+    /// Datagrams dropped by a [`Nat`] for a stale mapping.
+    pub nat_dropped: u64,
 }
 
 enum Event {
@@ -118,6 +121,7 @@ impl Fnv {
 const TRACE_DELIVER: u64 = 1;
 const TRACE_NO_ROUTE: u64 = 2;
 const TRACE_NO_HOST: u64 = 3;
+const TRACE_NAT_DROP: u64 = 4;
 
 /// A deterministic discrete-event network simulator.
 ///
@@ -137,6 +141,7 @@ pub struct Simulator {
     links: Vec<Link>,
     routes: Vec<Box<[LinkId]>>,
     route_ids: HashMap<(SocketAddr, SocketAddr), u32>,
+    nats: Vec<Nat>,
     stats: SimStats,
     trace: Fnv,
 }
@@ -154,6 +159,7 @@ impl Simulator {
             links: Vec::new(),
             routes: Vec::new(),
             route_ids: HashMap::new(),
+            nats: Vec::new(),
             stats: SimStats::default(),
             trace: Fnv(0xcbf2_9ce4_8422_2325),
         }
@@ -250,6 +256,33 @@ impl Simulator {
     pub fn connect_via(&mut self, a: SocketAddr, b: SocketAddr, a_to_b: &[LinkId], b_to_a: &[LinkId]) {
         self.route(a, b, a_to_b);
         self.route(b, a, b_to_a);
+    }
+
+    /// Puts `nat` in front of the host owning its inside address (see [`crate::nat`]). Routes
+    /// for its outside addresses are the caller's business.
+    ///
+    /// # Panics
+    /// If another NAT already translates that inside address.
+    pub fn add_nat(&mut self, nat: Nat) -> NatId {
+        assert!(self.nats.iter().all(|n| n.inside() != nat.inside()), "{} is already behind a NAT", nat.inside());
+        let id = u32::try_from(self.nats.len()).expect("too many NATs");
+        self.nats.push(nat);
+        NatId(id)
+    }
+
+    /// The NAT `id`.
+    pub fn nat(&self, id: NatId) -> &Nat {
+        &self.nats[id.0 as usize]
+    }
+
+    /// The NAT translating `inside`, if any.
+    pub fn nat_of(&self, inside: SocketAddr) -> Option<NatId> {
+        self.nats.iter().position(|n| n.inside() == inside).map(|i| NatId(i as u32))
+    }
+
+    /// From `at` on, NAT `id` maps its inside address to `outside` (see [`Nat::rebind_at`]).
+    pub fn rebind_nat(&mut self, id: NatId, at: Instant, outside: SocketAddr) {
+        self.nats[id.0 as usize].push_mapping(at, outside);
     }
 
     /// Applies `event` to `link` at time `at` (or now, if `at` has passed).
@@ -415,7 +448,11 @@ impl Simulator {
         }
     }
 
-    fn send(&mut self, pkt: Datagram) {
+    fn send(&mut self, mut pkt: Datagram) {
+        let now = self.now;
+        if let Some(src) = self.nats.iter_mut().find_map(|n| n.outbound(now, pkt.src, pkt.data.len())) {
+            pkt.src = src;
+        }
         match self.route_ids.get(&(pkt.src, pkt.dst)) {
             Some(&route) => self.forward(route, 0, pkt),
             None => {
@@ -459,7 +496,19 @@ impl Simulator {
         self.forward(route, hop + 1, pkt);
     }
 
-    fn deliver(&mut self, pkt: Datagram) {
+    fn deliver(&mut self, mut pkt: Datagram) {
+        let now = self.now;
+        for n in &mut self.nats {
+            match n.inbound(now, pkt.dst, pkt.data.len()) {
+                Inbound::NotMine => continue,
+                Inbound::To(inside) => pkt.dst = inside,
+                Inbound::Stale => {
+                    self.stats.nat_dropped += 1;
+                    return self.record(TRACE_NAT_DROP, 0, &pkt);
+                }
+            }
+            break;
+        }
         let Some(&node) = self.owners.get(&pkt.dst) else {
             self.stats.no_host += 1;
             return self.record(TRACE_NO_HOST, 0, &pkt);

@@ -34,6 +34,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use mpq_proto::Instant;
 
 use crate::link::{LinkConfig, LinkEvent};
+use crate::nat::{Nat, NatId};
 use crate::node::Node;
 use crate::quic::{QuicNode, SimApp};
 use crate::sim::{LinkId, NodeId, Simulator};
@@ -244,6 +245,29 @@ impl Topology {
         id
     }
 
+    /// NAT rebinding of path `path`'s client address: from `at` on the server sees the
+    /// client's datagrams on that path coming from `outside` (e.g. the same IP with another
+    /// port), and only datagrams sent to `outside` reach the client, which keeps its own
+    /// address (see [`crate::nat`]). The new address is routed over the same links as the
+    /// path. Call again for further rebindings of the same path, later in time.
+    ///
+    /// # Panics
+    /// If there is no such path, `at` is not after the path's previous rebinding, or
+    /// `outside` was used before.
+    pub fn rebind(&mut self, path: usize, at: Instant, outside: SocketAddr) -> NatId {
+        let p = self.paths[path].clone();
+        for s in self.server_addrs() {
+            self.sim.connect_via(outside, s, &p.up, &p.down);
+        }
+        match self.sim.nat_of(p.client) {
+            Some(id) => {
+                self.sim.rebind_nat(id, at, outside);
+                id
+            }
+            None => self.sim.add_nat(Nat::new(p.client, p.client).rebind_at(at, outside)),
+        }
+    }
+
     /// Makes `link` lose every packet offered from `at` on (packets already on the wire still
     /// arrive): a radio link that went out of range, as in seed 002's handover experiment.
     pub fn fail_link(&mut self, link: LinkId, at: Instant) {
@@ -259,5 +283,19 @@ impl Topology {
         let (up, down) = self.paths[path].own;
         self.fail_link(up, at);
         self.fail_link(down, at);
+    }
+
+    /// Takes both directions of path `path`'s own links down from `from` to `to` (packets
+    /// queued or in flight when they go down are lost; see [`LinkEvent::Down`]), then brings
+    /// them back up.
+    ///
+    /// # Panics
+    /// If there is no such path.
+    pub fn outage(&mut self, path: usize, from: Instant, to: Instant) {
+        let (up, down) = self.paths[path].own;
+        for l in [up, down] {
+            self.sim.schedule(from, l, LinkEvent::Down);
+            self.sim.schedule(to, l, LinkEvent::Up);
+        }
     }
 }

@@ -103,20 +103,30 @@ fn result_serializes_with_the_documented_keys() {
     assert!(v["max_delay_ms"].is_null());
 }
 
-/// Two links: the client asks for the second path; whatever the core answers, the download
-/// completes and a refusal is recorded rather than fatal.
+/// Two links, with multipath offered and without: the client asks for the second path in
+/// both runs. With multipath it opens and carries data; without, the refusal is recorded
+/// rather than fatal and only the handshake path carries traffic. Both downloads complete.
 #[test]
 fn two_links_complete_with_or_without_multipath() {
-    let r = download(vec![path(50.0, 20.0), path(20.0, 60.0)], 5 * MB, 3);
-    if r.multipath {
-        assert_eq!(r.paths_opened, [1]);
-    } else {
-        assert!(!r.path_errors.is_empty(), "the refusal to open path 1 must be recorded");
-        assert!(r.path_errors[0].contains("10.0.1.1:5000 -> 10.0.1.2:443"), "{:?}", r.path_errors);
-        // Without multipath nothing but the handshake path carries traffic.
-        assert_eq!(r.links[1].down_bytes + r.links[1].up_bytes, 0);
+    for multipath in [true, false] {
+        let s = Scenario { seed: 3, multipath, ..Scenario::download(vec![path(50.0, 20.0), path(20.0, 60.0)], 5 * MB) };
+        let r = run(&s);
+        assert!(r.completed && r.data_ok && r.bytes == 5 * MB, "multipath {multipath}: {r:#?}");
+        assert_eq!(r.multipath, multipath, "{:?}", r.path_errors);
+        if multipath {
+            // (An attempt before the handshake is confirmed may be refused and retried.)
+            assert_eq!(r.paths_opened, [1]);
+            assert!(r.links[1].down_bytes > MB / 2, "path 1 unused: {:?}", r.links);
+        } else {
+            assert!(r.paths_opened.is_empty());
+            assert!(!r.path_errors.is_empty(), "the refusal to open path 1 must be recorded");
+            assert!(r.path_errors[0].contains("10.0.1.1:5000 -> 10.0.1.2:443"), "{:?}", r.path_errors);
+            assert!(r.path_errors[0].contains("multipath is not negotiated"), "{:?}", r.path_errors);
+            // Without multipath nothing but the handshake path carries traffic.
+            assert_eq!(r.links[1].down_bytes + r.links[1].up_bytes, 0);
+        }
+        assert!(r.links.iter().map(|l| l.down_bytes).sum::<u64>() > 5 * MB);
     }
-    assert!(r.links.iter().map(|l| l.down_bytes).sum::<u64>() > 5 * MB);
 }
 
 #[test]
@@ -264,20 +274,25 @@ struct Shares {
     sp: f64,
 }
 
-/// A multipath client (two 100 Mbit/s access links) and a single-path client (one) download
-/// through one 20 Mbit/s bottleneck; shares are measured from 5 s to 20 s.
-fn shared_bottleneck_shares(cc: CcAlgorithm, seed: u64) -> Shares {
+/// A client with two 100 Mbit/s access links and a single-path client (one) download
+/// through one 20 Mbit/s bottleneck; shares are measured from 5 s to 20 s. With `multipath`
+/// the first client opens a path on each access link and runs `cc` on both; without, it is a
+/// single-path `cc` flow on its first access link.
+fn shared_bottleneck_shares(cc: CcAlgorithm, multipath: bool, seed: u64) -> Shares {
     const RATE: f64 = 20e6;
     let access = path(100.0, 10.0);
     let mut topo = Topology::shared_bottleneck(&[access.clone(), access.clone()], path(20.0, 20.0), access, seed);
-    let mp_cfg = TransportConfig { cc, initial_max_path_id: Some(1), ..TransportConfig::default() };
+    let mp_cfg = TransportConfig { cc, initial_max_path_id: multipath.then_some(1), ..TransportConfig::default() };
     let (mp_client_cfg, mp_server_cfg) = mpq_proto::testing::configs(mp_cfg);
     let (sp_client_cfg, sp_server_cfg) = mpq_proto::testing::configs(TransportConfig::default());
     let ep = |s: u64, cfg| Endpoint::new(EndpointConfig::with_seed(s), cfg);
 
     let server = topo.server_node(ep(seed + 1, Some(mp_server_cfg)), DownloadServer::default());
     topo.add_server(server);
-    let app = DownloadClient::new(mp_client_cfg, topo.paths[0].server, 1000 * MB).with_paths(topo.extra_path_pairs());
+    let mut app = DownloadClient::new(mp_client_cfg, topo.paths[0].server, 1000 * MB);
+    if multipath {
+        app = app.with_paths(topo.extra_path_pairs());
+    }
     let mp = topo.client_node(ep(seed, None), app);
     let mp = topo.add_client(mp);
 
@@ -298,37 +313,56 @@ fn shared_bottleneck_shares(cc: CcAlgorithm, seed: u64) -> Shares {
     let (mp0, sp0) = bytes(&topo);
     topo.sim.run_until(Instant::ZERO + Duration::from_secs(20));
     let (mp1, sp1) = bytes(&topo);
+    for id in [mp, sp] {
+        let client = &topo.sim.node::<QuicNode<DownloadClient>>(id).app;
+        assert_eq!(client.error, None, "seed {seed}");
+        assert_eq!(client.corrupt_at, None, "seed {seed}");
+    }
     let client = &topo.sim.node::<QuicNode<DownloadClient>>(mp).app;
-    assert_eq!(client.error, None);
-    assert_eq!(client.corrupt_at, None);
+    // Without multipath the second access link must stay idle.
+    let second = topo.sim.link_stats(topo.paths[1].own.1).delivered_bytes;
+    assert_eq!(second > 0, multipath, "seed {seed}: second access link carried {second} B");
     let share = |b: u64| b as f64 * 8.0 / 15.0 / RATE;
     Shares { multipath: client.is_multipath(), mp: share(mp1 - mp0), sp: share(sp1 - sp0) }
 }
 
-/// Runs now: without multipath both clients are single-path CUBIC flows, and they split the
-/// bottleneck roughly evenly while keeping it busy.
+/// Two single-path CUBIC flows split the bottleneck roughly evenly while keeping it busy.
 #[test]
 fn two_single_path_flows_share_the_bottleneck() {
-    let s = shared_bottleneck_shares(CcAlgorithm::Cubic, 41);
-    if s.multipath {
-        return; // Covered by the coupled-CC test once multipath works.
-    }
-    assert!(s.mp + s.sp > 0.85, "bottleneck underused: {:.2} + {:.2}", s.mp, s.sp);
-    assert!((0.3..0.7).contains(&s.mp), "shares {:.2} / {:.2}", s.mp, s.sp);
+    let s = shared_bottleneck_shares(CcAlgorithm::Cubic, false, 41);
+    println!("seed 41: single-path CUBIC flows: {:.3} and {:.3} of the bottleneck", s.mp, s.sp);
+    assert!(!s.multipath);
+    assert!(s.mp + s.sp > 0.85, "seed 41: bottleneck underused: {:.2} + {:.2}", s.mp, s.sp);
+    assert!((0.3..0.7).contains(&s.mp), "seed 41: shares {:.2} / {:.2}", s.mp, s.sp);
 }
 
 /// Coupled congestion control (seed 002 uses OLIA; LIA is RFC 6356): the two-path flow takes
-/// no more than its fair share of the shared bottleneck, i.e. ≤ 60 % against one single-path
-/// flow (an uncoupled two-path flow takes about two thirds).
+/// no more than its fair share of the shared bottleneck against one single-path flow: half,
+/// with `FAIR_BOUND` as the tolerance. The control run, uncoupled CUBIC on both paths,
+/// behaves as two flows (about two thirds): it must exceed the bound clearly, or the bound
+/// proves nothing. The run has no random loss, so the seed changes nothing; measured:
+/// LIA 0.38, OLIA 0.49, uncoupled CUBIC 0.63 of the bottleneck.
 #[test]
 fn coupled_cc_is_fair_at_a_shared_bottleneck() {
+    const FAIR_BOUND: f64 = 0.55;
+    let seed = 42;
     for name in ["lia", "olia"] {
         let cc: CcAlgorithm = name.parse().unwrap_or_else(|e| panic!("{name}: {e}"));
-        let s = shared_bottleneck_shares(cc, 42);
+        let s = shared_bottleneck_shares(cc, true, seed);
         assert!(s.multipath);
-        assert!(s.mp <= 0.6, "{name}: multipath share {:.2} vs single-path {:.2}", s.mp, s.sp);
-        assert!(s.mp + s.sp > 0.85, "{name}: bottleneck underused: {:.2} + {:.2}", s.mp, s.sp);
+        println!("seed {seed}: {name}: multipath {:.3}, single-path {:.3}", s.mp, s.sp);
+        assert!(s.mp <= FAIR_BOUND, "seed {seed}: {name}: multipath share {:.2} vs single-path {:.2}", s.mp, s.sp);
+        assert!(s.mp + s.sp > 0.85, "seed {seed}: {name}: bottleneck underused: {:.2} + {:.2}", s.mp, s.sp);
     }
+    let u = shared_bottleneck_shares(CcAlgorithm::Cubic, true, seed);
+    assert!(u.multipath);
+    println!("seed {seed}: uncoupled cubic: multipath {:.3}, single-path {:.3}", u.mp, u.sp);
+    assert!(u.mp + u.sp > 0.85, "seed {seed}: cubic: bottleneck underused: {:.2} + {:.2}", u.mp, u.sp);
+    assert!(
+        u.mp > FAIR_BOUND + 0.05,
+        "seed {seed}: uncoupled two-path share only {:.2}: the fairness bound is not tested",
+        u.mp
+    );
 }
 
 #[test]

@@ -66,10 +66,14 @@ pub struct ConnectionStats {
     pub dropped_packets: u64,
     /// STREAM chunks copied from a slow path onto a faster one (multipath reinjection).
     pub reinjected_chunks: u64,
-    /// PATHS_BLOCKED frames received: the peer wanted a path our MAX_PATH_ID did not allow.
-    pub peer_paths_blocked: u64,
-    /// PATH_CIDS_BLOCKED frames received: the peer lacked our CIDs for a path ID.
-    pub peer_path_cids_blocked: u64,
+    /// PATHS_BLOCKED frames sent (we wanted a path ID beyond the peer's MAX_PATH_ID).
+    pub paths_blocked_sent: u64,
+    /// PATHS_BLOCKED frames received.
+    pub paths_blocked_received: u64,
+    /// PATH_CIDS_BLOCKED frames sent (the peer had issued no CID for a path ID we wanted).
+    pub path_cids_blocked_sent: u64,
+    /// PATH_CIDS_BLOCKED frames received.
+    pub path_cids_blocked_received: u64,
     /// Per-path counters.
     pub paths: Vec<PathStats>,
 }

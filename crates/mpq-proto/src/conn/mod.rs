@@ -541,8 +541,10 @@ impl Connection {
         self.packets_in_phase = 0;
         self.key_update_ping_at = 0;
         self.key_discard_pending = true;
-        // Our next update waits three PTOs from the acknowledgement of this new phase
-        // (draft-ietf-quic-multipath-21 §4.2), not from that of the previous one.
+        // The three-PTO wait before our next update (draft-ietf-quic-multipath-21 §4.2)
+        // counts from the first acknowledgement in this new phase, as after an update of our
+        // own: the time kept from the previous phase would let us update again at once, while
+        // the peer may still hold the keys this phase replaced.
         self.phase_acked_at = None;
         tracing::debug!(side = ?self.side, "peer initiated key update");
     }

@@ -111,9 +111,14 @@ impl Connection {
         if !self.mp.enabled {
             return 0;
         }
-        // Pre-issue CIDs only for as many fresh path IDs as we would accept paths.
+        // Pre-issue CIDs only for as many fresh path IDs as we would accept paths. Path IDs
+        // are used in order, so with IDs 0..=k used, `closed` of them gone and at most
+        // `max_concurrent_paths` paths (path 0 included, as `may_accept_path` counts them),
+        // the highest ID a new path could still get is `closed + max_concurrent_paths - 1`.
+        // (Without the `- 1`, CIDs went out for an ID whose path the server then dropped.)
         let closed = self.closed_ids.len();
-        self.mp.local_max.min(self.mp.peer_max).min(closed + self.config.max_concurrent_paths)
+        let budget = (closed + self.config.max_concurrent_paths).saturating_sub(1);
+        self.mp.local_max.min(self.mp.peer_max).min(budget)
     }
 
     /// Keeps enough of our connection IDs with the peer (RFC 9000 §5.1.1), for path 0 and,

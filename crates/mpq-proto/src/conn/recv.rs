@@ -486,12 +486,12 @@ impl Connection {
             Frame::PathsBlocked(max) => {
                 // §6.8: it names the limit in force, which cannot be above ours.
                 self.check_mp_path_id(max)?;
-                self.stats.peer_paths_blocked += 1;
+                self.stats.paths_blocked_received += 1;
                 tracing::debug!(max, "peer is blocked by our MAX_PATH_ID");
             }
             Frame::PathCidsBlocked { path_id: id, next_seq } => {
                 self.check_mp_path_id(id)?;
-                self.stats.peer_path_cids_blocked += 1;
+                self.stats.path_cids_blocked_received += 1;
                 self.on_path_cids_blocked_frame(now, id, next_seq)?;
             }
         }

@@ -477,18 +477,26 @@ impl Connection {
         space.received.wants_immediate_ack() || space.received.ack_deadline(max_ack_delay).is_some_and(|t| t <= now)
     }
 
+    /// Path `i` can carry a packet now as far as its peer CID and the anti-amplification
+    /// limit (RFC 9000 §8.1) go: an address being validated after a NAT rebinding may have
+    /// spent its budget until the peer sends again.
+    pub(crate) fn can_carry(&self, i: usize) -> bool {
+        let p = &self.paths[i];
+        p.is_open()
+            && self.peer_cids.get(&p.id).is_some_and(|c| c.has_cid())
+            && p.amplification_budget() >= MIN_PACKET_ROOM as u64
+    }
+
     /// The paths (indices) that should carry the ACK of path `j`'s packets (the ACK policy,
-    /// draft-ietf-quic-multipath-21 §4.3: PATH_ACKs may go on any path).
-    fn ack_carriers(&self, j: usize) -> SmallVec<[usize; 4]> {
+    /// draft-ietf-quic-multipath-21 §4.3: PATH_ACKs may go on any path, so a path that
+    /// cannot send now does not hold them back).
+    pub(crate) fn ack_carriers(&self, j: usize) -> SmallVec<[usize; 4]> {
         let mut out = SmallVec::new();
         if !self.mp.enabled {
             out.push(j);
             return out;
         }
-        let sendable = |i: usize| {
-            let p = &self.paths[i];
-            p.is_open() && self.peer_cids.get(&p.id).is_some_and(|c| c.has_cid())
-        };
+        let sendable = |i: usize| self.can_carry(i);
         let fastest = (0..self.paths.len())
             .filter(|&i| sendable(i) && self.paths[i].is_active() && !self.paths[i].potentially_failed)
             .min_by_key(|&i| self.paths[i].rtt.smoothed());
@@ -898,6 +906,7 @@ impl Connection {
                 f.encode(buf);
                 self.mp.paths_blocked = None;
                 self.mp.paths_blocked_sent = Some(max);
+                self.stats.paths_blocked_sent += 1;
                 eliciting = true;
             }
         }
@@ -909,6 +918,7 @@ impl Connection {
             }
             f.encode(buf);
             self.mp.cids_blocked.remove(0);
+            self.stats.path_cids_blocked_sent += 1;
             eliciting = true;
         }
         eliciting

@@ -231,10 +231,33 @@ fn nat_rebinding_moves_the_path() {
     assert_eq!(rebound, Some((pair.client_addr, true)));
 }
 
-/// Keeps the times of a connection's key updates (from its qlog events).
-struct KeyUpdateLog(std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>);
+/// Flow-control windows of about 100 kB: with a 20 ms RTT an upload moves about 5 MB/s, so
+/// it lasts long enough for key updates three PTOs apart (the pair has no rate limit).
+fn slow_upload_config() -> TransportConfig {
+    let streams = crate::stream::StreamsConfig {
+        stream_receive_window: 100_000,
+        max_stream_window: 100_000,
+        receive_window: 200_000,
+        max_connection_window: 200_000,
+        ..Default::default()
+    };
+    TransportConfig { streams, ..mp_config() }
+}
 
-impl crate::qlog::QlogSink for KeyUpdateLog {
+#[test]
+fn key_updates_cross_a_multipath_transfer() {
+    let cfg = TransportConfig { key_update_interval: 200, ..slow_upload_config() };
+    let mut pair = Pair::new(cfg);
+    open_second_path(&mut pair);
+    run_upload(&mut pair, 6_000_000, Duration::from_secs(30));
+    let updates = client(&mut pair).stats().key_updates;
+    assert!(updates >= 2, "only {updates} key updates");
+}
+
+/// Shares a connection's qlog with the test.
+struct SharedLog(std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>);
+
+impl crate::qlog::QlogSink for SharedLog {
     fn emit(&mut self, time: Instant, name: &'static str, data: serde_json::Value) {
         if name == "security:key_updated" {
             let trigger = data["trigger"].as_str().unwrap_or_default().to_string();
@@ -243,29 +266,35 @@ impl crate::qlog::QlogSink for KeyUpdateLog {
     }
 }
 
-/// Key updates over a two-path transfer, both sides initiating: every one after the first
-/// waits three of the largest PTOs after the previous phase was acknowledged (§4.2), even
-/// when the previous update was the peer's.
+/// draft-ietf-quic-multipath-21 §4.2: the next key update waits three of the largest PTOs
+/// after the previous one was acknowledged, also when the previous update was the peer's
+/// (the side that followed it must not start its own right away).
 #[test]
-fn key_updates_cross_a_multipath_transfer() {
-    let cfg = TransportConfig { key_update_interval: 100, ..mp_config() };
+fn key_updates_wait_three_ptos_on_both_sides() {
+    let cfg = TransportConfig { key_update_interval: 100, ..slow_upload_config() };
     let mut pair = Pair::new(cfg);
-    // Some loss keeps the windows small, so that the transfer lasts long enough for several
-    // updates three PTOs apart.
-    pair.drop = Box::new(|seq, _| seq % 40 == 0);
-    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    client(&mut pair).set_qlog(Box::new(KeyUpdateLog(log.clone())));
+    let logs = [std::sync::Arc::default(), std::sync::Arc::default()];
+    client(&mut pair).set_qlog(Box::new(SharedLog(std::sync::Arc::clone(&logs[0]))));
     open_second_path(&mut pair);
-    server(&mut pair).set_qlog(Box::new(KeyUpdateLog(log.clone())));
-    run_upload(&mut pair, 6_000_000, Duration::from_secs(60));
-    let log = log.lock().expect("log").clone();
-    let local: Vec<Instant> = log.iter().filter(|(_, t)| t == "local_update").map(|(t, _)| *t).collect();
-    assert!(local.len() >= 3, "only {} key updates: {log:?}", local.len());
-    // The pair's RTT is 20 ms, so a PTO is at least 20 ms + the peer's 25 ms max_ack_delay.
-    let min_gap = 3 * Duration::from_millis(45);
-    for w in local.windows(2) {
-        assert!(w[1] - w[0] >= min_gap, "key updates {:?} apart: {log:?}", w[1] - w[0]);
+    server(&mut pair).set_qlog(Box::new(SharedLog(std::sync::Arc::clone(&logs[1]))));
+    run_upload(&mut pair, 6_000_000, Duration::from_secs(30));
+    // Both paths have a 20 ms RTT: a PTO is well above that, three of them above 60 ms.
+    let min_gap = 3 * 2 * pair.latency;
+    let mut local_updates = 0;
+    for (side, log) in ["client", "server"].iter().zip(&logs) {
+        let log = log.lock().expect("log");
+        for w in log.windows(2) {
+            if w[1].1 == "local_update" {
+                local_updates += 1;
+                assert!(
+                    w[1].0 - w[0].0 >= min_gap,
+                    "{side} updated {:?} after the previous update: {log:?}",
+                    w[1].0 - w[0].0
+                );
+            }
+        }
     }
+    assert!(local_updates >= 3, "{local_updates} key updates: {logs:?}");
 }
 
 #[test]
@@ -281,8 +310,9 @@ fn path_id_limit_blocks_then_max_path_id_raises_it() {
         client(&mut pair).open_path(now, Some(third), server_addr, PathStatus::Available),
         Err(PathError::NoPathId)
     );
-    // The server hears that the client is blocked by its limit (PATHS_BLOCKED).
-    assert!(pair.run_until(Duration::from_secs(1), |p| server(p).stats().peer_paths_blocked > 0));
+    pair.run_until(Duration::from_millis(200), |_| false);
+    assert_eq!(client(&mut pair).stats().paths_blocked_sent, 1);
+    assert_eq!(server(&mut pair).stats().paths_blocked_received, 1);
     let now = pair.now;
     client(&mut pair).abandon_path(now, id, 0).expect("abandon");
     // Once the server drops path 1's state it allows path ID 2 (MAX_PATH_ID).
@@ -297,6 +327,99 @@ fn path_id_limit_blocks_then_max_path_id_raises_it() {
         opened.is_some()
     });
     assert_eq!(opened, Some(2));
+}
+
+/// A server that takes two paths at once (path 0 included) issues connection IDs for path
+/// ID 1 only, even though its path ID limit is higher: the client is told to wait
+/// (`NoConnectionId`, PATH_CIDS_BLOCKED) instead of opening a path the server would drop.
+#[test]
+fn concurrent_path_limit_bounds_the_path_ids_with_cids() {
+    let server_cfg = TransportConfig { max_concurrent_paths: 2, ..mp_config() };
+    let mut pair = Pair::asymmetric(mp_config(), server_cfg);
+    let id = open_second_path(&mut pair);
+    assert_eq!(id, 1);
+    let now = pair.now;
+    let server_addr = pair.server_addr;
+    let third: SocketAddr = "10.0.2.1:4433".parse().expect("addr");
+    assert_eq!(
+        client(&mut pair).open_path(now, Some(third), server_addr, PathStatus::Available),
+        Err(PathError::NoConnectionId)
+    );
+    pair.run_until(Duration::from_millis(200), |_| false);
+    assert_eq!(client(&mut pair).stats().path_cids_blocked_sent, 1);
+    assert!(server(&mut pair).stats().path_cids_blocked_received >= 1);
+    // Once path 1 is gone on the server, path ID 2 gets CIDs and opens.
+    let now = pair.now;
+    client(&mut pair).abandon_path(now, id, 0).expect("abandon");
+    let mut opened = None;
+    pair.run_until(Duration::from_secs(10), |p| {
+        while p.client.poll_event().is_some() {}
+        let now = p.now;
+        let c = p.client.connection_mut(p.client_conn).expect("client");
+        if opened.is_none() {
+            opened = c.open_path(now, Some(third), server_addr, PathStatus::Available).ok();
+        }
+        opened.is_some()
+    });
+    assert_eq!(opened, Some(2));
+}
+
+/// Puts path `id` of `c` in the state a NAT rebinding leaves it in on the server (new address
+/// not validated, its anti-amplification budget spent), with an ack-eliciting packet received
+/// 50 ms ago whose ACK is due; then runs `c`'s timers and sends what it can. Returns the
+/// paths that carried datagrams.
+fn amplification_blocked_ack(c: &mut Connection, id: u64, now: Instant) -> Vec<u64> {
+    let pi = c.path_index(id).expect("path");
+    let p = &mut c.paths[pi];
+    p.validated = false;
+    p.amp_received = 32;
+    p.amp_sent = 96;
+    let pn = p.data.received.largest().map_or(0, |(l, _)| l + 1);
+    p.data.received.on_packet(pn, true, now - Duration::from_millis(50), None);
+    p.data.ack_pending = true;
+    c.handle_timeout(now);
+    let mut buf = Vec::new();
+    let mut sent_on = Vec::new();
+    while let Some(t) = c.poll_transmit(now, &mut buf) {
+        sent_on.push(t.path_id);
+    }
+    sent_on
+}
+
+/// Found in the simulator: after a NAT rebinding of a download path, the server's ACK for that
+/// path was due but could only go on that path, blocked by the anti-amplification limit, so
+/// poll_timeout returned the same past instant forever (a busy loop). PATH_ACKs may travel on
+/// any path (draft-ietf-quic-multipath-21 §4.3): it goes on path 0.
+#[test]
+fn ack_of_an_amplification_limited_path_goes_elsewhere() {
+    let mut pair = Pair::new(mp_config());
+    let id = open_second_path(&mut pair);
+    pair.run_until(Duration::from_millis(500), |p| {
+        while p.client.poll_event().is_some() {}
+        while p.server.poll_event().is_some() {}
+        false
+    });
+    let now = pair.now;
+    let s = server(&mut pair);
+    let sent_on = amplification_blocked_ack(s, id, now);
+    assert_eq!(sent_on, [0], "the ACK of path {id} did not go on path 0");
+    assert!(s.poll_timeout().is_some_and(|t| t > now), "timer left at {:?} (now {now:?})", s.poll_timeout());
+}
+
+/// Without another path the ACK waits for the peer's next datagram (which raises the limit),
+/// without a timer in the past.
+#[test]
+fn ack_blocked_by_the_amplification_limit_arms_no_past_timer() {
+    let mut pair = Pair::new(TransportConfig::default());
+    confirm(&mut pair);
+    pair.run_until(Duration::from_millis(500), |p| {
+        while p.server.poll_event().is_some() {}
+        false
+    });
+    let now = pair.now;
+    let s = server(&mut pair);
+    assert_eq!(amplification_blocked_ack(s, 0, now), Vec::<u64>::new());
+    assert!(s.poll_timeout().is_some_and(|t| t > now), "timer left at {:?} (now {now:?})", s.poll_timeout());
 }
 
 #[test]

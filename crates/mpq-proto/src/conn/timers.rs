@@ -49,8 +49,11 @@ impl Connection {
             }
         }
         let wants_data = self.wants_to_send_data();
-        for p in &self.paths {
-            if p.data.ack_pending {
+        for (j, p) in self.paths.iter().enumerate() {
+            // An ACK no path can carry now (the anti-amplification limit of an address being
+            // validated) waits for the peer's next datagram, which raises the limit: a
+            // deadline already past would make the timer fire again and again.
+            if p.data.ack_pending && self.ack_carriers(j).iter().any(|&c| self.can_carry(c)) {
                 merge(p.data.received.ack_deadline(max_ack_delay));
             }
             if wants_data || !p.dup_chunks.is_empty() {

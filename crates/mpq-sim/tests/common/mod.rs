@@ -157,3 +157,5 @@ impl Node for Echo {
         None
     }
 }
+
+pub mod mp;
