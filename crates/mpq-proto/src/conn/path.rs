@@ -133,6 +133,9 @@ pub(crate) struct PathState {
     pub ecn: crate::recovery::ecn::EcnValidator,
     /// The datagrams of the batch being written are marked ECT(0).
     pub ecn_batch: bool,
+    /// When a packet last filled the congestion window: acknowledgements of packets sent
+    /// long after that are of an application-limited flight (RFC 9002 §7.8).
+    pub window_full_at: Option<Instant>,
     /// Last time a packet arrived on this path.
     pub last_recv: Option<Instant>,
     /// When an abandoned path's state is dropped.
@@ -190,6 +193,7 @@ impl PathState {
             data_bytes_sent: 0,
             ecn: Default::default(),
             ecn_batch: false,
+            window_full_at: None,
         }
     }
 

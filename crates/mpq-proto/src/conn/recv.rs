@@ -572,7 +572,12 @@ impl Connection {
             if p.in_flight {
                 let path = &mut self.paths[pi];
                 path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(p.size));
-                path.cc.on_ack(now, p.time_sent, u64::from(p.size), &path.rtt, false);
+                // RFC 9002 §7.8: the window grows only on packets of flights it limited, i.e.
+                // when it was full within a round trip of the packet's sending; a sender short
+                // of data or of flow-control credit does not grow it.
+                let srtt = path.rtt.smoothed();
+                let app_limited = path.window_full_at.is_none_or(|t| t + srtt < p.time_sent);
+                path.cc.on_ack(now, p.time_sent, u64::from(p.size), &path.rtt, app_limited);
             }
             if space_id == SpaceId::Data {
                 if let Some(k) = self.one_rtt.as_mut() {

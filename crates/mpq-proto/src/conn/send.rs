@@ -388,6 +388,9 @@ impl Connection {
             if let Some(at) = path.pacer.delay(now, mtu, mtu, path.cc.window(), srtt) {
                 if at > now {
                     path.pacing_until = Some(at);
+                    // The pacer spreads the window over the RTT: held back by it, the path
+                    // is limited by its window, not by the application (RFC 9002 §7.8).
+                    path.window_full_at = Some(now);
                     return false;
                 }
             }
@@ -983,6 +986,10 @@ impl Connection {
             path.bytes_in_flight += u64::from(size);
             path.cc.on_packet_sent(now, u64::from(size));
             path.pacer.on_sent(now, u64::from(size));
+            if path.bytes_in_flight + u64::from(path.mtu) > path.cc.window() {
+                // The window is full: the path is congestion-limited (RFC 9002 §7.8).
+                path.window_full_at = Some(now);
+            }
         }
         let ecn = p.level == Level::OneRtt && path.ecn_batch;
         if ecn {

@@ -332,3 +332,28 @@ fn frames_in_the_wrong_packet_type_are_protocol_violations() {
         assert_eq!(transport_code(server_error(&mut pair)), C::PROTOCOL_VIOLATION.0, "{what}");
     }
 }
+
+/// A sender that never fills its window (1 kB every 50 ms) keeps its initial window: the
+/// window grows only on acknowledgements of congestion-limited flights (RFC 9002 §7.8).
+#[test]
+fn application_limited_window_does_not_grow() {
+    let mut pair = Pair::new(TransportConfig::default());
+    let mut confirmed = false;
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            confirmed |= e == Event::HandshakeConfirmed;
+        }
+        confirmed
+    }));
+    let initial = client(&mut pair).stats().paths[0].cwnd;
+    let id = client(&mut pair).open_stream(Dir::Uni).expect("stream");
+    for _ in 0..60 {
+        client(&mut pair).write(id, &[7u8; 1000]).expect("write");
+        let until = pair.now + Duration::from_millis(50);
+        pair.run_until(Duration::from_millis(50), |p| p.now >= until);
+        while pair.server.poll_event().is_some() {}
+    }
+    let p = client(&mut pair).stats().paths[0].clone();
+    assert!(p.tx_bytes > 60_000, "{p:?}");
+    assert_eq!(p.cwnd, initial, "the window grew while the sender was application-limited");
+}
