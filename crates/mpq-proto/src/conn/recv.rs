@@ -590,7 +590,22 @@ impl Connection {
             self.on_frames_acked(space_id, p.frames);
         }
         self.on_packets_lost(now, space_id, pi, result.lost, result.persistent_congestion);
+        if self.mp.enabled {
+            self.size_send_buffers();
+        }
         Ok(())
+    }
+
+    /// With several active paths a stream's oldest unacknowledged byte may sit on the
+    /// slowest (perhaps deeply queued) path while the others send on: the send buffer then
+    /// pins far more than one path's window. Let it hold twice what the paths' windows
+    /// allow in flight, up to four times the configured limit.
+    fn size_send_buffers(&mut self) {
+        let base = self.config.streams.send_buffer_limit;
+        let active = self.paths.iter().filter(|p| p.is_active());
+        let (n, windows) = active.fold((0u32, 0u64), |(n, w), p| (n + 1, w.saturating_add(p.cc.window())));
+        let limit = if n < 2 { base } else { windows.saturating_mul(2).min(base.saturating_mul(4)) };
+        self.streams.set_send_buffer_limit(limit);
     }
 
     fn on_frames_acked(&mut self, space_id: SpaceId, frames: SentFrames) {

@@ -50,6 +50,8 @@ enum Half {
 pub struct Streams {
     side: Side,
     config: StreamsConfig,
+    /// Current send buffer limit per stream (see [`Streams::set_send_buffer_limit`]).
+    send_buffer_limit: u64,
     streams: HashMap<StreamId, Stream>,
     /// Streams we opened, per direction.
     next_local: [u64; 2],
@@ -92,6 +94,7 @@ impl Streams {
         Self {
             side,
             config: config.clone(),
+            send_buffer_limit: config.send_buffer_limit,
             streams: HashMap::new(),
             next_local: [0; 2],
             peer_max_streams: [0; 2],
@@ -116,6 +119,19 @@ impl Streams {
             stop_queue: VecDeque::new(),
             events: VecDeque::new(),
         }
+    }
+
+    /// Sets how many unacknowledged bytes a stream may buffer before `write` pushes back
+    /// (at least the configured `send_buffer_limit`). With several paths the oldest
+    /// unacknowledged byte can sit on the slowest one while the others send on, so the
+    /// connection widens the limit to what its paths hold in flight.
+    pub fn set_send_buffer_limit(&mut self, limit: u64) {
+        self.send_buffer_limit = limit.max(self.config.send_buffer_limit);
+    }
+
+    /// The current limit of [`Self::set_send_buffer_limit`].
+    pub fn send_buffer_limit(&self) -> u64 {
+        self.send_buffer_limit
     }
 
     /// Applies the peer's transport parameters (initial_max_data,

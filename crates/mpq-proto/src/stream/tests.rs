@@ -303,3 +303,16 @@ fn open_blocked_and_backpressure() {
         vec![StreamControl::MaxData(2_000_000), StreamControl::MaxStreamData { id: a, max: 150 }]
     );
 }
+
+/// The connection can widen the send buffer (several paths in flight), never below the
+/// configured limit.
+#[test]
+fn send_buffer_limit_widens_but_not_below_the_configured_one() {
+    let cfg = StreamsConfig { send_buffer_limit: 1000, ..StreamsConfig::default() };
+    let mut s = Streams::new(Side::Client, &cfg);
+    assert_eq!(s.send_buffer_limit(), 1000);
+    s.set_send_buffer_limit(5000);
+    assert_eq!(s.send_buffer_limit(), 5000);
+    s.set_send_buffer_limit(10);
+    assert_eq!(s.send_buffer_limit(), 1000);
+}

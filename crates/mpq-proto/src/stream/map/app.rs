@@ -50,7 +50,7 @@ impl Streams {
     /// `Err(Blocked)` when nothing could be accepted: wait for a Writable event.
     pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, StreamError> {
         let conn_avail = self.conn_send.available();
-        let limit = self.config.send_buffer_limit;
+        let limit = self.send_buffer_limit;
         let send = self.send_mut(id)?;
         let stream_avail = send.credit.available();
         let buf_avail = limit.saturating_sub(send.buf.unacked_len());
@@ -138,7 +138,7 @@ impl Streams {
 
     pub(super) fn notify_writable(&mut self, id: StreamId) {
         let conn_avail = self.conn_send.available();
-        let limit = self.config.send_buffer_limit;
+        let limit = self.send_buffer_limit;
         let Some(send) = self.streams.get_mut(&id).and_then(|s| s.send.as_mut()) else {
             return;
         };
