@@ -84,6 +84,17 @@ impl Upload {
     }
 }
 
+/// Runs until the client's handshake is confirmed; false if it was not within 2 s.
+pub(super) fn confirm_handshake(pair: &mut Pair) -> bool {
+    let mut confirmed = false;
+    pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            confirmed |= e == Event::HandshakeConfirmed;
+        }
+        confirmed
+    })
+}
+
 pub(super) fn client(pair: &mut Pair) -> &mut Connection {
     pair.client.connection_mut(pair.client_conn).expect("client")
 }
@@ -163,13 +174,7 @@ fn transfer_crosses_key_updates() {
 #[test]
 fn application_close_reaches_the_peer() {
     let mut pair = Pair::new(TransportConfig::default());
-    let mut confirmed = false;
-    assert!(pair.run_until(Duration::from_secs(2), |p| {
-        while let Some((_, e)) = p.client.poll_event() {
-            confirmed |= e == Event::HandshakeConfirmed;
-        }
-        confirmed
-    }));
+    assert!(confirm_handshake(&mut pair));
     let now = pair.now;
     client(&mut pair).close(now, 42, b"bye");
     let mut server_err = None;
@@ -239,13 +244,7 @@ fn garbage_datagrams_never_panic() {
 fn bulk_data_leaves_in_gso_batches() {
     let cfg = TransportConfig { max_udp_payload_size: 1452, max_gso_segments: 10, ..TransportConfig::default() };
     let mut pair = Pair::new(cfg);
-    let mut confirmed = false;
-    assert!(pair.run_until(Duration::from_secs(2), |p| {
-        while let Some((_, e)) = p.client.poll_event() {
-            confirmed |= e == Event::HandshakeConfirmed;
-        }
-        confirmed
-    }));
+    assert!(confirm_handshake(&mut pair));
     let now = pair.now;
     let c = client(&mut pair);
     let id = c.open_stream(Dir::Uni).expect("stream");
@@ -262,13 +261,7 @@ fn bulk_data_leaves_in_gso_batches() {
 /// server closed with.
 fn server_error_for(frames: &[u8]) -> Option<ConnectionError> {
     let mut pair = Pair::new(TransportConfig::default());
-    let mut confirmed = false;
-    assert!(pair.run_until(Duration::from_secs(2), |p| {
-        while let Some((_, e)) = p.client.poll_event() {
-            confirmed |= e == Event::HandshakeConfirmed;
-        }
-        confirmed
-    }));
+    assert!(confirm_handshake(&mut pair));
     client(&mut pair).injected = frames.to_vec();
     server_error(&mut pair)
 }
@@ -338,13 +331,7 @@ fn frames_in_the_wrong_packet_type_are_protocol_violations() {
 #[test]
 fn application_limited_window_does_not_grow() {
     let mut pair = Pair::new(TransportConfig::default());
-    let mut confirmed = false;
-    assert!(pair.run_until(Duration::from_secs(2), |p| {
-        while let Some((_, e)) = p.client.poll_event() {
-            confirmed |= e == Event::HandshakeConfirmed;
-        }
-        confirmed
-    }));
+    assert!(confirm_handshake(&mut pair));
     let initial = client(&mut pair).stats().paths[0].cwnd;
     let id = client(&mut pair).open_stream(Dir::Uni).expect("stream");
     for _ in 0..60 {

@@ -73,6 +73,24 @@ pub(super) fn open_second_path(pair: &mut Pair) -> u64 {
     id
 }
 
+/// Calls `open_path` from `local` to `remote` until it succeeds (the path ID and CIDs it
+/// needs may take a round trip or the discard of an old path), for at most `limit`.
+pub(super) fn open_path_when_allowed(
+    pair: &mut Pair,
+    local: SocketAddr,
+    remote: SocketAddr,
+    limit: Duration,
+) -> Option<u64> {
+    let mut opened = None;
+    pair.run_until(limit, |p| {
+        while p.client.poll_event().is_some() {}
+        let now = p.now;
+        opened = opened.or_else(|| client(p).open_path(now, Some(local), remote, PathStatus::Available).ok());
+        opened.is_some()
+    });
+    opened
+}
+
 fn path_stats(c: &Connection, id: u64) -> PathStats {
     c.stats().paths.into_iter().find(|p| p.path_id == id).expect("path stats")
 }
@@ -316,17 +334,7 @@ fn path_id_limit_blocks_then_max_path_id_raises_it() {
     let now = pair.now;
     client(&mut pair).abandon_path(now, id, 0).expect("abandon");
     // Once the server drops path 1's state it allows path ID 2 (MAX_PATH_ID).
-    let mut opened = None;
-    pair.run_until(Duration::from_secs(10), |p| {
-        while p.client.poll_event().is_some() {}
-        let now = p.now;
-        let c = p.client.connection_mut(p.client_conn).expect("client");
-        if opened.is_none() {
-            opened = c.open_path(now, Some(third), server_addr, PathStatus::Available).ok();
-        }
-        opened.is_some()
-    });
-    assert_eq!(opened, Some(2));
+    assert_eq!(open_path_when_allowed(&mut pair, third, server_addr, Duration::from_secs(10)), Some(2));
 }
 
 /// A server that takes two paths at once (path 0 included) issues connection IDs for path
@@ -351,17 +359,7 @@ fn concurrent_path_limit_bounds_the_path_ids_with_cids() {
     // Once path 1 is gone on the server, path ID 2 gets CIDs and opens.
     let now = pair.now;
     client(&mut pair).abandon_path(now, id, 0).expect("abandon");
-    let mut opened = None;
-    pair.run_until(Duration::from_secs(10), |p| {
-        while p.client.poll_event().is_some() {}
-        let now = p.now;
-        let c = p.client.connection_mut(p.client_conn).expect("client");
-        if opened.is_none() {
-            opened = c.open_path(now, Some(third), server_addr, PathStatus::Available).ok();
-        }
-        opened.is_some()
-    });
-    assert_eq!(opened, Some(2));
+    assert_eq!(open_path_when_allowed(&mut pair, third, server_addr, Duration::from_secs(10)), Some(2));
 }
 
 /// Puts path `id` of `c` in the state a NAT rebinding leaves it in on the server (new address

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use super::tests::{client, run_upload, server_error, transport_code};
-use super::tests_multipath::{addr2, open_second_path, server};
+use super::tests::{client, confirm_handshake, run_upload, server_error, transport_code};
+use super::tests_multipath::{addr2, open_path_when_allowed, open_second_path, server};
 use super::*;
 use crate::error::TransportErrorCode;
 use crate::frame::Frame;
@@ -143,17 +143,9 @@ fn abandoning_an_unused_path_id_closes_it_for_good() {
     // The server's answer reaches the client, which drops its CIDs for path ID 1.
     assert!(pair.run_until(Duration::from_secs(1), |p| client(p).closed_ids.contains(1)));
     assert!(server(&mut pair).closed_ids.contains(1));
-    let now = pair.now;
     let server_addr = pair.server_addr;
-    let mut opened = None;
-    pair.run_until(Duration::from_secs(2), |p| {
-        while p.client.poll_event().is_some() {}
-        if opened.is_none() {
-            opened = client(p).open_path(now, Some(addr2()), server_addr, PathStatus::Available).ok();
-        }
-        opened.is_some() && client(p).paths.iter().any(|q| q.id == 2 && q.is_active())
-    });
-    assert_eq!(opened, Some(2));
+    assert_eq!(open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(2)), Some(2));
+    assert!(pair.run_until(Duration::from_secs(2), |p| client(p).paths.iter().any(|q| q.id == 2 && q.is_active())));
 }
 
 /// A client whose own MAX_PATH_ID is the obstacle raises it (§2.2) and opens the path once
@@ -172,16 +164,7 @@ fn client_raises_its_own_path_id_limit() {
         client(&mut pair).open_path(now, Some(third), server_addr, PathStatus::Available),
         Err(PathError::NoConnectionId)
     );
-    let mut opened = None;
-    pair.run_until(Duration::from_secs(2), |p| {
-        while p.client.poll_event().is_some() {}
-        let now = p.now;
-        if opened.is_none() {
-            opened = client(p).open_path(now, Some(third), server_addr, PathStatus::Available).ok();
-        }
-        opened.is_some()
-    });
-    assert_eq!(opened, Some(2));
+    assert_eq!(open_path_when_allowed(&mut pair, third, server_addr, Duration::from_secs(2)), Some(2));
     assert_eq!(client(&mut pair).path_ids(), vec![0, 1, 2]);
 }
 
@@ -273,25 +256,7 @@ fn disable_active_migration_forbids_paths_to_the_handshake_address_only() {
         Err(PathError::MigrationDisabled)
     );
     let other: std::net::SocketAddr = "10.0.0.3:443".parse().expect("addr");
-    let mut opened = None;
-    pair.run_until(Duration::from_secs(1), |p| {
-        while p.client.poll_event().is_some() {}
-        let now = p.now;
-        opened = opened.or_else(|| client(p).open_path(now, Some(addr2()), other, PathStatus::Available).ok());
-        opened.is_some()
-    });
-    assert_eq!(opened, Some(1));
-}
-
-/// Runs until the client's handshake is confirmed.
-fn confirm_handshake(pair: &mut Pair) -> bool {
-    pair.run_until(Duration::from_secs(2), |p| {
-        let mut done = false;
-        while let Some((_, e)) = p.client.poll_event() {
-            done |= e == Event::HandshakeConfirmed;
-        }
-        done
-    })
+    assert_eq!(open_path_when_allowed(&mut pair, addr2(), other, Duration::from_secs(1)), Some(1));
 }
 
 /// The server's session tickets travel in 1-RTT CRYPTO frames on the connection's CRYPTO
