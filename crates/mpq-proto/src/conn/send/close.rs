@@ -1,0 +1,107 @@
+//! Sending in the closing state: CONNECTION_CLOSE at every level we have keys for, on a
+//! path that can still be addressed (RFC 9000 §10.2, draft-ietf-quic-multipath-21 §4.4).
+
+use crate::frame::{self, Frame};
+use crate::time::Instant;
+use crate::types::{Level, Side, SpaceId};
+
+use super::super::{CloseFrame, Connection, State, Transmit};
+use super::{Header, OpenPacket, SentFrames, MIN_PACKET_ROOM};
+
+impl Connection {
+    /// In the closing state: one datagram with CONNECTION_CLOSE at every level we have
+    /// keys for, each time a packet arrives (RFC 9000 §10.2.1, §10.2.3).
+    pub(super) fn poll_close(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let State::Closing { close, send_pending, .. } = &mut self.state else { return None };
+        if !*send_pending {
+            return None;
+        }
+        *send_pending = false;
+        let close = close.clone();
+        // CONNECTION_CLOSE may go on any open path (draft-ietf-quic-multipath-21 §4.4).
+        let pi = self.close_path();
+        let limit = (usize::from(self.paths[pi].mtu) as u64).min(self.paths[pi].amplification_budget()) as usize;
+        let mut open: Option<OpenPacket> = None;
+        for space_id in [SpaceId::Initial, SpaceId::Handshake, SpaceId::Data] {
+            if !self.has_keys(space_id)
+                || (space_id == SpaceId::Data && !self.handshake_complete && self.side == Side::Client)
+            {
+                continue;
+            }
+            if limit.saturating_sub(buf.len()) < MIN_PACKET_ROOM + close.reason.len() {
+                break;
+            }
+            if let Some(p) = open.take() {
+                self.seal(now, buf, p, pi);
+            }
+            open = self.write_close_packet(space_id, pi, buf, &close);
+        }
+        if let Some(p) = open {
+            self.seal(now, buf, p, pi);
+        }
+        if buf.is_empty() {
+            return None;
+        }
+        Some(Transmit {
+            destination: self.paths[pi].remote,
+            source: self.paths[pi].local,
+            path_id: self.paths[pi].id,
+            size: buf.len(),
+            segment_size: None,
+            ecn: None,
+        })
+    }
+
+    /// The path CONNECTION_CLOSE goes on: the primary one if it can be addressed, else
+    /// any open one that can.
+    pub(super) fn close_path(&self) -> usize {
+        let addressable = |i: usize| self.peer_cids.get(&self.paths[i].id).is_some_and(|c| c.has_cid());
+        let primary = self.primary_path();
+        if addressable(primary) {
+            return primary;
+        }
+        (0..self.paths.len()).find(|&i| self.paths[i].is_open() && addressable(i)).unwrap_or(primary)
+    }
+
+    pub(super) fn write_close_packet(
+        &mut self,
+        space_id: SpaceId,
+        pi: usize,
+        buf: &mut Vec<u8>,
+        close: &CloseFrame,
+    ) -> Option<OpenPacket> {
+        let Header { level, header_start, pn_offset, pn_len, pn, len_offset } = self.write_header(space_id, pi, buf)?;
+        self.space_mut(space_id, pi)?.take_pn();
+        // RFC 9000 §10.2.3: an application close cannot be sent in Initial or Handshake
+        // packets; it becomes APPLICATION_ERROR without a reason there.
+        let f = match (level, close.frame_type) {
+            (Level::OneRtt, _) | (_, Some(_)) => frame::ConnectionClose {
+                error_code: close.error_code,
+                frame_type: close.frame_type,
+                reason: &close.reason,
+            },
+            _ => frame::ConnectionClose {
+                error_code: crate::error::TransportErrorCode::APPLICATION_ERROR.0,
+                frame_type: Some(0),
+                reason: &[],
+            },
+        };
+        Frame::ConnectionClose(f).encode(buf);
+        let payload_len = buf.len() - pn_offset - pn_len;
+        if payload_len + pn_len < 4 {
+            buf.resize(buf.len() + 4 - pn_len - payload_len, 0);
+        }
+        Some(OpenPacket {
+            level,
+            header_start,
+            pn_offset,
+            pn_len,
+            pn,
+            len_offset,
+            frames: SentFrames::default(),
+            ack_eliciting: false,
+            padded: false,
+            probing_path: false,
+        })
+    }
+}

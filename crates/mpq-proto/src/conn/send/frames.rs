@@ -1,0 +1,317 @@
+//! The frames of a 1-RTT packet: (PATH_)ACKs, path-local frames, copies, connection-wide
+//! control (CIDs, multipath control, flow control) and STREAM data.
+
+use smallvec::SmallVec;
+
+use crate::frame::{self, Frame};
+use crate::stream::StreamControl;
+use crate::time::Instant;
+use crate::types::SpaceId;
+
+use super::super::space::{Control, SentFrames};
+use super::super::Connection;
+use super::AppFrames;
+
+impl Connection {
+    /// (PATH_)ACK frames placed on path `pi`: due ones, and any pending one when the packet
+    /// goes out anyway.
+    pub(super) fn write_acks(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        buf: &mut Vec<u8>,
+        payload_end: usize,
+        send_data: bool,
+        frames: &mut SentFrames,
+    ) {
+        let ack_delay_exponent = self.config.ack_delay_exponent;
+        let carrier = self.paths[pi].id;
+        let multipath = self.mp.enabled;
+        for j in 0..self.paths.len() {
+            {
+                let s = &self.paths[j].data;
+                if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
+                    continue;
+                }
+            }
+            let due = self.ack_due(now, SpaceId::Data, j);
+            if !(due || send_data) {
+                continue;
+            }
+            let carriers = self.ack_carriers(j);
+            if !carriers.contains(&pi) {
+                continue;
+            }
+            let path_id = self.paths[j].id;
+            let carrier_ids: SmallVec<[u64; 4]> = carriers.iter().map(|&c| self.paths[c].id).collect();
+            let space = &mut self.paths[j].data;
+            let delay = space.received.ack_delay(now).as_micros() as u64 >> ack_delay_exponent;
+            let largest = space.received.ranges().max();
+            let ecn = space.received.ecn_counts();
+            let room = payload_end.saturating_sub(buf.len());
+            let frame_path = if multipath { Some(path_id) } else { None };
+            if frame::encode_ack_bounded(buf, frame_path, space.received.ranges(), delay, ecn.as_ref(), room) {
+                if let Some(l) = largest {
+                    frames.acks.push((path_id, l));
+                }
+                space.ack_carried_on.push(carrier);
+                let other_path = j != pi;
+                if carrier_ids.iter().all(|c| space.ack_carried_on.contains(c)) {
+                    space.ack_pending = false;
+                    space.ack_carried_on.clear();
+                    space.received.on_ack_sent(now);
+                }
+                if other_path {
+                    self.paths[pi].stats.acks_for_other_paths += 1;
+                }
+            }
+        }
+    }
+
+    /// Application-space frames for a packet on path `pi`, in priority order.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn write_app_frames(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        buf: &mut Vec<u8>,
+        end: usize,
+        frames: &mut SentFrames,
+        cwnd_ok: bool,
+        data_ok: bool,
+    ) -> AppFrames {
+        let mut out = AppFrames::default();
+        let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
+        // Path-local frames: validation of this path.
+        while let Some(data) = self.paths[pi].path_responses.first().copied() {
+            if room(buf) < 9 {
+                break;
+            }
+            Frame::PathResponse(data).encode(buf);
+            self.paths[pi].path_responses.remove(0);
+            out.eliciting = true;
+            out.path_validation = true;
+        }
+        if let Some(c) = self.paths[pi].challenge.as_mut().filter(|c| c.send_pending) {
+            if room(buf) >= 9 {
+                Frame::PathChallenge(c.data).encode(buf);
+                c.send_pending = false;
+                c.sent_at = Some(now);
+                out.eliciting = true;
+                out.path_validation = true;
+            }
+        }
+        #[cfg(test)]
+        if !self.injected.is_empty() && room(buf) >= self.injected.len() {
+            buf.append(&mut self.injected);
+            out.eliciting = true;
+        }
+        if self.ping_pending && room(buf) >= 1 {
+            Frame::Ping.encode(buf);
+            self.ping_pending = false;
+            out.eliciting = true;
+        }
+        if cwnd_ok {
+            // Copies of flow-control frames sent on another path (not retransmitted).
+            while let Some(c) = self.paths[pi].fc_copies.last().copied() {
+                let f = control_frame(&c);
+                if f.encoded_len() > room(buf) {
+                    break;
+                }
+                f.encode(buf);
+                self.paths[pi].fc_copies.pop();
+                self.paths[pi].stats.flow_control_copies += 1;
+                out.eliciting = true;
+            }
+            // Redundant copies of STREAM chunks first sent on another path.
+            while let Some(c) = self.paths[pi].dup_chunks.front().copied() {
+                if !self.streams.chunk_buffered(&c) {
+                    self.paths[pi].dup_chunks.pop_front();
+                    continue;
+                }
+                if room(buf) < c.len + frame::MAX_STREAM_HEADER_LEN {
+                    break;
+                }
+                self.paths[pi].dup_chunks.pop_front();
+                frame::encode_stream_header(buf, c.id, c.offset, Some(c.len), c.fin);
+                self.streams.copy_stream_data(c.id, c.offset, c.len, buf);
+                frames.stream.push(c);
+                out.eliciting = true;
+            }
+        }
+        if !data_ok {
+            return out;
+        }
+        if self.handshake_done_pending && room(buf) >= 1 {
+            Frame::HandshakeDone.encode(buf);
+            frames.control.push(Control::HandshakeDone);
+            self.handshake_done_pending = false;
+            out.eliciting = true;
+        }
+        // 1-RTT CRYPTO (session tickets), on whichever path sends first.
+        while end > buf.len() + 16 {
+            let hdr = 1 + 8 + 4; // type, offset, length: the worst case
+            let Some(r) = self.one_rtt_crypto.next_range((end - buf.len()).saturating_sub(hdr)) else { break };
+            frame::encode_crypto_header(buf, r.start, (r.end - r.start) as usize);
+            buf.extend_from_slice(self.one_rtt_crypto.data(&r));
+            frames.crypto.push(r);
+            out.eliciting = true;
+        }
+        out.eliciting |= self.write_cid_frames(buf, end, frames);
+        out.eliciting |= self.write_mp_control(buf, end, frames);
+        if !self.handshake_complete {
+            return out;
+        }
+        // Flow-control windows must cover the slowest path's data in flight, or data stuck
+        // on it blocks the fast paths (the receive-window problem of MPTCP).
+        let rtt = self.paths.iter().filter(|p| p.is_active()).map(|p| p.rtt.smoothed()).max().unwrap_or_default();
+        let all_paths_fc = self.mp.enabled && self.config.flow_control_on_all_paths;
+        while room(buf) > 32 {
+            let Some(c) = self.streams.poll_control(now, rtt) else { break };
+            control_frame(&c).encode(buf);
+            if all_paths_fc && matches!(c, StreamControl::MaxData(_) | StreamControl::MaxStreamData { .. }) {
+                // Seed 002: a lossy path must not hold back the peer's credit.
+                for q in 0..self.paths.len() {
+                    if q != pi && self.paths[q].is_active() && self.paths[q].fc_copies.len() < 16 {
+                        self.paths[q].fc_copies.push(c);
+                    }
+                }
+            }
+            frames.control.push(Control::Stream(c));
+            out.eliciting = true;
+        }
+        // STREAM frames fill the rest. They always carry a Length: the packet may still be
+        // padded after them (coalesced Initials, the header protection sample).
+        let pinned = self.mp.enabled && self.paths.len() > 1;
+        let path_id = self.paths[pi].id;
+        while room(buf) > frame::MAX_STREAM_HEADER_LEN {
+            let max = room(buf) - frame::MAX_STREAM_HEADER_LEN;
+            let chunk = if pinned {
+                let sched = &self.scheduler;
+                let snaps = &self.sched_snapshots;
+                self.streams.next_stream_chunk_where(max, &|id| sched.stream_allowed(id, path_id, snaps))
+            } else {
+                self.streams.next_stream_chunk(max)
+            };
+            let Some(chunk) = chunk else { break };
+            frame::encode_stream_header(buf, chunk.id, chunk.offset, Some(chunk.len), chunk.fin);
+            self.streams.copy_stream_data(chunk.id, chunk.offset, chunk.len, buf);
+            frames.stream.push(chunk);
+            if self.collect_chunks {
+                self.batch_chunks.push(chunk);
+            }
+            out.eliciting = true;
+        }
+        out
+    }
+
+    /// (PATH_)NEW_CONNECTION_ID and (PATH_)RETIRE_CONNECTION_ID frames of every path ID.
+    pub(super) fn write_cid_frames(&mut self, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames) -> bool {
+        let mut eliciting = false;
+        let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
+        let multipath = self.mp.enabled;
+        for (&path, l) in self.local_cids.iter_mut() {
+            while let Some(&seq) = l.to_advertise.first() {
+                let Some(c) = l.active.get(&seq).copied() else {
+                    l.to_advertise.remove(0);
+                    continue;
+                };
+                let f = Frame::NewConnectionId(frame::NewConnectionId {
+                    path_id: if multipath && path != 0 { Some(path) } else { None },
+                    seq,
+                    retire_prior_to: 0,
+                    cid: c.cid,
+                    reset_token: c.reset_token,
+                });
+                if f.encoded_len() > room(buf) {
+                    return eliciting;
+                }
+                f.encode(buf);
+                l.to_advertise.remove(0);
+                frames.control.push(Control::NewCid(path, seq));
+                eliciting = true;
+            }
+        }
+        for (&path, p) in self.peer_cids.iter_mut() {
+            while let Some(&seq) = p.to_retire.first() {
+                let f =
+                    Frame::RetireConnectionId { path_id: if multipath && path != 0 { Some(path) } else { None }, seq };
+                if f.encoded_len() > room(buf) {
+                    return eliciting;
+                }
+                f.encode(buf);
+                p.to_retire.remove(0);
+                frames.control.push(Control::RetireCid(path, seq));
+                eliciting = true;
+            }
+        }
+        eliciting
+    }
+
+    /// PATH_ABANDON, PATH_STATUS_*, MAX_PATH_ID, PATHS_BLOCKED and PATH_CIDS_BLOCKED.
+    pub(super) fn write_mp_control(&mut self, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames) -> bool {
+        if !self.mp.enabled {
+            return false;
+        }
+        let mut eliciting = false;
+        let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
+        while let Some(c) = self.mp.pending.first().cloned() {
+            let f = match c {
+                Control::PathAbandon(path_id, error_code) => Frame::PathAbandon { path_id, error_code },
+                Control::PathStatus(path_id, seq) => {
+                    let backup = self.mp.local_status.get(&path_id).is_some_and(|s| s.1);
+                    Frame::PathStatus { path_id, seq, backup }
+                }
+                Control::MaxPathId(v) => Frame::MaxPathId(v),
+                _ => {
+                    self.mp.pending.remove(0);
+                    continue;
+                }
+            };
+            if f.encoded_len() > room(buf) {
+                return eliciting;
+            }
+            f.encode(buf);
+            self.mp.pending.remove(0);
+            frames.control.push(c);
+            eliciting = true;
+        }
+        if let Some(max) = self.mp.paths_blocked {
+            let f = Frame::PathsBlocked(max);
+            if f.encoded_len() <= room(buf) {
+                f.encode(buf);
+                self.mp.paths_blocked = None;
+                self.mp.paths_blocked_sent = Some(max);
+                self.stats.paths_blocked_sent += 1;
+                eliciting = true;
+            }
+        }
+        while let Some(&(path_id, _)) = self.mp.cids_blocked.first() {
+            let next_seq = self.peer_cids.get(&path_id).map_or(0, |p| p.active.keys().max().map_or(0, |m| m + 1));
+            let f = Frame::PathCidsBlocked { path_id, next_seq };
+            if f.encoded_len() > room(buf) {
+                break;
+            }
+            f.encode(buf);
+            self.mp.cids_blocked.remove(0);
+            self.stats.path_cids_blocked_sent += 1;
+            eliciting = true;
+        }
+        eliciting
+    }
+}
+
+/// The wire frame of a stream-layer control message.
+fn control_frame(c: &crate::stream::StreamControl) -> Frame<'static> {
+    use crate::stream::StreamControl as C;
+    match *c {
+        C::MaxData(max) => Frame::MaxData(max),
+        C::MaxStreamData { id, max } => Frame::MaxStreamData { id, max },
+        C::MaxStreams { dir, count } => Frame::MaxStreams { dir, count },
+        C::DataBlocked(limit) => Frame::DataBlocked(limit),
+        C::StreamDataBlocked { id, limit } => Frame::StreamDataBlocked { id, limit },
+        C::StreamsBlocked { dir, limit } => Frame::StreamsBlocked { dir, limit },
+        C::ResetStream { id, error_code, final_size } => Frame::ResetStream { id, error_code, final_size },
+        C::StopSending { id, error_code } => Frame::StopSending { id, error_code },
+    }
+}
