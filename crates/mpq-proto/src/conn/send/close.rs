@@ -6,7 +6,7 @@ use crate::time::Instant;
 use crate::types::{Level, Side, SpaceId};
 
 use super::super::{CloseFrame, Connection, State, Transmit};
-use super::{Header, OpenPacket, SentFrames, MIN_PACKET_ROOM};
+use super::{pad_for_sample, OpenPacket, SentFrames, MIN_PACKET_ROOM};
 
 impl Connection {
     /// In the closing state: one datagram with CONNECTION_CLOSE at every level we have
@@ -70,11 +70,11 @@ impl Connection {
         buf: &mut Vec<u8>,
         close: &CloseFrame,
     ) -> Option<OpenPacket> {
-        let Header { level, header_start, pn_offset, pn_len, pn, len_offset } = self.write_header(space_id, pi, buf)?;
+        let header = self.write_header(space_id, pi, buf)?;
         self.space_mut(space_id, pi)?.take_pn();
         // RFC 9000 §10.2.3: an application close cannot be sent in Initial or Handshake
         // packets; it becomes APPLICATION_ERROR without a reason there.
-        let f = match (level, close.frame_type) {
+        let f = match (header.level, close.frame_type) {
             (Level::OneRtt, _) | (_, Some(_)) => frame::ConnectionClose {
                 error_code: close.error_code,
                 frame_type: close.frame_type,
@@ -87,17 +87,9 @@ impl Connection {
             },
         };
         Frame::ConnectionClose(f).encode(buf);
-        let payload_len = buf.len() - pn_offset - pn_len;
-        if payload_len + pn_len < 4 {
-            buf.resize(buf.len() + 4 - pn_len - payload_len, 0);
-        }
+        pad_for_sample(buf, &header);
         Some(OpenPacket {
-            level,
-            header_start,
-            pn_offset,
-            pn_len,
-            pn,
-            len_offset,
+            header,
             frames: SentFrames::default(),
             ack_eliciting: false,
             padded: false,

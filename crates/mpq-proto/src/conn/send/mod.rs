@@ -28,12 +28,8 @@ const GSO_PAD_SLACK: usize = 64;
 
 /// A packet written but not yet sealed: the last one of a datagram may still be padded.
 struct OpenPacket {
-    level: Level,
-    header_start: usize,
-    pn_offset: usize,
-    pn_len: usize,
-    pn: u64,
-    len_offset: Option<usize>,
+    /// Where its header is.
+    header: Header,
     frames: SentFrames,
     ack_eliciting: bool,
     padded: bool,
@@ -234,13 +230,13 @@ impl Connection {
                 self.seal(now, buf, p, pi);
             }
             if let Some(p) = self.write_packet(now, space_id, pi, buf, dg_start + limit, cwnd_ok, allow_data) {
-                if p.level == Level::Initial && (self.side == Side::Client || p.ack_eliciting) {
+                if p.header.level == Level::Initial && (self.side == Side::Client || p.ack_eliciting) {
                     // RFC 9000 §14.1: datagrams with (ack-eliciting) Initials are padded.
                     pad_datagram = true;
                 }
                 // RFC 9000 §8.2.1: path validation also checks that 1200 bytes get through.
                 pad_datagram |= p.probing_path;
-                long |= p.level != Level::OneRtt;
+                long |= p.header.level != Level::OneRtt;
                 open = Some(p);
             }
         }
@@ -448,7 +444,8 @@ impl Connection {
         allow_data: bool,
     ) -> Option<OpenPacket> {
         let ack_delay_exponent = self.config.ack_delay_exponent;
-        let Header { level, header_start, pn_offset, pn_len, pn, len_offset } = self.write_header(space_id, pi, buf)?;
+        let header = self.write_header(space_id, pi, buf)?;
+        let (header_start, pn_offset, pn_len) = (header.header_start, header.pn_offset, header.pn_len);
         let payload_end = max_end.saturating_sub(TAG_LEN);
         if buf.len() + 8 > payload_end {
             buf.truncate(header_start);
@@ -509,7 +506,7 @@ impl Connection {
             Frame::Ping.encode(buf);
             ack_eliciting = true;
         }
-        if buf.len() == header_start + (pn_offset - header_start) + pn_len {
+        if buf.len() == pn_offset + pn_len {
             // Nothing but the header: drop the packet.
             buf.truncate(header_start);
             return None;
@@ -517,55 +514,50 @@ impl Connection {
         if ack_eliciting && space.probes > 0 {
             space.probes -= 1;
         }
-        // Header protection samples 16 bytes starting 4 bytes after the packet number.
-        let payload_len = buf.len() - pn_offset - pn_len;
-        let mut padded = false;
-        if payload_len + pn_len < 4 {
-            buf.resize(buf.len() + 4 - pn_len - payload_len, 0);
-            padded = true;
-        }
+        let padded = pad_for_sample(buf, &header);
         space.take_pn();
-        Some(OpenPacket {
-            level,
-            header_start,
-            pn_offset,
-            pn_len,
-            pn,
-            len_offset,
-            frames,
-            ack_eliciting,
-            padded,
-            probing_path,
-        })
+        Some(OpenPacket { header, frames, ack_eliciting, padded, probing_path })
     }
 
     /// Seals a packet and records it for loss detection and congestion control.
     fn seal(&mut self, now: Instant, buf: &mut Vec<u8>, p: OpenPacket, pi: usize) {
-        let sealed = match p.level {
+        let sealed = match p.header.level {
             Level::Initial => self.initial_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
             Level::Handshake => self.handshake_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
             _ => self.one_rtt.as_ref().map(|k| (k.local_key(), k.local_header_key())),
         };
         let Some((key, hp)) = sealed else {
-            buf.truncate(p.header_start);
+            buf.truncate(p.header.header_start);
             return;
         };
         let path_id = self.paths[pi].id;
         // draft-ietf-quic-multipath-21 §4.1: once negotiated, the path ID enters the nonce.
-        let nonce_path = if self.mp.enabled && p.level == Level::OneRtt { Some(path_id as u32) } else { None };
-        if seal_packet(buf, p.header_start, p.len_offset, p.pn_offset, p.pn_len, p.pn, key, hp, nonce_path).is_err() {
-            buf.truncate(p.header_start);
+        let nonce_path = if self.mp.enabled && p.header.level == Level::OneRtt { Some(path_id as u32) } else { None };
+        if seal_packet(
+            buf,
+            p.header.header_start,
+            p.header.len_offset,
+            p.header.pn_offset,
+            p.header.pn_len,
+            p.header.pn,
+            key,
+            hp,
+            nonce_path,
+        )
+        .is_err()
+        {
+            buf.truncate(p.header.header_start);
             return;
         }
-        let size = (buf.len() - p.header_start) as u32;
+        let size = (buf.len() - p.header.header_start) as u32;
         let in_flight = p.ack_eliciting || p.padded;
-        if p.level == Level::OneRtt {
+        if p.header.level == Level::OneRtt {
             self.packets_in_phase += 1;
             let sealed = self.one_rtt.as_mut().map(|k| {
                 for &(acked_path, l) in &p.frames.acks {
                     k.on_ack_sent_path(acked_path, l);
                 }
-                k.on_packet_sealed_path(path_id, p.pn)
+                k.on_packet_sealed_path(path_id, p.header.pn)
             });
             if let Some(Err(e)) = sealed {
                 self.close_with_error(now, e);
@@ -579,7 +571,7 @@ impl Connection {
                 self.idle_anchor_from_recv = false;
             }
         }
-        self.qlog_packet_sent(now, p.level, pi, p.pn, size as usize, &p.frames);
+        self.qlog_packet_sent(now, p.header.level, pi, p.header.pn, size as usize, &p.frames);
         if p.ack_eliciting {
             self.last_send_anchor = now;
         }
@@ -603,16 +595,16 @@ impl Connection {
                 path.window_full_at = Some(now);
             }
         }
-        let ecn = p.level == Level::OneRtt && path.ecn_batch;
+        let ecn = p.header.level == Level::OneRtt && path.ecn_batch;
         if ecn {
             path.ecn.on_marked_sent();
         }
         let sent =
             SentPacket { time_sent: now, size, ack_eliciting: p.ack_eliciting, in_flight, ecn, frames: p.frames };
-        if let Some(space) = self.space_mut(p.level.space(), pi) {
-            space.loss.on_packet_sent(p.pn, sent);
+        if let Some(space) = self.space_mut(p.header.level.space(), pi) {
+            space.loss.on_packet_sent(p.header.pn, sent);
         }
-        if p.level == Level::Handshake && self.side == Side::Client && self.initial.is_some() {
+        if p.header.level == Level::Handshake && self.side == Side::Client && self.initial.is_some() {
             // RFC 9001 §4.9.1: a client discards Initial keys when it first sends a
             // Handshake packet.
             self.discard_space(now, SpaceId::Initial);
@@ -648,6 +640,17 @@ impl Connection {
             tracing::debug!(side = ?self.side, "initiated key update");
         }
     }
+}
+
+/// Header protection samples 16 bytes starting 4 bytes after the packet number
+/// (RFC 9001 §5.4.2): pads a short packet so the sample exists. Returns whether it padded.
+fn pad_for_sample(buf: &mut Vec<u8>, h: &Header) -> bool {
+    let payload_len = buf.len() - h.pn_offset - h.pn_len;
+    if payload_len + h.pn_len >= 4 {
+        return false;
+    }
+    buf.resize(buf.len() + 4 - h.pn_len - payload_len, 0);
+    true
 }
 
 /// Where the header of a packet being built ended up.
