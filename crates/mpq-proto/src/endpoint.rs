@@ -16,7 +16,14 @@ use crate::conn::{
 use crate::crypto::session::TlsSession;
 use crate::packet::header;
 use crate::time::Instant;
+use crate::token::{RetryMode, TokenCheck, TokenKey, TokenLifetimes, TokenStore};
 use crate::types::Side;
+
+mod retry;
+#[cfg(test)]
+mod tests_flood;
+
+pub use retry::EndpointStats;
 
 /// Endpoint-wide settings.
 #[derive(Debug, Clone)]
@@ -30,6 +37,22 @@ pub struct EndpointConfig {
     pub seed: u64,
     /// Most connections served at once; further Initials are ignored.
     pub max_connections: usize,
+    /// Server: when to validate client addresses with Retry first (RFC 9000 §8.1.2).
+    pub retry: RetryMode,
+    /// Server, [`RetryMode::Auto`]: handshakes in progress from which Initials without a
+    /// valid token get a Retry.
+    pub retry_threshold: usize,
+    /// Server: most handshakes in progress (connections not yet established); further
+    /// Initials are dropped. Keep it above `retry_threshold`, so that clients returning a
+    /// Retry token still find room while spoofed Initials are answered statelessly.
+    pub max_handshakes: usize,
+    /// Server: most handshakes in progress from one client IP address.
+    pub max_handshakes_per_ip: usize,
+    /// Secret of the Retry and NEW_TOKEN token key. Tokens are valid only under the key
+    /// that sealed them: keep it stable across restarts to honour tokens issued before.
+    pub token_secret: [u8; 32],
+    /// How long tokens stay valid.
+    pub token_lifetimes: TokenLifetimes,
 }
 
 impl EndpointConfig {
@@ -38,7 +61,20 @@ impl EndpointConfig {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_5eed);
         let mut reset_secret = [0u8; 32];
         rng.fill_bytes(&mut reset_secret);
-        Self { cid_len: 8, reset_secret, seed, max_connections: 4096 }
+        let mut token_secret = [0u8; 32];
+        rng.fill_bytes(&mut token_secret);
+        Self {
+            cid_len: 8,
+            reset_secret,
+            seed,
+            max_connections: 4096,
+            retry: RetryMode::Auto,
+            retry_threshold: 64,
+            max_handshakes: 1024,
+            max_handshakes_per_ip: 32,
+            token_secret,
+            token_lifetimes: TokenLifetimes::default(),
+        }
     }
 }
 
@@ -73,6 +109,10 @@ pub struct Endpoint {
     /// Endpoint-generated datagrams (Version Negotiation, Stateless Reset).
     responses: VecDeque<(Option<SocketAddr>, SocketAddr, Vec<u8>)>,
     next_poll: usize,
+    /// Server: Retry, tokens and handshake limits.
+    guard: retry::ServerGuard,
+    /// Client: NEW_TOKEN tokens by server name, for later connections.
+    token_store: TokenStore,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -87,7 +127,6 @@ impl Endpoint {
         Self {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             reset_key: ResetTokenKey::new(&config.reset_secret),
-            config,
             server,
             connections: Vec::new(),
             free: Vec::new(),
@@ -95,7 +134,44 @@ impl Endpoint {
             incoming: VecDeque::new(),
             responses: VecDeque::new(),
             next_poll: 0,
+            guard: retry::ServerGuard::new(TokenKey::new(&config.token_secret), config.retry),
+            token_store: TokenStore::default(),
+            config,
         }
+    }
+
+    /// Server: changes when Retry is used (e.g. at once under a known attack).
+    pub fn set_retry_mode(&mut self, mode: RetryMode) {
+        self.guard.mode = mode;
+    }
+
+    /// Server: counters of new connection attempts (Retry, tokens, drops).
+    pub fn stats(&self) -> EndpointStats {
+        self.guard.stats
+    }
+
+    /// Tests: what the server sends as retry_source_connection_id after a Retry
+    /// (`Some(None)`: nothing), to exercise the client's check (RFC 9000 §7.3).
+    #[cfg(test)]
+    pub(crate) fn set_tp_retry_scid_override(&mut self, v: Option<Option<ConnectionId>>) {
+        self.guard.tp_retry_scid_override = v;
+    }
+
+    /// Tests: handshakes the server currently counts as in progress.
+    #[cfg(test)]
+    pub(crate) fn handshakes_counted(&self) -> usize {
+        self.guard.counted()
+    }
+
+    /// Client: the NEW_TOKEN tokens received so far, by server name. A runtime can read it
+    /// to persist tokens, or add tokens it kept from an earlier run.
+    pub fn token_store(&self) -> &TokenStore {
+        &self.token_store
+    }
+
+    /// Client: shares a token store (e.g. one kept by the runtime across endpoints).
+    pub fn set_token_store(&mut self, store: TokenStore) {
+        self.token_store = store;
     }
 
     /// Number of live connections.
@@ -131,6 +207,12 @@ impl Endpoint {
         tp.encode(&mut tp_bytes);
         let tls = TlsSession::client(config.tls.clone(), name, tp_bytes)?;
         let seed = self.rng.random();
+        // RFC 9000 §8.1.3: a NEW_TOKEN token from an earlier connection to this server.
+        let tokens = crate::conn::AddressTokens {
+            initial_token: self.token_store.take(server_name).unwrap_or_default(),
+            store: Some((self.token_store.clone(), server_name.to_string())),
+            ..Default::default()
+        };
         let mut conn = Connection::new(ConnectionInit {
             side: Side::Client,
             config: config.transport.clone(),
@@ -142,6 +224,8 @@ impl Endpoint {
             orig_dst_cid,
             reset_key: self.reset_key.clone(),
             seed,
+            address_validated: false,
+            tokens,
         });
         conn.start(now);
         let h = self.insert(conn);
@@ -207,13 +291,41 @@ impl Endpoint {
         if parsed.kind != header::PacketKind::Initial || data.len() < crate::MIN_INITIAL_SIZE {
             return None; // RFC 9000 §14.1: servers drop small Initial datagrams.
         }
-        if parsed.dcid.len() < 8 || self.len() >= self.config.max_connections {
+        if parsed.dcid.len() < 8 {
             return None; // RFC 9000 §7.2
+        }
+        // Nothing is created for an Initial that does not decrypt (junk, or spoofed
+        // datagrams that merely look like Initials).
+        if !retry::initial_decrypts(data, &parsed) {
+            self.guard.stats.initials_undecryptable += 1;
+            return None;
+        }
+        let (orig_dst_cid, retry_scid, validated) = match self.check_token(now, remote, &parsed, data) {
+            Some(v) => v,
+            None => {
+                self.send_invalid_token_close(local, remote, &parsed);
+                return None;
+            }
+        };
+        let limits = self.limits();
+        if !validated && self.guard.should_retry(&self.connections, remote.ip(), &limits) {
+            self.send_retry(now, local, remote, &parsed);
+            return None;
+        }
+        if self.len() >= self.config.max_connections || !self.guard.admit(&self.connections, remote.ip(), &limits) {
+            self.guard.stats.initials_over_limit += 1;
+            return None;
         }
         let local_cid = self.new_cid();
         let reset_token = self.reset_key.token(&local_cid);
-        let tp =
-            crate::conn::local_transport_params(Side::Server, &server.transport, local_cid, reset_token, parsed.dcid);
+        let mut tp =
+            crate::conn::local_transport_params(Side::Server, &server.transport, local_cid, reset_token, orig_dst_cid);
+        // RFC 9000 §7.3: after a Retry, the server names the CID it chose in the Retry.
+        tp.retry_source_connection_id = retry_scid;
+        #[cfg(test)]
+        if let (Some(o), Some(_)) = (self.guard.tp_retry_scid_override, retry_scid) {
+            tp.retry_source_connection_id = o;
+        }
         let mut tp_bytes = Vec::new();
         tp.encode(&mut tp_bytes);
         let tls = match TlsSession::server(server.tls.clone(), tp_bytes) {
@@ -224,6 +336,8 @@ impl Endpoint {
             }
         };
         let seed = self.rng.random();
+        let tokens =
+            crate::conn::AddressTokens { retry_scid, issuer: Some(self.guard.key.clone()), ..Default::default() };
         let conn = Connection::new(ConnectionInit {
             side: Side::Server,
             config: server.transport.clone(),
@@ -232,13 +346,16 @@ impl Endpoint {
             remote,
             local_cid,
             peer_cid: parsed.scid,
-            orig_dst_cid: parsed.dcid,
+            orig_dst_cid,
             reset_key: self.reset_key.clone(),
             seed,
+            address_validated: validated,
+            tokens,
         });
         let h = self.insert(conn);
+        self.guard.track(h.0, orig_dst_cid, remote.ip());
         self.routes.insert(local_cid, h.0);
-        // Retransmitted client Initials still carry the original DCID.
+        // Retransmitted client Initials still carry this DCID (after a Retry: the Retry's CID).
         self.routes.insert(parsed.dcid, h.0);
         self.incoming.push_back(h);
         if let Some(conn) = self.connections[h.0].as_mut() {
@@ -246,6 +363,71 @@ impl Endpoint {
         }
         self.after_io(h.0);
         Some(h)
+    }
+
+    fn limits(&self) -> retry::Limits {
+        retry::Limits {
+            retry_threshold: self.config.retry_threshold,
+            max_handshakes: self.config.max_handshakes,
+            max_per_ip: self.config.max_handshakes_per_ip,
+        }
+    }
+
+    /// The token of a client Initial that decrypted (RFC 9000 §8.1): the original DCID, the
+    /// Retry CID (if it follows a Retry) and whether the address is validated. `None`: an
+    /// invalid Retry token, for which the connection is refused with INVALID_TOKEN.
+    fn check_token(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        parsed: &header::ParsedPacket,
+        data: &[u8],
+    ) -> Option<(ConnectionId, Option<ConnectionId>, bool)> {
+        let token = &data[parsed.token.clone()];
+        if token.is_empty() {
+            return Some((parsed.dcid, None, false));
+        }
+        match self.guard.key.check(token, remote, &parsed.dcid, now, &self.config.token_lifetimes) {
+            TokenCheck::Retry { orig_dst_cid } => {
+                self.guard.stats.retry_tokens_accepted += 1;
+                Some((orig_dst_cid, Some(parsed.dcid), true))
+            }
+            TokenCheck::NewToken => {
+                self.guard.stats.new_tokens_accepted += 1;
+                Some((parsed.dcid, None, true))
+            }
+            // RFC 9000 §8.1.3: a token we cannot use, not from a Retry: as if absent.
+            TokenCheck::Ignore => Some((parsed.dcid, None, false)),
+            TokenCheck::InvalidRetry => None,
+        }
+    }
+
+    /// Answers a client Initial with a Retry: no state is kept (RFC 9000 §8.1.2).
+    fn send_retry(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, parsed: &header::ParsedPacket) {
+        if self.responses.len() >= retry::MAX_QUEUED_RESPONSES {
+            return;
+        }
+        // §17.2.5.1: a CID of our choosing, different from the client's DCID.
+        let mut scid = self.new_cid();
+        while scid == parsed.dcid {
+            scid = self.new_cid();
+        }
+        let out = retry::write_retry(&self.guard.key, &mut self.rng, now, remote, parsed, &scid);
+        self.guard.stats.retries_sent += 1;
+        self.responses.push_back((Some(local), remote, out));
+    }
+
+    /// RFC 9000 §8.1.2: an Initial with a Retry token that fails validation (but that
+    /// otherwise decrypts) is closed at once with INVALID_TOKEN, statelessly.
+    fn send_invalid_token_close(&mut self, local: SocketAddr, remote: SocketAddr, parsed: &header::ParsedPacket) {
+        if self.responses.len() >= retry::MAX_QUEUED_RESPONSES {
+            return;
+        }
+        let scid = self.new_cid();
+        if let Some(out) = retry::write_invalid_token_close(parsed, &scid) {
+            self.guard.stats.invalid_token_closes += 1;
+            self.responses.push_back((Some(local), remote, out));
+        }
     }
 
     /// RFC 9000 §10.3: a short-header packet for an unknown connection may be answered

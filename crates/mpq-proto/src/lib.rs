@@ -23,6 +23,7 @@ pub mod sched;
 pub mod stream;
 pub mod testing;
 pub mod time;
+pub mod token;
 pub mod transport_params;
 pub mod types;
 

@@ -78,6 +78,8 @@ pub struct Pair {
     pub server: Endpoint,
     /// The client connection.
     pub client_conn: ConnectionHandle,
+    /// The client's configuration (to open more connections to the same server).
+    pub client_config: ClientConfig,
     /// Current time.
     pub now: Instant,
     /// Client address.
@@ -123,6 +125,7 @@ impl Pair {
             client,
             server,
             client_conn,
+            client_config: cc,
             now,
             client_addr,
             server_addr,

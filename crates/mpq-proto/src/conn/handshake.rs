@@ -57,11 +57,11 @@ impl Connection {
 
     /// Pulls handshake bytes and key changes out of TLS until it has nothing more.
     pub(crate) fn drive_tls(&mut self, now: Instant) -> Result<(), TransportError> {
-        if self.peer_params.is_none() {
-            if let Some(raw) = self.tls.peer_transport_params() {
-                let raw = raw.to_vec();
-                self.on_peer_params(&raw)?;
-            }
+        // A client reads them once the handshake is complete: before the server's
+        // EncryptedExtensions, rustls returns the parameters remembered with a resumed
+        // session (meant for 0-RTT), which name the CIDs of the earlier connection.
+        if self.side == Side::Server {
+            self.read_peer_params()?;
         }
         loop {
             let mut out = Vec::new();
@@ -100,7 +100,18 @@ impl Connection {
             }
         }
         if !self.handshake_complete && !self.tls.is_handshaking() {
+            self.read_peer_params()?;
             self.on_handshake_complete(now)?;
+        }
+        Ok(())
+    }
+
+    fn read_peer_params(&mut self) -> Result<(), TransportError> {
+        if self.peer_params.is_none() {
+            if let Some(raw) = self.tls.peer_transport_params() {
+                let raw = raw.to_vec();
+                self.on_peer_params(&raw)?;
+            }
         }
         Ok(())
     }
@@ -116,8 +127,19 @@ impl Connection {
             if tp.original_destination_connection_id != Some(self.orig_dst_cid) {
                 return Err(TransportError::transport_parameter("original_destination_connection_id mismatch"));
             }
-            if tp.retry_source_connection_id.is_some() {
-                return Err(TransportError::transport_parameter("retry_source_connection_id without a Retry"));
+            // RFC 9000 §7.3: after a Retry the server names the Retry's Source CID; without
+            // one it must not send the parameter. Absent or mismatched: the error below.
+            match (self.tokens.retry_scid, tp.retry_source_connection_id) {
+                (None, Some(_)) => {
+                    return Err(TransportError::transport_parameter("retry_source_connection_id without a Retry"))
+                }
+                (Some(_), None) => {
+                    return Err(TransportError::transport_parameter("retry_source_connection_id missing after a Retry"))
+                }
+                (Some(ours), Some(theirs)) if ours != theirs => {
+                    return Err(TransportError::transport_parameter("retry_source_connection_id mismatch"))
+                }
+                _ => {}
             }
             if let Some(token) = tp.stateless_reset_token {
                 if let Some(p) = self.peer_cids.get_mut(&0) {
@@ -185,6 +207,8 @@ impl Connection {
         }
         self.handshake_confirmed = true;
         self.discard_space(now, SpaceId::Handshake);
+        // RFC 9000 §8.1.3: a token for the client's next connection.
+        self.queue_new_token();
         self.maybe_signal_new_path_allowed();
         self.events.push_back(Event::HandshakeConfirmed);
     }

@@ -26,6 +26,7 @@ mod path_api;
 mod path_ids;
 mod qlog;
 mod recv;
+mod retry;
 mod send;
 mod space;
 mod timers;
@@ -52,6 +53,7 @@ pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig};
 pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
 pub(crate) use handshake::local_transport_params;
 pub use path::PathStats;
+pub(crate) use retry::AddressTokens;
 
 use cids::{LocalCids, PeerCids};
 use path::PathState;
@@ -217,6 +219,8 @@ pub struct Connection {
     one_rtt_crypto: space::CryptoStream,
     /// Server: 1-RTT packets that arrived before the handshake completed (RFC 9001 §5.7).
     early_one_rtt: Vec<recv::EarlyPacket>,
+    /// Retry and NEW_TOKEN state (RFC 9000 §8.1).
+    tokens: retry::AddressTokens,
     /// Raw frame bytes the next 1-RTT packet carries as they are (tests of peer errors).
     #[cfg(test)]
     injected: Vec<u8>,
@@ -247,21 +251,40 @@ pub(crate) struct ConnectionInit {
     pub orig_dst_cid: ConnectionId,
     pub reset_key: ResetTokenKey,
     pub seed: u64,
+    /// Server: the client's address is validated already (a valid Retry or NEW_TOKEN
+    /// token), so no amplification limit applies (RFC 9000 §8.1).
+    pub address_validated: bool,
+    /// Tokens: the client's initial token and store, the server's issuer and Retry CID.
+    pub tokens: retry::AddressTokens,
 }
 
 impl Connection {
     pub(crate) fn new(init: ConnectionInit) -> Self {
-        let ConnectionInit { side, config, tls, now, remote, local_cid, peer_cid, orig_dst_cid, reset_key, seed } =
-            init;
+        let ConnectionInit {
+            side,
+            config,
+            tls,
+            now,
+            remote,
+            local_cid,
+            peer_cid,
+            orig_dst_cid,
+            reset_key,
+            seed,
+            address_validated,
+            tokens,
+        } = init;
         let mut cids0 = LocalCids::default();
         cids0.issue(local_cid, reset_key.token(&local_cid), false);
         let mut local_cids = BTreeMap::new();
         local_cids.insert(0, cids0);
         let mut peer_cids = BTreeMap::new();
         peer_cids.insert(0, PeerCids::new(peer_cid, config.active_connection_id_limit));
-        let initial_keys = Some(crate::crypto::initial::initial_keys(&orig_dst_cid, side));
+        // After a Retry the Initial keys come from the DCID the client chose then, which the
+        // server finds in its token (RFC 9001 §5.2); otherwise from the first DCID.
+        let initial_keys = Some(crate::crypto::initial::initial_keys(&tokens.retry_scid.unwrap_or(orig_dst_cid), side));
         // A client's own address needs no validation; the server validates the client's.
-        let path = PathState::new(0, remote, &config, side == Side::Client);
+        let path = PathState::new(0, remote, &config, side == Side::Client || address_validated);
         let streams = Streams::new(side, &config.streams);
         Self {
             side,
@@ -306,6 +329,7 @@ impl Connection {
             handshake_remote: remote,
             one_rtt_crypto: space::CryptoStream::default(),
             early_one_rtt: Vec::new(),
+            tokens,
             mp: multipath::MultipathState::default(),
             scheduler: crate::sched::build(config.scheduler),
             closed_paths: VecDeque::new(),
@@ -571,3 +595,5 @@ mod tests;
 mod tests_multipath;
 #[cfg(test)]
 mod tests_multipath_rules;
+#[cfg(test)]
+mod tests_retry;

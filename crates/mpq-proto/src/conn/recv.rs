@@ -96,8 +96,12 @@ impl Connection {
                 self.on_version_negotiation(now, parsed, pkt);
                 return;
             }
-            // Retry and 0-RTT are not supported yet: a server never asked for them.
-            PacketKind::Retry | PacketKind::ZeroRtt => {
+            PacketKind::Retry => {
+                self.on_retry(now, parsed, pkt);
+                return;
+            }
+            // 0-RTT is not supported: a server never accepts it.
+            PacketKind::ZeroRtt => {
                 self.stats.dropped_packets += 1;
                 return;
             }
@@ -430,6 +434,7 @@ impl Connection {
                 if token.is_empty() {
                     return Err(TransportError::frame_encoding("empty NEW_TOKEN"));
                 }
+                self.on_new_token(token);
             }
             Frame::Stream { id, offset, fin, data } => self.streams.on_stream_frame(id, offset, data, fin)?,
             Frame::ResetStream { id, error_code, final_size } => {
@@ -715,6 +720,7 @@ impl Connection {
             match c {
                 Control::Stream(s) => self.streams.on_control_lost(&s),
                 Control::HandshakeDone => self.handshake_done_pending = true,
+                Control::NewToken => self.tokens.new_token_pending = true,
                 Control::NewCid(path, seq) => {
                     if let Some(l) = self.local_cids.get_mut(&path) {
                         if l.active.contains_key(&seq) {

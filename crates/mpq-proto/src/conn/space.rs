@@ -38,6 +38,8 @@ pub(crate) enum Control {
     Stream(StreamControl),
     /// HANDSHAKE_DONE (server).
     HandshakeDone,
+    /// NEW_TOKEN (server); a fresh token is sealed if it must be sent again.
+    NewToken,
     /// (PATH_)NEW_CONNECTION_ID: path ID and sequence number.
     NewCid(u64, u64),
     /// (PATH_)RETIRE_CONNECTION_ID: path ID and sequence number.

@@ -148,6 +148,13 @@ impl Connection {
             self.handshake_done_pending = false;
             out.eliciting = true;
         }
+        if self.tokens.new_token_pending && room(buf) >= 1 + 2 + crate::token::MAX_TOKEN_LEN {
+            if let Some(token) = self.take_new_token(now) {
+                Frame::NewToken { token: &token }.encode(buf);
+                frames.control.push(Control::NewToken);
+                out.eliciting = true;
+            }
+        }
         // 1-RTT CRYPTO (session tickets), on whichever path sends first.
         while end > buf.len() + 16 {
             let hdr = 1 + 8 + 4; // type, offset, length: the worst case

@@ -349,6 +349,7 @@ impl Connection {
             return true;
         }
         self.handshake_done_pending
+            || self.tokens.new_token_pending
             || self.ping_pending
             || (!self.mp.enabled && self.paths.iter().any(|p| !p.path_responses.is_empty()))
             || self.local_cids.values().any(|l| !l.to_advertise.is_empty())
@@ -684,7 +685,9 @@ impl Connection {
             Level::OneRtt => (write_short_header(buf, &dcid, key_phase, false, pn, pn_len), None),
             _ => {
                 let ty = if level == Level::Initial { LongType::Initial } else { LongType::Handshake };
-                let o = write_long_header(buf, ty, crate::VERSION_1, &dcid, &scid, &[], pn, pn_len);
+                // RFC 9000 §17.2.2: a client's Initials carry its token (from a Retry or NEW_TOKEN).
+                let token: &[u8] = if ty == LongType::Initial { &self.tokens.initial_token } else { &[] };
+                let o = write_long_header(buf, ty, crate::VERSION_1, &dcid, &scid, token, pn, pn_len);
                 (o.pn_offset, Some(o.len_offset))
             }
         };

@@ -1,0 +1,203 @@
+//! The server's defences for new connections (RFC 9000 §8.1, §21.1): an Initial creates
+//! connection state only once it decrypts, handshakes in progress are bounded per client
+//! IP address and in total, and a stateless Retry validates the client's address first
+//! (always, or in `auto` mode once many handshakes are in progress).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+use crate::cid::ConnectionId;
+use crate::conn::Connection;
+use crate::crypto::initial::initial_keys;
+use crate::error::TransportErrorCode;
+use crate::frame::{ConnectionClose, Frame};
+use crate::packet::header::{self, LongType, ParsedPacket};
+use crate::packet::number::decode_pn;
+use crate::packet::protect::{open_payload, remove_header_protection, seal_packet};
+use crate::token::{RetryMode, TokenKey};
+use crate::types::Side;
+
+/// Most endpoint-generated datagrams (Retry, INVALID_TOKEN closes) waiting to be sent: a
+/// flood cannot grow the queue when the runtime drains it slowly.
+pub(super) const MAX_QUEUED_RESPONSES: usize = 4096;
+
+/// Counters of what the server did with new connection attempts.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// Initials dropped because they did not decrypt with the keys of their DCID.
+    pub initials_undecryptable: u64,
+    /// Initials dropped because a handshake limit (total, per IP address, connections) was reached.
+    pub initials_over_limit: u64,
+    /// Retry packets sent.
+    pub retries_sent: u64,
+    /// Initials with a valid Retry token.
+    pub retry_tokens_accepted: u64,
+    /// Initials with a valid NEW_TOKEN token.
+    pub new_tokens_accepted: u64,
+    /// Connections closed at once with INVALID_TOKEN (a bad Retry token, RFC 9000 §8.1.2).
+    pub invalid_token_closes: u64,
+}
+
+/// One connection counted as a handshake in progress.
+struct Handshake {
+    idx: usize,
+    /// Tells a reused connection slot apart from the connection counted.
+    odcid: ConnectionId,
+    ip: IpAddr,
+}
+
+/// Handshakes in progress, by client IP address. Entries are pruned lazily (only when a
+/// limit looks reached), so that the endpoint's polling paths need not report handshake
+/// completion: the cost is one scan of at most `max_handshakes` entries at that moment.
+pub(super) struct ServerGuard {
+    pub key: TokenKey,
+    pub mode: RetryMode,
+    handshakes: Vec<Handshake>,
+    per_ip: HashMap<IpAddr, usize>,
+    pub stats: EndpointStats,
+    /// Tests: what the server puts in retry_source_connection_id after a Retry
+    /// (`Some(None)`: leave it out), to check the client's verification.
+    #[cfg(test)]
+    pub tp_retry_scid_override: Option<Option<ConnectionId>>,
+}
+
+/// The limits [`ServerGuard`] applies (from the endpoint configuration).
+pub(super) struct Limits {
+    pub retry_threshold: usize,
+    pub max_handshakes: usize,
+    pub max_per_ip: usize,
+}
+
+impl ServerGuard {
+    pub fn new(key: TokenKey, mode: RetryMode) -> Self {
+        Self {
+            key,
+            mode,
+            handshakes: Vec::new(),
+            per_ip: HashMap::new(),
+            stats: EndpointStats::default(),
+            #[cfg(test)]
+            tp_retry_scid_override: None,
+        }
+    }
+
+    /// Forgets connections that finished their handshake, closed or were removed.
+    fn prune(&mut self, conns: &[Option<Connection>]) {
+        let per_ip = &mut self.per_ip;
+        self.handshakes.retain(|h| {
+            let live = conns
+                .get(h.idx)
+                .and_then(|c| c.as_ref())
+                .is_some_and(|c| c.orig_dst_cid() == h.odcid && c.is_handshaking() && !c.is_drained());
+            if !live {
+                if let Some(n) = per_ip.get_mut(&h.ip) {
+                    *n -= 1;
+                    if *n == 0 {
+                        per_ip.remove(&h.ip);
+                    }
+                }
+            }
+            live
+        });
+    }
+
+    /// Handshakes in progress in total and from `ip`, pruned first if a limit looks reached.
+    fn in_progress(&mut self, conns: &[Option<Connection>], ip: IpAddr, limits: &Limits) -> (usize, usize) {
+        let retry_limit = if self.mode == RetryMode::Auto { limits.retry_threshold } else { usize::MAX };
+        let total_limit = retry_limit.min(limits.max_handshakes);
+        let from_ip = |s: &Self| s.per_ip.get(&ip).copied().unwrap_or(0);
+        if self.handshakes.len() >= total_limit || from_ip(self) >= limits.max_per_ip {
+            self.prune(conns);
+        }
+        (self.handshakes.len(), from_ip(self))
+    }
+
+    /// Whether an Initial without a valid token gets a Retry instead of a connection.
+    pub fn should_retry(&mut self, conns: &[Option<Connection>], ip: IpAddr, limits: &Limits) -> bool {
+        match self.mode {
+            RetryMode::Never => false,
+            RetryMode::Always => true,
+            RetryMode::Auto => self.in_progress(conns, ip, limits).0 >= limits.retry_threshold,
+        }
+    }
+
+    /// Whether one more handshake from `ip` fits the limits.
+    pub fn admit(&mut self, conns: &[Option<Connection>], ip: IpAddr, limits: &Limits) -> bool {
+        let (total, from_ip) = self.in_progress(conns, ip, limits);
+        total < limits.max_handshakes && from_ip < limits.max_per_ip
+    }
+
+    /// Counts the new connection in slot `idx` as a handshake in progress.
+    pub fn track(&mut self, idx: usize, odcid: ConnectionId, ip: IpAddr) {
+        self.handshakes.push(Handshake { idx, odcid, ip });
+        *self.per_ip.entry(ip).or_default() += 1;
+    }
+
+    /// Handshakes currently counted (some may have finished since the last prune).
+    #[cfg(test)]
+    pub fn counted(&self) -> usize {
+        self.handshakes.len()
+    }
+}
+
+/// True if the first packet of `datagram`, a client Initial, decrypts with the Initial keys
+/// derived from its DCID (RFC 9001 §5.2). Anyone can compute these keys, so this proves
+/// nothing about the sender, but junk costs no connection state, no TLS session and no
+/// qlog file. Works on a copy: the datagram is decrypted again by the connection.
+pub(super) fn initial_decrypts(datagram: &[u8], parsed: &ParsedPacket) -> bool {
+    let keys = initial_keys(&parsed.dcid, Side::Server);
+    let mut pkt = datagram[..parsed.packet_len.min(datagram.len())].to_vec();
+    let Ok(hdr) = remove_header_protection(&mut pkt, parsed.pn_offset, &*keys.remote.header) else {
+        return false;
+    };
+    // A first Initial: nothing received in this space yet.
+    let pn = decode_pn(None, hdr.truncated_pn, hdr.pn_len);
+    open_payload(&mut pkt, parsed.pn_offset, hdr.pn_len, pn, &*keys.remote.packet, None).is_ok()
+}
+
+/// A Retry (RFC 9000 §17.2.5) answering the client Initial `parsed` from `client`, with
+/// `retry_scid` as our new CID and a token binding the client's address, that CID, the
+/// Initial's DCID and the time.
+pub(super) fn write_retry(
+    key: &TokenKey,
+    rng: &mut dyn rand::RngCore,
+    now: crate::time::Instant,
+    client: SocketAddr,
+    parsed: &ParsedPacket,
+    retry_scid: &ConnectionId,
+) -> Vec<u8> {
+    let token = key.seal_retry(rng, client, &parsed.dcid, retry_scid, now);
+    let mut out = Vec::with_capacity(64 + token.len());
+    header::write_retry(&mut out, crate::VERSION_1, &parsed.scid, retry_scid, &parsed.dcid, &token, rng);
+    out
+}
+
+/// An Initial packet closing the connection with INVALID_TOKEN (RFC 9000 §8.1.2), sent
+/// without creating state: protected with the Initial keys of the client's DCID, so the
+/// client (which derived the same keys) can read it. `scid` is any CID of ours.
+pub(super) fn write_invalid_token_close(parsed: &ParsedPacket, scid: &ConnectionId) -> Option<Vec<u8>> {
+    let keys = initial_keys(&parsed.dcid, Side::Server);
+    let mut out = Vec::with_capacity(128);
+    let (pn, pn_len) = (0, 1);
+    let o =
+        header::write_long_header(&mut out, LongType::Initial, crate::VERSION_1, &parsed.scid, scid, &[], pn, pn_len);
+    Frame::ConnectionClose(ConnectionClose {
+        error_code: TransportErrorCode::INVALID_TOKEN.0,
+        frame_type: Some(0),
+        reason: b"invalid Retry token",
+    })
+    .encode(&mut out);
+    seal_packet(
+        &mut out,
+        o.header_start,
+        Some(o.len_offset),
+        o.pn_offset,
+        pn_len,
+        pn,
+        &*keys.local.packet,
+        &*keys.local.header,
+        None,
+    )
+    .ok()?;
+    Some(out)
+}
