@@ -122,6 +122,11 @@ pub struct ServerArgs {
     /// Private key (PEM, PKCS#8, SEC1 or PKCS#1).
     #[arg(long, requires = "cert")]
     pub key: Option<PathBuf>,
+    /// Validate client addresses with a Retry before creating connection state (RFC 9000
+    /// §8.1.2): never, auto (only while many handshakes are in progress, e.g. under a flood
+    /// of spoofed Initials) or always (one more round trip for every new client).
+    #[arg(long, default_value = "auto", value_name = "MODE")]
+    pub retry: mpq_proto::token::RetryMode,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -163,6 +168,11 @@ pub struct PerfServerArgs {
     /// Address to listen on (repeatable).
     #[arg(long, default_value = "[::]:4433")]
     pub listen: Vec<SocketAddr>,
+    /// Validate client addresses with a Retry before creating connection state (RFC 9000
+    /// §8.1.2): never, auto (only while many handshakes are in progress, e.g. under a flood
+    /// of spoofed Initials) or always (one more round trip for every new client).
+    #[arg(long, default_value = "auto", value_name = "MODE")]
+    pub retry: mpq_proto::token::RetryMode,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,

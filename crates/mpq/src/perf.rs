@@ -83,7 +83,8 @@ impl App for PerfServer {
 pub fn server(args: PerfServerArgs) -> Result<()> {
     let transport = runner::shared(runner::transport_config(&args.common)?);
     let tls = crate::tls::server_config(&args.common, None, None, &[b"perf"])?;
-    let endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
+    let mut endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
+    endpoint.set_retry_mode(args.retry);
     let app = PerfServer { qlog_dir: args.common.qlog_dir.clone(), streams: HashMap::new() };
     runner::run(&args.listen, endpoint, app, |addrs| {
         for addr in addrs {

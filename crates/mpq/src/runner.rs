@@ -101,8 +101,12 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
 pub fn endpoint(server: Option<mpq_proto::conn::ServerConfig>) -> Endpoint {
     use ring::rand::SecureRandom;
     let mut seed = [0u8; 8];
-    let _ = ring::rand::SystemRandom::new().fill(&mut seed);
-    Endpoint::new(EndpointConfig::with_seed(u64::from_le_bytes(seed)), server)
+    let rng = ring::rand::SystemRandom::new();
+    let _ = rng.fill(&mut seed);
+    let mut config = EndpointConfig::with_seed(u64::from_le_bytes(seed));
+    // The Retry/NEW_TOKEN key gets its own 256 bits, not ones derived from a 64-bit seed.
+    let _ = rng.fill(&mut config.token_secret);
+    Endpoint::new(config, server)
 }
 
 /// Binds every address (port 0 picks one).

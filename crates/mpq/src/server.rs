@@ -126,7 +126,8 @@ impl App for HqServer {
 pub fn run(args: ServerArgs) -> Result<()> {
     let transport = runner::shared(runner::transport_config(&args.common)?);
     let tls = crate::tls::server_config(&args.common, args.cert.as_deref(), args.key.as_deref(), &[b"hq-interop"])?;
-    let endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
+    let mut endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
+    endpoint.set_retry_mode(args.retry);
     let app = HqServer { root: args.root, qlog_dir: args.common.qlog_dir.clone(), streams: HashMap::new() };
     runner::run(&args.listen, endpoint, app, |addrs| {
         for addr in addrs {
