@@ -67,6 +67,9 @@ class Case:
     files: tuple[str, ...]
     timeout: float  # client deadline in seconds
     key_update: bool = False
+    # The server validates every client's address with a Retry first (RFC 9000 §8.1.2).
+    retry: bool = False
+    pairs: tuple[tuple[str, str], ...] | None = None  # default: PAIRS
 
 
 CASES = [
@@ -76,6 +79,14 @@ CASES = [
     # 10 MiB is ~9000 packets of 1200 bytes: enough for mpq's --key-update-every 2000,
     # aioquic's update every 1 MiB and quic-go's own first update after 100 packets.
     Case("keyupdate", ("10mb.bin",), 40.0, key_update=True),
+    # mpq's client through aioquic's Retry; mpq's server (--retry always) to both peers.
+    Case(
+        "retry",
+        ("small.bin", "1mb.bin"),
+        30.0,
+        retry=True,
+        pairs=(("mpq", "aioquic"), ("aioquic", "mpq"), ("quicgo", "mpq")),
+    ),
 ]
 
 PAIRS = [
@@ -90,7 +101,7 @@ PAIRS = [
 
 def _params():
     for case in CASES:
-        for client, server in PAIRS:
+        for client, server in case.pairs or PAIRS:
             marks = [pytest.mark.mpq] if "mpq" in (client, server) else []
             yield pytest.param(case, client, server, id=f"{case.name}-{client}-{server}", marks=marks)
 
@@ -187,7 +198,7 @@ def require(impl: str, role: str) -> None:
     pytest.skip(reason)
 
 
-def server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: Path) -> list[str]:
+def server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: Path, retry: bool = False) -> list[str]:
     keylog = logdir / "server.keylog"
     qlog = logdir / "server-qlog"
     if impl == "aioquic":
@@ -196,7 +207,7 @@ def server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: P
             "--host", "127.0.0.1", "--port", str(port),
             "--root", str(root), "--cert", str(tls["cert"]), "--key", str(tls["key"]),
             "--secrets-log", str(keylog),
-        ]
+        ] + (["--retry"] if retry else [])
     if impl == "quicgo":
         return [
             str(quicgo_path()), "server",
@@ -210,7 +221,9 @@ def server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: P
             "--listen", f"127.0.0.1:{port}",
             "--root", str(root), "--cert", str(tls["cert"]), "--key", str(tls["key"]),
             "--keylog", str(keylog), "--qlog-dir", str(qlog),
-        ]
+        ] + (["--retry", "always", "-v"] if retry else [])
+    if retry:
+        raise ValueError(f"{impl} server: no Retry option in this harness")
     raise ValueError(impl)
 
 
@@ -233,6 +246,8 @@ def client_cmd(impl: str, urls: list[str], out: Path, tls: dict[str, Path], case
         ]
     if impl == "mpq":
         cmd = [str(find_mpq()), "client", *urls, "--output", str(out), "--ca", str(tls["ca"])]
+        if case.retry:
+            cmd += ["-v"]  # logs "Retry received", checked below
         if case.key_update:
             cmd += ["--key-update-every", str(MPQ_KEY_UPDATE_PACKETS)]
         return cmd
@@ -458,7 +473,7 @@ def test_interop(case: Case, client: str, server: str, tls_files, www, free_udp_
     server_env = dict(env)
     client_env = dict(env, SSLKEYLOGFILE=str(logdir / "client.keylog"))
 
-    srv = start_server(server_cmd(server, free_udp_port, root, tls_files, logdir), server_env)
+    srv = start_server(server_cmd(server, free_udp_port, root, tls_files, logdir, case.retry), server_env)
     port = srv.wait_listening()
 
     urls = [f"https://127.0.0.1:{port}/{name}" for name in case.files]
@@ -484,6 +499,13 @@ def test_interop(case: Case, client: str, server: str, tls_files, www, free_udp_
 
     if case.key_update:
         check_key_update(client, server, client_log, srv, context)
+
+    if case.retry:
+        # The handshake really went through a Retry (mpq logs it at -v on either side).
+        if client == "mpq":
+            assert "Retry received" in client_log, f"mpq client saw no Retry{context}"
+        if server == "mpq":
+            assert "Retry sent" in srv.stderr(), f"mpq server sent no Retry{context}"
 
     print(f"{case.name} {client}->{server}: {elapsed:.2f}s")
 

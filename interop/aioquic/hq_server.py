@@ -111,6 +111,11 @@ async def main() -> int:
     parser.add_argument("--root", required=True, help="directory to serve")
     parser.add_argument("--cert", required=True, help="PEM certificate (chain)")
     parser.add_argument("--key", required=True, help="PEM private key")
+    parser.add_argument(
+        "--retry",
+        action="store_true",
+        help="send a Retry to every new client first (address validation, RFC 9000 §8.1.2)",
+    )
     add_common_args(parser)
     args = parser.parse_args()
 
@@ -124,6 +129,7 @@ async def main() -> int:
         args.port,
         configuration=config,
         create_protocol=partial(HqServerProtocol, root=root),
+        retry=args.retry,
     )
     sockname = server._transport.get_extra_info("sockname")  # noqa: SLF001 - no public accessor
     host, port = sockname[0], sockname[1]

@@ -414,6 +414,7 @@ impl Endpoint {
         }
         let out = retry::write_retry(&self.guard.key, &mut self.rng, now, remote, parsed, &scid);
         self.guard.stats.retries_sent += 1;
+        tracing::debug!(%remote, odcid = ?parsed.dcid, "Retry sent");
         self.responses.push_back((Some(local), remote, out));
     }
 
