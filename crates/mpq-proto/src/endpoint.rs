@@ -53,6 +53,9 @@ pub struct EndpointConfig {
     pub token_secret: [u8; 32],
     /// How long tokens stay valid.
     pub token_lifetimes: TokenLifetimes,
+    /// Server: send a NEW_TOKEN frame once the handshake is confirmed (RFC 9000 §8.1.3), so
+    /// the client's next connection skips Retry and the amplification limit.
+    pub new_tokens: bool,
 }
 
 impl EndpointConfig {
@@ -74,6 +77,7 @@ impl EndpointConfig {
             max_handshakes_per_ip: 32,
             token_secret,
             token_lifetimes: TokenLifetimes::default(),
+            new_tokens: true,
         }
     }
 }
@@ -336,8 +340,11 @@ impl Endpoint {
             }
         };
         let seed = self.rng.random();
-        let tokens =
-            crate::conn::AddressTokens { retry_scid, issuer: Some(self.guard.key.clone()), ..Default::default() };
+        let tokens = crate::conn::AddressTokens {
+            retry_scid,
+            issuer: self.config.new_tokens.then(|| self.guard.key.clone()),
+            ..Default::default()
+        };
         let conn = Connection::new(ConnectionInit {
             side: Side::Server,
             config: server.transport.clone(),

@@ -265,3 +265,24 @@ fn client_accepts_the_rfc9001_a4_retry() {
     assert_eq!(conn.tokens.retry_scid, Some(ConnectionId::new(&hex("f067a5502a4262b5"))));
     assert_eq!(conn.tokens.initial_token, b"token");
 }
+
+/// RFC 9000 §8.1.3: a NEW_TOKEN-kind token the server cannot validate (another server's,
+/// an old key's, another address's) is treated as no token: no INVALID_TOKEN close.
+#[test]
+fn unusable_new_token_is_treated_as_no_token() {
+    let key = crate::token::TokenKey::new(&[0x99; 32]);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let foreign = key.seal_new_token(&mut rng, "10.0.0.1".parse().unwrap(), Instant::ZERO);
+    for (mode, retries) in [(RetryMode::Never, 0), (RetryMode::Always, 1)] {
+        let mut p = pair(mode);
+        client(&mut p).tokens.initial_token = foreign.clone();
+        assert!(run_handshake(&mut p), "{mode}");
+        let stats = p.server.stats();
+        assert_eq!(stats.retries_sent, retries, "{mode}: {stats:?}");
+        assert_eq!(stats.new_tokens_accepted + stats.invalid_token_closes, 0, "{mode}: {stats:?}");
+        if mode == RetryMode::Never {
+            // Not validated by the token: the server learnt it from the handshake instead.
+            assert!(client(&mut p).tokens.retry_scid.is_none());
+        }
+    }
+}
