@@ -400,6 +400,12 @@ impl Endpoint {
                 Some((orig_dst_cid, Some(parsed.dcid), true))
             }
             TokenCheck::NewToken => {
+                // A replayed token (the same one used before) validates nothing.
+                let expires = now + self.config.token_lifetimes.new_token;
+                if !self.guard.first_use(token, now, expires) {
+                    self.guard.stats.new_tokens_replayed += 1;
+                    return Some((parsed.dcid, None, false));
+                }
                 self.guard.stats.new_tokens_accepted += 1;
                 Some((parsed.dcid, None, true))
             }

@@ -217,6 +217,11 @@ impl TokenKey {
     }
 }
 
+/// What tells one sealed token from every other: its random nonce (for replay filters).
+pub fn token_id(token: &[u8]) -> Option<[u8; NONCE_LEN]> {
+    token.get(1..1 + NONCE_LEN).and_then(|n| n.try_into().ok())
+}
+
 fn addr_bytes(out: &mut Vec<u8>, ip: IpAddr) {
     // IPv4-mapped IPv6 and IPv4 are the same client: dual-stack sockets report either.
     match ip.to_canonical() {

@@ -286,3 +286,23 @@ fn unusable_new_token_is_treated_as_no_token() {
         }
     }
 }
+
+/// RFC 9000 §8.1.4: a NEW_TOKEN token is accepted once; a replay of it is treated as no token.
+#[test]
+fn new_token_is_accepted_only_once() {
+    let mut p = pair(RetryMode::Always);
+    assert!(run_handshake(&mut p));
+    assert!(p.run_until(Duration::from_secs(1), |p| p.client.token_store().count("localhost") == 1));
+    let token = p.client.token_store().take("localhost").expect("token");
+    let cc = p.client_config.clone();
+    for (i, expected_retries) in [(0, 1), (1, 2)] {
+        p.client.token_store().insert("localhost", token.clone());
+        let (now, addr) = (p.now, p.server_addr);
+        p.client_conn = p.client.connect(now, &cc, addr, "localhost").expect("connect");
+        assert!(run_handshake(&mut p), "connection {i}");
+        let stats = p.server.stats();
+        assert_eq!(stats.retries_sent, expected_retries, "connection {i}: {stats:?}");
+    }
+    let stats = p.server.stats();
+    assert_eq!((stats.new_tokens_accepted, stats.new_tokens_replayed), (1, 1), "{stats:?}");
+}

@@ -14,6 +14,7 @@ use crate::frame::{ConnectionClose, Frame};
 use crate::packet::header::{self, LongType, ParsedPacket};
 use crate::packet::number::decode_pn;
 use crate::packet::protect::{open_payload, remove_header_protection, seal_packet};
+use crate::time::Instant;
 use crate::token::{RetryMode, TokenKey};
 use crate::types::Side;
 
@@ -34,9 +35,15 @@ pub struct EndpointStats {
     pub retry_tokens_accepted: u64,
     /// Initials with a valid NEW_TOKEN token.
     pub new_tokens_accepted: u64,
+    /// Initials with a NEW_TOKEN token used before (treated as no token).
+    pub new_tokens_replayed: u64,
     /// Connections closed at once with INVALID_TOKEN (a bad Retry token, RFC 9000 §8.1.2).
     pub invalid_token_closes: u64,
 }
+
+/// Most NEW_TOKEN tokens remembered as used. Beyond it (after forgetting expired ones),
+/// tokens are refused rather than accepted twice: the client then gets a Retry at worst.
+const MAX_USED_TOKENS: usize = 16_384;
 
 /// One connection counted as a handshake in progress.
 struct Handshake {
@@ -54,6 +61,11 @@ pub(super) struct ServerGuard {
     pub mode: RetryMode,
     handshakes: Vec<Handshake>,
     per_ip: HashMap<IpAddr, usize>,
+    /// NEW_TOKEN tokens already used, by token ID, with their expiry (RFC 9000 §8.1.4:
+    /// servers MUST prevent or limit replay; NEW_TOKEN tokens SHOULD NOT be accepted twice).
+    used_tokens: HashMap<[u8; 12], Instant>,
+    /// No sweep of `used_tokens` before this time (bounds the sweeps' cost when full).
+    next_sweep: Instant,
     pub stats: EndpointStats,
     /// Tests: what the server puts in retry_source_connection_id after a Retry
     /// (`Some(None)`: leave it out), to check the client's verification.
@@ -75,10 +87,33 @@ impl ServerGuard {
             mode,
             handshakes: Vec::new(),
             per_ip: HashMap::new(),
+            used_tokens: HashMap::new(),
+            next_sweep: Instant::ZERO,
             stats: EndpointStats::default(),
             #[cfg(test)]
             tp_retry_scid_override: None,
         }
+    }
+
+    /// Records the use of NEW_TOKEN token `token`, valid until `expires`; false if it was
+    /// used before (a replay) or cannot be tracked (then it is treated as no token).
+    pub fn first_use(&mut self, token: &[u8], now: Instant, expires: Instant) -> bool {
+        let Some(id) = crate::token::token_id(token) else { return false };
+        if self.used_tokens.contains_key(&id) {
+            return false;
+        }
+        if self.used_tokens.len() >= MAX_USED_TOKENS {
+            if now < self.next_sweep {
+                return false;
+            }
+            self.used_tokens.retain(|_, e| *e >= now);
+            self.next_sweep = now + std::time::Duration::from_secs(1);
+            if self.used_tokens.len() >= MAX_USED_TOKENS {
+                return false;
+            }
+        }
+        self.used_tokens.insert(id, expires);
+        true
     }
 
     /// Forgets connections that finished their handshake, closed or were removed.
@@ -161,7 +196,7 @@ pub(super) fn initial_decrypts(datagram: &[u8], parsed: &ParsedPacket) -> bool {
 pub(super) fn write_retry(
     key: &TokenKey,
     rng: &mut dyn rand::RngCore,
-    now: crate::time::Instant,
+    now: Instant,
     client: SocketAddr,
     parsed: &ParsedPacket,
     retry_scid: &ConnectionId,

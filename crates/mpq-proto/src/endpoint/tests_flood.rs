@@ -175,3 +175,27 @@ fn always_mode_holds_no_state_for_a_flood() {
     }
     assert_eq!(n, 2_000);
 }
+
+/// The used-token filter stays bounded: when full, tokens are refused (treated as no token)
+/// until expired entries can be forgotten.
+#[test]
+fn used_token_filter_is_bounded() {
+    let mut g = retry::ServerGuard::new(TokenKey::new(&[1; 32]), RetryMode::Auto);
+    let t0 = Instant::ZERO;
+    let token = |i: u32| {
+        let mut t = vec![0x4e];
+        t.extend_from_slice(&i.to_be_bytes());
+        t.extend_from_slice(&[0; 40]);
+        t
+    };
+    let mut accepted = 0;
+    for i in 0..20_000 {
+        accepted += usize::from(g.first_use(&token(i), t0, t0 + Duration::from_secs(10)));
+    }
+    assert!(accepted < 20_000 && accepted >= 16_000, "{accepted}");
+    assert!(!g.first_use(&token(0), t0, t0 + Duration::from_secs(10)), "a replay");
+    // Once the remembered tokens expired, room comes back.
+    let later = t0 + Duration::from_secs(11);
+    assert!(g.first_use(&token(30_000), later, later + Duration::from_secs(10)));
+    assert!(!g.first_use(&[0x4e, 1], later, later), "too short to name");
+}
