@@ -100,6 +100,8 @@ pub struct Pair {
     sent: u64,
     /// Datagrams delivered in each direction (to client, to server).
     pub delivered: (u64, u64),
+    /// The client's config, to open more connections to the same server.
+    pub client_config: ClientConfig,
 }
 
 impl Pair {
@@ -119,6 +121,7 @@ impl Pair {
         let server = Endpoint::new(EndpointConfig::with_seed(2), Some(sc));
         let now = Instant::ZERO;
         let client_conn = client.connect(now, &cc, server_addr, "localhost").expect("connect");
+        let client_config = cc;
         Self {
             client,
             server,
@@ -135,6 +138,7 @@ impl Pair {
             ect_seen: 0,
             sent: 0,
             delivered: (0, 0),
+            client_config,
         }
     }
 

@@ -26,7 +26,8 @@ pub(crate) fn local_transport_params(
     let s = Streams::new(side, &config.streams).local_params();
     let mut tp = TransportParameters {
         max_idle_timeout: config.max_idle_timeout.as_millis() as u64,
-        max_udp_payload_size: 65527,
+        // Never below the QUIC minimum, which every peer may send (RFC 9000 §18.2).
+        max_udp_payload_size: u64::from(config.max_recv_udp_payload_size.max(1200)),
         initial_max_data: s.max_data,
         initial_max_stream_data_bidi_local: s.max_stream_data_bidi_local,
         initial_max_stream_data_bidi_remote: s.max_stream_data_bidi_remote,

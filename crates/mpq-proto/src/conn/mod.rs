@@ -26,6 +26,7 @@ mod path_api;
 mod path_ids;
 mod qlog;
 mod recv;
+mod reset;
 mod send;
 mod space;
 mod timers;
