@@ -58,12 +58,7 @@ impl Connection {
 
     /// Pulls handshake bytes and key changes out of TLS until it has nothing more.
     pub(crate) fn drive_tls(&mut self, now: Instant) -> Result<(), TransportError> {
-        if self.peer_params.is_none() {
-            if let Some(raw) = self.tls.peer_transport_params() {
-                let raw = raw.to_vec();
-                self.on_peer_params(&raw)?;
-            }
-        }
+        self.take_peer_params()?;
         loop {
             let mut out = Vec::new();
             let change = self.tls.write_handshake(&mut out);
@@ -100,8 +95,27 @@ impl Connection {
                 }
             }
         }
+        self.take_peer_params()?;
         if !self.handshake_complete && !self.tls.is_handshaking() {
             self.on_handshake_complete(now)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the peer's transport parameters once TLS has this connection's own.
+    ///
+    /// A client that holds a session ticket sees, from TLS, the parameters remembered with
+    /// the ticket (for 0-RTT) until the server's EncryptedExtensions replace them: those
+    /// describe an earlier connection (its connection IDs, above all) and must not be taken
+    /// for this one's. The server's arrive before its Finished, so once the 1-RTT keys are
+    /// installed they are this connection's.
+    fn take_peer_params(&mut self) -> Result<(), TransportError> {
+        if self.peer_params.is_some() || (self.side == Side::Client && self.one_rtt.is_none()) {
+            return Ok(());
+        }
+        if let Some(raw) = self.tls.peer_transport_params() {
+            let raw = raw.to_vec();
+            self.on_peer_params(&raw)?;
         }
         Ok(())
     }

@@ -163,3 +163,27 @@ fn max_udp_payload_size_is_advertised() {
     let decoded = crate::transport_params::TransportParameters::decode(crate::Side::Client, &bytes).expect("decode");
     assert_eq!(decoded.max_udp_payload_size, 1400);
 }
+
+/// A client that got a session ticket on its first connection offers it on the next; TLS
+/// then shows the ticket's remembered transport parameters until the server's arrive, and
+/// they name the first connection's IDs. The second connection must use its own
+/// (regression: it failed with "initial_source_connection_id mismatch").
+#[test]
+fn a_second_connection_after_a_session_ticket_connects() {
+    let mut pair = Pair::new(TransportConfig::default());
+    established(&mut pair);
+    let config = pair.client_config.clone();
+    let (now, server) = (pair.now, pair.server_addr);
+    let second = pair.client.connect(now, &config, server, "localhost").expect("connect");
+    let mut lost = None;
+    let up = pair.run_until(Duration::from_secs(5), |p| {
+        while let Some((h, e)) = p.client.poll_event() {
+            if let (true, Event::ConnectionLost(e)) = (h == second, e) {
+                lost = Some(e);
+            }
+        }
+        lost.is_some() || p.client.connection(second).is_some_and(|c| c.is_established())
+    });
+    assert!(up, "the second connection neither came up nor failed");
+    assert_eq!(lost, None);
+}
