@@ -57,16 +57,19 @@ def one_run(mpq: str, idle: int, duration: float) -> dict:
         )
         rss_idle = rss_before
         cpu_at_start = cpu_s(server.pid)
+        early = []
         if idle > 0:
             # The client says when every idle handshake is done, then starts the bulk transfer.
             for err_line in client.stderr:
+                early.append(err_line)
                 if err_line.startswith("idle connections:"):
                     rss_idle = rss_kib(server.pid)
                     cpu_at_start = cpu_s(server.pid)
                     break
         out, err = client.communicate(timeout=600)
         if client.returncode != 0:
-            raise RuntimeError(f"perf client failed ({client.returncode}): {err.strip()}")
+            tail = "".join(early[-5:]) + err
+            raise RuntimeError(f"perf client failed ({client.returncode}): {tail.strip()}")
         result = json.loads(out.strip().splitlines()[-1])
         server_cpu = cpu_s(server.pid) - cpu_at_start
         return {

@@ -483,18 +483,24 @@ impl Endpoint {
     }
 
     /// Reads the timers of the connections touched since the last call.
+    ///
+    /// The reset tokens of the peer CIDs they use are refreshed here too, once per wake
+    /// rather than once per datagram: they change only when a path or its CID does.
     fn refresh_timers(&mut self) {
         let connections = &mut self.connections;
         let polls = &mut self.connection_polls;
+        let reset_tokens = &mut self.reset_tokens;
         self.schedule.refresh(|idx| {
             *polls += 1;
-            connections.get_mut(idx)?.as_mut()?.conn.poll_timeout()
+            let conn = &mut connections.get_mut(idx)?.as_mut()?.conn;
+            reset_tokens.set(idx, conn.peer_reset_tokens_in_use());
+            conn.poll_timeout()
         });
     }
 
-    /// After the connection did something: apply its routing changes, refresh the reset
-    /// tokens of the peer CIDs it uses, and look at its timer and events again (callers that
-    /// gave it input also queue it for transmit).
+    /// After the connection did something: apply its routing changes and look at its timer,
+    /// reset tokens and events again (callers that gave it input also queue it for
+    /// transmit).
     fn after_io(&mut self, idx: usize) {
         let Some(slot) = self.connections[idx].as_mut() else { return };
         while let Some(ev) = slot.conn.poll_endpoint_event() {
@@ -513,7 +519,6 @@ impl Endpoint {
                 }
             }
         }
-        self.reset_tokens.set(idx, slot.conn.peer_reset_tokens_in_use());
         self.schedule.mark_stale(idx);
         self.schedule.mark_may_have_events(idx);
     }
