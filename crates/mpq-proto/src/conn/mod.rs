@@ -571,3 +571,5 @@ mod tests;
 mod tests_multipath;
 #[cfg(test)]
 mod tests_multipath_rules;
+#[cfg(test)]
+mod tests_peer_limits;

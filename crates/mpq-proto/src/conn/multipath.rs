@@ -34,6 +34,10 @@ pub(crate) const PATH_RESOURCE_LIMIT_REACHED: u64 = 0x3e75;
 const MAX_CIDS_PER_PATH: u64 = 4;
 /// Consecutive PTOs after which a potentially failed path is abandoned, when another path works.
 pub(crate) const DEAD_PATH_PTOS: u32 = 4;
+/// Path IDs the peer may close without ever using them (PATH_ABANDON for an ID with no
+/// path, §3.4), beyond one per path ID it did use. Each one costs us a MAX_PATH_ID and
+/// fresh CIDs; past this allowance it is abuse (RFC 9000 §21.9) and closes the connection.
+pub(crate) const UNUSED_PATH_ID_ALLOWANCE: u64 = 16;
 /// Statistics of discarded paths kept for [`Connection::stats`]; older ones are dropped so
 /// that a peer opening and abandoning paths all day does not grow our memory.
 const MAX_CLOSED_PATH_STATS: usize = 64;
@@ -65,6 +69,10 @@ pub(crate) struct MultipathState {
     pub cids_blocked: Vec<(u64, u64)>,
     /// The path ID `NewPathAllowed` was last signalled for.
     pub allowed_signalled: Option<u64>,
+    /// Path IDs the peer closed (PATH_ABANDON) without ever using them.
+    pub unused_closed: u64,
+    /// Connection IDs issued, all path IDs together (a measure of the work a peer causes).
+    pub cids_issued: u64,
 }
 
 impl Connection {
@@ -151,6 +159,7 @@ impl Connection {
                 let token = self.reset_key.token(&cid);
                 self.local_cids.entry(id).or_default().issue(cid, token, true);
                 self.endpoint_events.push_back(EndpointEvent::NewCid(cid));
+                self.mp.cids_issued += 1;
             }
         }
     }
@@ -384,7 +393,8 @@ impl Connection {
     }
 
     /// The path ID `id` is used up (§2.2): its CIDs go, it is never used again, and the
-    /// peer gets another one with MAX_PATH_ID.
+    /// peer gets another one with MAX_PATH_ID. Every table keyed by path ID forgets it, so
+    /// that a peer cycling through path IDs does not grow them.
     fn retire_path_id(&mut self, now: Instant, id: u64) {
         self.closed_ids.insert(id);
         if let Some(l) = self.local_cids.remove(&id) {
@@ -393,6 +403,12 @@ impl Connection {
             }
         }
         self.peer_cids.remove(&id);
+        self.mp.peer_status.remove(&id);
+        self.mp.local_status.remove(&id);
+        self.mp.cids_blocked.retain(|(p, _)| *p != id);
+        if let Some(k) = self.one_rtt.as_mut() {
+            k.forget_path(id);
+        }
         if self.mp.enabled && self.mp.local_max < MAX_PATH_ID_LIMIT && !self.is_closed() {
             self.mp.local_max += 1;
             self.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
@@ -453,30 +469,44 @@ impl Connection {
     }
 
     /// PATH_ABANDON from the peer (§3.4).
-    pub(crate) fn on_path_abandon_frame(&mut self, now: Instant, id: u64, error_code: u64) {
+    pub(crate) fn on_path_abandon_frame(
+        &mut self,
+        now: Instant,
+        id: u64,
+        error_code: u64,
+    ) -> Result<(), TransportError> {
         let Some(pi) = self.path_index(id) else {
             // A path ID with no state (never used, or already discarded): it is closed for
             // good. Answer in kind (§3.4) so that the peer forgets it too.
             if !self.path_id_closed(id) {
+                // Each such ID gets replaced (MAX_PATH_ID, fresh CIDs): a peer burning IDs
+                // it never uses would have us issue CIDs without end (RFC 9000 §21.9).
+                self.mp.unused_closed += 1;
+                let used = (self.closed_ids.len() + self.paths.len() as u64).saturating_sub(self.mp.unused_closed);
+                if self.mp.unused_closed > used + UNUSED_PATH_ID_ALLOWANCE {
+                    return Err(TransportError::protocol_violation("too many unused path IDs abandoned"));
+                }
                 tracing::debug!(side = ?self.side, id, "peer abandoned an unused path ID");
                 self.mp.pending.push(Control::PathAbandon(id, error_code));
                 self.retire_path_id(now, id);
             }
-            return;
+            return Ok(());
         };
         if !self.paths[pi].is_open() {
             // We abandoned it first: keep its state for three PTOs from the peer's answer.
             let until = now + 3 * self.max_pto();
             let path = &mut self.paths[pi];
             path.discard_at = Some(path.discard_at.map_or(until, |t| t.max(until)));
-            return;
+            return Ok(());
         }
         self.abandon(now, pi, error_code, true);
+        Ok(())
     }
 
     /// PATH_STATUS_BACKUP / PATH_STATUS_AVAILABLE (§3.3): the newest sequence number wins.
     pub(crate) fn on_path_status_frame(&mut self, id: u64, seq: u64, backup: bool) {
-        if self.mp.peer_status.get(&id).is_some_and(|(s, _)| seq <= *s) {
+        // A closed path ID keeps no status: the table holds only IDs still usable.
+        if self.path_id_closed(id) || self.mp.peer_status.get(&id).is_some_and(|(s, _)| seq <= *s) {
             return;
         }
         self.mp.peer_status.insert(id, (seq, backup));

@@ -476,7 +476,7 @@ impl Connection {
             }
             Frame::PathAbandon { path_id: id, error_code } => {
                 self.check_mp_path_id(id)?;
-                self.on_path_abandon_frame(now, id, error_code);
+                self.on_path_abandon_frame(now, id, error_code)?;
             }
             Frame::PathStatus { path_id: id, seq, backup } => {
                 self.check_mp_path_id(id)?;

@@ -1,0 +1,92 @@
+//! What a hostile peer can make a connection spend (issue H): path IDs it burns without
+//! using them, per-path tables, retired CIDs, CONNECTION_CLOSE answers while closing.
+//! Each test counts work or table sizes, never wall time.
+
+use std::time::Duration;
+
+use super::multipath::UNUSED_PATH_ID_ALLOWANCE;
+use super::tests::{client, confirm_handshake};
+use super::tests_multipath::server;
+use super::*;
+use crate::error::TransportErrorCode;
+use crate::frame::Frame;
+use crate::testing::Pair;
+
+fn mp_pair() -> Pair {
+    let cfg = TransportConfig { initial_max_path_id: Some(4), ..TransportConfig::default() };
+    let mut pair = Pair::new(cfg);
+    assert!(confirm_handshake(&mut pair));
+    assert!(client(&mut pair).is_multipath());
+    pair
+}
+
+/// Sends `frames` from the client in its next 1-RTT packet and lets the server handle it.
+fn inject(pair: &mut Pair, frames: Vec<u8>) {
+    client(pair).injected = frames;
+    pair.run_until(Duration::from_millis(100), |p| client(p).injected.is_empty());
+    // One more one-way latency: the packet reaches the server.
+    let until = pair.now + Duration::from_millis(15);
+    pair.run_until(Duration::from_millis(15), |p| p.now >= until);
+}
+
+/// A peer sends PATH_ABANDON for every path ID we allow without ever using one (8000
+/// frames in all, as fast as MAX_PATH_ID lets it). Each used to raise MAX_PATH_ID and
+/// issue four fresh CIDs, without end (and 10.7 s of CPU for 8000 frames in a debug
+/// build). Now the connection closes with PROTOCOL_VIOLATION once the peer is past its
+/// allowance, having issued a bounded number of CIDs.
+#[test]
+fn burning_unused_path_ids_closes_the_connection() {
+    let mut pair = mp_pair();
+    let issued_before = server(&mut pair).mp.cids_issued;
+    let mut next = 1;
+    let mut sent = 0;
+    while sent < 8000 && !server(&mut pair).is_closed() {
+        let max = server(&mut pair).mp.local_max;
+        let mut buf = Vec::new();
+        while next <= max && buf.len() < 1000 {
+            Frame::PathAbandon { path_id: next, error_code: 0 }.encode(&mut buf);
+            next += 1;
+            sent += 1;
+        }
+        assert!(!buf.is_empty(), "the server stopped raising MAX_PATH_ID at {max} without closing");
+        inject(&mut pair, buf);
+    }
+    let s = server(&mut pair);
+    assert!(s.is_closed(), "still open after {sent} PATH_ABANDON frames");
+    match s.error() {
+        Some(ConnectionError::TransportError(t)) => assert_eq!(t.code, TransportErrorCode::PROTOCOL_VIOLATION),
+        e => panic!("closed with {e:?}"),
+    }
+    // One path used (path 0): the allowance plus one, then the violation.
+    assert!(s.mp.unused_closed <= UNUSED_PATH_ID_ALLOWANCE + 2, "{} IDs burnt", s.mp.unused_closed);
+    let issued = s.mp.cids_issued - issued_before;
+    assert!(issued <= 4 * (UNUSED_PATH_ID_ALLOWANCE + 2), "{issued} CIDs issued for {sent} frames");
+    assert!(sent < 200, "{sent} frames before the close");
+}
+
+/// PATH_STATUS frames for every path ID we allow, each ID then abandoned unused: the
+/// status table keeps only IDs still usable (it used to gain an entry per ID for good).
+#[test]
+fn path_status_table_forgets_closed_path_ids() {
+    let mut pair = mp_pair();
+    let mut next = 1;
+    for seq in 0..UNUSED_PATH_ID_ALLOWANCE / 4 {
+        let max = server(&mut pair).mp.local_max;
+        let mut buf = Vec::new();
+        for id in next..=max {
+            Frame::PathStatus { path_id: id, seq, backup: true }.encode(&mut buf);
+        }
+        for id in next..=max.min(next + 3) {
+            Frame::PathAbandon { path_id: id, error_code: 0 }.encode(&mut buf);
+        }
+        next = max.min(next + 3) + 1;
+        inject(&mut pair, buf);
+        let s = server(&mut pair);
+        assert!(!s.is_closed(), "closed: {:?}", s.error());
+        for id in s.mp.peer_status.keys() {
+            assert!(!s.closed_ids.contains(*id), "status kept for closed path ID {id}");
+        }
+        assert!(s.mp.peer_status.len() <= 4, "{} status entries", s.mp.peer_status.len());
+    }
+    assert!(server(&mut pair).closed_ids.len() >= UNUSED_PATH_ID_ALLOWANCE - 4);
+}
