@@ -116,8 +116,10 @@ enum State {
     Handshake,
     /// Handshake complete.
     Established,
-    /// We sent CONNECTION_CLOSE; we answer further packets with it until `until`.
-    Closing { until: Instant, close: CloseFrame, send_pending: bool },
+    /// We sent CONNECTION_CLOSE; we answer further packets with it until `until`, to the
+    /// 1st, 2nd, 4th, 8th... datagram received (`received` reaching `answer_at`), as
+    /// RFC 9000 §10.2.1 asks the rate of closing packets be limited.
+    Closing { until: Instant, close: CloseFrame, send_pending: bool, received: u64, answer_at: u64 },
     /// The peer closed; we send nothing until `until`.
     Draining { until: Instant },
     /// Over: the connection may be dropped.
@@ -469,7 +471,7 @@ impl Connection {
     fn enter_closing(&mut self, now: Instant, close: CloseFrame) {
         self.qlog_closed(now, &close);
         let until = now + self.close_period();
-        self.state = State::Closing { until, close, send_pending: true };
+        self.state = State::Closing { until, close, send_pending: true, received: 0, answer_at: 1 };
     }
 
     /// The peer closed the connection, or it timed out / was reset: stop sending.
@@ -571,5 +573,7 @@ mod tests;
 mod tests_multipath;
 #[cfg(test)]
 mod tests_multipath_rules;
+#[cfg(test)]
+mod tests_packet_rules;
 #[cfg(test)]
 mod tests_peer_limits;

@@ -552,11 +552,7 @@ impl Connection {
         if let Some(l) = self.local_cids.get_mut(&id) {
             // Re-advertise what is active in case the frames were lost.
             let seqs: Vec<u64> = l.active.keys().copied().filter(|s| *s >= next_seq).collect();
-            for s in seqs {
-                if !l.to_advertise.contains(&s) {
-                    l.to_advertise.push(s);
-                }
-            }
+            l.to_advertise.extend(seqs);
         }
         Ok(())
     }

@@ -51,6 +51,7 @@ impl Connection {
         let mut offset = 0;
         let total = data.len();
         let mut first = true;
+        let mut first_dcid = None;
         while offset < total {
             let buf = &mut data[offset..];
             let parsed = match parse_packet(buf, self.local_cid_len) {
@@ -62,6 +63,12 @@ impl Connection {
             };
             let len = parsed.packet_len.min(buf.len());
             offset += len;
+            // RFC 9000 §12.2: packets coalesced after the first with another Destination
+            // Connection ID are ignored (a sender must not coalesce them).
+            if *first_dcid.get_or_insert(parsed.dcid) != parsed.dcid {
+                self.stats.dropped_packets += 1;
+                continue;
+            }
             let is_last = offset >= total;
             let rx = Rx { local, remote, ecn, datagram_len: if first { total } else { 0 } };
             first = false;
@@ -106,6 +113,13 @@ impl Connection {
             self.stats.dropped_packets += 1;
             return;
         }
+        // RFC 9000 §7.2: once an Initial was accepted, later Initials with a different
+        // Source Connection ID MUST be discarded (the server's records the client's SCID
+        // from the first Initial; the client's, the server's from the first it processed).
+        if level == Level::Initial && self.peer_initial_scid.is_some_and(|scid| scid != parsed.scid) {
+            self.stats.dropped_packets += 1;
+            return;
+        }
         // Long headers belong to the handshake path; short ones to the path of their CID.
         let path_id = if level == Level::OneRtt {
             match self.path_of_dcid(&parsed.dcid) {
@@ -127,8 +141,11 @@ impl Connection {
                 }
                 path.stats.rx_bytes += rx.datagram_len as u64;
             }
-            if path.remote != rx.remote && level != Level::OneRtt {
-                // RFC 9000 §9: no migration during the handshake.
+            // RFC 9000 §9: no migration during the handshake; and only clients migrate: a
+            // client discards packets from a server address it does not know. Its paths
+            // (multipath included) go to addresses it chose itself, each path's in
+            // `remote`, so a packet of a path from elsewhere is from an unknown address.
+            if path.remote != rx.remote && (level != Level::OneRtt || self.side == Side::Client) {
                 self.stats.dropped_packets += 1;
                 return;
             }
@@ -158,9 +175,18 @@ impl Connection {
             }
             return;
         }
-        // Closing: answer with CONNECTION_CLOSE, process nothing (RFC 9000 §10.2.1).
-        if let State::Closing { send_pending, .. } = &mut self.state {
-            *send_pending = true;
+        // Closing: answer with CONNECTION_CLOSE, process nothing (RFC 9000 §10.2.1), and
+        // answer ever fewer datagrams (exponential backoff on the number received): each
+        // answer costs us a packet, and a peer or spoofer could otherwise make us send one
+        // per datagram.
+        if let State::Closing { send_pending, received, answer_at, .. } = &mut self.state {
+            if rx.datagram_len > 0 {
+                *received += 1;
+                if *received >= *answer_at {
+                    *send_pending = true;
+                    *answer_at = answer_at.saturating_mul(2);
+                }
+            }
             return;
         }
         if matches!(self.state, State::Draining { .. }) {
@@ -292,7 +318,9 @@ impl Connection {
         let newest = space.received.largest().is_none_or(|(l, _)| pn > l);
         self.idle_anchor = now;
         self.idle_anchor_from_recv = true;
-        if level == Level::OneRtt && self.paths[pi].remote != rx.remote && newest {
+        // RFC 9000 §9.3: only the highest-numbered non-probing packet moves a path to a new
+        // peer address (probing packets may come from anywhere the peer tries).
+        if level == Level::OneRtt && self.paths[pi].remote != rx.remote && newest && !is_probing(payload) {
             self.on_peer_address_change(now, pi, rx);
         }
         {
@@ -718,13 +746,13 @@ impl Connection {
                 Control::NewCid(path, seq) => {
                     if let Some(l) = self.local_cids.get_mut(&path) {
                         if l.active.contains_key(&seq) {
-                            l.to_advertise.push(seq);
+                            l.to_advertise.insert(seq);
                         }
                     }
                 }
                 Control::RetireCid(path, seq) => {
                     if let Some(p) = self.peer_cids.get_mut(&path) {
-                        p.to_retire.push(seq);
+                        p.to_retire.insert(seq);
                     }
                 }
                 c @ (Control::PathAbandon(..) | Control::PathStatus(..) | Control::MaxPathId(_)) => {
@@ -733,6 +761,18 @@ impl Connection {
             }
         }
     }
+}
+
+/// True when every frame of the packet is a probing frame (RFC 9000 §9.1: PATH_CHALLENGE,
+/// PATH_RESPONSE, NEW_CONNECTION_ID, PADDING; with multipath PATH_NEW_CONNECTION_ID too).
+/// A malformed payload counts as non-probing: it is rejected when processed anyway.
+fn is_probing(payload: &[u8]) -> bool {
+    crate::frame::iter_frames(payload).all(|f| {
+        matches!(
+            f,
+            Ok(Frame::Padding { .. } | Frame::PathChallenge(_) | Frame::PathResponse(_) | Frame::NewConnectionId(_))
+        )
+    })
 }
 
 /// Where a datagram came from and arrived.
