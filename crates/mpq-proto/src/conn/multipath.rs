@@ -19,7 +19,7 @@ use crate::types::{Side, SpaceId};
 
 use super::cids::PeerCids;
 use super::events::PathEvent;
-use super::path::{Challenge, PathPhase, PathState};
+use super::path::{Challenge, OldPathChallenge, PathPhase, PathState};
 use super::recv::Rx;
 use super::space::Control;
 use super::{Connection, EndpointEvent, Event, State};
@@ -258,8 +258,14 @@ impl Connection {
             return;
         }
         let challenge = self.new_challenge();
+        let old_data = self.new_challenge().data;
         let path = &mut self.paths[pi];
         tracing::debug!(id = path.id, from = %path.remote, to = %rx.remote, "peer address changed");
+        if path.validated {
+            // RFC 9000 §9.3.3: the previously active path gets a PATH_CHALLENGE.
+            path.old_challenge =
+                Some(OldPathChallenge { remote: path.remote, local: path.local, data: old_data, send_pending: true });
+        }
         path.rebind_from.get_or_insert(path.remote);
         path.remote = rx.remote;
         path.local = Some(rx.local);
@@ -286,6 +292,13 @@ impl Connection {
     pub(crate) fn on_path_response(&mut self, now: Instant, path_id: u64, data: [u8; 8]) {
         // The response may arrive on any path of ours; it validates the path it answers.
         let Some(pi) = self.paths.iter().position(|p| p.challenge.is_some_and(|c| c.data == data)) else {
+            // The peer is still reachable at the address it had before an apparent
+            // migration (RFC 9000 §9.3.3): its next non-probing packet from there moves
+            // the path back (on_peer_address_change).
+            if let Some(p) = self.paths.iter_mut().find(|p| p.old_challenge.is_some_and(|c| c.data == data)) {
+                tracing::debug!(id = p.id, "previous peer address still answers");
+                p.old_challenge = None;
+            }
             return;
         };
         let _ = path_id;

@@ -88,6 +88,21 @@ pub(crate) struct Challenge {
     pub full_size: bool,
 }
 
+/// A PATH_CHALLENGE to the address a path used before an apparent migration
+/// (RFC 9000 §9.3.3): if the peer is still there, its answer and its next packets bring the
+/// path back; if a forwarded or spoofed packet moved the path, this is how we find out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OldPathChallenge {
+    /// The previous peer address.
+    pub remote: SocketAddr,
+    /// The local address we used with it.
+    pub local: Option<SocketAddr>,
+    /// The challenge payload.
+    pub data: [u8; 8],
+    /// Not sent yet.
+    pub send_pending: bool,
+}
+
 /// State of one path.
 #[derive(Debug)]
 pub(crate) struct PathState {
@@ -152,6 +167,9 @@ pub(crate) struct PathState {
     pub dup_chunks: std::collections::VecDeque<crate::stream::StreamChunk>,
     /// Where the peer was before a NAT rebinding, until the new address is validated.
     pub rebind_from: Option<SocketAddr>,
+    /// The challenge to the previous address after an apparent migration, until answered
+    /// or the next migration.
+    pub old_challenge: Option<OldPathChallenge>,
     /// Packets below this number were already copied onto a faster path (reinjection).
     pub reinjected_below: u64,
     /// Bytes of new application data sent (for the schedulers).
@@ -189,6 +207,7 @@ impl PathState {
             fc_copies: Vec::new(),
             dup_chunks: std::collections::VecDeque::new(),
             rebind_from: None,
+            old_challenge: None,
             reinjected_below: 0,
             data_bytes_sent: 0,
             ecn: Default::default(),

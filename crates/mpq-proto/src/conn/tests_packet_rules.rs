@@ -169,3 +169,33 @@ fn closing_answers_ever_fewer_datagrams() {
     }
     assert_eq!(answers, 10, "answers to 1000 datagrams");
 }
+
+/// After an apparent migration the server challenges the client's previous address too
+/// (RFC 9000 §9.3.3: had a forwarded packet caused it, the real client answers there and
+/// its next packets bring the path back). Here the client did move: it answers from its
+/// new address, and the path stays there.
+#[test]
+fn apparent_migration_challenges_the_previous_address() {
+    let mut pair = Pair::new(TransportConfig::default());
+    assert!(confirm_handshake(&mut pair));
+    pair.run_until(Duration::from_millis(500), |_| false);
+    let old = pair.client_addr;
+    let new: SocketAddr = "10.0.0.1:5555".parse().expect("addr");
+    let to_old = std::rc::Rc::new(std::cell::Cell::new(0));
+    let seen = to_old.clone();
+    pair.drop_addr = Box::new(move |_, dst| {
+        if dst == old {
+            seen.set(seen.get() + 1);
+        }
+        false
+    });
+    pair.client_addr = new;
+    let stream = client(&mut pair).open_stream(crate::types::Dir::Bi).expect("stream");
+    client(&mut pair).write(stream, b"data").expect("write");
+    assert!(pair.run_until(Duration::from_secs(1), |p| server(p).remote_address() == new));
+    assert!(pair.run_until(Duration::from_secs(1), |p| server(p).paths[0].old_challenge.is_none()));
+    assert_eq!(to_old.get(), 1, "datagrams to the previous address");
+    pair.run_until(Duration::from_secs(1), |_| false);
+    assert_eq!(server(&mut pair).remote_address(), new);
+    assert!(server(&mut pair).paths[0].validated);
+}
