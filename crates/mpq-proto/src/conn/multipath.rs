@@ -35,9 +35,15 @@ const MAX_CIDS_PER_PATH: u64 = 4;
 /// Consecutive PTOs after which a potentially failed path is abandoned, when another path works.
 pub(crate) const DEAD_PATH_PTOS: u32 = 4;
 /// Path IDs the peer may close without ever using them (PATH_ABANDON for an ID with no
-/// path, §3.4), beyond one per path ID it did use. Each one costs us a MAX_PATH_ID and
-/// fresh CIDs; past this allowance it is abuse (RFC 9000 §21.9) and closes the connection.
+/// path, §3.4), beyond one per path ID it did use and one per `UNUSED_PATH_ID_REFILL` of
+/// multipath operation. Each one costs us a MAX_PATH_ID and fresh CIDs; past this
+/// allowance it is abuse (RFC 9000 §21.9) and closes the connection with
+/// PROTOCOL_VIOLATION. A client retrying a path over a dead interface burns such IDs too
+/// (none of its packets reach us), but at most one per validation timeout of seconds:
+/// the time-based part keeps it well inside the allowance.
 pub(crate) const UNUSED_PATH_ID_ALLOWANCE: u64 = 16;
+/// One more unused path ID allowed per this much time.
+pub(crate) const UNUSED_PATH_ID_REFILL: Duration = Duration::from_secs(1);
 /// Statistics of discarded paths kept for [`Connection::stats`]; older ones are dropped so
 /// that a peer opening and abandoning paths all day does not grow our memory.
 const MAX_CLOSED_PATH_STATS: usize = 64;
@@ -71,6 +77,8 @@ pub(crate) struct MultipathState {
     pub allowed_signalled: Option<u64>,
     /// Path IDs the peer closed (PATH_ABANDON) without ever using them.
     pub unused_closed: u64,
+    /// When multipath was negotiated (the time-based part of the unused-ID allowance).
+    pub since: Option<Instant>,
     /// Connection IDs issued, all path IDs together (a measure of the work a peer causes).
     pub cids_issued: u64,
 }
@@ -106,6 +114,7 @@ impl Connection {
         self.mp.peer_max = peer;
         self.mp.peer_initial_max = peer;
         self.mp.next_path_id = 1;
+        self.mp.since = Some(now);
         if let Some(k) = self.one_rtt.as_mut() {
             let _ = k; // one key phase for every path: nothing to change (§4.2)
         }
@@ -496,7 +505,9 @@ impl Connection {
                 // it never uses would have us issue CIDs without end (RFC 9000 §21.9).
                 self.mp.unused_closed += 1;
                 let used = (self.closed_ids.len() + self.paths.len() as u64).saturating_sub(self.mp.unused_closed);
-                if self.mp.unused_closed > used + UNUSED_PATH_ID_ALLOWANCE {
+                let elapsed = self.mp.since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+                let earned = (elapsed.as_millis() / UNUSED_PATH_ID_REFILL.as_millis()) as u64;
+                if self.mp.unused_closed > used + UNUSED_PATH_ID_ALLOWANCE + earned {
                     return Err(TransportError::protocol_violation("too many unused path IDs abandoned"));
                 }
                 tracing::debug!(side = ?self.side, id, "peer abandoned an unused path ID");

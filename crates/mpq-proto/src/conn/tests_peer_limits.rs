@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::multipath::UNUSED_PATH_ID_ALLOWANCE;
+use super::multipath::{UNUSED_PATH_ID_ALLOWANCE, UNUSED_PATH_ID_REFILL};
 use super::tests::{client, confirm_handshake};
 use super::tests_multipath::server;
 use super::*;
@@ -62,6 +62,28 @@ fn burning_unused_path_ids_closes_the_connection() {
     let issued = s.mp.cids_issued - issued_before;
     assert!(issued <= 4 * (UNUSED_PATH_ID_ALLOWANCE + 2), "{issued} CIDs issued for {sent} frames");
     assert!(sent < 200, "{sent} frames before the close");
+}
+
+/// A client retrying a path over a dead interface burns a path ID per attempt that the
+/// server never sees used (none of its packets arrive), one every few seconds (backoff
+/// plus validation timeout): that is no abuse, and the connection lives on well past the
+/// burst allowance.
+#[test]
+fn slowly_burnt_path_ids_are_not_abuse() {
+    let mut pair = mp_pair();
+    let attempts = 3 * UNUSED_PATH_ID_ALLOWANCE;
+    for id in 1..=attempts {
+        // Nothing is scheduled in between on an idle connection: jump.
+        let wait = pair.now + 3 * UNUSED_PATH_ID_REFILL;
+        pair.run_until(Duration::from_secs(10), |p| p.now >= wait);
+        pair.now = pair.now.max(wait);
+        let mut buf = Vec::new();
+        Frame::PathAbandon { path_id: id, error_code: 0 }.encode(&mut buf);
+        inject(&mut pair, buf);
+        let s = server(&mut pair);
+        assert!(!s.is_closed(), "closed after {id} attempts: {:?}", s.error());
+    }
+    assert_eq!(server(&mut pair).mp.unused_closed, attempts);
 }
 
 /// PATH_STATUS frames for every path ID we allow, each ID then abandoned unused: the
