@@ -219,6 +219,9 @@ pub struct Connection {
     one_rtt_crypto: space::CryptoStream,
     /// Server: 1-RTT packets that arrived before the handshake completed (RFC 9001 §5.7).
     early_one_rtt: Vec<recv::EarlyPacket>,
+    /// While the frames of a packet from an address its path does not use are processed
+    /// (a probing packet, RFC 9000 §9.3): where it came from, for the PATH_RESPONSE.
+    probe_from: Option<recv::Rx>,
     /// Raw frame bytes the next 1-RTT packet carries as they are (tests of peer errors).
     #[cfg(test)]
     injected: Vec<u8>,
@@ -308,6 +311,7 @@ impl Connection {
             handshake_remote: remote,
             one_rtt_crypto: space::CryptoStream::default(),
             early_one_rtt: Vec::new(),
+            probe_from: None,
             mp: multipath::MultipathState::default(),
             scheduler: crate::sched::build(config.scheduler),
             closed_paths: VecDeque::new(),

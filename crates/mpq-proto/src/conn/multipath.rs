@@ -382,6 +382,7 @@ impl Connection {
         path.dup_chunks.clear();
         path.fc_copies.clear();
         path.path_responses.clear();
+        path.off_path_responses.clear();
         path.data.probes = 0;
         let send_abandon = !path.abandon_sent;
         path.abandon_sent = true;

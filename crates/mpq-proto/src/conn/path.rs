@@ -103,6 +103,21 @@ pub(crate) struct OldPathChallenge {
     pub send_pending: bool,
 }
 
+/// A PATH_RESPONSE owed to an address the path does not use: the PATH_CHALLENGE came in a
+/// probing packet from elsewhere, and the answer must go back where it came from
+/// (RFC 9000 §8.2.2) without moving the path (§9.3).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OffPathResponse {
+    /// Where the challenge came from.
+    pub remote: SocketAddr,
+    /// The local address it arrived at.
+    pub local: SocketAddr,
+    /// The challenge payload.
+    pub data: [u8; 8],
+    /// Most bytes we may send there: three times what came from it (RFC 9000 §8.1).
+    pub budget: usize,
+}
+
 /// State of one path.
 #[derive(Debug)]
 pub(crate) struct PathState {
@@ -132,6 +147,8 @@ pub(crate) struct PathState {
     pub amp_sent: u64,
     /// PATH_RESPONSE payloads to send (at most a few, newest wins).
     pub path_responses: Vec<[u8; 8]>,
+    /// PATH_RESPONSEs to send to other addresses (at most a few, newest wins).
+    pub off_path_responses: Vec<OffPathResponse>,
     /// Counters.
     pub stats: PathStats,
     /// Local address the path sends from (`None`: the runtime's default socket).
@@ -194,6 +211,7 @@ impl PathState {
             amp_received: 0,
             amp_sent: 0,
             path_responses: Vec::new(),
+            off_path_responses: Vec::new(),
             stats: PathStats { path_id: id, ..Default::default() },
             local: None,
             phase: PathPhase::Active,

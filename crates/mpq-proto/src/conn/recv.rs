@@ -16,6 +16,7 @@ use crate::time::Instant;
 use crate::types::{Level, Side, SpaceId};
 
 use super::events::ConnectionError;
+use super::path::OffPathResponse;
 use super::space::{Control, SentFrames};
 use super::{Connection, State};
 
@@ -348,7 +349,12 @@ impl Connection {
             }
             _ => {}
         }
-        match self.process_frames(now, level, pi, &parsed.dcid, payload) {
+        // A packet that did not move its path (probing, or older than the newest) from
+        // another address: PATH_RESPONSEs go back there (RFC 9000 §8.2.2).
+        self.probe_from = (level == Level::OneRtt && self.paths[pi].remote != rx.remote).then_some(*rx);
+        let processed = self.process_frames(now, level, pi, &parsed.dcid, payload);
+        self.probe_from = None;
+        match processed {
             Ok(ack_eliciting) => {
                 // Frames may have discarded paths: find this one again.
                 let Some(pi) = self.path_index(path_id) else { return };
@@ -482,7 +488,14 @@ impl Connection {
                 self.on_retire_cid_frame(now, target, seq, path_id, dcid)?;
             }
             Frame::PathChallenge(data) => {
-                if let Some(pi) = self.path_index(path_id) {
+                if let (Some(pi), Some(rx)) = (self.path_index(path_id), self.probe_from) {
+                    let path = &mut self.paths[pi];
+                    if path.off_path_responses.len() >= MAX_PENDING_PATH_RESPONSES {
+                        path.off_path_responses.remove(0);
+                    }
+                    let budget = 3 * rx.datagram_len;
+                    path.off_path_responses.push(OffPathResponse { remote: rx.remote, local: rx.local, data, budget });
+                } else if let Some(pi) = self.path_index(path_id) {
                     let path = &mut self.paths[pi];
                     if path.path_responses.len() >= MAX_PENDING_PATH_RESPONSES {
                         path.path_responses.remove(0);

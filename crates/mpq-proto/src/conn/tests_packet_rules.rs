@@ -119,8 +119,9 @@ fn client_ignores_a_server_address_change() {
 }
 
 /// A probing packet (only PATH_CHALLENGE) from a new client address does not move the
-/// server's path (RFC 9000 §9.3: only the highest-numbered non-probing packet does); a
-/// non-probing one afterwards does. The probe used to move it.
+/// server's path (RFC 9000 §9.3: only the highest-numbered non-probing packet does), but
+/// its PATH_RESPONSE goes back to that address (§8.2.2); a non-probing packet afterwards
+/// moves the path. The probe used to move it.
 #[test]
 fn probing_packet_does_not_move_the_path() {
     let mut pair = Pair::new(TransportConfig::default());
@@ -132,12 +133,23 @@ fn probing_packet_does_not_move_the_path() {
     Frame::PathChallenge([7; 8]).encode(&mut probe);
     client(&mut pair).injected = probe;
     let received = server(&mut pair).paths[0].stats.rx_packets;
+    let to_new = std::rc::Rc::new(std::cell::Cell::new(0));
+    let seen = to_new.clone();
+    pair.drop_addr = Box::new(move |_, dst| {
+        if dst == new {
+            seen.set(seen.get() + 1);
+        }
+        false
+    });
     pair.client_addr = new;
     // Runs until the probe arrived, before any other client packet could.
     pair.run_until(Duration::from_millis(100), |p| server(p).paths[0].stats.rx_packets > received);
     pair.client_addr = old;
     assert_eq!(server(&mut pair).paths[0].stats.rx_packets, received + 1);
     assert_eq!(server(&mut pair).remote_address(), old, "a probing packet moved the path");
+    assert_eq!(server(&mut pair).paths[0].off_path_responses.len(), 1);
+    pair.run_until(Duration::from_millis(1), |_| false);
+    assert_eq!(to_new.get(), 1, "the PATH_RESPONSE went back to the prober's address");
     // A non-probing packet from the new address is a migration (NAT rebinding).
     pair.client_addr = new;
     let stream = client(&mut pair).open_stream(crate::types::Dir::Bi).expect("stream");

@@ -17,7 +17,7 @@ use super::{Connection, State, Transmit};
 
 mod close;
 mod frames;
-mod old_path;
+mod off_path;
 mod reinject;
 
 /// AEAD tag length of every QUIC v1 cipher suite.
@@ -64,7 +64,7 @@ impl Connection {
         }
         self.maybe_initiate_key_update(now);
         self.arm_key_discard(now);
-        if let Some(t) = self.poll_old_path_challenge(now, buf) {
+        if let Some(t) = self.poll_off_path(now, buf) {
             return Some(t);
         }
         if !self.mp.enabled {
