@@ -617,3 +617,16 @@ impl Connection {
         self.paths.iter().map(|p| p.pto_base() + mad).max().unwrap_or(Duration::from_millis(1))
     }
 }
+
+/// True when every frame of the packet is a probing frame (RFC 9000 §9.1: PATH_CHALLENGE,
+/// PATH_RESPONSE, NEW_CONNECTION_ID, PADDING; with multipath PATH_NEW_CONNECTION_ID too).
+/// A malformed payload counts as non-probing: it is rejected when processed anyway.
+pub(crate) fn is_probing(payload: &[u8]) -> bool {
+    use crate::frame::Frame;
+    crate::frame::iter_frames(payload).all(|f| {
+        matches!(
+            f,
+            Ok(Frame::Padding { .. } | Frame::PathChallenge(_) | Frame::PathResponse(_) | Frame::NewConnectionId(_))
+        )
+    })
+}

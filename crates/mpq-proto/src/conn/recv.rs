@@ -321,7 +321,11 @@ impl Connection {
         self.idle_anchor_from_recv = true;
         // RFC 9000 §9.3: only the highest-numbered non-probing packet moves a path to a new
         // peer address (probing packets may come from anywhere the peer tries).
-        if level == Level::OneRtt && self.paths[pi].remote != rx.remote && newest && !is_probing(payload) {
+        if level == Level::OneRtt
+            && self.paths[pi].remote != rx.remote
+            && newest
+            && !super::multipath::is_probing(payload)
+        {
             self.on_peer_address_change(now, pi, rx);
         }
         {
@@ -774,18 +778,6 @@ impl Connection {
             }
         }
     }
-}
-
-/// True when every frame of the packet is a probing frame (RFC 9000 §9.1: PATH_CHALLENGE,
-/// PATH_RESPONSE, NEW_CONNECTION_ID, PADDING; with multipath PATH_NEW_CONNECTION_ID too).
-/// A malformed payload counts as non-probing: it is rejected when processed anyway.
-fn is_probing(payload: &[u8]) -> bool {
-    crate::frame::iter_frames(payload).all(|f| {
-        matches!(
-            f,
-            Ok(Frame::Padding { .. } | Frame::PathChallenge(_) | Frame::PathResponse(_) | Frame::NewConnectionId(_))
-        )
-    })
 }
 
 /// Where a datagram came from and arrived.
