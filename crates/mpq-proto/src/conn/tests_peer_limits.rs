@@ -112,3 +112,26 @@ fn path_status_table_forgets_closed_path_ids() {
     }
     assert!(server(&mut pair).closed_ids.len() >= UNUSED_PATH_ID_ALLOWANCE - 4);
 }
+
+/// CRYPTO frames that overlap over and over, then one that ends past the 64 KiB buffered
+/// at a level: CRYPTO_BUFFER_EXCEEDED (RFC 9000 §7.5), through the whole receive path (the
+/// reassembly itself is tested in space.rs). 1-RTT CRYPTO, which a server never expects
+/// from a client but must take.
+#[test]
+fn crypto_beyond_the_buffer_limit_closes_the_connection() {
+    let mut pair = Pair::new(TransportConfig::default());
+    assert!(confirm_handshake(&mut pair));
+    let junk = [0x42u8; 40];
+    let mut buf = Vec::new();
+    for k in 0..20u64 {
+        Frame::Crypto { offset: 30_000 + k, data: &junk }.encode(&mut buf);
+    }
+    inject(&mut pair, buf);
+    assert!(!server(&mut pair).is_closed());
+    assert_eq!(server(&mut pair).one_rtt_crypto.recv_buffered(), 59, "overlaps held once");
+    let mut buf = Vec::new();
+    Frame::Crypto { offset: 64 * 1024 - 10, data: &junk }.encode(&mut buf);
+    client(&mut pair).injected = buf;
+    let code = super::tests::transport_code(super::tests::server_error(&mut pair));
+    assert_eq!(code, TransportErrorCode::CRYPTO_BUFFER_EXCEEDED.0);
+}
