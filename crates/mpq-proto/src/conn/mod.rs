@@ -117,8 +117,10 @@ enum State {
     Handshake,
     /// Handshake complete.
     Established,
-    /// We sent CONNECTION_CLOSE; we answer further packets with it until `until`.
-    Closing { until: Instant, close: CloseFrame, send_pending: bool },
+    /// We sent CONNECTION_CLOSE; we answer further packets with it until `until`, to the
+    /// 1st, 2nd, 4th, 8th... datagram received (`received` reaching `answer_at`), as
+    /// RFC 9000 §10.2.1 asks the rate of closing packets be limited.
+    Closing { until: Instant, close: CloseFrame, send_pending: bool, received: u64, answer_at: u64 },
     /// The peer closed; we send nothing until `until`.
     Draining { until: Instant },
     /// Over: the connection may be dropped.
@@ -218,6 +220,9 @@ pub struct Connection {
     one_rtt_crypto: space::CryptoStream,
     /// Server: 1-RTT packets that arrived before the handshake completed (RFC 9001 §5.7).
     early_one_rtt: Vec<recv::EarlyPacket>,
+    /// While the frames of a packet from an address its path does not use are processed
+    /// (a probing packet, RFC 9000 §9.3): where it came from, for the PATH_RESPONSE.
+    probe_from: Option<recv::Rx>,
     /// Raw frame bytes the next 1-RTT packet carries as they are (tests of peer errors).
     #[cfg(test)]
     injected: Vec<u8>,
@@ -307,6 +312,7 @@ impl Connection {
             handshake_remote: remote,
             one_rtt_crypto: space::CryptoStream::default(),
             early_one_rtt: Vec::new(),
+            probe_from: None,
             mp: multipath::MultipathState::default(),
             scheduler: crate::sched::build(config.scheduler),
             closed_paths: VecDeque::new(),
@@ -470,7 +476,7 @@ impl Connection {
     fn enter_closing(&mut self, now: Instant, close: CloseFrame) {
         self.qlog_closed(now, &close);
         let until = now + self.close_period();
-        self.state = State::Closing { until, close, send_pending: true };
+        self.state = State::Closing { until, close, send_pending: true, received: 0, answer_at: 1 };
     }
 
     /// The peer closed the connection, or it timed out / was reset: stop sending.
@@ -572,3 +578,7 @@ mod tests;
 mod tests_multipath;
 #[cfg(test)]
 mod tests_multipath_rules;
+#[cfg(test)]
+mod tests_packet_rules;
+#[cfg(test)]
+mod tests_peer_limits;
