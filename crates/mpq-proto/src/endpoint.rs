@@ -1,6 +1,15 @@
 //! The endpoint: owns connections, routes datagrams to them by destination connection ID,
 //! accepts new connections (server), answers unknown versions with Version Negotiation and
-//! unknown connections with Stateless Reset (RFC 9000 §5.2, §6, §10.3).
+//! unknown connections with Stateless Reset (RFC 9000 §5.2, §6, §10.3), and recognises the
+//! peer's stateless resets (§10.3.1).
+//!
+//! One wake of a runtime costs O(log n) in the number of connections, not a scan of all of
+//! them: a [`schedule::Schedule`] files each connection's timer in deadline order and queues
+//! the connections that something happened to, for transmit and for events.
+
+mod reset_tokens;
+mod retry;
+mod schedule;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -19,11 +28,13 @@ use crate::time::Instant;
 use crate::token::{RetryMode, TokenCheck, TokenKey, TokenLifetimes, TokenStore};
 use crate::types::Side;
 
-mod retry;
 #[cfg(test)]
 mod tests_flood;
 
 pub use retry::EndpointStats;
+
+use reset_tokens::ResetTokens;
+use schedule::Schedule;
 
 /// Endpoint-wide settings.
 #[derive(Debug, Clone)]
@@ -106,17 +117,31 @@ pub struct Endpoint {
     server: Option<ServerConfig>,
     rng: ChaCha8Rng,
     reset_key: ResetTokenKey,
-    connections: Vec<Option<Connection>>,
+    connections: Vec<Option<Slot>>,
+    /// Live connections.
+    live: usize,
     free: Vec<usize>,
     routes: HashMap<ConnectionId, usize>,
+    /// Tokens of the peer CIDs in use, to recognise stateless resets.
+    reset_tokens: ResetTokens,
+    /// Timers and work queues: what a wake must look at.
+    schedule: Schedule,
     incoming: VecDeque<ConnectionHandle>,
     /// Endpoint-generated datagrams (Version Negotiation, Stateless Reset).
     responses: VecDeque<(Option<SocketAddr>, SocketAddr, Vec<u8>)>,
-    next_poll: usize,
     /// Server: Retry, tokens and handshake limits.
     guard: retry::ServerGuard,
     /// Client: NEW_TOKEN tokens by server name, for later connections.
     token_store: TokenStore,
+    /// Times a connection was asked for a transmit, a timer or an event.
+    connection_polls: u64,
+}
+
+/// A connection and what the endpoint routes to it.
+struct Slot {
+    conn: Connection,
+    /// Every CID routed to this connection, to unroute exactly these when it goes.
+    routes: Vec<ConnectionId>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -133,11 +158,14 @@ impl Endpoint {
             reset_key: ResetTokenKey::new(&config.reset_secret),
             server,
             connections: Vec::new(),
+            live: 0,
             free: Vec::new(),
             routes: HashMap::new(),
+            reset_tokens: ResetTokens::default(),
+            schedule: Schedule::default(),
             incoming: VecDeque::new(),
             responses: VecDeque::new(),
-            next_poll: 0,
+            connection_polls: 0,
             guard: retry::ServerGuard::new(TokenKey::new(&config.token_secret), config.retry),
             token_store: TokenStore::default(),
             config,
@@ -147,6 +175,13 @@ impl Endpoint {
     /// Server: changes when Retry is used (e.g. at once under a known attack).
     pub fn set_retry_mode(&mut self, mode: RetryMode) {
         self.guard.mode = mode;
+    }
+
+    /// Server: changes the bounds on handshakes in progress, in total and from one client
+    /// IP address (see [`EndpointConfig::max_handshakes`]).
+    pub fn set_handshake_limits(&mut self, max_handshakes: usize, max_per_ip: usize) {
+        self.config.max_handshakes = max_handshakes;
+        self.config.max_handshakes_per_ip = max_per_ip;
     }
 
     /// Server: counters of new connection attempts (Retry, tokens, drops).
@@ -178,9 +213,14 @@ impl Endpoint {
         self.token_store = store;
     }
 
+    /// Changes the most connections held at once (see [`EndpointConfig::max_connections`]).
+    pub fn set_max_connections(&mut self, n: usize) {
+        self.config.max_connections = n;
+    }
+
     /// Number of live connections.
     pub fn len(&self) -> usize {
-        self.connections.iter().filter(|c| c.is_some()).count()
+        self.live
     }
 
     /// True when no connection is live.
@@ -233,7 +273,7 @@ impl Endpoint {
         });
         conn.start(now);
         let h = self.insert(conn);
-        self.routes.insert(local_cid, h.0);
+        self.route(local_cid, h.0);
         Ok(h)
     }
 
@@ -247,17 +287,36 @@ impl Endpoint {
         ecn: Option<u8>,
         data: &mut [u8],
     ) -> Option<ConnectionHandle> {
+        let first = *data.first()?;
+        let version = data.get(1..5).map(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
+        if first & 0x80 != 0 && version.is_some_and(|v| v != 0 && v != crate::VERSION_1) {
+            // Another version: its CIDs may be up to 255 bytes (RFC 8999 §5.1), longer than
+            // ours, so it is answered before any v1 parsing. (Version 0 is a Version
+            // Negotiation packet for one of our client connections: routed below.)
+            return self.handle_unknown_long(now, local, remote, ecn, data);
+        }
         let dcid = header::peek_dcid(data, self.config.cid_len)?;
         if let Some(&idx) = self.routes.get(&dcid) {
-            if let Some(conn) = self.connections[idx].as_mut() {
-                conn.handle_datagram(now, local, remote, ecn, data);
+            if let Some(slot) = self.connections[idx].as_mut() {
+                slot.conn.handle_datagram(now, local, remote, ecn, data);
                 self.after_io(idx);
+                self.schedule.mark_may_send(idx);
                 return Some(ConnectionHandle(idx));
             }
         }
-        let first = data[0];
         if first & 0x80 != 0 {
             return self.handle_unknown_long(now, local, remote, ecn, data);
+        }
+        // RFC 9000 §10.3.1: a datagram no CID routes may be the peer's stateless reset for one
+        // of our connections; answering it with a reset of our own would leave that
+        // connection hanging until its idle timeout.
+        if let Some(idx) = self.reset_tokens.lookup(data) {
+            if let Some(slot) = self.connections[idx].as_mut() {
+                if slot.conn.handle_stateless_reset(now, data) {
+                    self.after_io(idx);
+                    return Some(ConnectionHandle(idx));
+                }
+            }
         }
         self.maybe_stateless_reset(local, remote, &dcid, data.len());
         None
@@ -316,7 +375,7 @@ impl Endpoint {
             self.send_retry(now, local, remote, &parsed);
             return None;
         }
-        if self.len() >= self.config.max_connections || !self.guard.admit(&self.connections, remote.ip(), &limits) {
+        if self.live >= self.config.max_connections || !self.guard.admit(&self.connections, remote.ip(), &limits) {
             self.guard.stats.initials_over_limit += 1;
             return None;
         }
@@ -361,12 +420,12 @@ impl Endpoint {
         });
         let h = self.insert(conn);
         self.guard.track(h.0, orig_dst_cid, remote.ip());
-        self.routes.insert(local_cid, h.0);
+        self.route(local_cid, h.0);
         // Retransmitted client Initials still carry this DCID (after a Retry: the Retry's CID).
-        self.routes.insert(parsed.dcid, h.0);
+        self.route(parsed.dcid, h.0);
         self.incoming.push_back(h);
-        if let Some(conn) = self.connections[h.0].as_mut() {
-            conn.handle_datagram(now, local, remote, ecn, data);
+        if let Some(slot) = self.connections[h.0].as_mut() {
+            slot.conn.handle_datagram(now, local, remote, ecn, data);
         }
         self.after_io(h.0);
         Some(h)
@@ -458,7 +517,9 @@ impl Endpoint {
         self.responses.push_back((Some(local), remote, out));
     }
 
-    /// Writes the next datagram (or GSO batch) to send into `buf`.
+    /// Writes the next datagram (or GSO batch) to send into `buf`. Connections that have
+    /// something take turns, one batch each; only connections that something happened to
+    /// since they last had nothing are asked.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         if let Some((local, dst, data)) = self.responses.pop_front() {
             buf.clear();
@@ -472,32 +533,44 @@ impl Endpoint {
                 ecn: None,
             });
         }
-        let n = self.connections.len();
-        for i in 0..n {
-            let idx = (self.next_poll + i) % n;
-            let Some(conn) = self.connections[idx].as_mut() else { continue };
-            if let Some(t) = conn.poll_transmit(now, buf) {
-                self.next_poll = idx; // stay on this connection while it has data
-                return Some(t);
+        while let Some(idx) = self.schedule.next_to_send() {
+            let Some(slot) = self.connections[idx].as_mut() else {
+                self.schedule.nothing_to_send(idx);
+                continue;
+            };
+            self.connection_polls += 1;
+            match slot.conn.poll_transmit(now, buf) {
+                Some(t) => {
+                    self.schedule.sent(idx);
+                    self.after_io(idx);
+                    return Some(t);
+                }
+                None => {
+                    self.schedule.nothing_to_send(idx);
+                    self.after_io(idx);
+                }
             }
         }
-        self.next_poll = 0;
         None
     }
 
     /// Earliest timer of any connection.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        self.connections.iter_mut().flatten().filter_map(|c| c.poll_timeout()).min()
+        self.refresh_timers();
+        self.schedule.next_deadline()
     }
 
-    /// Fires expired timers of every connection.
+    /// Fires the expired timers of the connections whose deadline has come.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for idx in 0..self.connections.len() {
-            let Some(conn) = self.connections[idx].as_mut() else { continue };
-            if conn.poll_timeout().is_some_and(|t| t <= now) {
-                conn.handle_timeout(now);
-                self.after_io(idx);
+        self.refresh_timers();
+        while let Some(idx) = self.schedule.pop_due(now) {
+            let Some(slot) = self.connections[idx].as_mut() else { continue };
+            // The filed deadline was read after the connection's last change, so it is due;
+            // the check guards against a runtime that calls this early.
+            if slot.conn.poll_timeout().is_some_and(|t| t <= now) {
+                slot.conn.handle_timeout(now);
             }
+            self.after_io(idx);
         }
     }
 
@@ -509,13 +582,20 @@ impl Endpoint {
     /// Next application event of any connection. The `Drained` event is the last one of a
     /// connection: it is removed from the endpoint right after.
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
-        for idx in 0..self.connections.len() {
-            let Some(conn) = self.connections[idx].as_mut() else { continue };
-            if let Some(ev) = conn.poll_event() {
-                if ev == Event::Drained {
-                    self.remove(idx);
+        while let Some(idx) = self.schedule.next_with_events() {
+            let Some(slot) = self.connections[idx].as_mut() else {
+                self.schedule.no_more_events(idx);
+                continue;
+            };
+            self.connection_polls += 1;
+            match slot.conn.poll_event() {
+                Some(ev) => {
+                    if ev == Event::Drained {
+                        self.remove(idx);
+                    }
+                    return Some((ConnectionHandle(idx), ev));
                 }
-                return Some((ConnectionHandle(idx), ev));
+                None => self.schedule.no_more_events(idx),
             }
         }
         None
@@ -523,17 +603,32 @@ impl Endpoint {
 
     /// A connection by handle.
     pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
-        self.connections.get(h.0).and_then(|c| c.as_ref())
+        self.connections.get(h.0).and_then(|c| c.as_ref()).map(|s| &s.conn)
     }
 
-    /// A connection by handle, mutably.
+    /// A connection by handle, mutably. The endpoint looks at it again on the next poll (it
+    /// may have data to send, new timers or events).
     pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
-        self.connections.get_mut(h.0).and_then(|c| c.as_mut())
+        let slot = self.connections.get_mut(h.0).and_then(|c| c.as_mut())?;
+        self.schedule.touch(h.0);
+        Some(&mut slot.conn)
     }
 
-    /// Handles of every live connection.
+    /// Handles of every live connection (a scan: applications that serve many connections
+    /// should follow events instead).
     pub fn handles(&self) -> Vec<ConnectionHandle> {
         (0..self.connections.len()).filter(|&i| self.connections[i].is_some()).map(ConnectionHandle).collect()
+    }
+
+    /// How many times a connection was asked for a transmit, a timer or an event: what the
+    /// endpoint's wakes cost, independent of the machine (for tests and benchmarks).
+    pub fn connection_polls(&self) -> u64 {
+        self.connection_polls
+    }
+
+    /// Timers filed in the schedule (one per connection with a timer; for tests and stats).
+    pub fn filed_timers(&self) -> usize {
+        self.schedule.timer_count()
     }
 
     fn new_cid(&mut self) -> ConnectionId {
@@ -549,42 +644,91 @@ impl Endpoint {
     }
 
     fn insert(&mut self, conn: Connection) -> ConnectionHandle {
-        if let Some(idx) = self.free.pop() {
-            self.connections[idx] = Some(conn);
-            ConnectionHandle(idx)
-        } else {
-            self.connections.push(Some(conn));
-            ConnectionHandle(self.connections.len() - 1)
+        let slot = Some(Slot { conn, routes: Vec::new() });
+        let idx = match self.free.pop() {
+            Some(idx) => {
+                self.connections[idx] = slot;
+                idx
+            }
+            None => {
+                self.connections.push(slot);
+                self.connections.len() - 1
+            }
+        };
+        self.live += 1;
+        self.schedule.touch(idx);
+        ConnectionHandle(idx)
+    }
+
+    /// Routes datagrams carrying `cid` to connection `idx`.
+    fn route(&mut self, cid: ConnectionId, idx: usize) {
+        if let Some(slot) = self.connections[idx].as_mut() {
+            self.routes.insert(cid, idx);
+            if !slot.routes.contains(&cid) {
+                slot.routes.push(cid);
+            }
         }
     }
 
     fn remove(&mut self, idx: usize) {
-        if let Some(conn) = self.connections[idx].take() {
-            for cid in conn.local_cids() {
-                self.routes.remove(&cid);
+        if let Some(slot) = self.connections[idx].take() {
+            for cid in slot.routes {
+                if self.routes.get(&cid) == Some(&idx) {
+                    self.routes.remove(&cid);
+                }
             }
-            self.routes.remove(&conn.orig_dst_cid());
-            self.routes.retain(|_, v| *v != idx);
+            self.reset_tokens.remove(idx);
+            self.schedule.forget(idx);
+            self.live -= 1;
             // Drained connections can still hold unread events: the app already saw Drained.
             self.free.push(idx);
         }
     }
 
-    /// Applies the connection's routing changes.
+    /// Reads the timers of the connections touched since the last call.
+    ///
+    /// The reset tokens of the peer CIDs they use are refreshed here too, once per wake
+    /// rather than once per datagram: they change only when a path or its CID does.
+    fn refresh_timers(&mut self) {
+        let connections = &mut self.connections;
+        let polls = &mut self.connection_polls;
+        let reset_tokens = &mut self.reset_tokens;
+        self.schedule.refresh(|idx| {
+            *polls += 1;
+            let conn = &mut connections.get_mut(idx)?.as_mut()?.conn;
+            reset_tokens.set(idx, conn.peer_reset_tokens_in_use());
+            conn.poll_timeout()
+        });
+    }
+
+    /// After the connection did something: apply its routing changes and look at its timer,
+    /// reset tokens and events again (callers that gave it input also queue it for
+    /// transmit).
     fn after_io(&mut self, idx: usize) {
-        let Some(conn) = self.connections[idx].as_mut() else { return };
-        while let Some(ev) = conn.poll_endpoint_event() {
+        let Some(slot) = self.connections[idx].as_mut() else { return };
+        while let Some(ev) = slot.conn.poll_endpoint_event() {
             match ev {
                 EndpointEvent::NewCid(cid) => {
                     self.routes.insert(cid, idx);
+                    if !slot.routes.contains(&cid) {
+                        slot.routes.push(cid);
+                    }
                 }
                 EndpointEvent::RetireCid(cid) => {
-                    self.routes.remove(&cid);
+                    if self.routes.get(&cid) == Some(&idx) {
+                        self.routes.remove(&cid);
+                    }
+                    slot.routes.retain(|c| *c != cid);
                 }
             }
         }
+        self.schedule.mark_stale(idx);
+        self.schedule.mark_may_have_events(idx);
     }
 }
+
+#[cfg(test)]
+mod tests;
 
 impl Connection {
     /// Client: produce the first flight.

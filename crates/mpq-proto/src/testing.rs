@@ -78,8 +78,6 @@ pub struct Pair {
     pub server: Endpoint,
     /// The client connection.
     pub client_conn: ConnectionHandle,
-    /// The client's configuration (to open more connections to the same server).
-    pub client_config: ClientConfig,
     /// Current time.
     pub now: Instant,
     /// Client address.
@@ -102,6 +100,8 @@ pub struct Pair {
     sent: u64,
     /// Datagrams delivered in each direction (to client, to server).
     pub delivered: (u64, u64),
+    /// The client's config, to open more connections to the same server.
+    pub client_config: ClientConfig,
 }
 
 impl Pair {
@@ -121,11 +121,11 @@ impl Pair {
         let server = Endpoint::new(EndpointConfig::with_seed(2), Some(sc));
         let now = Instant::ZERO;
         let client_conn = client.connect(now, &cc, server_addr, "localhost").expect("connect");
+        let client_config = cc;
         Self {
             client,
             server,
             client_conn,
-            client_config: cc,
             now,
             client_addr,
             server_addr,
@@ -138,6 +138,7 @@ impl Pair {
             ect_seen: 0,
             sent: 0,
             delivered: (0, 0),
+            client_config,
         }
     }
 

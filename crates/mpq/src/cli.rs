@@ -168,6 +168,9 @@ pub struct PerfServerArgs {
     /// Address to listen on (repeatable).
     #[arg(long, default_value = "[::]:4433")]
     pub listen: Vec<SocketAddr>,
+    /// Most connections held at once; Initials beyond it are dropped.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub max_connections: u64,
     /// Validate client addresses with a Retry before creating connection state (RFC 9000
     /// §8.1.2): never, auto (only while many handshakes are in progress, e.g. under a flood
     /// of spoofed Initials) or always (one more round trip for every new client).
@@ -196,6 +199,10 @@ pub struct PerfClientArgs {
     /// End with one JSON summary object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Before measuring, open this many more connections to the server and leave them idle
+    /// (what a busy server holds); they need the server's --max-connections above it.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub idle_connections: usize,
     /// Multipath addresses.
     #[command(flatten)]
     pub paths: PathArgs,

@@ -2,6 +2,7 @@
 
 mod cli;
 mod client;
+mod idle_conns;
 mod perf;
 mod progress;
 mod qlog_file;

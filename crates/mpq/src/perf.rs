@@ -11,10 +11,12 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use mpq_proto::conn::{ClientConfig, Event, ServerConfig};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
+use mpq_proto::stream::StreamEvent;
 use mpq_proto::{Dir, Instant, StreamId};
 use serde_json::json;
 
 use crate::cli::{PerfClientArgs, PerfServerArgs};
+use crate::idle_conns::IdleConnections;
 use crate::runner::{self, App};
 
 /// What the server sends: zeros (the payload is encrypted anyway).
@@ -31,13 +33,20 @@ impl App for PerfServer {
         while let Some(h) = ep.accept() {
             runner::attach_qlog(ep, h, &self.qlog_dir);
         }
+        // Follow events rather than scanning every connection: a server holding many idle
+        // connections must not pay for them on every wake.
+        let mut opened = Vec::new();
         while let Some((h, ev)) = ep.poll_event() {
-            if let Event::ConnectionLost(e) = &ev {
-                runner::report_connection_end(ep, h, e);
-                self.streams.retain(|(ch, _), _| *ch != h);
+            match &ev {
+                Event::ConnectionLost(e) => {
+                    runner::report_connection_end(ep, h, e);
+                    self.streams.retain(|(ch, _), _| *ch != h);
+                }
+                Event::Stream(StreamEvent::Opened { .. }) if !opened.contains(&h) => opened.push(h),
+                _ => {}
             }
         }
-        for h in ep.handles() {
+        for h in opened {
             let Some(c) = ep.connection_mut(h) else { continue };
             while let Some(id) = c.accept_stream(Dir::Bi) {
                 self.streams.insert((h, id), (Vec::new(), 0, 0));
@@ -84,6 +93,7 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
     let transport = runner::shared(runner::transport_config(&args.common)?);
     let tls = crate::tls::server_config(&args.common, None, None, &[b"perf"])?;
     let mut endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
+    endpoint.set_max_connections(usize::try_from(args.max_connections).unwrap_or(usize::MAX));
     endpoint.set_retry_mode(args.retry);
     let app = PerfServer { qlog_dir: args.common.qlog_dir.clone(), streams: HashMap::new() };
     runner::run(&args.listen, endpoint, app, |addrs| {
@@ -115,6 +125,7 @@ struct PerfClient {
     buf: Vec<u8>,
     qlog_dir: Option<std::path::PathBuf>,
     paths: runner::ClientPaths,
+    idle: IdleConnections,
 }
 
 impl App for PerfClient {
@@ -123,6 +134,15 @@ impl App for PerfClient {
     }
 
     fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        if !self.idle.is_ready() {
+            if let Err(e) = self.idle.poll(now, ep, &self.config, self.server) {
+                self.error = Some(e);
+                return ControlFlow::Break(());
+            }
+            if !self.idle.is_ready() {
+                return ControlFlow::Continue(());
+            }
+        }
         if self.conn.is_none() {
             match ep.connect(now, &self.config, self.server, "localhost") {
                 Ok(h) => {
@@ -135,7 +155,11 @@ impl App for PerfClient {
                 }
             }
         }
-        while let Some((_, ev)) = ep.poll_event() {
+        while let Some((h, ev)) = ep.poll_event() {
+            if self.idle.owns(h) {
+                self.idle.on_event(&ev);
+                continue;
+            }
             if let Event::ConnectionLost(e) = &ev {
                 if self.end.is_none() {
                     self.error = Some(e.to_string());
@@ -252,6 +276,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         stats: None,
         buf: vec![0; 256 * 1024],
         qlog_dir: args.common.qlog_dir.clone(),
+        idle: IdleConnections::new(args.idle_connections),
     };
     let cpu0 = cpu_seconds();
     let (app, io) = runner::run_on(sockets, runner::endpoint(None), app)?;
@@ -275,6 +300,8 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             "key_updates": stats.key_updates,
             "multipath": app.multipath,
             "rx_datagrams": io.rx_datagrams,
+            "idle_connections": args.idle_connections,
+            "idle_connections_lost": app.idle.lost(),
             "tx_calls": io.tx_calls,
             "paths": paths,
         });

@@ -86,6 +86,7 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
         ack_policy: common.ack_policy.parse().map_err(anyhow::Error::msg)?,
         initial_max_path_id: if common.no_multipath { None } else { Some(common.max_path_id.min(u32::MAX.into())) },
         max_udp_payload_size: common.mtu.max(1200),
+        max_recv_udp_payload_size: common.mtu.max(TransportConfig::default().max_recv_udp_payload_size),
         max_idle_timeout: Duration::from_secs(common.idle_timeout),
         // GSO batches stay under 64 KiB.
         max_gso_segments: (65_000 / usize::from(common.mtu.max(1200))).min(44),

@@ -8,6 +8,7 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::Result;
 use mpq_proto::conn::{Event, ServerConfig};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
+use mpq_proto::stream::StreamEvent;
 use mpq_proto::{Dir, Instant, StreamId};
 
 use crate::cli::ServerArgs;
@@ -50,13 +51,20 @@ impl App for HqServer {
         while let Some(h) = ep.accept() {
             runner::attach_qlog(ep, h, &self.qlog_dir);
         }
+        // Follow events rather than scanning every connection: a server holding many idle
+        // connections must not pay for them on every wake.
+        let mut opened = Vec::new();
         while let Some((h, ev)) = ep.poll_event() {
-            if let Event::ConnectionLost(e) = &ev {
-                runner::report_connection_end(ep, h, e);
-                self.streams.retain(|(ch, _), _| *ch != h);
+            match &ev {
+                Event::ConnectionLost(e) => {
+                    runner::report_connection_end(ep, h, e);
+                    self.streams.retain(|(ch, _), _| *ch != h);
+                }
+                Event::Stream(StreamEvent::Opened { .. }) if !opened.contains(&h) => opened.push(h),
+                _ => {}
             }
         }
-        for h in ep.handles() {
+        for h in opened {
             let Some(c) = ep.connection_mut(h) else { continue };
             while let Some(id) = c.accept_stream(Dir::Bi) {
                 self.streams.insert((h, id), Stream::Request(Vec::new()));

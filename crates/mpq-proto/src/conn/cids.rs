@@ -1,7 +1,7 @@
 //! Connection IDs of one connection (RFC 9000 §5.1): the ones we issued (so the endpoint can
 //! route to us) and the ones the peer issued (so we can address it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cid::ConnectionId;
 use crate::error::{TransportError, TransportErrorCode};
@@ -20,8 +20,9 @@ pub(crate) struct LocalCids {
     pub active: BTreeMap<u64, IssuedCid>,
     /// Next sequence number to issue.
     pub next_seq: u64,
-    /// Sequence numbers whose NEW_CONNECTION_ID must be (re)sent.
-    pub to_advertise: Vec<u64>,
+    /// Sequence numbers whose NEW_CONNECTION_ID must be (re)sent (a set: a loss and a
+    /// PATH_CIDS_BLOCKED may both ask for the same one).
+    pub to_advertise: BTreeSet<u64>,
 }
 
 impl LocalCids {
@@ -31,7 +32,7 @@ impl LocalCids {
         self.next_seq += 1;
         self.active.insert(seq, IssuedCid { cid, reset_token });
         if advertise {
-            self.to_advertise.push(seq);
+            self.to_advertise.insert(seq);
         }
         seq
     }
@@ -49,13 +50,17 @@ impl LocalCids {
                 Err(TransportError::protocol_violation("RETIRE_CONNECTION_ID names the packet's own CID"))
             }
             Some(_) => {
-                self.to_advertise.retain(|s| *s != seq);
+                self.to_advertise.remove(&seq);
                 Ok(self.active.remove(&seq).map(|c| c.cid))
             }
             None => Ok(None),
         }
     }
 }
+
+/// Fewest RETIRE_CONNECTION_ID frames we let wait to be sent before treating more as an
+/// error (RFC 9000 §5.1.2 asks for at least twice active_connection_id_limit).
+const MIN_RETIRE_BACKLOG: u64 = 16;
 
 /// A connection ID the peer issued to us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,8 +78,9 @@ pub(crate) struct PeerCids {
     pub current: u64,
     /// Largest Retire Prior To received.
     pub retire_prior_to: u64,
-    /// RETIRE_CONNECTION_ID frames to send.
-    pub to_retire: Vec<u64>,
+    /// RETIRE_CONNECTION_ID frames to send: a set, since the peer may repeat a
+    /// NEW_CONNECTION_ID for a sequence number already retired.
+    pub to_retire: BTreeSet<u64>,
     /// Our active_connection_id_limit (per path with multipath).
     limit: u64,
     /// The peer uses zero-length connection IDs: it cannot issue others (RFC 9000 §5.1.1).
@@ -86,12 +92,19 @@ impl PeerCids {
     pub fn new(initial: ConnectionId, limit: u64) -> Self {
         let mut active = BTreeMap::new();
         active.insert(0, PeerCid { cid: initial, reset_token: None });
-        Self { active, current: 0, retire_prior_to: 0, to_retire: Vec::new(), limit, zero_len: initial.is_empty() }
+        Self { active, current: 0, retire_prior_to: 0, to_retire: BTreeSet::new(), limit, zero_len: initial.is_empty() }
     }
 
     /// No ID yet: a multipath path ID whose first PATH_NEW_CONNECTION_ID has not arrived.
     pub fn empty(limit: u64) -> Self {
-        Self { active: BTreeMap::new(), current: 0, retire_prior_to: 0, to_retire: Vec::new(), limit, zero_len: false }
+        Self {
+            active: BTreeMap::new(),
+            current: 0,
+            retire_prior_to: 0,
+            to_retire: BTreeSet::new(),
+            limit,
+            zero_len: false,
+        }
     }
 
     /// True when an unretired ID is available to send to.
@@ -147,7 +160,7 @@ impl PeerCids {
         }
         if seq < self.retire_prior_to {
             // Already retired by an earlier Retire Prior To: retire it straight away (§19.15).
-            self.to_retire.push(seq);
+            self.to_retire.insert(seq);
         } else {
             self.active.insert(seq, PeerCid { cid, reset_token: Some(token) });
             if !self.active.contains_key(&self.current) {
@@ -159,11 +172,20 @@ impl PeerCids {
             let old: Vec<u64> = self.active.range(..retire_prior_to).map(|(s, _)| *s).collect();
             for s in old {
                 self.active.remove(&s);
-                self.to_retire.push(s);
+                self.to_retire.insert(s);
             }
             if self.current < retire_prior_to {
                 self.current = self.active.keys().next().copied().unwrap_or(self.current);
             }
+        }
+        // RFC 9000 §5.1.2: retirements waiting to be sent may be limited (at least twice
+        // the active_connection_id_limit); beyond that, CONNECTION_ID_LIMIT_ERROR. Without
+        // it, NEW_CONNECTION_ID frames below a large Retire Prior To grow the set for good.
+        if self.to_retire.len() as u64 > 2 * self.limit.max(MIN_RETIRE_BACKLOG / 2) {
+            return Err(TransportError::new(
+                TransportErrorCode::CONNECTION_ID_LIMIT_ERROR,
+                "too many connection IDs waiting to be retired",
+            ));
         }
         if self.active.len() as u64 > self.limit {
             return Err(TransportError::new(
@@ -189,11 +211,34 @@ mod tests {
         p.on_new_cid(1, 0, cid(1), [1; 16]).unwrap();
         p.on_new_cid(2, 2, cid(2), [2; 16]).unwrap();
         assert_eq!(p.current().cid, cid(2));
-        assert_eq!(p.to_retire, vec![0, 1]);
+        assert_eq!(p.to_retire, BTreeSet::from([0, 1]));
         assert!(p.is_reset_token(&[2; 16]));
-        // A late frame for a retired sequence number is retired at once.
-        p.on_new_cid(1, 0, cid(9), [9; 16]).unwrap();
-        assert_eq!(p.to_retire, vec![0, 1, 1]);
+        // A late frame for a retired sequence number is retired at once, and only once
+        // however often it is repeated.
+        for _ in 0..3 {
+            p.on_new_cid(1, 0, cid(9), [9; 16]).unwrap();
+        }
+        assert_eq!(p.to_retire, BTreeSet::from([0, 1]));
+    }
+
+    /// NEW_CONNECTION_ID frames for ever new sequence numbers below a large Retire Prior To
+    /// each need a RETIRE_CONNECTION_ID: past the backlog RFC 9000 §5.1.2 allows, that is
+    /// CONNECTION_ID_LIMIT_ERROR rather than a set growing without bound.
+    #[test]
+    fn retire_backlog_is_bounded() {
+        let mut p = PeerCids::new(cid(0), 4);
+        p.on_new_cid(1_000_000, 1_000_000, cid(1), [1; 16]).unwrap();
+        let mut err = None;
+        for seq in 1..1000u64 {
+            if let Err(e) = p.on_new_cid(seq, 0, ConnectionId::new(&seq.to_be_bytes()), [2; 16]) {
+                err = Some((seq, e));
+                break;
+            }
+        }
+        let (seq, e) = err.expect("no error after 1000 retirements");
+        assert_eq!(e.code, TransportErrorCode::CONNECTION_ID_LIMIT_ERROR);
+        assert!(seq <= 2 * MIN_RETIRE_BACKLOG, "error only at {seq}");
+        assert!(p.to_retire.len() as u64 <= 2 * MIN_RETIRE_BACKLOG + 1);
     }
 
     #[test]

@@ -23,6 +23,10 @@ pub struct TransportConfig {
     /// Largest UDP payload we send once the path is known to carry it. Without PMTU
     /// discovery this is taken on trust, so the default is the QUIC minimum.
     pub max_udp_payload_size: u16,
+    /// Largest UDP payload we are willing to receive, advertised to the peer as the
+    /// max_udp_payload_size transport parameter (RFC 9000 §18.2) so that its path MTU
+    /// discovery stops there. The default is an Ethernet MTU's worth over IPv4 (1472).
+    pub max_recv_udp_payload_size: u16,
     /// RTT assumed before the first sample (RFC 9002 §6.2.2: 333 ms).
     pub initial_rtt: Duration,
     /// Largest ACK delay we advertise (max_ack_delay).
@@ -94,6 +98,7 @@ impl Default for TransportConfig {
             cc: CcAlgorithm::Cubic,
             cc_config: CcConfig::default(),
             max_udp_payload_size: 1200,
+            max_recv_udp_payload_size: 1472,
             initial_rtt: Duration::from_millis(333),
             max_ack_delay: Duration::from_millis(25),
             ack_delay_exponent: 3,

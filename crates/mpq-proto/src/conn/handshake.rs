@@ -26,7 +26,8 @@ pub(crate) fn local_transport_params(
     let s = Streams::new(side, &config.streams).local_params();
     let mut tp = TransportParameters {
         max_idle_timeout: config.max_idle_timeout.as_millis() as u64,
-        max_udp_payload_size: 65527,
+        // Never below the QUIC minimum, which every peer may send (RFC 9000 §18.2).
+        max_udp_payload_size: u64::from(config.max_recv_udp_payload_size.max(1200)),
         initial_max_data: s.max_data,
         initial_max_stream_data_bidi_local: s.max_stream_data_bidi_local,
         initial_max_stream_data_bidi_remote: s.max_stream_data_bidi_remote,
@@ -57,12 +58,7 @@ impl Connection {
 
     /// Pulls handshake bytes and key changes out of TLS until it has nothing more.
     pub(crate) fn drive_tls(&mut self, now: Instant) -> Result<(), TransportError> {
-        // A client reads them once the handshake is complete: before the server's
-        // EncryptedExtensions, rustls returns the parameters remembered with a resumed
-        // session (meant for 0-RTT), which name the CIDs of the earlier connection.
-        if self.side == Side::Server {
-            self.read_peer_params()?;
-        }
+        self.take_peer_params()?;
         loop {
             let mut out = Vec::new();
             let change = self.tls.write_handshake(&mut out);
@@ -99,19 +95,27 @@ impl Connection {
                 }
             }
         }
+        self.take_peer_params()?;
         if !self.handshake_complete && !self.tls.is_handshaking() {
-            self.read_peer_params()?;
             self.on_handshake_complete(now)?;
         }
         Ok(())
     }
 
-    fn read_peer_params(&mut self) -> Result<(), TransportError> {
-        if self.peer_params.is_none() {
-            if let Some(raw) = self.tls.peer_transport_params() {
-                let raw = raw.to_vec();
-                self.on_peer_params(&raw)?;
-            }
+    /// Applies the peer's transport parameters once TLS has this connection's own.
+    ///
+    /// A client that holds a session ticket sees, from TLS, the parameters remembered with
+    /// the ticket (for 0-RTT) until the server's EncryptedExtensions replace them: those
+    /// describe an earlier connection (its connection IDs, above all) and must not be taken
+    /// for this one's. The server's arrive before its Finished, so once the 1-RTT keys are
+    /// installed they are this connection's.
+    fn take_peer_params(&mut self) -> Result<(), TransportError> {
+        if self.peer_params.is_some() || (self.side == Side::Client && self.one_rtt.is_none()) {
+            return Ok(());
+        }
+        if let Some(raw) = self.tls.peer_transport_params() {
+            let raw = raw.to_vec();
+            self.on_peer_params(&raw)?;
         }
         Ok(())
     }

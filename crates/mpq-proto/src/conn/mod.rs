@@ -26,6 +26,7 @@ mod path_api;
 mod path_ids;
 mod qlog;
 mod recv;
+mod reset;
 mod retry;
 mod send;
 mod space;
@@ -118,8 +119,10 @@ enum State {
     Handshake,
     /// Handshake complete.
     Established,
-    /// We sent CONNECTION_CLOSE; we answer further packets with it until `until`.
-    Closing { until: Instant, close: CloseFrame, send_pending: bool },
+    /// We sent CONNECTION_CLOSE; we answer further packets with it until `until`, to the
+    /// 1st, 2nd, 4th, 8th... datagram received (`received` reaching `answer_at`), as
+    /// RFC 9000 §10.2.1 asks the rate of closing packets be limited.
+    Closing { until: Instant, close: CloseFrame, send_pending: bool, received: u64, answer_at: u64 },
     /// The peer closed; we send nothing until `until`.
     Draining { until: Instant },
     /// Over: the connection may be dropped.
@@ -221,6 +224,9 @@ pub struct Connection {
     early_one_rtt: Vec<recv::EarlyPacket>,
     /// Retry and NEW_TOKEN state (RFC 9000 §8.1).
     tokens: retry::AddressTokens,
+    /// While the frames of a packet from an address its path does not use are processed
+    /// (a probing packet, RFC 9000 §9.3): where it came from, for the PATH_RESPONSE.
+    probe_from: Option<recv::Rx>,
     /// Raw frame bytes the next 1-RTT packet carries as they are (tests of peer errors).
     #[cfg(test)]
     injected: Vec<u8>,
@@ -330,6 +336,7 @@ impl Connection {
             one_rtt_crypto: space::CryptoStream::default(),
             early_one_rtt: Vec::new(),
             tokens,
+            probe_from: None,
             mp: multipath::MultipathState::default(),
             scheduler: crate::sched::build(config.scheduler),
             closed_paths: VecDeque::new(),
@@ -493,7 +500,7 @@ impl Connection {
     fn enter_closing(&mut self, now: Instant, close: CloseFrame) {
         self.qlog_closed(now, &close);
         let until = now + self.close_period();
-        self.state = State::Closing { until, close, send_pending: true };
+        self.state = State::Closing { until, close, send_pending: true, received: 0, answer_at: 1 };
     }
 
     /// The peer closed the connection, or it timed out / was reset: stop sending.
@@ -595,5 +602,9 @@ mod tests;
 mod tests_multipath;
 #[cfg(test)]
 mod tests_multipath_rules;
+#[cfg(test)]
+mod tests_packet_rules;
+#[cfg(test)]
+mod tests_peer_limits;
 #[cfg(test)]
 mod tests_retry;

@@ -19,7 +19,7 @@ use crate::types::{Side, SpaceId};
 
 use super::cids::PeerCids;
 use super::events::PathEvent;
-use super::path::{Challenge, PathPhase, PathState};
+use super::path::{Challenge, OldPathChallenge, PathPhase, PathState};
 use super::recv::Rx;
 use super::space::Control;
 use super::{Connection, EndpointEvent, Event, State};
@@ -34,6 +34,16 @@ pub(crate) const PATH_RESOURCE_LIMIT_REACHED: u64 = 0x3e75;
 const MAX_CIDS_PER_PATH: u64 = 4;
 /// Consecutive PTOs after which a potentially failed path is abandoned, when another path works.
 pub(crate) const DEAD_PATH_PTOS: u32 = 4;
+/// Path IDs the peer may close without ever using them (PATH_ABANDON for an ID with no
+/// path, §3.4), beyond one per path ID it did use and one per `UNUSED_PATH_ID_REFILL` of
+/// multipath operation. Each one costs us a MAX_PATH_ID and fresh CIDs; past this
+/// allowance it is abuse (RFC 9000 §21.9) and closes the connection with
+/// PROTOCOL_VIOLATION. A client retrying a path over a dead interface burns such IDs too
+/// (none of its packets reach us), but at most one per validation timeout of seconds:
+/// the time-based part keeps it well inside the allowance.
+pub(crate) const UNUSED_PATH_ID_ALLOWANCE: u64 = 16;
+/// One more unused path ID allowed per this much time.
+pub(crate) const UNUSED_PATH_ID_REFILL: Duration = Duration::from_secs(1);
 /// Statistics of discarded paths kept for [`Connection::stats`]; older ones are dropped so
 /// that a peer opening and abandoning paths all day does not grow our memory.
 const MAX_CLOSED_PATH_STATS: usize = 64;
@@ -65,6 +75,12 @@ pub(crate) struct MultipathState {
     pub cids_blocked: Vec<(u64, u64)>,
     /// The path ID `NewPathAllowed` was last signalled for.
     pub allowed_signalled: Option<u64>,
+    /// Path IDs the peer closed (PATH_ABANDON) without ever using them.
+    pub unused_closed: u64,
+    /// When multipath was negotiated (the time-based part of the unused-ID allowance).
+    pub since: Option<Instant>,
+    /// Connection IDs issued, all path IDs together (a measure of the work a peer causes).
+    pub cids_issued: u64,
 }
 
 impl Connection {
@@ -98,6 +114,7 @@ impl Connection {
         self.mp.peer_max = peer;
         self.mp.peer_initial_max = peer;
         self.mp.next_path_id = 1;
+        self.mp.since = Some(now);
         if let Some(k) = self.one_rtt.as_mut() {
             let _ = k; // one key phase for every path: nothing to change (§4.2)
         }
@@ -151,6 +168,7 @@ impl Connection {
                 let token = self.reset_key.token(&cid);
                 self.local_cids.entry(id).or_default().issue(cid, token, true);
                 self.endpoint_events.push_back(EndpointEvent::NewCid(cid));
+                self.mp.cids_issued += 1;
             }
         }
     }
@@ -249,8 +267,14 @@ impl Connection {
             return;
         }
         let challenge = self.new_challenge();
+        let old_data = self.new_challenge().data;
         let path = &mut self.paths[pi];
         tracing::debug!(id = path.id, from = %path.remote, to = %rx.remote, "peer address changed");
+        if path.validated {
+            // RFC 9000 §9.3.3: the previously active path gets a PATH_CHALLENGE.
+            path.old_challenge =
+                Some(OldPathChallenge { remote: path.remote, local: path.local, data: old_data, send_pending: true });
+        }
         path.rebind_from.get_or_insert(path.remote);
         path.remote = rx.remote;
         path.local = Some(rx.local);
@@ -277,6 +301,13 @@ impl Connection {
     pub(crate) fn on_path_response(&mut self, now: Instant, path_id: u64, data: [u8; 8]) {
         // The response may arrive on any path of ours; it validates the path it answers.
         let Some(pi) = self.paths.iter().position(|p| p.challenge.is_some_and(|c| c.data == data)) else {
+            // The peer is still reachable at the address it had before an apparent
+            // migration (RFC 9000 §9.3.3): its next non-probing packet from there moves
+            // the path back (on_peer_address_change).
+            if let Some(p) = self.paths.iter_mut().find(|p| p.old_challenge.is_some_and(|c| c.data == data)) {
+                tracing::debug!(id = p.id, "previous peer address still answers");
+                p.old_challenge = None;
+            }
             return;
         };
         let _ = path_id;
@@ -351,6 +382,7 @@ impl Connection {
         path.dup_chunks.clear();
         path.fc_copies.clear();
         path.path_responses.clear();
+        path.off_path_responses.clear();
         path.data.probes = 0;
         let send_abandon = !path.abandon_sent;
         path.abandon_sent = true;
@@ -384,7 +416,8 @@ impl Connection {
     }
 
     /// The path ID `id` is used up (§2.2): its CIDs go, it is never used again, and the
-    /// peer gets another one with MAX_PATH_ID.
+    /// peer gets another one with MAX_PATH_ID. Every table keyed by path ID forgets it, so
+    /// that a peer cycling through path IDs does not grow them.
     fn retire_path_id(&mut self, now: Instant, id: u64) {
         self.closed_ids.insert(id);
         if let Some(l) = self.local_cids.remove(&id) {
@@ -393,6 +426,12 @@ impl Connection {
             }
         }
         self.peer_cids.remove(&id);
+        self.mp.peer_status.remove(&id);
+        self.mp.local_status.remove(&id);
+        self.mp.cids_blocked.retain(|(p, _)| *p != id);
+        if let Some(k) = self.one_rtt.as_mut() {
+            k.forget_path(id);
+        }
         if self.mp.enabled && self.mp.local_max < MAX_PATH_ID_LIMIT && !self.is_closed() {
             self.mp.local_max += 1;
             self.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
@@ -453,30 +492,46 @@ impl Connection {
     }
 
     /// PATH_ABANDON from the peer (§3.4).
-    pub(crate) fn on_path_abandon_frame(&mut self, now: Instant, id: u64, error_code: u64) {
+    pub(crate) fn on_path_abandon_frame(
+        &mut self,
+        now: Instant,
+        id: u64,
+        error_code: u64,
+    ) -> Result<(), TransportError> {
         let Some(pi) = self.path_index(id) else {
             // A path ID with no state (never used, or already discarded): it is closed for
             // good. Answer in kind (§3.4) so that the peer forgets it too.
             if !self.path_id_closed(id) {
+                // Each such ID gets replaced (MAX_PATH_ID, fresh CIDs): a peer burning IDs
+                // it never uses would have us issue CIDs without end (RFC 9000 §21.9).
+                self.mp.unused_closed += 1;
+                let used = (self.closed_ids.len() + self.paths.len() as u64).saturating_sub(self.mp.unused_closed);
+                let elapsed = self.mp.since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+                let earned = (elapsed.as_millis() / UNUSED_PATH_ID_REFILL.as_millis()) as u64;
+                if self.mp.unused_closed > used + UNUSED_PATH_ID_ALLOWANCE + earned {
+                    return Err(TransportError::protocol_violation("too many unused path IDs abandoned"));
+                }
                 tracing::debug!(side = ?self.side, id, "peer abandoned an unused path ID");
                 self.mp.pending.push(Control::PathAbandon(id, error_code));
                 self.retire_path_id(now, id);
             }
-            return;
+            return Ok(());
         };
         if !self.paths[pi].is_open() {
             // We abandoned it first: keep its state for three PTOs from the peer's answer.
             let until = now + 3 * self.max_pto();
             let path = &mut self.paths[pi];
             path.discard_at = Some(path.discard_at.map_or(until, |t| t.max(until)));
-            return;
+            return Ok(());
         }
         self.abandon(now, pi, error_code, true);
+        Ok(())
     }
 
     /// PATH_STATUS_BACKUP / PATH_STATUS_AVAILABLE (§3.3): the newest sequence number wins.
     pub(crate) fn on_path_status_frame(&mut self, id: u64, seq: u64, backup: bool) {
-        if self.mp.peer_status.get(&id).is_some_and(|(s, _)| seq <= *s) {
+        // A closed path ID keeps no status: the table holds only IDs still usable.
+        if self.path_id_closed(id) || self.mp.peer_status.get(&id).is_some_and(|(s, _)| seq <= *s) {
             return;
         }
         self.mp.peer_status.insert(id, (seq, backup));
@@ -522,11 +577,7 @@ impl Connection {
         if let Some(l) = self.local_cids.get_mut(&id) {
             // Re-advertise what is active in case the frames were lost.
             let seqs: Vec<u64> = l.active.keys().copied().filter(|s| *s >= next_seq).collect();
-            for s in seqs {
-                if !l.to_advertise.contains(&s) {
-                    l.to_advertise.push(s);
-                }
-            }
+            l.to_advertise.extend(seqs);
         }
         Ok(())
     }
@@ -565,4 +616,17 @@ impl Connection {
         let mad = self.peer_max_ack_delay();
         self.paths.iter().map(|p| p.pto_base() + mad).max().unwrap_or(Duration::from_millis(1))
     }
+}
+
+/// True when every frame of the packet is a probing frame (RFC 9000 §9.1: PATH_CHALLENGE,
+/// PATH_RESPONSE, NEW_CONNECTION_ID, PADDING; with multipath PATH_NEW_CONNECTION_ID too).
+/// A malformed payload counts as non-probing: it is rejected when processed anyway.
+pub(crate) fn is_probing(payload: &[u8]) -> bool {
+    use crate::frame::Frame;
+    crate::frame::iter_frames(payload).all(|f| {
+        matches!(
+            f,
+            Ok(Frame::Padding { .. } | Frame::PathChallenge(_) | Frame::PathResponse(_) | Frame::NewConnectionId(_))
+        )
+    })
 }

@@ -88,6 +88,36 @@ pub(crate) struct Challenge {
     pub full_size: bool,
 }
 
+/// A PATH_CHALLENGE to the address a path used before an apparent migration
+/// (RFC 9000 §9.3.3): if the peer is still there, its answer and its next packets bring the
+/// path back; if a forwarded or spoofed packet moved the path, this is how we find out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OldPathChallenge {
+    /// The previous peer address.
+    pub remote: SocketAddr,
+    /// The local address we used with it.
+    pub local: Option<SocketAddr>,
+    /// The challenge payload.
+    pub data: [u8; 8],
+    /// Not sent yet.
+    pub send_pending: bool,
+}
+
+/// A PATH_RESPONSE owed to an address the path does not use: the PATH_CHALLENGE came in a
+/// probing packet from elsewhere, and the answer must go back where it came from
+/// (RFC 9000 §8.2.2) without moving the path (§9.3).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OffPathResponse {
+    /// Where the challenge came from.
+    pub remote: SocketAddr,
+    /// The local address it arrived at.
+    pub local: SocketAddr,
+    /// The challenge payload.
+    pub data: [u8; 8],
+    /// Most bytes we may send there: three times what came from it (RFC 9000 §8.1).
+    pub budget: usize,
+}
+
 /// State of one path.
 #[derive(Debug)]
 pub(crate) struct PathState {
@@ -117,6 +147,8 @@ pub(crate) struct PathState {
     pub amp_sent: u64,
     /// PATH_RESPONSE payloads to send (at most a few, newest wins).
     pub path_responses: Vec<[u8; 8]>,
+    /// PATH_RESPONSEs to send to other addresses (at most a few, newest wins).
+    pub off_path_responses: Vec<OffPathResponse>,
     /// Counters.
     pub stats: PathStats,
     /// Local address the path sends from (`None`: the runtime's default socket).
@@ -152,6 +184,9 @@ pub(crate) struct PathState {
     pub dup_chunks: std::collections::VecDeque<crate::stream::StreamChunk>,
     /// Where the peer was before a NAT rebinding, until the new address is validated.
     pub rebind_from: Option<SocketAddr>,
+    /// The challenge to the previous address after an apparent migration, until answered
+    /// or the next migration.
+    pub old_challenge: Option<OldPathChallenge>,
     /// Packets below this number were already copied onto a faster path (reinjection).
     pub reinjected_below: u64,
     /// Bytes of new application data sent (for the schedulers).
@@ -176,6 +211,7 @@ impl PathState {
             amp_received: 0,
             amp_sent: 0,
             path_responses: Vec::new(),
+            off_path_responses: Vec::new(),
             stats: PathStats { path_id: id, ..Default::default() },
             local: None,
             phase: PathPhase::Active,
@@ -189,6 +225,7 @@ impl PathState {
             fc_copies: Vec::new(),
             dup_chunks: std::collections::VecDeque::new(),
             rebind_from: None,
+            old_challenge: None,
             reinjected_below: 0,
             data_bytes_sent: 0,
             ecn: Default::default(),

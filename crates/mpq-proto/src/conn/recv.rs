@@ -16,6 +16,7 @@ use crate::time::Instant;
 use crate::types::{Level, Side, SpaceId};
 
 use super::events::ConnectionError;
+use super::path::OffPathResponse;
 use super::space::{Control, SentFrames};
 use super::{Connection, State};
 
@@ -51,6 +52,7 @@ impl Connection {
         let mut offset = 0;
         let total = data.len();
         let mut first = true;
+        let mut first_dcid = None;
         while offset < total {
             let buf = &mut data[offset..];
             let parsed = match parse_packet(buf, self.local_cid_len) {
@@ -62,6 +64,12 @@ impl Connection {
             };
             let len = parsed.packet_len.min(buf.len());
             offset += len;
+            // RFC 9000 §12.2: packets coalesced after the first with another Destination
+            // Connection ID are ignored (a sender must not coalesce them).
+            if *first_dcid.get_or_insert(parsed.dcid) != parsed.dcid {
+                self.stats.dropped_packets += 1;
+                continue;
+            }
             let is_last = offset >= total;
             let rx = Rx { local, remote, ecn, datagram_len: if first { total } else { 0 } };
             first = false;
@@ -110,6 +118,13 @@ impl Connection {
             self.stats.dropped_packets += 1;
             return;
         }
+        // RFC 9000 §7.2: once an Initial was accepted, later Initials with a different
+        // Source Connection ID MUST be discarded (the server's records the client's SCID
+        // from the first Initial; the client's, the server's from the first it processed).
+        if level == Level::Initial && self.peer_initial_scid.is_some_and(|scid| scid != parsed.scid) {
+            self.stats.dropped_packets += 1;
+            return;
+        }
         // Long headers belong to the handshake path; short ones to the path of their CID.
         let path_id = if level == Level::OneRtt {
             match self.path_of_dcid(&parsed.dcid) {
@@ -131,8 +146,11 @@ impl Connection {
                 }
                 path.stats.rx_bytes += rx.datagram_len as u64;
             }
-            if path.remote != rx.remote && level != Level::OneRtt {
-                // RFC 9000 §9: no migration during the handshake.
+            // RFC 9000 §9: no migration during the handshake; and only clients migrate: a
+            // client discards packets from a server address it does not know. Its paths
+            // (multipath included) go to addresses it chose itself, each path's in
+            // `remote`, so a packet of a path from elsewhere is from an unknown address.
+            if path.remote != rx.remote && (level != Level::OneRtt || self.side == Side::Client) {
                 self.stats.dropped_packets += 1;
                 return;
             }
@@ -162,9 +180,18 @@ impl Connection {
             }
             return;
         }
-        // Closing: answer with CONNECTION_CLOSE, process nothing (RFC 9000 §10.2.1).
-        if let State::Closing { send_pending, .. } = &mut self.state {
-            *send_pending = true;
+        // Closing: answer with CONNECTION_CLOSE, process nothing (RFC 9000 §10.2.1), and
+        // answer ever fewer datagrams (exponential backoff on the number received): each
+        // answer costs us a packet, and a peer or spoofer could otherwise make us send one
+        // per datagram.
+        if let State::Closing { send_pending, received, answer_at, .. } = &mut self.state {
+            if rx.datagram_len > 0 {
+                *received += 1;
+                if *received >= *answer_at {
+                    *send_pending = true;
+                    *answer_at = answer_at.saturating_mul(2);
+                }
+            }
             return;
         }
         if matches!(self.state, State::Draining { .. }) {
@@ -296,7 +323,13 @@ impl Connection {
         let newest = space.received.largest().is_none_or(|(l, _)| pn > l);
         self.idle_anchor = now;
         self.idle_anchor_from_recv = true;
-        if level == Level::OneRtt && self.paths[pi].remote != rx.remote && newest {
+        // RFC 9000 §9.3: only the highest-numbered non-probing packet moves a path to a new
+        // peer address (probing packets may come from anywhere the peer tries).
+        if level == Level::OneRtt
+            && self.paths[pi].remote != rx.remote
+            && newest
+            && !super::multipath::is_probing(payload)
+        {
             self.on_peer_address_change(now, pi, rx);
         }
         {
@@ -324,7 +357,12 @@ impl Connection {
             }
             _ => {}
         }
-        match self.process_frames(now, level, pi, &parsed.dcid, payload) {
+        // A packet that did not move its path (probing, or older than the newest) from
+        // another address: PATH_RESPONSEs go back there (RFC 9000 §8.2.2).
+        self.probe_from = (level == Level::OneRtt && self.paths[pi].remote != rx.remote).then_some(*rx);
+        let processed = self.process_frames(now, level, pi, &parsed.dcid, payload);
+        self.probe_from = None;
+        match processed {
             Ok(ack_eliciting) => {
                 // Frames may have discarded paths: find this one again.
                 let Some(pi) = self.path_index(path_id) else { return };
@@ -459,7 +497,14 @@ impl Connection {
                 self.on_retire_cid_frame(now, target, seq, path_id, dcid)?;
             }
             Frame::PathChallenge(data) => {
-                if let Some(pi) = self.path_index(path_id) {
+                if let (Some(pi), Some(rx)) = (self.path_index(path_id), self.probe_from) {
+                    let path = &mut self.paths[pi];
+                    if path.off_path_responses.len() >= MAX_PENDING_PATH_RESPONSES {
+                        path.off_path_responses.remove(0);
+                    }
+                    let budget = 3 * rx.datagram_len;
+                    path.off_path_responses.push(OffPathResponse { remote: rx.remote, local: rx.local, data, budget });
+                } else if let Some(pi) = self.path_index(path_id) {
                     let path = &mut self.paths[pi];
                     if path.path_responses.len() >= MAX_PENDING_PATH_RESPONSES {
                         path.path_responses.remove(0);
@@ -481,7 +526,7 @@ impl Connection {
             }
             Frame::PathAbandon { path_id: id, error_code } => {
                 self.check_mp_path_id(id)?;
-                self.on_path_abandon_frame(now, id, error_code);
+                self.on_path_abandon_frame(now, id, error_code)?;
             }
             Frame::PathStatus { path_id: id, seq, backup } => {
                 self.check_mp_path_id(id)?;
@@ -724,13 +769,13 @@ impl Connection {
                 Control::NewCid(path, seq) => {
                     if let Some(l) = self.local_cids.get_mut(&path) {
                         if l.active.contains_key(&seq) {
-                            l.to_advertise.push(seq);
+                            l.to_advertise.insert(seq);
                         }
                     }
                 }
                 Control::RetireCid(path, seq) => {
                     if let Some(p) = self.peer_cids.get_mut(&path) {
-                        p.to_retire.push(seq);
+                        p.to_retire.insert(seq);
                     }
                 }
                 c @ (Control::PathAbandon(..) | Control::PathStatus(..) | Control::MaxPathId(_)) => {

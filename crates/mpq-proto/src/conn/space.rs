@@ -1,7 +1,6 @@
 //! One packet number space: the packet numbers we send, what we received (ACK state),
 //! loss detection over what we sent, and the CRYPTO stream of the matching level.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 use smallvec::SmallVec;
@@ -10,7 +9,7 @@ use crate::error::{TransportError, TransportErrorCode};
 use crate::range_set::RangeSet;
 use crate::recovery::loss::LossDetection;
 use crate::recovery::received::ReceivedPackets;
-use crate::stream::{StreamChunk, StreamControl};
+use crate::stream::{RecvBuffer, StreamChunk, StreamControl};
 
 /// Most CRYPTO bytes we buffer out of order at one level (RFC 9000 §7.5: at least 4096).
 const MAX_CRYPTO_BUFFER: u64 = 64 * 1024;
@@ -63,10 +62,10 @@ pub(crate) struct CryptoStream {
     acked: RangeSet,
     /// Ranges to retransmit.
     lost: RangeSet,
-    /// Out-of-order received data by offset.
-    recv: BTreeMap<u64, Vec<u8>>,
-    /// Next offset to deliver to TLS.
-    recv_offset: u64,
+    /// Received data not yet delivered to TLS. Its pages hold each offset once, however
+    /// the peer cuts and repeats the data, so what it holds is bounded by the offset limit
+    /// (spoofed Initials at offsets 1, 2, 3... once made one connection hold 22 MB).
+    recv: RecvBuffer,
 }
 
 impl CryptoStream {
@@ -131,7 +130,7 @@ impl CryptoStream {
     /// Bytes written, and bytes received in order (tests).
     #[cfg(test)]
     pub fn offsets(&self) -> (u64, u64) {
-        (self.send_buf.len() as u64, self.recv_offset)
+        (self.send_buf.len() as u64, self.recv.read_offset())
     }
 
     /// True when every byte written has been acknowledged.
@@ -142,49 +141,39 @@ impl CryptoStream {
     }
 
     /// Stores received CRYPTO data (RFC 9000 §7.5); returns `CRYPTO_BUFFER_EXCEEDED` when
-    /// the peer runs too far ahead of what TLS has consumed.
+    /// the peer runs too far ahead of what TLS has consumed. Every offset is held once
+    /// (overlaps and repeats are merged), so at most `MAX_CRYPTO_BUFFER` bytes are held.
     pub fn on_recv(&mut self, offset: u64, data: &[u8]) -> Result<(), TransportError> {
         let end = offset.saturating_add(data.len() as u64);
-        if end <= self.recv_offset {
+        let delivered = self.recv.read_offset();
+        if end <= delivered {
             return Ok(()); // duplicate
         }
-        if end - self.recv_offset > MAX_CRYPTO_BUFFER {
+        if end - delivered > MAX_CRYPTO_BUFFER {
             return Err(TransportError::new(
                 TransportErrorCode::CRYPTO_BUFFER_EXCEEDED,
                 "too much out-of-order CRYPTO data",
             ));
         }
-        let (offset, data) = if offset < self.recv_offset {
-            let skip = (self.recv_offset - offset) as usize;
-            (self.recv_offset, &data[skip..])
-        } else {
-            (offset, data)
-        };
-        // Keep the longest chunk per offset; overlaps are resolved on delivery.
-        let keep = self.recv.get(&offset).is_none_or(|old| old.len() < data.len());
-        if keep {
-            self.recv.insert(offset, data.to_vec());
-        }
+        self.recv.insert(offset, data);
         Ok(())
+    }
+
+    /// Bytes of received CRYPTO data held (not yet delivered to TLS).
+    #[cfg(test)]
+    pub fn recv_buffered(&self) -> usize {
+        self.recv.buffered()
     }
 
     /// Takes the next contiguous received bytes, if any.
     pub fn take_contiguous(&mut self) -> Option<Vec<u8>> {
-        let mut out: Option<Vec<u8>> = None;
-        while let Some((&off, _)) = self.recv.iter().next() {
-            if off > self.recv_offset {
-                break;
-            }
-            let chunk = self.recv.remove(&off).unwrap_or_default();
-            let end = off + chunk.len() as u64;
-            if end <= self.recv_offset {
-                continue;
-            }
-            let skip = (self.recv_offset - off) as usize;
-            out.get_or_insert_with(Vec::new).extend_from_slice(&chunk[skip..]);
-            self.recv_offset = end;
+        let n = self.recv.readable();
+        if n == 0 {
+            return None;
         }
-        out
+        let mut out = vec![0u8; n];
+        self.recv.read(&mut out);
+        Some(out)
     }
 }
 
@@ -253,6 +242,29 @@ mod tests {
         let mut c = CryptoStream::default();
         let e = c.on_recv(MAX_CRYPTO_BUFFER, b"x").unwrap_err();
         assert_eq!(e.code, TransportErrorCode::CRYPTO_BUFFER_EXCEEDED);
+    }
+
+    /// Spoofed or hostile CRYPTO frames at offsets 1, 2, 3... each nearly a packet long, and
+    /// many repeats: the data held stays within the limit, in pages, not one copy per frame
+    /// (the old store kept the longest chunk per offset: 20,000 chunks, 22 MB).
+    #[test]
+    fn crypto_overlapping_frames_hold_each_byte_once() {
+        let mut c = CryptoStream::default();
+        let data = vec![0x5a; 1100];
+        for off in 1..20_000u64 {
+            let off = off % (MAX_CRYPTO_BUFFER - 1100);
+            c.on_recv(off.max(1), &data).unwrap();
+            assert!(c.recv_buffered() as u64 <= MAX_CRYPTO_BUFFER);
+        }
+        assert!(c.recv.memory() as u64 <= MAX_CRYPTO_BUFFER * 5 / 4, "memory {}", c.recv.memory());
+        assert!(c.take_contiguous().is_none(), "byte 0 is missing");
+        // Beyond the limit: CRYPTO_BUFFER_EXCEEDED, even by a few bytes.
+        let e = c.on_recv(MAX_CRYPTO_BUFFER - 2, b"abc").unwrap_err();
+        assert_eq!(e.code, TransportErrorCode::CRYPTO_BUFFER_EXCEEDED);
+        c.on_recv(0, b"\x5a").unwrap();
+        // Frames at offsets 1..20_000, 1100 bytes each: bytes 0..21_099 come out, once.
+        assert_eq!(c.take_contiguous().map(|v| v.len()), Some(21_099));
+        assert_eq!(c.recv_buffered(), 0);
     }
 
     #[test]

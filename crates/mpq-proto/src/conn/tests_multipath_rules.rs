@@ -306,7 +306,10 @@ fn server_without_room_abandons_the_new_path() {
 fn small_challenge_is_followed_by_a_full_size_one() {
     let mut pair = confirmed_pair();
     pair.run_until(Duration::from_millis(300), |_| false);
-    // The client's NAT picks a new port; its next packet is a lone PING.
+    // The client's NAT picks a new port; its next packet is a lone PING. The old mapping
+    // is gone: the server's challenge to the old address (RFC 9000 §9.3.3) goes nowhere.
+    let old = pair.client_addr;
+    pair.drop_addr = Box::new(move |_, dst| dst == old);
     pair.client_addr = "10.0.0.1:5555".parse().expect("addr");
     client(&mut pair).injected = vec![0x01];
     let mut sizes = Vec::new();

@@ -73,6 +73,10 @@ impl PnMap {
     fn clear(&mut self) {
         self.0.clear();
     }
+
+    fn remove(&mut self, path: u64) {
+        self.0.retain(|(p, _)| *p != path);
+    }
 }
 
 /// The 1-RTT packet protection state of a connection.
@@ -332,6 +336,16 @@ impl OneRttKeys {
     /// sealed in the current phase confirms our last update.
     pub fn on_packet_acked(&mut self, pn: u64) {
         self.on_packet_acked_path(0, pn)
+    }
+
+    /// Forgets what was recorded for path ID `path`, which is closed for good
+    /// (draft-ietf-quic-multipath-21 §2.2): its packets can no longer arrive, and a peer
+    /// opening and closing paths within one key phase must not grow these tables.
+    pub fn forget_path(&mut self, path: u64) {
+        self.first_local_pn.remove(path);
+        self.first_remote_pn.remove(path);
+        self.largest_remote_pn.remove(path);
+        self.prev_largest_remote_pn.remove(path);
     }
 
     /// [`Self::on_packet_acked`] for a packet of path `path`.

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 use crate::cid::ConnectionId;
-use crate::conn::Connection;
 use crate::crypto::initial::initial_keys;
 use crate::error::TransportErrorCode;
 use crate::frame::{ConnectionClose, Frame};
@@ -117,12 +116,13 @@ impl ServerGuard {
     }
 
     /// Forgets connections that finished their handshake, closed or were removed.
-    fn prune(&mut self, conns: &[Option<Connection>]) {
+    fn prune(&mut self, conns: &[Option<super::Slot>]) {
         let per_ip = &mut self.per_ip;
         self.handshakes.retain(|h| {
             let live = conns
                 .get(h.idx)
                 .and_then(|c| c.as_ref())
+                .map(|s| &s.conn)
                 .is_some_and(|c| c.orig_dst_cid() == h.odcid && c.is_handshaking() && !c.is_drained());
             if !live {
                 if let Some(n) = per_ip.get_mut(&h.ip) {
@@ -137,7 +137,7 @@ impl ServerGuard {
     }
 
     /// Handshakes in progress in total and from `ip`, pruned first if a limit looks reached.
-    fn in_progress(&mut self, conns: &[Option<Connection>], ip: IpAddr, limits: &Limits) -> (usize, usize) {
+    fn in_progress(&mut self, conns: &[Option<super::Slot>], ip: IpAddr, limits: &Limits) -> (usize, usize) {
         let retry_limit = if self.mode == RetryMode::Auto { limits.retry_threshold } else { usize::MAX };
         let total_limit = retry_limit.min(limits.max_handshakes);
         let from_ip = |s: &Self| s.per_ip.get(&ip).copied().unwrap_or(0);
@@ -148,7 +148,7 @@ impl ServerGuard {
     }
 
     /// Whether an Initial without a valid token gets a Retry instead of a connection.
-    pub fn should_retry(&mut self, conns: &[Option<Connection>], ip: IpAddr, limits: &Limits) -> bool {
+    pub fn should_retry(&mut self, conns: &[Option<super::Slot>], ip: IpAddr, limits: &Limits) -> bool {
         match self.mode {
             RetryMode::Never => false,
             RetryMode::Always => true,
@@ -157,7 +157,7 @@ impl ServerGuard {
     }
 
     /// Whether one more handshake from `ip` fits the limits.
-    pub fn admit(&mut self, conns: &[Option<Connection>], ip: IpAddr, limits: &Limits) -> bool {
+    pub fn admit(&mut self, conns: &[Option<super::Slot>], ip: IpAddr, limits: &Limits) -> bool {
         let (total, from_ip) = self.in_progress(conns, ip, limits);
         total < limits.max_handshakes && from_ip < limits.max_per_ip
     }

@@ -220,7 +220,7 @@ impl Connection {
         for (&path, l) in self.local_cids.iter_mut() {
             while let Some(&seq) = l.to_advertise.first() {
                 let Some(c) = l.active.get(&seq).copied() else {
-                    l.to_advertise.remove(0);
+                    l.to_advertise.remove(&seq);
                     continue;
                 };
                 let f = Frame::NewConnectionId(frame::NewConnectionId {
@@ -234,7 +234,7 @@ impl Connection {
                     return eliciting;
                 }
                 f.encode(buf);
-                l.to_advertise.remove(0);
+                l.to_advertise.remove(&seq);
                 frames.control.push(Control::NewCid(path, seq));
                 eliciting = true;
             }
@@ -247,7 +247,7 @@ impl Connection {
                     return eliciting;
                 }
                 f.encode(buf);
-                p.to_retire.remove(0);
+                p.to_retire.remove(&seq);
                 frames.control.push(Control::RetireCid(path, seq));
                 eliciting = true;
             }

@@ -17,6 +17,7 @@ use super::{Connection, State, Transmit};
 
 mod close;
 mod frames;
+mod off_path;
 mod reinject;
 
 /// AEAD tag length of every QUIC v1 cipher suite.
@@ -63,6 +64,9 @@ impl Connection {
         }
         self.maybe_initiate_key_update(now);
         self.arm_key_discard(now);
+        if let Some(t) = self.poll_off_path(now, buf) {
+            return Some(t);
+        }
         if !self.mp.enabled {
             let pi = self.primary_path();
             return self.write_batch(now, buf, pi, true);
