@@ -79,13 +79,14 @@ CASES = [
     # 10 MiB is ~9000 packets of 1200 bytes: enough for mpq's --key-update-every 2000,
     # aioquic's update every 1 MiB and quic-go's own first update after 100 packets.
     Case("keyupdate", ("10mb.bin",), 40.0, key_update=True),
-    # mpq's client through aioquic's Retry; mpq's server (--retry always) to both peers.
+    # mpq's client through aioquic's and quic-go's Retry; mpq's server (--retry always) to
+    # both peers.
     Case(
         "retry",
         ("small.bin", "1mb.bin"),
         30.0,
         retry=True,
-        pairs=(("mpq", "aioquic"), ("aioquic", "mpq"), ("quicgo", "mpq")),
+        pairs=(("mpq", "aioquic"), ("mpq", "quicgo"), ("aioquic", "mpq"), ("quicgo", "mpq")),
     ),
 ]
 
@@ -214,7 +215,7 @@ def server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: P
             "-listen", f"127.0.0.1:{port}",
             "-root", str(root), "-cert", str(tls["cert"]), "-key", str(tls["key"]),
             "-keylog", str(keylog),
-        ]
+        ] + (["-retry"] if retry else [])
     if impl == "mpq":
         return [
             str(find_mpq()), "server",

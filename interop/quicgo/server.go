@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -29,6 +30,7 @@ func runServer(args []string) error {
 	keyLog := fs.String("keylog", "", "append TLS secrets to this file (default: $SSLKEYLOGFILE)")
 	qlogDir := fs.String("qlog-dir", "", "write qlog traces to this directory")
 	idle := fs.Duration("idle-timeout", 30*time.Second, "QUIC idle timeout")
+	retry := fs.Bool("retry", false, "validate every client's address with a Retry first (RFC 9000 §8.1.2)")
 	fs.Parse(args)
 	if *root == "" || *certFile == "" || *keyFile == "" {
 		return errors.New("server: -root, -cert and -key are required")
@@ -50,9 +52,26 @@ func runServer(args []string) error {
 		NextProtos:   []string{alpn},
 		KeyLogWriter: kl,
 	}
-	ln, err := quic.ListenAddr(*listen, tlsConf, quicConfig(*qlogDir, *idle))
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+	var ln *quic.Listener
+	if *retry {
+		addr, err := net.ResolveUDPAddr("udp", *listen)
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		udp, err := net.ListenUDP("udp", addr)
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		tr := &quic.Transport{Conn: udp, VerifySourceAddress: func(net.Addr) bool { return true }}
+		ln, err = tr.Listen(tlsConf, quicConfig(*qlogDir, *idle))
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+	} else {
+		ln, err = quic.ListenAddr(*listen, tlsConf, quicConfig(*qlogDir, *idle))
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
 	}
 	defer ln.Close()
 	fmt.Printf("listening on %s\n", ln.Addr())
