@@ -104,10 +104,7 @@ impl Connection {
                 self.on_version_negotiation(now, parsed, pkt);
                 return;
             }
-            PacketKind::Retry => {
-                self.on_retry(now, parsed, pkt);
-                return;
-            }
+            PacketKind::Retry => return self.on_retry(now, parsed, pkt),
             // 0-RTT is not supported: a server never accepts it.
             PacketKind::ZeroRtt => {
                 self.stats.dropped_packets += 1;
