@@ -61,7 +61,14 @@ impl Connection {
             }
             if let Some(c) = p.challenge {
                 merge(c.fail_at);
-                merge(c.sent_at.map(|s| s + self.challenge_retry(p)));
+                // The retry deadline only matters until it marks the challenge for sending
+                // again: once `send_pending` is set, sending it waits for the path (a server
+                // validating a new address may have spent its anti-amplification budget and
+                // must wait for the peer's next datagram, RFC 9000 §8.1). A retry deadline
+                // already past would make the timer fire again and again without progress.
+                if !c.send_pending {
+                    merge(c.sent_at.map(|s| s + self.challenge_retry(p)));
+                }
             }
             merge(p.discard_at);
         }
