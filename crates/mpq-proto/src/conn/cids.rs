@@ -22,6 +22,9 @@ pub(crate) struct LocalCids {
     pub next_seq: u64,
     /// Sequence numbers whose NEW_CONNECTION_ID must be (re)sent.
     pub to_advertise: Vec<u64>,
+    /// The peer acknowledged a (PATH_)NEW_CONNECTION_ID of this set: it holds an ID to
+    /// address packets to us on this path ID.
+    pub acked: bool,
 }
 
 impl LocalCids {

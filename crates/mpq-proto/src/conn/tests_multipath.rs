@@ -468,6 +468,48 @@ fn seed002_challenge_blocked_by_amplification_arms_no_past_timer() {
     assert!(s.path_index(id).is_none_or(|pi| s.paths[pi].challenge.is_none()), "validation did not fail at fail_at");
 }
 
+/// Found by the chaos sweep (`crates/mpq-sim/tests/chaos.rs`, case seed
+/// 11623035763058037611): the client's PATH_NEW_CONNECTION_IDs for path 1 were lost on a
+/// congested handshake path, the client opened path 1 anyway, the server (holding no CID
+/// to answer with) dropped every packet on it, and the client declared the path failed and
+/// lost it for good. The client now opens a path only once the server acknowledged one of
+/// its CIDs for that path ID, so nothing it sends on the new path is dropped.
+#[test]
+fn path_opens_only_once_the_server_holds_a_cid_for_it() {
+    let mut pair = Pair::new(mp_config());
+    let events = confirm(&mut pair);
+    // Wait until the client could open path 1, then rewind both sides to the state where
+    // the client's CIDs for it never arrived: the server holds none, the client has them
+    // unacknowledged and sends them again, on a path 0 now slower than the new path.
+    let mut allowed = events.contains(&Event::Path(PathEvent::NewPathAllowed));
+    pair.run_until(Duration::from_secs(1), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            allowed |= e == Event::Path(PathEvent::NewPathAllowed);
+        }
+        allowed
+    });
+    assert!(allowed);
+    server(&mut pair).peer_cids.get_mut(&1).expect("path 1 CIDs").active.clear();
+    let c = client(&mut pair);
+    let l = c.local_cids.get_mut(&1).expect("path 1 CIDs");
+    l.acked = false;
+    l.to_advertise = l.active.keys().copied().collect();
+    let client_addr = pair.client_addr;
+    pair.extra_latency.push((client_addr, Duration::from_millis(50)));
+    let dropped = server(&mut pair).stats().dropped_packets;
+
+    let server_addr = pair.server_addr;
+    let id = open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(2)).expect("path opened");
+    let mut validated = false;
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            validated |= e == Event::Path(PathEvent::Validated { id });
+        }
+        validated
+    }));
+    assert_eq!(server(&mut pair).stats().dropped_packets, dropped, "the server dropped packets of the new path");
+}
+
 #[test]
 fn redundant_scheduler_sends_everything_on_both_paths() {
     let cfg = TransportConfig { scheduler: crate::sched::SchedulerKind::Redundant, ..mp_config() };
