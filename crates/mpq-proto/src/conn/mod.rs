@@ -188,6 +188,8 @@ pub struct Connection {
     idle_timeout: Option<Duration>,
     /// Time of the last packet received or first ack-eliciting packet sent after it.
     idle_anchor: Instant,
+    /// The connection is given up if its handshake has not completed by then.
+    handshake_deadline: Option<Instant>,
     events: VecDeque<Event>,
     endpoint_events: VecDeque<EndpointEvent>,
     stats: ConnectionStats,
@@ -290,6 +292,7 @@ impl Connection {
             paths: vec![path],
             idle_timeout: Some(config.max_idle_timeout).filter(|d| !d.is_zero()),
             idle_anchor: now,
+            handshake_deadline: config.handshake_timeout.map(|t| now + t),
             events: VecDeque::new(),
             endpoint_events: VecDeque::new(),
             stats: ConnectionStats::default(),
