@@ -20,6 +20,7 @@ mod cids;
 pub mod config;
 pub mod events;
 mod handshake;
+mod info;
 mod multipath;
 pub mod path;
 mod path_api;
@@ -50,6 +51,7 @@ use crate::types::{Dir, Side, SpaceId, StreamId};
 
 pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig};
 pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
+pub use info::HandshakeInfo;
 pub(crate) use handshake::local_transport_params;
 pub use path::PathStats;
 

@@ -406,3 +406,19 @@ fn application_limited_window_does_not_grow() {
     assert!(p.tx_bytes > 60_000, "{p:?}");
     assert_eq!(p.cwnd, initial, "the window grew while the sender was application-limited");
 }
+
+/// `handshake_info` reports what was negotiated, on both sides, once the handshake is done.
+#[test]
+fn handshake_info_reports_the_negotiation() {
+    let mut pair = Pair::new(TransportConfig::default());
+    assert!(client(&mut pair).handshake_info().is_none());
+    assert!(confirm_handshake(&mut pair));
+    let info = client(&mut pair).handshake_info().expect("client info");
+    assert_eq!(info.version, crate::VERSION_1);
+    assert!(info.cipher_suite.starts_with("TLS13_"), "{info}");
+    assert!(!info.alpn.is_empty() && !info.resumed && !info.multipath);
+    assert_eq!(info.paths, vec![(0, pair.server_addr)]);
+    let h = pair.server.handles()[0];
+    let s = pair.server.connection(h).and_then(|c| c.handshake_info()).expect("server info");
+    assert_eq!((s.cipher_suite, s.alpn), (info.cipher_suite, info.alpn));
+}
