@@ -20,7 +20,7 @@ use rand_chacha::ChaCha8Rng;
 
 /// Cases run by default: sized to take a couple of minutes in the unoptimized test profile on
 /// the 2-core CI machine.
-const CASES: u64 = 300;
+const CASES: u64 = 500;
 
 /// Base seed of the sweep; case `i` uses [`case_seed`]`(BASE, i)`.
 const BASE: u64 = 0x0c4a_05_2026;

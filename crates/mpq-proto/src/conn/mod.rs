@@ -51,8 +51,8 @@ use crate::types::{Dir, Side, SpaceId, StreamId};
 
 pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig};
 pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
-pub use info::HandshakeInfo;
 pub(crate) use handshake::local_transport_params;
+pub use info::HandshakeInfo;
 pub use path::PathStats;
 
 use cids::{LocalCids, PeerCids};
