@@ -112,7 +112,7 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
 
 /// A command-line duration in seconds: finite and not negative.
 pub fn seconds(flag: &str, secs: f64) -> Result<Duration> {
-    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+    if !(0.0..=1e9).contains(&secs) {
         anyhow::bail!("{flag} {secs}: expected a number of seconds (0 or more)");
     }
     Ok(Duration::from_secs_f64(secs))

@@ -13,6 +13,7 @@ fn mpq() -> Command {
 }
 
 /// Waits for `child` at most `limit`; kills it and panics if it is still running then.
+#[allow(clippy::disallowed_methods)] // a wall-clock bound on a real process
 fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> (Output, Duration) {
     let start = Instant::now();
     loop {
