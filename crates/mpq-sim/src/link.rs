@@ -11,7 +11,12 @@ use rand_chacha::ChaCha8Rng;
 /// Capacity of a link's tail-drop queue.
 ///
 /// The queue holds every accepted packet whose serialization has not finished yet, including
-/// the one currently being serialized. A packet that would exceed the limit is dropped.
+/// the one currently being serialized. A packet that would exceed the limit is dropped,
+/// except that an idle link (nothing queued or being serialized) always takes one packet,
+/// however small the limit: like a router's packet in service or tc's `pfifo`, a queue has
+/// room for at least one packet. A limit below one packet (e.g. `queue=5ms` at 0.3 Mbit/s,
+/// 185 bytes) therefore means "no queueing beyond the packet on the wire", not "drop
+/// everything".
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub enum QueueLimit {
     /// No limit (the default).
@@ -85,7 +90,8 @@ pub struct LinkConfig {
     pub jitter: Duration,
     /// Let jitter reorder packets (off by default: a jittered packet never overtakes).
     pub jitter_reorder: bool,
-    /// Tail-drop queue capacity.
+    /// Tail-drop queue capacity. It always has room for one packet when the link is idle
+    /// (see [`QueueLimit`]), however small the limit.
     pub queue_limit: QueueLimit,
     /// Random loss.
     pub loss: LossModel,
@@ -326,6 +332,11 @@ impl Link {
     }
 
     fn fits(&self, wire: u64) -> bool {
+        // An idle transmitter takes any packet (see `QueueLimit`): otherwise a limit smaller
+        // than one packet would drop everything and no transfer could ever complete.
+        if self.backlog.is_empty() {
+            return true;
+        }
         let cap = match self.config.queue_limit {
             QueueLimit::Unlimited => return true,
             QueueLimit::Packets(n) => return self.backlog.len() < n,
@@ -434,6 +445,24 @@ mod tests {
         assert!(matches!(l.offer(t0, 6), Fate::Deliver { .. }));
         assert_eq!(l.offer(t0, 5), Fate::Drop(DropReason::Queue));
         assert!(matches!(l.offer(t0, 4), Fate::Deliver { .. }));
+    }
+
+    /// A queue smaller than one packet still takes a packet when the link is idle (a router's
+    /// packet in service): `0.296mbit/20.7ms/queue=5ms` (185 bytes) used to drop every
+    /// 1200-byte packet, so nothing could ever cross it.
+    #[test]
+    fn queue_smaller_than_a_packet_holds_one_packet() {
+        let cfg: LinkConfig = "0.296mbit/20.7ms/queue=5.0ms".parse().expect("spec");
+        let t0 = Instant::ZERO;
+        for q in [cfg.queue_limit, QueueLimit::Bytes(0), QueueLimit::Packets(0)] {
+            let mut l = Link::new(LinkConfig { queue_limit: q, ..cfg.clone() }, 1, 0);
+            assert!(matches!(l.offer(t0, 1200), Fate::Deliver { .. }), "{q:?}: idle link dropped a packet");
+            // While it is being serialized (32 ms) the queue is full.
+            assert_eq!(l.offer(t0 + Duration::from_millis(1), 1200), Fate::Drop(DropReason::Queue), "{q:?}");
+            // Once it is on the wire the link is idle again.
+            let done = t0 + cfg.serialization_time(1200);
+            assert!(matches!(l.offer(done, 1200), Fate::Deliver { .. }), "{q:?}");
+        }
     }
 
     #[test]

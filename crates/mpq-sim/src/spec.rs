@@ -9,7 +9,9 @@
 //!   - `loss=P` (Bernoulli) or `loss=ge:P_GB,P_BG[,LOSS_BAD[,LOSS_GOOD]]` (Gilbert-Elliott;
 //!     `LOSS_BAD` defaults to 100 %, `LOSS_GOOD` to 0 %),
 //!   - `queue=SIZE` (`b`, `kb`, `mb`, `gb` = powers of 1000; `kib`, `mib` = powers of 1024),
-//!     `queue=TIME` (bytes = rate × time), `queue=Np` (packets), or `queue=inf`,
+//!     `queue=TIME` (bytes = rate × time), `queue=Np` (packets), or `queue=inf`; an idle
+//!     link always takes one packet, so a queue smaller than one packet means no queueing
+//!     beyond the packet being sent, not a link that drops everything,
 //!   - `jitter=TIME`, `jitter_reorder` (let jitter reorder packets),
 //!   - `dup=P` (or `duplicate=P`), `reorder=P[,TIME]` (extra delay, default 10 ms),
 //!   - `mtu=BYTES`, `overhead=BYTES`.

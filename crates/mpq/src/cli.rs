@@ -77,6 +77,10 @@ pub struct Common {
     /// Idle timeout in seconds.
     #[arg(long, default_value_t = 30)]
     pub idle_timeout: u64,
+    /// Give up on a handshake that has not completed after this many seconds (a client
+    /// then reports "no answer from ADDR"); 0 leaves only the idle timeout.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub handshake_timeout: f64,
     /// More logging (-v debug, -vv trace).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,

@@ -65,6 +65,10 @@ struct HqClient {
     conn: Option<ConnectionHandle>,
     qlog_dir: Option<PathBuf>,
     deadline: Instant,
+    /// `--timeout`, for the message.
+    timeout_secs: u64,
+    /// The shared options, for messages.
+    common: crate::cli::Common,
     error: Option<String>,
     closed: bool,
     bar: ProgressBar,
@@ -79,7 +83,8 @@ struct HqClient {
 
 impl App for HqClient {
     fn timeout(&self) -> Option<Instant> {
-        self.paths.timeout()
+        // The overall deadline (--timeout) must wake the loop even when nothing else will.
+        [self.paths.timeout(), Some(self.deadline)].into_iter().flatten().min()
     }
 
     fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
@@ -95,17 +100,20 @@ impl App for HqClient {
                 }
             }
         }
-        while let Some((_, ev)) = ep.poll_event() {
+        while let Some((h, ev)) = ep.poll_event() {
             if let Event::ConnectionLost(e) = &ev {
                 if !self.closed {
-                    self.error = Some(e.to_string());
+                    self.error = Some(runner::describe_loss(e, self.server, &self.common));
                     return ControlFlow::Break(());
                 }
+            }
+            if ev == Event::Connected {
+                runner::log_handshake(ep, h);
             }
             self.paths.on_event(now, &ev);
         }
         if now >= self.deadline {
-            self.error = Some("timed out".into());
+            self.error = Some(format!("timed out after {} s (--timeout)", self.timeout_secs));
             return ControlFlow::Break(());
         }
         let Some(h) = self.conn else { return ControlFlow::Continue(()) };
@@ -166,6 +174,9 @@ impl App for HqClient {
 /// Downloads every URL; fails if any download fails.
 pub fn run(args: ClientArgs) -> Result<()> {
     let urls = args.urls.iter().map(|u| parse_url(u)).collect::<Result<Vec<_>>>()?;
+    if args.timeout == 0 {
+        bail!("--timeout 0: expected a number of seconds greater than 0");
+    }
     let first = urls[0].clone();
     if urls.iter().any(|u| u.host != first.host || u.port != first.port) {
         bail!("all URLs must name the same server");
@@ -175,12 +186,14 @@ pub fn run(args: ClientArgs) -> Result<()> {
         .with_context(|| format!("resolving {}", first.host))?
         .next()
         .ok_or_else(|| anyhow!("{} has no address", first.host))?;
-    std::fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("--output {}: cannot create the directory", args.output.display()))?;
     let mut requests = Vec::new();
     for u in &urls {
         let name = u.path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("index.html");
         let path = args.output.join(name);
-        let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let file = std::fs::File::create(&path)
+            .with_context(|| format!("cannot write {} (check --output)", path.display()))?;
         requests.push(Request { path: u.path.clone(), file, stream: None, received: 0, done: false });
     }
     let transport = runner::shared(runner::transport_config(&args.common)?);
@@ -202,6 +215,8 @@ pub fn run(args: ClientArgs) -> Result<()> {
         qlog_dir: args.common.qlog_dir.clone(),
         // The loop's clock starts at zero when it is created, just below.
         deadline: Instant::ZERO + Duration::from_secs(args.timeout),
+        timeout_secs: args.timeout,
+        common: args.common.clone(),
         error: None,
         closed: false,
         bar,

@@ -45,6 +45,9 @@ impl App for PerfServer {
                 Event::Stream(StreamEvent::Opened { .. }) if !opened.contains(&h) => opened.push(h),
                 _ => {}
             }
+            if ev == Event::Connected {
+                runner::log_handshake(ep, h);
+            }
         }
         for h in opened {
             let Some(c) = ep.connection_mut(h) else { continue };
@@ -126,6 +129,7 @@ struct PerfClient {
     qlog_dir: Option<std::path::PathBuf>,
     paths: runner::ClientPaths,
     idle: IdleConnections,
+    common: crate::cli::Common,
 }
 
 impl App for PerfClient {
@@ -162,9 +166,12 @@ impl App for PerfClient {
             }
             if let Event::ConnectionLost(e) = &ev {
                 if self.end.is_none() {
-                    self.error = Some(e.to_string());
+                    self.error = Some(runner::describe_loss(e, self.server, &self.common));
                     return ControlFlow::Break(());
                 }
+            }
+            if ev == Event::Connected {
+                runner::log_handshake(ep, h);
             }
             self.paths.on_event(now, &ev);
         }
@@ -173,10 +180,7 @@ impl App for PerfClient {
         let Some(c) = ep.connection_mut(h) else { return ControlFlow::Break(()) };
         self.multipath = c.is_multipath();
         if !c.is_established() {
-            if now > Instant::ZERO + Duration::from_secs(10) {
-                self.error = Some("handshake timed out".into());
-                return ControlFlow::Break(());
-            }
+            // The core's handshake timeout (--handshake-timeout) ends a silent attempt.
             return ControlFlow::Continue(());
         }
         let start = *self.start.get_or_insert(now);
@@ -249,10 +253,20 @@ fn cpu_seconds() -> f64 {
 pub fn client(args: PerfClientArgs) -> Result<()> {
     let transport = runner::shared(runner::transport_config(&args.common)?);
     let tls = crate::tls::client_config(&args.common, None, true, b"perf")?;
-    let streams = args.streams.max(1);
+    if args.streams == 0 {
+        bail!("--streams 0: at least one stream is needed");
+    }
+    let streams = args.streams;
     let (per_stream, duration) = match args.bytes {
+        Some(0) => bail!("--bytes 0: nothing to measure; give a positive byte count"),
         Some(total) => (total.div_ceil(streams), None),
-        None => (u64::MAX, Some(Duration::from_secs_f64(args.duration))),
+        None => {
+            let d = runner::seconds("--duration", args.duration)?;
+            if d.is_zero() {
+                bail!("--duration 0: give a positive number of seconds");
+            }
+            (u64::MAX, Some(d))
+        }
     };
     let sockets = runner::bind(&runner::client_locals(&args.paths, args.connect)?)?;
     let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
@@ -277,6 +291,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         buf: vec![0; 256 * 1024],
         qlog_dir: args.common.qlog_dir.clone(),
         idle: IdleConnections::new(args.idle_connections),
+        common: args.common.clone(),
     };
     let cpu0 = cpu_seconds();
     let (app, io) = runner::run_on(sockets, runner::endpoint(None), app)?;

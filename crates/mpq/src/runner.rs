@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use mpq_io::{Clock, Driver, EventLoop, Transmit, UdpSocket};
 use mpq_proto::conn::TransportConfig;
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint, EndpointConfig};
@@ -53,6 +53,11 @@ impl<A: App> Driver for Runner<A> {
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
+        if self.stopping {
+            // The app is done: wake at once for the final round. Waiting for a timer instead
+            // hung the client after its connection drained (no timer left at all).
+            return Some(Instant::ZERO);
+        }
         [self.endpoint.poll_timeout(), self.app.timeout()].into_iter().flatten().min()
     }
 
@@ -78,8 +83,15 @@ impl<A: App> Driver for Runner<A> {
     }
 }
 
-/// Transport settings from the command line.
+/// Transport settings from the command line; refuses values that cannot work.
 pub fn transport_config(common: &Common) -> Result<TransportConfig> {
+    if common.mtu < 1200 {
+        anyhow::bail!("--mtu {}: QUIC needs UDP payloads of at least 1200 bytes (RFC 9000 §14)", common.mtu);
+    }
+    if common.mtu > 65_527 {
+        anyhow::bail!("--mtu {}: a UDP payload is at most 65527 bytes", common.mtu);
+    }
+    let handshake_timeout = seconds("--handshake-timeout", common.handshake_timeout)?;
     let mut t = TransportConfig {
         cc: common.cc.parse().map_err(anyhow::Error::msg)?,
         scheduler: common.scheduler.parse().map_err(anyhow::Error::msg)?,
@@ -90,12 +102,51 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
         max_idle_timeout: Duration::from_secs(common.idle_timeout),
         // GSO batches stay under 64 KiB.
         max_gso_segments: (65_000 / usize::from(common.mtu.max(1200))).min(44),
+        handshake_timeout: Some(handshake_timeout).filter(|d| !d.is_zero()),
         ..TransportConfig::default()
     };
     if let Some(n) = common.key_update_every {
         t.key_update_interval = n.max(1);
     }
     Ok(t)
+}
+
+/// A command-line duration in seconds: finite and not negative.
+pub fn seconds(flag: &str, secs: f64) -> Result<Duration> {
+    if !(0.0..=1e9).contains(&secs) {
+        anyhow::bail!("{flag} {secs}: expected a number of seconds (0 or more)");
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Why a client's connection ended, in words that say what to check.
+pub fn describe_loss(e: &mpq_proto::conn::ConnectionError, server: SocketAddr, common: &Common) -> String {
+    use mpq_proto::conn::ConnectionError as E;
+    match e {
+        E::HandshakeTimeout { peer_answered: false } => format!(
+            "no answer from {server} within {} s (is a QUIC server listening on that address and UDP port? \
+             --handshake-timeout sets the wait)",
+            common.handshake_timeout
+        ),
+        E::HandshakeTimeout { peer_answered: true } => {
+            format!("the handshake with {server} did not complete within {} s", common.handshake_timeout)
+        }
+        E::VersionMismatch => {
+            format!("{server} does not speak QUIC version 1: its Version Negotiation listed no version we support")
+        }
+        E::TimedOut => format!("{server} stopped answering (idle timeout of {} s)", common.idle_timeout),
+        other => other.to_string(),
+    }
+}
+
+/// Logs (at `-v`) what the handshake of connection `h` negotiated.
+pub fn log_handshake(ep: &Endpoint, h: ConnectionHandle) {
+    let Some(c) = ep.connection(h) else { return };
+    let side = if c.side().is_client() { "client" } else { "server" };
+    match c.handshake_info() {
+        Some(info) => tracing::info!(peer = %c.remote_address(), "{side} handshake complete: {info}"),
+        None => tracing::info!(peer = %c.remote_address(), "{side} handshake complete"),
+    }
 }
 
 /// An endpoint seeded from the operating system's RNG.
@@ -110,9 +161,25 @@ pub fn endpoint(server: Option<mpq_proto::conn::ServerConfig>) -> Endpoint {
     Endpoint::new(config, server)
 }
 
-/// Binds every address (port 0 picks one).
+/// Binds every address (port 0 picks one); a failure says which address and what to do.
 pub fn bind(addrs: &[SocketAddr]) -> Result<Vec<UdpSocket>> {
-    addrs.iter().map(|a| UdpSocket::bind(*a).with_context(|| format!("binding {a}"))).collect()
+    addrs
+        .iter()
+        .map(|a| {
+            UdpSocket::bind(*a).map_err(|e| match e.kind() {
+                std::io::ErrorKind::AddrInUse => {
+                    anyhow::anyhow!("cannot bind {a}: the address is already in use (another process has that UDP port; pick another port)")
+                }
+                std::io::ErrorKind::AddrNotAvailable => {
+                    anyhow::anyhow!("cannot bind {a}: no local interface has that address")
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    anyhow::anyhow!("cannot bind {a}: permission denied (ports below 1024 need privileges)")
+                }
+                _ => anyhow::anyhow!("cannot bind {a}: {e}"),
+            })
+        })
+        .collect()
 }
 
 /// Runs `app` over the given sockets until it stops; returns the app and loop counters.

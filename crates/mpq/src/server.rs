@@ -63,6 +63,9 @@ impl App for HqServer {
                 Event::Stream(StreamEvent::Opened { .. }) if !opened.contains(&h) => opened.push(h),
                 _ => {}
             }
+            if ev == Event::Connected {
+                runner::log_handshake(ep, h);
+            }
         }
         for h in opened {
             let Some(c) = ep.connection_mut(h) else { continue };
@@ -130,8 +133,28 @@ impl App for HqServer {
     }
 }
 
+/// The served directory must exist and be readable: a server that starts without it answers
+/// every request with a reset, which looks like a network problem to the client.
+fn check_root(root: &Path) -> Result<()> {
+    match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => anyhow::bail!("--root {}: not a directory", root.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!(
+                "--root {}: no such directory (create it, or point --root at the files to serve)",
+                root.display()
+            )
+        }
+        Err(e) => anyhow::bail!("--root {}: {e}", root.display()),
+    }
+    std::fs::read_dir(root)
+        .map_err(|e| anyhow::anyhow!("--root {}: cannot read the directory: {e}", root.display()))?;
+    Ok(())
+}
+
 /// Runs the file server until killed.
 pub fn run(args: ServerArgs) -> Result<()> {
+    check_root(&args.root)?;
     let transport = runner::shared(runner::transport_config(&args.common)?);
     let tls = crate::tls::server_config(&args.common, args.cert.as_deref(), args.key.as_deref(), &[b"hq-interop"])?;
     let mut endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));

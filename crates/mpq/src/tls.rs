@@ -69,7 +69,7 @@ pub fn client_config(
     } else {
         let mut roots = rustls::RootCertStore::empty();
         if let Some(ca) = ca {
-            for cert in read_certs(ca)? {
+            for cert in read_certs(ca, "--ca")? {
                 roots.add(cert).context("adding CA certificate")?;
             }
         } else {
@@ -90,7 +90,7 @@ pub fn server_config(
     alpn: &[&[u8]],
 ) -> Result<Arc<rustls::ServerConfig>> {
     let (chain, key) = match (cert, key) {
-        (Some(c), Some(k)) => (read_certs(c)?, read_key(k)?),
+        (Some(c), Some(k)) => (read_certs(c, "--cert")?, read_key(k)?),
         _ => self_signed()?,
     };
     let provider = provider(common.cipher.as_deref())?;
@@ -98,7 +98,7 @@ pub fn server_config(
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .context("certificate and key do not match")?;
+        .context("--cert and --key do not match (or the key type is not supported)")?;
     config.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
     // QUIC allows only 0 or u32::MAX; 0-RTT is not supported yet.
     config.max_early_data_size = 0;
@@ -113,18 +113,22 @@ fn self_signed() -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>
     Ok((vec![ck.cert.der().clone()], key))
 }
 
-fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
-    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let certs = rustls_pemfile::certs(&mut &data[..]).collect::<Result<Vec<_>, _>>()?;
+fn read_certs(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>> {
+    let data = std::fs::read(path).with_context(|| format!("{flag} {}: cannot read the file", path.display()))?;
+    let certs = rustls_pemfile::certs(&mut &data[..])
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("{flag} {}: not a PEM certificate file", path.display()))?;
     if certs.is_empty() {
-        bail!("no certificate in {}", path.display());
+        bail!("{flag} {}: no PEM certificate (BEGIN CERTIFICATE) in the file", path.display());
     }
     Ok(certs)
 }
 
 fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>> {
-    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    rustls_pemfile::private_key(&mut &data[..])?.with_context(|| format!("no private key in {}", path.display()))
+    let data = std::fs::read(path).with_context(|| format!("--key {}: cannot read the file", path.display()))?;
+    rustls_pemfile::private_key(&mut &data[..])
+        .with_context(|| format!("--key {}: not a PEM key file", path.display()))?
+        .with_context(|| format!("--key {}: no PEM private key (PKCS#8, SEC1 or PKCS#1) in the file", path.display()))
 }
 
 /// Accepts any server certificate but still checks the handshake signatures.

@@ -23,6 +23,9 @@ pub(crate) struct LocalCids {
     /// Sequence numbers whose NEW_CONNECTION_ID must be (re)sent (a set: a loss and a
     /// PATH_CIDS_BLOCKED may both ask for the same one).
     pub to_advertise: BTreeSet<u64>,
+    /// The peer acknowledged a (PATH_)NEW_CONNECTION_ID of this set: it holds an ID to
+    /// address packets to us on this path ID.
+    pub acked: bool,
 }
 
 impl LocalCids {

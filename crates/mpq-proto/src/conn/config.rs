@@ -64,6 +64,12 @@ pub struct TransportConfig {
     /// Multipath: most path IDs ever opened or accepted by this connection, and the limit
     /// on what the peer can make us allocate (path state is created only for IDs we allowed).
     pub max_concurrent_paths: u64,
+    /// Give up on a connection whose handshake has not completed this long after it was
+    /// created, with [`ConnectionError::HandshakeTimeout`](super::ConnectionError). Separate
+    /// from the idle timeout, which a peer that answers now and then keeps from firing, and
+    /// which a client would otherwise wait out in full against an address where nothing
+    /// listens. `None` (the default): only the idle timeout applies.
+    pub handshake_timeout: Option<Duration>,
 }
 
 /// Where a multipath endpoint sends its PATH_ACK frames.
@@ -114,6 +120,7 @@ impl Default for TransportConfig {
             ack_policy: AckPolicy::SamePath,
             flow_control_on_all_paths: true,
             max_concurrent_paths: 8,
+            handshake_timeout: None,
         }
     }
 }

@@ -31,9 +31,18 @@ pub enum ConnectionError {
     /// The peer sent a stateless reset.
     #[error("stateless reset by peer")]
     Reset,
-    /// The server does not support our version.
-    #[error("version negotiation failed")]
+    /// The server does not support our version: its Version Negotiation packet listed none
+    /// we speak (RFC 9000 §6.2).
+    #[error("version negotiation failed: the server supports no QUIC version we speak (v1)")]
     VersionMismatch,
+    /// The handshake did not complete within
+    /// [`TransportConfig::handshake_timeout`](super::TransportConfig::handshake_timeout).
+    #[error("{}", if *peer_answered { "handshake did not complete in time" } else { "no answer from the peer" })]
+    HandshakeTimeout {
+        /// A packet from the peer was processed (the client learnt the server's connection
+        /// ID): the peer is there but the handshake stalled. `false`: nothing came back.
+        peer_answered: bool,
+    },
 }
 
 /// Something the application should know about.
@@ -142,7 +151,9 @@ pub enum PathError {
     /// Every path ID allowed by both sides is used (the peer was sent PATHS_BLOCKED).
     #[error("no path ID available (the peer's MAX_PATH_ID limit)")]
     NoPathId,
-    /// The peer has not issued a connection ID for the next path ID yet.
+    /// The peer has not issued a connection ID for the next path ID yet, or has not yet
+    /// acknowledged one of ours for it (it could not answer on the path). Transient: a
+    /// [`PathEvent::NewPathAllowed`] follows when it can be opened.
     #[error("no connection ID for the next path ID")]
     NoConnectionId,
     /// The configured maximum number of paths is reached.

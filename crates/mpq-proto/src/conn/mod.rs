@@ -20,6 +20,7 @@ mod cids;
 pub mod config;
 pub mod events;
 mod handshake;
+mod info;
 mod multipath;
 pub mod path;
 mod path_api;
@@ -53,6 +54,7 @@ use crate::types::{Dir, Side, SpaceId, StreamId};
 pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig};
 pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
 pub(crate) use handshake::local_transport_params;
+pub use info::HandshakeInfo;
 pub use path::PathStats;
 pub(crate) use retry::AddressTokens;
 
@@ -193,6 +195,8 @@ pub struct Connection {
     idle_timeout: Option<Duration>,
     /// Time of the last packet received or first ack-eliciting packet sent after it.
     idle_anchor: Instant,
+    /// The connection is given up if its handshake has not completed by then.
+    handshake_deadline: Option<Instant>,
     events: VecDeque<Event>,
     endpoint_events: VecDeque<EndpointEvent>,
     stats: ConnectionStats,
@@ -319,6 +323,7 @@ impl Connection {
             paths: vec![path],
             idle_timeout: Some(config.max_idle_timeout).filter(|d| !d.is_zero()),
             idle_anchor: now,
+            handshake_deadline: config.handshake_timeout.map(|t| now + t),
             events: VecDeque::new(),
             endpoint_events: VecDeque::new(),
             stats: ConnectionStats::default(),

@@ -192,7 +192,7 @@ impl Connection {
             && id <= self.mp.peer_max
             && id <= self.mp.local_max
             && self.peer_cids.get(&id).is_some_and(|p| p.has_cid())
-            && self.local_cids.get(&id).is_some_and(|l| !l.active.is_empty())
+            && self.local_cids.get(&id).is_some_and(|l| !l.active.is_empty() && l.acked)
         {
             self.mp.allowed_signalled = Some(id);
             self.events.push_back(Event::Path(PathEvent::NewPathAllowed));

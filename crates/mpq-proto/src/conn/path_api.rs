@@ -73,6 +73,14 @@ impl Connection {
             self.issue_cids(now);
             return Err(PathError::NoConnectionId);
         }
+        // The server cannot answer on a path ID it holds none of our CIDs for (§3.1: it
+        // drops the packet), and a client that probes anyway declares the path failed and
+        // loses the path ID. Wait until the peer acknowledged one of our
+        // PATH_NEW_CONNECTION_IDs for it (`NewPathAllowed` says when). Found by the chaos
+        // sweep: a lossy handshake path lost those frames and every extra path died unused.
+        if self.local_cids.get(&id).is_some_and(|l| !l.acked) {
+            return Err(PathError::NoConnectionId);
+        }
         self.mp.next_path_id += 1;
         let mut path = PathState::new(id, remote, &self.config, true);
         path.local = local;

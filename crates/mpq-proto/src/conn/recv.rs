@@ -677,10 +677,22 @@ impl Connection {
                 space.received.on_ack_of_ack(largest);
             }
         }
+        let mut cid_acked = false;
         for c in frames.control {
-            if let Control::Stream(s) = c {
-                self.streams.on_control_acked(&s);
+            match c {
+                Control::Stream(s) => self.streams.on_control_acked(&s),
+                Control::NewCid(path_id, seq) => {
+                    if let Some(l) = self.local_cids.get_mut(&path_id).filter(|l| !l.acked) {
+                        l.acked = l.active.contains_key(&seq);
+                        cid_acked |= l.acked;
+                    }
+                }
+                _ => {}
             }
+        }
+        if cid_acked {
+            // The peer can now answer on that path ID: the client may open it.
+            self.maybe_signal_new_path_allowed();
         }
     }
 

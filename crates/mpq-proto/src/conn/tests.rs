@@ -216,6 +216,68 @@ fn idle_timeout_closes_silently() {
     assert_eq!(err, Some(ConnectionError::TimedOut));
 }
 
+/// Runs until the client reports the end of its connection; returns the error and when.
+fn client_lost(pair: &mut Pair, limit: Duration) -> Option<(ConnectionError, Instant)> {
+    let mut err = None;
+    pair.run_until(limit, |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            if let Event::ConnectionLost(e) = e {
+                err = Some((e, p.now));
+            }
+        }
+        err.is_some()
+    });
+    err
+}
+
+/// A client whose server never answers gives up after the handshake timeout (1 s here),
+/// not the idle timeout (30 s), and says that nothing came back.
+#[test]
+fn handshake_timeout_ends_an_unanswered_connection() {
+    let cfg = TransportConfig { handshake_timeout: Some(Duration::from_secs(1)), ..TransportConfig::default() };
+    let mut pair = Pair::new(cfg);
+    pair.drop = Box::new(|_, _| true);
+    let (err, at) = client_lost(&mut pair, Duration::from_secs(60)).expect("connection lost");
+    assert_eq!(err, ConnectionError::HandshakeTimeout { peer_answered: false });
+    assert_eq!(at, Instant::ZERO + Duration::from_secs(1));
+    assert_eq!(err.to_string(), "no answer from the peer");
+    assert!(pair.client.is_empty() || pair.client.connection(pair.client_conn).is_none_or(|c| c.is_closed()));
+
+    // A server whose client sends its first flight and then falls silent: the server gives
+    // up on the half-open handshake too, knowing the peer was there.
+    let cfg = TransportConfig { handshake_timeout: Some(Duration::from_secs(1)), ..TransportConfig::default() };
+    let mut pair = Pair::new(cfg);
+    let mut to_server = 0;
+    pair.drop = Box::new(move |_, up| {
+        if up {
+            to_server += 1;
+        }
+        !up || to_server > 1
+    });
+    let mut err = None;
+    pair.run_until(Duration::from_secs(60), |p| {
+        while let Some((_, e)) = p.server.poll_event() {
+            if let Event::ConnectionLost(e) = e {
+                err = Some((e, p.now));
+            }
+        }
+        err.is_some()
+    });
+    let (err, at) = err.expect("server connection lost");
+    assert_eq!(err, ConnectionError::HandshakeTimeout { peer_answered: true });
+    assert!(at <= Instant::ZERO + Duration::from_millis(1100), "at {at:?}");
+}
+
+/// The handshake timeout stops counting once the handshake completed.
+#[test]
+fn handshake_timeout_does_not_end_an_established_connection() {
+    let cfg = TransportConfig { handshake_timeout: Some(Duration::from_millis(500)), ..TransportConfig::default() };
+    let mut pair = Pair::new(cfg);
+    assert!(pair
+        .run_until(Duration::from_secs(2), |p| p.client.connection(p.client_conn).is_some_and(|c| c.is_established())));
+    assert_eq!(client_lost(&mut pair, Duration::from_secs(3)), None);
+}
+
 #[test]
 fn garbage_datagrams_never_panic() {
     use rand::{Rng, SeedableRng};
@@ -343,4 +405,20 @@ fn application_limited_window_does_not_grow() {
     let p = client(&mut pair).stats().paths[0].clone();
     assert!(p.tx_bytes > 60_000, "{p:?}");
     assert_eq!(p.cwnd, initial, "the window grew while the sender was application-limited");
+}
+
+/// `handshake_info` reports what was negotiated, on both sides, once the handshake is done.
+#[test]
+fn handshake_info_reports_the_negotiation() {
+    let mut pair = Pair::new(TransportConfig::default());
+    assert!(client(&mut pair).handshake_info().is_none());
+    assert!(confirm_handshake(&mut pair));
+    let info = client(&mut pair).handshake_info().expect("client info");
+    assert_eq!(info.version, crate::VERSION_1);
+    assert!(info.cipher_suite.starts_with("TLS13_"), "{info}");
+    assert!(!info.alpn.is_empty() && !info.resumed && !info.multipath);
+    assert_eq!(info.paths, vec![(0, pair.server_addr)]);
+    let h = pair.server.handles()[0];
+    let s = pair.server.connection(h).and_then(|c| c.handshake_info()).expect("server info");
+    assert_eq!((s.cipher_suite, s.alpn), (info.cipher_suite, info.alpn));
 }

@@ -420,6 +420,96 @@ fn ack_blocked_by_the_amplification_limit_arms_no_past_timer() {
     assert!(s.poll_timeout().is_some_and(|t| t > now), "timer left at {:?} (now {now:?})", s.poll_timeout());
 }
 
+/// Found by the simulator sweep over seed 002's table 1 (`mpq sim --seed 1 --link
+/// 9.571mbit/1.9ms/queue=44.5ms/loss=0.602% --link 0.296mbit/20.7ms/queue=5.0ms/loss=1.403%`):
+/// the server validating the client's new path had spent that path's anti-amplification
+/// budget on its PATH_CHALLENGEs. The retry deadline of the challenge, already past and
+/// already marking it for sending, stayed in `poll_timeout`, so the timer fired at the same
+/// instant forever (the simulator's spin guard panicked). The challenge now waits for the
+/// peer's next datagram, and validation still fails at `fail_at`.
+#[test]
+fn seed002_challenge_blocked_by_amplification_arms_no_past_timer() {
+    let mut pair = Pair::new(mp_config());
+    let id = open_second_path(&mut pair);
+    pair.run_until(Duration::from_millis(500), |p| {
+        while p.client.poll_event().is_some() {}
+        while p.server.poll_event().is_some() {}
+        false
+    });
+    let now = pair.now;
+    let s = server(&mut pair);
+    let pi = s.path_index(id).expect("path");
+    let p = &mut s.paths[pi];
+    // The state the sweep left path 1 in: not validated, budget spent, the challenge's
+    // retry due long ago.
+    p.validated = false;
+    p.amp_received = 100;
+    p.amp_sent = 300;
+    let fail_at = now + Duration::from_secs(2);
+    p.challenge = Some(path::Challenge {
+        data: [7; 8],
+        send_pending: false,
+        sent_at: Some(now - Duration::from_secs(1)),
+        fail_at: Some(fail_at),
+        full_size: true,
+    });
+    for _ in 0..3 {
+        s.handle_timeout(now);
+        let mut buf = Vec::new();
+        while let Some(t) = s.poll_transmit(now, &mut buf) {
+            assert_ne!(t.path_id, id, "sent on a path with no anti-amplification budget");
+        }
+        assert!(s.poll_timeout().is_some_and(|t| t > now), "timer left at {:?} (now {now:?})", s.poll_timeout());
+    }
+    let pi = s.path_index(id).expect("path");
+    assert!(s.paths[pi].challenge.is_some_and(|c| c.send_pending), "the challenge is still to be sent");
+    // Nothing arrives: validation fails when it should, not later.
+    s.handle_timeout(fail_at);
+    assert!(s.path_index(id).is_none_or(|pi| s.paths[pi].challenge.is_none()), "validation did not fail at fail_at");
+}
+
+/// Found by the chaos sweep (`crates/mpq-sim/tests/chaos.rs`, case seed
+/// 11623035763058037611): the client's PATH_NEW_CONNECTION_IDs for path 1 were lost on a
+/// congested handshake path, the client opened path 1 anyway, the server (holding no CID
+/// to answer with) dropped every packet on it, and the client declared the path failed and
+/// lost it for good. The client now opens a path only once the server acknowledged one of
+/// its CIDs for that path ID, so nothing it sends on the new path is dropped.
+#[test]
+fn path_opens_only_once_the_server_holds_a_cid_for_it() {
+    let mut pair = Pair::new(mp_config());
+    let events = confirm(&mut pair);
+    // Wait until the client could open path 1, then rewind both sides to the state where
+    // the client's CIDs for it never arrived: the server holds none, the client has them
+    // unacknowledged and sends them again, on a path 0 now slower than the new path.
+    let mut allowed = events.contains(&Event::Path(PathEvent::NewPathAllowed));
+    pair.run_until(Duration::from_secs(1), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            allowed |= e == Event::Path(PathEvent::NewPathAllowed);
+        }
+        allowed
+    });
+    assert!(allowed);
+    server(&mut pair).peer_cids.get_mut(&1).expect("path 1 CIDs").active.clear();
+    let c = client(&mut pair);
+    let l = c.local_cids.get_mut(&1).expect("path 1 CIDs");
+    l.acked = false;
+    l.to_advertise = l.active.keys().copied().collect();
+    let client_addr = pair.client_addr;
+    pair.extra_latency.push((client_addr, Duration::from_millis(50)));
+    let dropped = server(&mut pair).stats().dropped_packets;
+
+    let server_addr = pair.server_addr;
+    let id = open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(2)).expect("path opened");
+    let mut validated = false;
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            validated |= e == Event::Path(PathEvent::Validated { id });
+        }
+        validated
+    }));
+    assert_eq!(server(&mut pair).stats().dropped_packets, dropped, "the server dropped packets of the new path");
+}
+
 #[test]
 fn redundant_scheduler_sends_everything_on_both_paths() {
     let cfg = TransportConfig { scheduler: crate::sched::SchedulerKind::Redundant, ..mp_config() };

@@ -31,6 +31,12 @@ impl Connection {
             _ => {}
         }
         let mut t = self.idle_deadline();
+        if !self.handshake_complete {
+            t = match (t, self.handshake_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
         let mut merge = |x: Option<Instant>| {
             if let Some(x) = x {
                 t = Some(t.map_or(x, |t| t.min(x)));
@@ -61,7 +67,14 @@ impl Connection {
             }
             if let Some(c) = p.challenge {
                 merge(c.fail_at);
-                merge(c.sent_at.map(|s| s + self.challenge_retry(p)));
+                // The retry deadline only matters until it marks the challenge for sending
+                // again: once `send_pending` is set, sending it waits for the path (a server
+                // validating a new address may have spent its anti-amplification budget and
+                // must wait for the peer's next datagram, RFC 9000 §8.1). A retry deadline
+                // already past would make the timer fire again and again without progress.
+                if !c.send_pending {
+                    merge(c.sent_at.map(|s| s + self.challenge_retry(p)));
+                }
             }
             merge(p.discard_at);
         }
@@ -84,6 +97,14 @@ impl Connection {
         if self.idle_deadline().is_some_and(|t| now >= t) {
             tracing::debug!(side = ?self.side, "idle timeout");
             self.set_drained(Some(ConnectionError::TimedOut));
+            return;
+        }
+        if !self.handshake_complete && self.handshake_deadline.is_some_and(|t| now >= t) {
+            // Nothing to tell a peer that never answered; one that did learns of it from its
+            // own timers, as with the idle timeout.
+            let peer_answered = self.side == Side::Server || self.got_server_cid;
+            tracing::debug!(side = ?self.side, peer_answered, "handshake timeout");
+            self.set_drained(Some(ConnectionError::HandshakeTimeout { peer_answered }));
             return;
         }
         for p in &mut self.paths {

@@ -88,6 +88,11 @@ impl TlsSession {
         self.conn.negotiated_cipher_suite()
     }
 
+    /// True when the handshake resumed an earlier session (a TLS 1.3 PSK handshake).
+    pub fn is_resumed(&self) -> bool {
+        self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+    }
+
     /// 0-RTT keys: on a client that offers early data, the keys to send it; on a server that
     /// accepted it, the keys to read it.
     pub fn zero_rtt_keys(&self) -> Option<quic::DirectionalKeys> {

@@ -1,0 +1,230 @@
+//! The `mpq` binary as a newcomer meets it: a server that is not there, typos in arguments,
+//! and what `-v` says. Each test runs the built binary and bounds how long it may take
+//! (a process that hangs is killed and the test fails).
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn mpq() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mpq"))
+}
+
+/// Waits for `child` at most `limit`; kills it and panics if it is still running then.
+#[allow(clippy::disallowed_methods)] // a wall-clock bound on a real process
+fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> (Output, Duration) {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return (child.wait_with_output().expect("output"), start.elapsed());
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!("{what}: still running after {limit:?}; stderr: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        // Polling a child process: no notification exists short of a signal handler.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `mpq` with `args` (no stdin), bounded by `limit`; returns (exit success, stderr, time).
+fn run(args: &[&str], limit: Duration) -> (bool, String, Duration) {
+    let child = mpq()
+        .args(args)
+        .current_dir(std::env::temp_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn mpq");
+    let (out, took) = wait_bounded(child, limit, &format!("mpq {}", args.join(" ")));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "mpq {} panicked: {stderr}", args.join(" "));
+    (out.status.success(), stderr, took)
+}
+
+/// A UDP port that is bound (so nothing else takes it) and never answers.
+fn silent_port() -> (UdpSocket, SocketAddr) {
+    let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let a = s.local_addr().expect("addr");
+    (s, a)
+}
+
+/// A scratch directory of this test process.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mpq-cli-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// Used to hang: after the idle timeout the event loop waited with no timer at all.
+#[test]
+fn client_to_a_silent_server_gives_up_after_the_handshake_timeout() {
+    let (_s, addr) = silent_port();
+    let out = scratch("silent");
+    let url = format!("https://{addr}/x");
+    let (ok, stderr, took) = run(
+        &["client", &url, "--insecure", "--handshake-timeout", "1", "--output", out.to_str().expect("utf-8")],
+        Duration::from_secs(20),
+    );
+    assert!(!ok, "exit status 0: {stderr}");
+    assert!(stderr.contains(&format!("no answer from {addr} within 1 s")), "{stderr}");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+}
+
+#[test]
+fn perf_client_to_a_silent_server_gives_up_after_the_handshake_timeout() {
+    let (_s, addr) = silent_port();
+    let a = addr.to_string();
+    let (ok, stderr, took) =
+        run(&["perf", "client", "--connect", &a, "--handshake-timeout", "1"], Duration::from_secs(20));
+    assert!(!ok, "exit status 0: {stderr}");
+    assert!(stderr.contains(&format!("no answer from {addr} within 1 s")), "{stderr}");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+}
+
+/// `--timeout` bounds the whole run even with no handshake timeout (it used to be checked
+/// only when something else woke the loop).
+#[test]
+fn client_timeout_is_honoured() {
+    let (_s, addr) = silent_port();
+    let out = scratch("timeout");
+    let url = format!("https://{addr}/x");
+    let args = ["client", &url, "--insecure", "--handshake-timeout", "0", "--timeout", "1"];
+    let mut args = args.to_vec();
+    args.extend(["--output", out.to_str().expect("utf-8")]);
+    let (ok, stderr, took) = run(&args, Duration::from_secs(20));
+    assert!(!ok);
+    assert!(stderr.contains("timed out after 1 s (--timeout)"), "{stderr}");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+}
+
+/// A server that answers the client's Initial with a Version Negotiation packet offering
+/// only a version we do not speak: RFC 9000 §6.2, the client abandons the attempt at once.
+#[test]
+fn version_negotiation_without_v1_ends_the_client_with_a_clear_error() {
+    let server = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let addr = server.local_addr().expect("addr");
+    server.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    let responder = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let (n, from) = server.recv_from(&mut buf).expect("the client's Initial");
+        let p = &buf[..n];
+        assert!(p[0] & 0x80 != 0, "not a long header");
+        let dl = usize::from(p[5]);
+        let dcid = &p[6..6 + dl];
+        let sl = usize::from(p[6 + dl]);
+        let scid = &p[7 + dl..7 + dl + sl];
+        // RFC 8999 §6: the CIDs swapped, version 0, then the supported versions.
+        let mut vn = vec![0xc0, 0, 0, 0, 0, scid.len() as u8];
+        vn.extend_from_slice(scid);
+        vn.push(dcid.len() as u8);
+        vn.extend_from_slice(dcid);
+        vn.extend_from_slice(&0x1a2a_3a4au32.to_be_bytes());
+        server.send_to(&vn, from).expect("send VN");
+    });
+    let out = scratch("vn");
+    let url = format!("https://{addr}/x");
+    let (ok, stderr, took) = run(
+        &["client", &url, "--insecure", "--handshake-timeout", "30", "--output", out.to_str().expect("utf-8")],
+        Duration::from_secs(20),
+    );
+    responder.join().expect("responder");
+    assert!(!ok);
+    assert!(stderr.contains(&format!("{addr} does not speak QUIC version 1")), "{stderr}");
+    assert!(took < Duration::from_secs(8), "waited for a timeout instead: {took:?}");
+}
+
+#[test]
+fn server_refuses_a_missing_root() {
+    let (ok, stderr, _) =
+        run(&["server", "--listen", "127.0.0.1:0", "--root", "/nonexistent/mpq-root"], Duration::from_secs(10));
+    assert!(!ok);
+    assert!(stderr.contains("--root /nonexistent/mpq-root: no such directory"), "{stderr}");
+    let file = scratch("root-file").join("f");
+    std::fs::write(&file, b"x").expect("write");
+    let (ok, stderr, _) =
+        run(&["server", "--listen", "127.0.0.1:0", "--root", file.to_str().expect("utf-8")], Duration::from_secs(10));
+    assert!(!ok);
+    assert!(stderr.contains("not a directory"), "{stderr}");
+}
+
+#[test]
+fn server_and_client_arguments_are_checked() {
+    let root = scratch("args");
+    let r = root.to_str().expect("utf-8");
+    let (busy, addr) = silent_port();
+    let a = addr.to_string();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["server", "--listen", &a, "--root", r], format!("cannot bind {addr}: the address is already in use")),
+        (
+            vec![
+                "server",
+                "--listen",
+                "127.0.0.1:0",
+                "--root",
+                r,
+                "--cert",
+                "/nonexistent.pem",
+                "--key",
+                "/nonexistent.key",
+            ],
+            "--cert /nonexistent.pem: cannot read the file".into(),
+        ),
+        (vec!["perf", "server", "--listen", "127.0.0.1:0", "--mtu", "1000"], "--mtu 1000".into()),
+        (vec!["perf", "client", "--connect", &a, "--duration=nan"], "--duration NaN".into()),
+        (vec!["perf", "client", "--connect", &a, "--streams", "0"], "--streams 0".into()),
+        (vec!["perf", "client", "--connect", &a, "--bytes", "0"], "--bytes 0".into()),
+        (vec!["client", "https://127.0.0.1:1/x", "--insecure", "--timeout", "0"], "--timeout 0".into()),
+        (vec!["client", "http://127.0.0.1:1/x", "--insecure"], "only https:// URLs".into()),
+        (vec!["client", "https://127.0.0.1:1/x"], "pass --ca FILE, or --insecure".into()),
+        (
+            vec!["client", "https://127.0.0.1:1/x", "--insecure", "--handshake-timeout=-1"],
+            "--handshake-timeout -1".into(),
+        ),
+    ];
+    for (args, want) in cases {
+        let (ok, stderr, _) = run(&args, Duration::from_secs(10));
+        assert!(!ok, "mpq {} succeeded", args.join(" "));
+        assert!(stderr.contains(&want), "mpq {}: expected {want:?} in {stderr:?}", args.join(" "));
+    }
+    drop(busy);
+}
+
+/// `-v` tells what the handshake negotiated, on both sides.
+#[test]
+fn verbose_logs_the_handshake_outcome() {
+    let root = scratch("verbose");
+    std::fs::write(root.join("hello.txt"), b"hello").expect("write");
+    let mut server = mpq()
+        .args(["server", "--listen", "127.0.0.1:0", "--root", root.to_str().expect("utf-8"), "-v"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().expect("stdout")).read_line(&mut line).expect("listening line");
+    let addr = line.trim().strip_prefix("listening on ").expect("listening on ADDR").to_string();
+    let out = scratch("verbose-out");
+    let url = format!("https://{addr}/hello.txt");
+    let (ok, stderr, _) =
+        run(&["client", &url, "--insecure", "-v", "--output", out.to_str().expect("utf-8")], Duration::from_secs(30));
+    let _ = server.kill();
+    let server_out = server.wait_with_output().expect("server output");
+    let server_err = String::from_utf8_lossy(&server_out.stderr);
+    assert!(ok, "{stderr}");
+    assert_eq!(std::fs::read(out.join("hello.txt")).expect("downloaded"), b"hello");
+    for (side, log) in [("client", stderr.as_str()), ("server", &server_err)] {
+        let l = log
+            .lines()
+            .find(|l| l.contains(&format!("{side} handshake complete")))
+            .unwrap_or_else(|| panic!("no {side} handshake line in {log}"));
+        for want in ["QUIC version 0x1", "TLS13_", "ALPN \"hq-interop\"", "full handshake", "multipath negotiated"] {
+            assert!(l.contains(want), "{side}: {want:?} missing from {l}");
+        }
+    }
+}
