@@ -294,7 +294,10 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         common: args.common.clone(),
     };
     let cpu0 = cpu_seconds();
-    let (app, io) = runner::run_on(sockets, runner::endpoint(None), app)?;
+    let mut endpoint = runner::endpoint(None);
+    // The idle connections and the measured one must fit under the endpoint's limit.
+    endpoint.set_max_connections(args.idle_connections.saturating_add(1).max(4096));
+    let (app, io) = runner::run_on(sockets, endpoint, app)?;
     let cpu = cpu_seconds() - cpu0;
     if let Some(e) = app.error {
         bail!("perf run failed: {e}");
