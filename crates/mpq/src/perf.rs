@@ -11,7 +11,6 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use mpq_proto::conn::{ClientConfig, Event, ServerConfig};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
-use mpq_proto::stream::StreamEvent;
 use mpq_proto::{Dir, Instant, StreamId};
 use serde_json::json;
 
@@ -30,31 +29,13 @@ struct PerfServer {
 
 impl App for PerfServer {
     fn poll(&mut self, _now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
-        while let Some(h) = ep.accept() {
-            runner::attach_qlog(ep, h, &self.qlog_dir);
-        }
-        // Follow events rather than scanning every connection: a server holding many idle
-        // connections must not pay for them on every wake.
-        let mut opened = Vec::new();
-        while let Some((h, ev)) = ep.poll_event() {
-            match &ev {
-                Event::ConnectionLost(e) => {
-                    runner::report_connection_end(ep, h, e);
-                    self.streams.retain(|(ch, _), _| *ch != h);
-                }
-                Event::Stream(StreamEvent::Opened { .. }) if !opened.contains(&h) => opened.push(h),
-                _ => {}
+        let streams = &mut self.streams;
+        runner::serve_events(ep, &self.qlog_dir, |ev| match ev {
+            runner::Served::Ended(h) => streams.retain(|(ch, _), _| *ch != h),
+            runner::Served::NewStream(h, id) => {
+                streams.insert((h, id), (Vec::new(), 0, 0));
             }
-            if ev == Event::Connected {
-                runner::log_handshake(ep, h);
-            }
-        }
-        for h in opened {
-            let Some(c) = ep.connection_mut(h) else { continue };
-            while let Some(id) = c.accept_stream(Dir::Bi) {
-                self.streams.insert((h, id), (Vec::new(), 0, 0));
-            }
-        }
+        });
         let mut done = Vec::new();
         for (&(h, id), (req, size, sent)) in self.streams.iter_mut() {
             let Some(c) = ep.connection_mut(h) else {

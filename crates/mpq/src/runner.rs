@@ -324,6 +324,45 @@ pub fn attach_qlog(ep: &mut Endpoint, h: ConnectionHandle, dir: &Option<PathBuf>
     }
 }
 
+/// What [`serve_events`] tells a server application.
+#[derive(Debug, Clone, Copy)]
+pub enum Served {
+    /// The connection ended (already reported on stderr): forget its streams.
+    Ended(ConnectionHandle),
+    /// The client opened this bidirectional stream.
+    NewStream(ConnectionHandle, mpq_proto::StreamId),
+}
+
+/// A server's event handling: attaches qlog files to new connections, logs handshakes,
+/// reports the connections that ended and accepts the streams clients opened, telling the
+/// application through `on`.
+///
+/// It follows events rather than scanning every connection: a server holding many idle
+/// connections must not pay for them on every wake.
+pub fn serve_events(ep: &mut Endpoint, qlog_dir: &Option<PathBuf>, mut on: impl FnMut(Served)) {
+    while let Some(h) = ep.accept() {
+        attach_qlog(ep, h, qlog_dir);
+    }
+    let mut opened = Vec::new();
+    while let Some((h, ev)) = ep.poll_event() {
+        match &ev {
+            Event::ConnectionLost(e) => {
+                report_connection_end(ep, h, e);
+                on(Served::Ended(h));
+            }
+            Event::Connected => log_handshake(ep, h),
+            Event::Stream(mpq_proto::stream::StreamEvent::Opened { .. }) if !opened.contains(&h) => opened.push(h),
+            _ => {}
+        }
+    }
+    for h in opened {
+        let Some(c) = ep.connection_mut(h) else { continue };
+        while let Some(id) = c.accept_stream(mpq_proto::Dir::Bi) {
+            on(Served::NewStream(h, id));
+        }
+    }
+}
+
 /// A server's one-line account of a finished connection, on stderr: `connection ended: `
 /// and a JSON object (`peer`, `error`, `multipath`, `key_updates`, `reinjected_chunks`,
 /// `paths` as in `mpq client --json`).
