@@ -16,6 +16,7 @@
 //! state of each network path (packet number space, recovery, congestion control, pacing,
 //! amplification, statistics) lives in [`path::PathState`].
 
+mod acks;
 mod cids;
 pub mod config;
 pub mod events;

@@ -1,0 +1,236 @@
+//! ACK processing (RFC 9002 §6): newly acknowledged packets and their frames, packets
+//! declared lost and their frames' return to the send queues, ECN counts (§7.1).
+
+use std::time::Duration;
+
+use crate::error::TransportError;
+use crate::frame::AckFrame;
+use crate::time::Instant;
+use crate::types::{Side, SpaceId};
+
+use super::space::{Control, SentFrames};
+use super::Connection;
+
+impl Connection {
+    /// Handles ACK and PATH_ACK frames (RFC 9002 §6) for the space of path index `pi`.
+    pub(super) fn on_ack_frame(
+        &mut self,
+        now: Instant,
+        space_id: SpaceId,
+        pi: usize,
+        ack: &AckFrame<'_>,
+    ) -> Result<(), TransportError> {
+        let ack_delay = if space_id == SpaceId::Data {
+            let exp = u32::from(self.peer_ack_delay_exponent());
+            Duration::from_micros(ack.delay.checked_shl(exp).filter(|v| v >> exp == ack.delay).unwrap_or(u64::MAX >> 1))
+        } else {
+            Duration::ZERO
+        };
+        let max_ack_delay = self.peer_max_ack_delay();
+        let confirmed = self.handshake_confirmed;
+        let result = {
+            let path = &mut self.paths[pi];
+            let space = match space_id {
+                SpaceId::Initial => self.initial.as_mut(),
+                SpaceId::Handshake => self.handshake.as_mut(),
+                SpaceId::Data => Some(&mut path.data),
+            };
+            let Some(space) = space else { return Ok(()) };
+            space.loss.on_ack_received(ack.iter(), ack_delay, now, &mut path.rtt, max_ack_delay, confirmed)
+        };
+        let result = result.map_err(|_| TransportError::protocol_violation("ACK of an unsent packet number"))?;
+        if result.newly_acked.is_empty() && result.lost.is_empty() {
+            return Ok(());
+        }
+        if space_id == SpaceId::Data {
+            self.on_ack_ecn(now, pi, &result.newly_acked, ack.ecn);
+        }
+        // RFC 9002 §6.2.1: reset the backoff, except at a client that does not yet know
+        // the server validated its address.
+        if !result.newly_acked.is_empty() && (self.side == Side::Server || space_id != SpaceId::Initial) {
+            self.paths[pi].pto_count = 0;
+            self.on_path_alive(pi);
+        }
+        if !result.newly_acked.is_empty() {
+            self.set_coupling(pi);
+        }
+        let path_id = self.paths[pi].id;
+        for (pn, p) in result.newly_acked {
+            if p.in_flight {
+                let path = &mut self.paths[pi];
+                path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(p.size));
+                // RFC 9002 §7.8: the window grows only on packets of flights it limited, i.e.
+                // when it was full within a round trip of the packet's sending; a sender short
+                // of data or of flow-control credit does not grow it.
+                let srtt = path.rtt.smoothed();
+                let app_limited = path.window_full_at.is_none_or(|t| t + srtt < p.time_sent);
+                path.cc.on_ack(now, p.time_sent, u64::from(p.size), &path.rtt, app_limited);
+            }
+            if space_id == SpaceId::Data {
+                if let Some(k) = self.one_rtt.as_mut() {
+                    k.on_packet_acked_path(path_id, pn);
+                    if k.can_initiate() && self.phase_acked_at.is_none() {
+                        self.phase_acked_at = Some(now);
+                    }
+                }
+            }
+            self.on_frames_acked(space_id, p.frames);
+        }
+        self.on_packets_lost(now, space_id, pi, result.lost, result.persistent_congestion);
+        if self.mp.enabled {
+            self.size_send_buffers();
+        }
+        Ok(())
+    }
+
+    /// With several active paths a stream's oldest unacknowledged byte may sit on the
+    /// slowest (perhaps deeply queued) path while the others send on: the send buffer then
+    /// pins far more than one path's window. Let it hold twice what the paths' windows
+    /// allow in flight, up to four times the configured limit.
+    pub(super) fn size_send_buffers(&mut self) {
+        let base = self.config.streams.send_buffer_limit;
+        let active = self.paths.iter().filter(|p| p.is_active());
+        let (n, windows) = active.fold((0u32, 0u64), |(n, w), p| (n + 1, w.saturating_add(p.cc.window())));
+        let limit = if n < 2 { base } else { windows.saturating_mul(2).min(base.saturating_mul(4)) };
+        self.streams.set_send_buffer_limit(limit);
+    }
+
+    pub(super) fn on_frames_acked(&mut self, space_id: SpaceId, frames: SentFrames) {
+        for c in &frames.stream {
+            self.streams.on_stream_chunk_acked(c);
+        }
+        if space_id == SpaceId::Data {
+            for r in &frames.crypto {
+                self.one_rtt_crypto.on_acked(r);
+            }
+        } else {
+            let pi = self.primary_path();
+            if let Some(space) = self.space_mut(space_id, pi) {
+                for r in &frames.crypto {
+                    space.crypto.on_acked(r);
+                }
+            }
+        }
+        for &(path_id, largest) in &frames.acks {
+            let pi = if space_id == SpaceId::Data { self.path_index(path_id) } else { Some(self.primary_path()) };
+            if let Some(space) = pi.and_then(|pi| self.space_mut(space_id, pi)) {
+                space.received.on_ack_of_ack(largest);
+            }
+        }
+        let mut cid_acked = false;
+        for c in frames.control {
+            match c {
+                Control::Stream(s) => self.streams.on_control_acked(&s),
+                Control::NewCid(path_id, seq) => {
+                    if let Some(l) = self.local_cids.get_mut(&path_id).filter(|l| !l.acked) {
+                        l.acked = l.active.contains_key(&seq);
+                        cid_acked |= l.acked;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if cid_acked {
+            // The peer can now answer on that path ID: the client may open it.
+            self.maybe_signal_new_path_allowed();
+        }
+    }
+
+    /// Lost packets of path index `pi`: congestion response once per event, frames queued
+    /// for retransmission (on any path).
+    pub(crate) fn on_packets_lost(
+        &mut self,
+        now: Instant,
+        space_id: SpaceId,
+        pi: usize,
+        lost: Vec<(u64, crate::recovery::sent::SentPacket<SentFrames>)>,
+        persistent: bool,
+    ) {
+        if lost.is_empty() {
+            return;
+        }
+        let mut lost_bytes = 0;
+        let mut largest_sent_time = None;
+        let path_id = self.paths[pi].id;
+        for (pn, p) in &lost {
+            let path = &mut self.paths[pi];
+            path.stats.lost_packets += 1;
+            path.stats.lost_bytes += u64::from(p.size);
+            if p.in_flight {
+                path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(p.size));
+                lost_bytes += u64::from(p.size);
+                largest_sent_time = Some(p.time_sent);
+            }
+            self.qlog_packet_lost(now, space_id, path_id, *pn);
+        }
+        if let Some(sent) = largest_sent_time {
+            self.set_coupling(pi);
+            let path = &mut self.paths[pi];
+            path.stats.congestion_events += 1;
+            path.cc.on_congestion_event(now, sent, persistent, lost_bytes);
+        }
+        for (_, p) in lost {
+            self.on_frames_lost(space_id, p.frames);
+        }
+    }
+
+    /// ECN validation, and CE marks as a congestion signal (RFC 9000 §13.4.2, RFC 9002
+    /// §7.1: one congestion event, dated by the largest newly acknowledged packet).
+    pub(super) fn on_ack_ecn(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        newly_acked: &[(u64, crate::recovery::sent::SentPacket<SentFrames>)],
+        counts: Option<crate::frame::EcnCounts>,
+    ) {
+        let marked = newly_acked.iter().filter(|(_, p)| p.ecn).count() as u64;
+        let signal = self.paths[pi].ecn.on_ack(marked, counts);
+        let crate::recovery::ecn::EcnSignal::Congestion { newly_ce } = signal else { return };
+        let Some(sent) = newly_acked.last().map(|(_, p)| p.time_sent) else { return };
+        self.set_coupling(pi);
+        let path = &mut self.paths[pi];
+        path.stats.ecn_ce += newly_ce;
+        path.stats.congestion_events += 1;
+        path.cc.on_congestion_event(now, sent, false, 0);
+    }
+
+    pub(crate) fn on_frames_lost(&mut self, space_id: SpaceId, frames: SentFrames) {
+        for c in &frames.stream {
+            self.streams.on_stream_chunk_lost(c);
+        }
+        if space_id == SpaceId::Data {
+            for r in &frames.crypto {
+                self.one_rtt_crypto.on_lost(r);
+            }
+        } else {
+            let pi = self.primary_path();
+            if let Some(space) = self.space_mut(space_id, pi) {
+                for r in &frames.crypto {
+                    space.crypto.on_lost(r);
+                }
+            }
+        }
+        for c in frames.control {
+            match c {
+                Control::Stream(s) => self.streams.on_control_lost(&s),
+                Control::HandshakeDone => self.handshake_done_pending = true,
+                Control::NewToken => self.tokens.new_token_pending = true,
+                Control::NewCid(path, seq) => {
+                    if let Some(l) = self.local_cids.get_mut(&path) {
+                        if l.active.contains_key(&seq) {
+                            l.to_advertise.insert(seq);
+                        }
+                    }
+                }
+                Control::RetireCid(path, seq) => {
+                    if let Some(p) = self.peer_cids.get_mut(&path) {
+                        p.to_retire.insert(seq);
+                    }
+                }
+                c @ (Control::PathAbandon(..) | Control::PathStatus(..) | Control::MaxPathId(_)) => {
+                    self.on_mp_control_lost(c)
+                }
+            }
+        }
+    }
+}
