@@ -285,19 +285,17 @@ struct Shares {
 /// single-path `cc` flow on its first access link.
 fn shared_bottleneck_shares(cc: CcAlgorithm, multipath: bool, seed: u64) -> Shares {
     const RATE: f64 = 20e6;
-    let access = path(100.0, 10.0);
+    // A millisecond of jitter on the access links (never reordering) makes the seed choose
+    // the flows' phase at the drop-tail bottleneck; averaged over seeds, the shares no longer
+    // hang on one synchronisation pattern (a 62-byte frame more in the handshake used to move
+    // them by 0.2).
+    let mut access = path(100.0, 10.0);
+    access.jitter = Duration::from_millis(1);
     let mut topo = Topology::shared_bottleneck(&[access.clone(), access.clone()], path(20.0, 20.0), access, seed);
     let mp_cfg = TransportConfig { cc, initial_max_path_id: multipath.then_some(1), ..TransportConfig::default() };
     let (mp_client_cfg, mp_server_cfg) = mpq_proto::testing::configs(mp_cfg);
     let (sp_client_cfg, sp_server_cfg) = mpq_proto::testing::configs(TransportConfig::default());
-    // The shares below are pinned to the byte layout of the handshake they were measured
-    // with: one 62-byte NEW_TOKEN frame in the server's first 1-RTT packet moves them by up
-    // to 0.2 (LIA 0.50 -> 0.30, uncoupled CUBIC 0.61 -> 0.50), so the servers send none.
-    let ep = |s: u64, cfg| {
-        let mut c = EndpointConfig::with_seed(s);
-        c.new_tokens = false;
-        Endpoint::new(c, cfg)
-    };
+    let ep = |s: u64, cfg| Endpoint::new(EndpointConfig::with_seed(s), cfg);
 
     let server = topo.server_node(ep(seed + 1, Some(mp_server_cfg)), DownloadServer::default());
     topo.add_server(server);
@@ -350,30 +348,49 @@ fn two_single_path_flows_share_the_bottleneck() {
 
 /// Coupled congestion control (seed 002 uses OLIA; LIA is RFC 6356): the two-path flow takes
 /// no more than its fair share of the shared bottleneck against one single-path flow: half,
-/// with `FAIR_BOUND` as the tolerance. The control run, uncoupled CUBIC on both paths,
-/// behaves as two flows (two thirds in theory): it must exceed the bound, or the bound proves
-/// nothing. The run has no random loss, so the seed changes nothing; measured: LIA 0.50,
-/// OLIA 0.27, uncoupled CUBIC 0.61 of the bottleneck.
+/// with `FAIR_BOUND` as the tolerance, averaged over three seeds (the access links' jitter
+/// makes each seed a different phase at the drop-tail queue). The control, uncoupled CUBIC on
+/// both paths, behaves as two flows (two thirds in theory) and must exceed the bound.
+/// Measured means: LIA 0.47, OLIA 0.48, uncoupled CUBIC 0.67 of the bottleneck.
+const FAIR_BOUND: f64 = 0.55;
+const FAIRNESS_SEEDS: [u64; 3] = [42, 43, 44];
+
+/// Shares averaged over [`FAIRNESS_SEEDS`] (each seed: its own jitter, so its own phase).
+fn mean_shares(cc: CcAlgorithm, name: &str) -> (f64, f64) {
+    let n = FAIRNESS_SEEDS.len() as f64;
+    let (mut mp, mut sp) = (0.0, 0.0);
+    for seed in FAIRNESS_SEEDS {
+        let s = shared_bottleneck_shares(cc, true, seed);
+        assert!(s.multipath, "seed {seed}: {name}: multipath not negotiated");
+        println!("seed {seed}: {name}: multipath {:.3}, single-path {:.3}", s.mp, s.sp);
+        assert!(s.mp + s.sp > 0.85, "seed {seed}: {name}: bottleneck underused: {:.2} + {:.2}", s.mp, s.sp);
+        mp += s.mp / n;
+        sp += s.sp / n;
+    }
+    println!("seeds {FAIRNESS_SEEDS:?}: {name}: mean multipath {mp:.3}, mean single-path {sp:.3}");
+    (mp, sp)
+}
+
 #[test]
 fn coupled_cc_is_fair_at_a_shared_bottleneck() {
-    const FAIR_BOUND: f64 = 0.55;
-    let seed = 42;
     for name in ["lia", "olia"] {
         let cc: CcAlgorithm = name.parse().unwrap_or_else(|e| panic!("{name}: {e}"));
-        let s = shared_bottleneck_shares(cc, true, seed);
-        assert!(s.multipath);
-        println!("seed {seed}: {name}: multipath {:.3}, single-path {:.3}", s.mp, s.sp);
-        assert!(s.mp <= FAIR_BOUND, "seed {seed}: {name}: multipath share {:.2} vs single-path {:.2}", s.mp, s.sp);
-        assert!(s.mp + s.sp > 0.85, "seed {seed}: {name}: bottleneck underused: {:.2} + {:.2}", s.mp, s.sp);
+        let (mp, sp) = mean_shares(cc, name);
+        assert!(
+            mp <= FAIR_BOUND,
+            "seeds {FAIRNESS_SEEDS:?}: {name}: mean multipath share {mp:.2} vs single-path {sp:.2}"
+        );
     }
-    let u = shared_bottleneck_shares(CcAlgorithm::Cubic, true, seed);
-    assert!(u.multipath);
-    println!("seed {seed}: uncoupled cubic: multipath {:.3}, single-path {:.3}", u.mp, u.sp);
-    assert!(u.mp + u.sp > 0.85, "seed {seed}: cubic: bottleneck underused: {:.2} + {:.2}", u.mp, u.sp);
+}
+
+/// The control of the test above: without coupling, two paths take clearly more than the
+/// bound, or the bound proves nothing.
+#[test]
+fn uncoupled_cubic_exceeds_the_fairness_bound() {
+    let (mp, _) = mean_shares(CcAlgorithm::Cubic, "uncoupled cubic");
     assert!(
-        u.mp > FAIR_BOUND,
-        "seed {seed}: uncoupled two-path share only {:.2}: the fairness bound is not tested",
-        u.mp
+        mp > FAIR_BOUND,
+        "seeds {FAIRNESS_SEEDS:?}: uncoupled two-path mean share only {mp:.2}: the fairness bound is not tested"
     );
 }
 
