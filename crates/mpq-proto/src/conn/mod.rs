@@ -19,6 +19,8 @@
 mod cids;
 pub mod config;
 pub mod events;
+#[cfg(feature = "fuzzing")]
+mod fuzzing;
 mod handshake;
 mod multipath;
 pub mod path;
@@ -52,6 +54,8 @@ pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig};
 pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
 pub(crate) use handshake::local_transport_params;
 pub use path::PathStats;
+#[cfg(feature = "fuzzing")]
+pub use fuzzing::{Footprint, ForgeSlot};
 
 use cids::{LocalCids, PeerCids};
 use path::PathState;
