@@ -112,7 +112,19 @@ fn fill(out: &mut Vec<u8>, len: usize, b: u8) {
     out.resize(out.len() + len, b);
 }
 
+/// Most copies one `Repeat` makes.
+const MAX_REPEAT: u64 = 8192;
+
 impl FuzzFrame {
+    /// The frame a `Repeat` copies: a nested `Repeat` counts as one copy of its frame, so that
+    /// the expansion stays linear in the input.
+    fn inner(&self) -> &FuzzFrame {
+        match self {
+            FuzzFrame::Repeat { frame, .. } => frame.inner(),
+            f => f,
+        }
+    }
+
     /// Appends the encoding; `Repeat` expands to at most `budget` more bytes.
     pub fn encode(&self, out: &mut Vec<u8>, budget: usize) {
         self.encode_shifted(out, 0, budget);
@@ -291,11 +303,15 @@ impl FuzzFrame {
             FuzzFrame::Raw(b) => out.extend_from_slice(b),
             FuzzFrame::Repeat { count, stride, frame } => {
                 let start = out.len();
-                for i in 0..u64::from(*count) {
-                    if out.len() - start > budget {
+                for i in 0..u64::from(*count).min(MAX_REPEAT) {
+                    let before = out.len();
+                    if before - start > budget {
                         break;
                     }
-                    frame.encode_shifted(out, shift + i * u64::from(*stride), budget);
+                    frame.inner().encode_shifted(out, shift + i * u64::from(*stride), budget);
+                    if out.len() == before {
+                        break; // nothing to repeat
+                    }
                 }
             }
         }
@@ -321,12 +337,15 @@ pub fn packetize(frames: &[FuzzFrame], max: usize, budget: usize) -> Vec<Vec<u8>
         }
         if let FuzzFrame::Repeat { count, stride, frame } = f {
             // A Repeat is spread over packets copy by copy.
-            for i in 0..u64::from(*count) {
+            for i in 0..u64::from(*count).min(MAX_REPEAT) {
                 if total > budget {
                     break;
                 }
                 one.clear();
-                frame.encode_shifted(&mut one, i * u64::from(*stride), budget - total);
+                frame.inner().encode_shifted(&mut one, i * u64::from(*stride), budget - total);
+                if one.is_empty() {
+                    break;
+                }
                 total += one.len();
                 add(&one, &mut cur, &mut out, max);
             }

@@ -57,12 +57,7 @@ impl Connection {
 
     /// Pulls handshake bytes and key changes out of TLS until it has nothing more.
     pub(crate) fn drive_tls(&mut self, now: Instant) -> Result<(), TransportError> {
-        if self.peer_params.is_none() {
-            if let Some(raw) = self.tls.peer_transport_params() {
-                let raw = raw.to_vec();
-                self.on_peer_params(&raw)?;
-            }
-        }
+        self.take_peer_params()?;
         loop {
             let mut out = Vec::new();
             let change = self.tls.write_handshake(&mut out);
@@ -99,8 +94,27 @@ impl Connection {
                 }
             }
         }
+        self.take_peer_params()?;
         if !self.handshake_complete && !self.tls.is_handshaking() {
             self.on_handshake_complete(now)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the peer's transport parameters once TLS has them from this handshake.
+    ///
+    /// A resuming client's TLS reports the parameters remembered with the session ticket
+    /// (for 0-RTT) from the moment it writes its ClientHello; the server's own arrive in
+    /// EncryptedExtensions, which TLS has processed once it hands out the 1-RTT keys (they
+    /// follow the server's Finished). Reading earlier took the old session's
+    /// initial_source_connection_id and failed every resumed handshake.
+    fn take_peer_params(&mut self) -> Result<(), TransportError> {
+        if self.peer_params.is_some() || (self.side == Side::Client && self.one_rtt.is_none()) {
+            return Ok(());
+        }
+        if let Some(raw) = self.tls.peer_transport_params() {
+            let raw = raw.to_vec();
+            self.on_peer_params(&raw)?;
         }
         Ok(())
     }
