@@ -48,7 +48,10 @@ run_target() {
     log="$scratch.log"
     mkdir -p "$corpus" "artifacts/$target"
     # -rss_limit_mb: the targets check their own heap bounds; this catches the rest.
-    cargo "${TOOLCHAIN[@]}" fuzz run -s "$SANITIZER" "$target" "$scratch" "$corpus" -- \
+    # fuzz/regressions/<target>/ holds inputs that once failed: read as a corpus, each runs first.
+    local extra=()
+    [ -d "regressions/$target" ] && extra=("regressions/$target")
+    cargo "${TOOLCHAIN[@]}" fuzz run -s "$SANITIZER" "$target" "$scratch" "$corpus" "${extra[@]}" -- \
         -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=3072 -print_final_stats=1 \
         >"$log" 2>&1 || rc=$?
     {

@@ -47,7 +47,8 @@ fn exchange(pair: &mut Pair, rounds: usize, log: &mut Vec<Vec<u8>>) {
         }
         if !any {
             let next = [pair.client.poll_timeout(), pair.server.poll_timeout()].into_iter().flatten().min();
-            let Some(next) = next else { break };
+            // Quiet when only the idle timer is left.
+            let Some(next) = next.filter(|n| *n < pair.now + Duration::from_secs(1)) else { break };
             pair.now = pair.now.max(next);
             pair.client.handle_timeout(pair.now);
             pair.server.handle_timeout(pair.now);
@@ -65,7 +66,7 @@ fn main() {
     // `packet`: real datagrams of a handshake and a small transfer (real keys).
     let mut pair = Pair::from_configs(&cc, sc.clone());
     let mut log = Vec::new();
-    exchange(&mut pair, 50, &mut log);
+    exchange(&mut pair, 500, &mut log);
     let h = pair.client_conn;
     if let Some(conn) = pair.client.connection_mut(h) {
         if let Some(id) = conn.open_stream(Dir::Bi) {
@@ -73,7 +74,7 @@ fn main() {
             let _ = conn.finish(id);
         }
     }
-    exchange(&mut pair, 50, &mut log);
+    exchange(&mut pair, 500, &mut log);
     for (i, d) in log.iter().enumerate().take(40) {
         write(&seeds.join("packet"), &format!("pair-{i:03}"), d);
     }
@@ -105,7 +106,8 @@ fn main() {
     let h = pair.client_conn;
     let now = pair.now;
     if let Some(conn) = pair.client.connection_mut(h) {
-        let _ = conn.open_path(now, Some(SocketAddr::from(([10, 0, 1, 9], 4433))), pair.server_addr, PathStatus::Backup);
+        let _ =
+            conn.open_path(now, Some(SocketAddr::from(([10, 0, 1, 9], 4433))), pair.server_addr, PathStatus::Backup);
         if let Some(id) = conn.open_stream(Dir::Bi) {
             let _ = conn.write(id, &[9u8; 5000]);
             let _ = conn.finish(id);
@@ -114,7 +116,7 @@ fn main() {
             let _ = conn.reset_stream(id, 7);
         }
     }
-    exchange(&mut pair, 100, &mut log);
+    exchange(&mut pair, 500, &mut log);
     let now = pair.now + Duration::from_millis(1);
     pair.now = now;
     if let Some(conn) = pair.client.connection_mut(h) {
@@ -124,7 +126,7 @@ fn main() {
         }
         conn.close(now, 0, b"bye");
     }
-    exchange(&mut pair, 100, &mut log);
+    exchange(&mut pair, 500, &mut log);
     let mut n = 0;
     for d in &log {
         let Ok(p) = parse_packet(d, 8) else { continue };
@@ -147,10 +149,27 @@ fn main() {
         ("path_cids_blocked", FuzzFrame::PathCidsBlocked { path: 2, next_seq: 3 }),
         (
             "path_new_cid",
-            FuzzFrame::NewConnectionId { path: Some(2), seq: 1, retire_prior_to: 0, cid_len: 8, cid_seed: 5, token_seed: 1 },
+            FuzzFrame::NewConnectionId {
+                path: Some(2),
+                seq: 1,
+                retire_prior_to: 0,
+                cid_len: 8,
+                cid_seed: 5,
+                token_seed: 1,
+            },
         ),
         ("path_retire_cid", FuzzFrame::RetireConnectionId { path: Some(1), seq: 0 }),
-        ("path_ack_ecn", FuzzFrame::Ack { path: Some(1), largest: 20, delay: 3, first: 2, ranges: vec![(1, 3)], ecn: Some((5, 0, 1)) }),
+        (
+            "path_ack_ecn",
+            FuzzFrame::Ack {
+                path: Some(1),
+                largest: 20,
+                delay: 3,
+                first: 2,
+                ranges: vec![(1, 3)],
+                ecn: Some((5, 0, 1)),
+            },
+        ),
         ("stop_sending", FuzzFrame::StopSending { id: mpq_fuzz::Sid { index: 0, uni: false, server: false }, code: 3 }),
         ("new_token", FuzzFrame::NewToken { len: 32 }),
         ("datagram", FuzzFrame::Datagram { len: 10, explicit_len: true }),

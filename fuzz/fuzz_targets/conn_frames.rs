@@ -85,10 +85,7 @@ fn configs() -> &'static (ClientConfig, ServerConfig) {
             },
             ..TransportConfig::default()
         });
-        (
-            ClientConfig { tls: Arc::new(c), transport: transport.clone() },
-            ServerConfig { tls: s, transport },
-        )
+        (ClientConfig { tls: Arc::new(c), transport: transport.clone() }, ServerConfig { tls: s, transport })
     })
 }
 

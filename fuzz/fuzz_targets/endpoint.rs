@@ -48,21 +48,52 @@ enum Version {
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    Raw { src: u8, data: Vec<u8> },
+    Raw {
+        src: u8,
+        data: Vec<u8>,
+    },
     /// An Initial under the Initial keys of its DCID: a real ClientHello (`hello`), then
     /// `frames`, padded to 1200 bytes or not.
-    Initial { src: u8, version: Version, dcid: Cid, scid: Cid, token: Vec<u8>, pn: u16, hello: bool, frames: Vec<FuzzFrame>, pad: bool },
+    Initial {
+        src: u8,
+        version: Version,
+        dcid: Cid,
+        scid: Cid,
+        token: Vec<u8>,
+        pn: u16,
+        hello: bool,
+        frames: Vec<FuzzFrame>,
+        pad: bool,
+    },
     /// A short-header packet of `len` bytes to a CID.
-    Short { src: u8, dcid: Cid, len: u16, fill: u8 },
+    Short {
+        src: u8,
+        dcid: Cid,
+        len: u16,
+        fill: u8,
+    },
     /// A long-header packet of another type (0-RTT, Handshake, Retry) with a raw payload.
-    Long { src: u8, ty: u8, dcid: Cid, scid: Cid, payload: Vec<u8> },
+    Long {
+        src: u8,
+        ty: u8,
+        dcid: Cid,
+        scid: Cid,
+        payload: Vec<u8>,
+    },
     /// A real client connects from address `src`.
-    Connect { src: u8 },
+    Connect {
+        src: u8,
+    },
     /// The real clients' pending datagrams go to the server: dropped when the bit of
     /// `drop` for their index is set, from `rebind` instead of their address if given.
-    Relay { drop: u8, rebind: Option<u8> },
+    Relay {
+        drop: u8,
+        rebind: Option<u8>,
+    },
     /// Time passes; timers fire.
-    Wait { ms: u16 },
+    Wait {
+        ms: u16,
+    },
 }
 
 #[derive(Arbitrary, Debug)]

@@ -76,36 +76,110 @@ impl Sid {
 pub enum FuzzFrame {
     Padding(u8),
     Ping,
-    Ack { path: Option<u8>, largest: u16, delay: u16, first: u8, ranges: Vec<(u8, u8)>, ecn: Option<(u16, u16, u16)> },
-    ResetStream { id: Sid, code: u16, final_size: u32 },
-    StopSending { id: Sid, code: u16 },
-    Crypto { offset: u32, len: u16, fill: u8 },
-    NewToken { len: u8 },
-    Stream { id: Sid, offset: u32, len: u16, fin: bool, fill: u8, explicit_len: bool },
+    Ack {
+        path: Option<u8>,
+        largest: u16,
+        delay: u16,
+        first: u8,
+        ranges: Vec<(u8, u8)>,
+        ecn: Option<(u16, u16, u16)>,
+    },
+    ResetStream {
+        id: Sid,
+        code: u16,
+        final_size: u32,
+    },
+    StopSending {
+        id: Sid,
+        code: u16,
+    },
+    Crypto {
+        offset: u32,
+        len: u16,
+        fill: u8,
+    },
+    NewToken {
+        len: u8,
+    },
+    Stream {
+        id: Sid,
+        offset: u32,
+        len: u16,
+        fin: bool,
+        fill: u8,
+        explicit_len: bool,
+    },
     MaxData(u32),
-    MaxStreamData { id: Sid, max: u32 },
-    MaxStreams { uni: bool, count: u16 },
+    MaxStreamData {
+        id: Sid,
+        max: u32,
+    },
+    MaxStreams {
+        uni: bool,
+        count: u16,
+    },
     DataBlocked(u32),
-    StreamDataBlocked { id: Sid, limit: u32 },
-    StreamsBlocked { uni: bool, limit: u16 },
-    NewConnectionId { path: Option<u8>, seq: u8, retire_prior_to: u8, cid_len: u8, cid_seed: u8, token_seed: u8 },
-    RetireConnectionId { path: Option<u8>, seq: u8 },
+    StreamDataBlocked {
+        id: Sid,
+        limit: u32,
+    },
+    StreamsBlocked {
+        uni: bool,
+        limit: u16,
+    },
+    NewConnectionId {
+        path: Option<u8>,
+        seq: u8,
+        retire_prior_to: u8,
+        cid_len: u8,
+        cid_seed: u8,
+        token_seed: u8,
+    },
+    RetireConnectionId {
+        path: Option<u8>,
+        seq: u8,
+    },
     PathChallenge([u8; 8]),
     PathResponse([u8; 8]),
-    ConnectionClose { app: bool, code: u16, frame_type: u8, reason_len: u8 },
+    ConnectionClose {
+        app: bool,
+        code: u16,
+        frame_type: u8,
+        reason_len: u8,
+    },
     HandshakeDone,
-    Datagram { len: u16, explicit_len: bool },
-    PathAbandon { path: u8, code: u16 },
-    PathStatus { path: u8, seq: u16, backup: bool },
+    Datagram {
+        len: u16,
+        explicit_len: bool,
+    },
+    PathAbandon {
+        path: u8,
+        code: u16,
+    },
+    PathStatus {
+        path: u8,
+        seq: u16,
+        backup: bool,
+    },
     MaxPathId(u8),
     PathsBlocked(u8),
-    PathCidsBlocked { path: u8, next_seq: u8 },
+    PathCidsBlocked {
+        path: u8,
+        next_seq: u8,
+    },
     /// A frame type followed by arbitrary varints (huge values, wrong field counts).
-    Varints { ty: u16, vals: Vec<u64> },
+    Varints {
+        ty: u16,
+        vals: Vec<u64>,
+    },
     Raw(Vec<u8>),
     /// `count` copies of a frame, the n-th with its offset / sequence number / path ID
     /// moved by n * `stride`: floods of fragments, CIDs, path IDs from a few input bytes.
-    Repeat { count: u16, stride: u16, frame: Box<FuzzFrame> },
+    Repeat {
+        count: u16,
+        stride: u16,
+        frame: Box<FuzzFrame>,
+    },
 }
 
 fn fill(out: &mut Vec<u8>, len: usize, b: u8) {
@@ -363,7 +437,14 @@ pub fn packetize(frames: &[FuzzFrame], max: usize, budget: usize) -> Vec<Vec<u8>
 }
 
 /// A 1-RTT packet under the null cipher: short header with a 4-byte packet number.
-pub fn null_one_rtt_packet(dcid: &ConnectionId, key_phase: bool, spin: bool, pn: u64, path_id: u64, payload: &[u8]) -> Vec<u8> {
+pub fn null_one_rtt_packet(
+    dcid: &ConnectionId,
+    key_phase: bool,
+    spin: bool,
+    pn: u64,
+    path_id: u64,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 64);
     let pn_offset = write_short_header(&mut out, dcid, key_phase, spin, pn, 4);
     out.extend_from_slice(payload);
@@ -378,7 +459,15 @@ pub fn null_one_rtt_packet(dcid: &ConnectionId, key_phase: bool, spin: bool, pn:
 
 /// A client Initial packet protected with the Initial keys of `dcid` (RFC 9001 §5.2),
 /// payload padded with PADDING frames to `pad_to` bytes of datagram.
-pub fn client_initial(version: u32, dcid: &ConnectionId, scid: &ConnectionId, token: &[u8], pn: u64, payload: &[u8], pad_to: usize) -> Vec<u8> {
+pub fn client_initial(
+    version: u32,
+    dcid: &ConnectionId,
+    scid: &ConnectionId,
+    token: &[u8],
+    pn: u64,
+    payload: &[u8],
+    pad_to: usize,
+) -> Vec<u8> {
     let keys = mpq_proto::crypto::initial::initial_keys(dcid, Side::Client);
     let mut out = Vec::with_capacity(pad_to.max(payload.len() + 100));
     let h = write_long_header(&mut out, LongType::Initial, version, dcid, scid, token, pn, 4);
@@ -387,7 +476,19 @@ pub fn client_initial(version: u32, dcid: &ConnectionId, scid: &ConnectionId, to
     while out.len() + tag < pad_to || out.len() < h.pn_offset + 8 {
         out.push(0);
     }
-    if seal_packet(&mut out, h.header_start, Some(h.len_offset), h.pn_offset, 4, pn, &*keys.local.packet, &*keys.local.header, None).is_err() {
+    if seal_packet(
+        &mut out,
+        h.header_start,
+        Some(h.len_offset),
+        h.pn_offset,
+        4,
+        pn,
+        &*keys.local.packet,
+        &*keys.local.header,
+        None,
+    )
+    .is_err()
+    {
         out.clear();
     }
     out

@@ -52,10 +52,10 @@ use crate::types::{Dir, Side, SpaceId, StreamId};
 
 pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig};
 pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
-pub(crate) use handshake::local_transport_params;
-pub use path::PathStats;
 #[cfg(feature = "fuzzing")]
 pub use fuzzing::{Footprint, ForgeSlot};
+pub(crate) use handshake::local_transport_params;
+pub use path::PathStats;
 
 use cids::{LocalCids, PeerCids};
 use path::PathState;
