@@ -2,7 +2,7 @@
 //! arbitrary frame sequences in 1-RTT packets forged in either side's name, on any of its
 //! paths (or to any CID the receiver issued, on unknown path IDs), from the path's address
 //! or a new one, with the Key Phase bit as sent or flipped; interleaved with application
-//! writes, path opening / abandoning and the passing of time. After each input the pair runs
+//! writes, path opening / abandoning, key updates and the passing of time. After each input the pair runs
 //! for a bounded time. Invariants: no panic, bytes in flight within the congestion window,
 //! bounded per-path tables and bounded heap growth.
 #![no_main]
@@ -60,6 +60,8 @@ enum Op {
     AbandonPath { client: bool, path: u8, code: u16 },
     /// Either side changes a path's status.
     SetStatus { client: bool, path: u8, backup: bool },
+    /// Either side starts a key update with its next packet (where RFC 9001 §6.1 allows).
+    KeyUpdate { client: bool },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -305,6 +307,11 @@ fuzz_target!(|input: Input| {
                     if !ids.is_empty() {
                         let _ = c.abandon_path(now, ids[usize::from(*path) % ids.len()], u64::from(*code));
                     }
+                }
+            }
+            Op::KeyUpdate { client } => {
+                if let Some(c) = h.conn(*client) {
+                    c.fuzz_key_update_due();
                 }
             }
             Op::SetStatus { client, path, backup } => {

@@ -43,7 +43,16 @@ impl Connection {
             self.key_discard_at = None;
             self.key_discard_pending = false;
             self.phase_acked_at = None;
+            // A PING each way, so that both sides acknowledge a packet of the new keys' phase
+            // as after a real handshake: only then is a peer's key update legal (RFC 9001 §6.2).
+            self.ping_pending = true;
         }
+    }
+
+    /// Fuzzing only: makes a key update due, as if `key_update_interval` packets were sent in
+    /// this phase; the next packet sent starts it where RFC 9001 §6.1 allows.
+    pub fn fuzz_key_update_due(&mut self) {
+        self.packets_in_phase = self.packets_in_phase.max(self.config.key_update_interval.max(1));
     }
 
     /// Fuzzing only: IDs of the paths with state (open, closing or draining), in table order.
@@ -105,4 +114,91 @@ pub struct Footprint {
     pub events: usize,
     /// Statistics of closed paths kept.
     pub closed_paths: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::conn::{ClientConfig, ServerConfig, TransportConfig};
+    use crate::crypto::{null_header_key, null_packet_key};
+    use crate::packet::header::write_short_header;
+    use crate::packet::protect::seal_packet;
+    use crate::testing::Pair;
+    use crate::types::Dir;
+
+    fn null_pair() -> Pair {
+        let transport = TransportConfig { initial_max_path_id: Some(4), ..TransportConfig::default() };
+        let (cc, sc): (ClientConfig, ServerConfig) = crate::testing::configs(transport);
+        Pair::handshaken_null(&cc, sc, 1).expect("handshake")
+    }
+
+    /// Forges a 1-RTT packet in the client's name on its `index`-th path, delivers it.
+    fn forge_to_server(pair: &mut Pair, index: usize, flip_phase: bool, frames: &[u8]) {
+        let now = pair.now;
+        let h = pair.client_conn;
+        let conn = pair.client.connection_mut(h).expect("client");
+        let path = conn.fuzz_path_ids()[index];
+        let slot = conn.fuzz_forge_slot(now, path).expect("slot");
+        let mut pkt = Vec::new();
+        let pn_offset = write_short_header(&mut pkt, &slot.dcid, slot.key_phase ^ flip_phase, false, slot.pn, 4);
+        pkt.extend_from_slice(frames);
+        let (key, hp) = (null_packet_key(), null_header_key());
+        seal_packet(&mut pkt, 0, None, pn_offset, 4, slot.pn, &*key, &*hp, Some(path as u32)).expect("seal");
+        let src = slot.local.unwrap_or(pair.client_addr);
+        pair.inject(true, src, slot.remote, &mut pkt);
+    }
+
+    /// The fuzz targets' premise: packets forged on the null cipher with a reserved packet
+    /// number are accepted on every path, a flipped Key Phase bit is a key update, and the
+    /// pair carries on without error (the ACKs of forged packets are legal).
+    #[test]
+    fn forged_null_packets_are_accepted_on_every_path() {
+        let mut pair = null_pair();
+        let h = pair.client_conn;
+        assert_eq!(pair.client.connection(h).expect("client").fuzz_path_ids().len(), 2, "second path");
+        // STREAM frame (type 0x0b: length, fin) on stream 0, then on stream 4 over path 1.
+        forge_to_server(&mut pair, 0, false, &[0x0b, 0x00, 0x05, b'h', b'e', b'l', b'l', b'o']);
+        forge_to_server(&mut pair, 1, false, &[0x0b, 0x04, 0x02, b'h', b'i']);
+        let sh = pair.server.handles()[0];
+        let server = pair.server.connection_mut(sh).expect("server");
+        let mut got = Vec::new();
+        while let Some(id) = server.accept_stream(Dir::Bi) {
+            let mut buf = [0u8; 16];
+            let r = server.read(id, &mut buf).expect("read");
+            got.push(buf[..r.len].to_vec());
+        }
+        assert_eq!(got, vec![b"hello".to_vec(), b"hi".to_vec()]);
+        let updates = server.stats().key_updates;
+        // The peer may update only after we acknowledged a packet of the current phase
+        // (RFC 9001 §6.2): let the ACKs of the null-key packets flow first.
+        pair.run_until(Duration::from_millis(300), |_| false);
+        forge_to_server(&mut pair, 0, true, &[0x01]); // PING in the next key phase
+        let server = pair.server.connection_mut(sh).expect("server");
+        assert_eq!(server.stats().key_updates, updates + 1);
+        // The real client follows the server into the new phase (as the server initiating).
+        pair.run_until(Duration::from_millis(300), |_| false);
+        let client = pair.client.connection_mut(h).expect("client");
+        assert!(client.error().is_none(), "{:?}", client.error());
+        assert_eq!(client.stats().key_updates, 1);
+        // And updates again by itself when one is due.
+        client.fuzz_key_update_due();
+        // It waits three PTOs after the last update (multipath draft §4.2), then goes with the
+        // next packet sent: keep sending.
+        pair.run_until(Duration::from_secs(2), |p| {
+            let c = p.client.connection_mut(h).expect("client");
+            if let Some(id) = c.open_stream(Dir::Uni) {
+                let _ = c.write(id, b"tick");
+                let _ = c.finish(id);
+            }
+            c.stats().key_updates >= 2
+        });
+        pair.run_until(Duration::from_millis(300), |_| false);
+        let server = pair.server.connection(sh).expect("server");
+        assert!(server.error().is_none(), "{:?}", server.error());
+        let client = pair.client.connection(h).expect("client");
+        assert!(client.error().is_none() && client.is_established(), "{:?}", client.error());
+        assert_eq!(client.stats().key_updates, 2);
+        assert_eq!(server.stats().key_updates, updates + 2);
+    }
 }

@@ -19,7 +19,7 @@
 mod cids;
 pub mod config;
 pub mod events;
-#[cfg(feature = "fuzzing")]
+#[cfg(any(test, feature = "fuzzing"))]
 mod fuzzing;
 mod handshake;
 mod multipath;
@@ -52,7 +52,7 @@ use crate::types::{Dir, Side, SpaceId, StreamId};
 
 pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig};
 pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
-#[cfg(feature = "fuzzing")]
+#[cfg(any(test, feature = "fuzzing"))]
 pub use fuzzing::{Footprint, ForgeSlot};
 pub(crate) use handshake::local_transport_params;
 pub use path::PathStats;
