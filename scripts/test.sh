@@ -12,6 +12,8 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== fuzz targets (60 s each, corpus in fuzz/corpus)"
+scripts/fuzz-ci.sh 60
 echo "== release build for interop"
 cargo build --release --locked -p mpq
 echo "== interop (aioquic, quic-go, noq multipath, mpq multi-address CLI)"

@@ -115,13 +115,19 @@ impl Pair {
         let (tls_client, tls_server) = tls_configs(TEST_ALPN);
         let cc = ClientConfig { tls: tls_client, transport: Arc::new(client_transport) };
         let sc = ServerConfig { tls: tls_server, transport: Arc::new(server_transport) };
+        Self::from_configs(&cc, sc)
+    }
+
+    /// A pair from ready-made configs (a caller building many pairs makes the certificate
+    /// once); the client connects at once.
+    pub fn from_configs(cc: &ClientConfig, sc: ServerConfig) -> Self {
         let client_addr: SocketAddr = "10.0.0.1:4433".parse().expect("addr");
         let server_addr: SocketAddr = "10.0.0.2:443".parse().expect("addr");
         let mut client = Endpoint::new(EndpointConfig::with_seed(1), None);
         let server = Endpoint::new(EndpointConfig::with_seed(2), Some(sc));
         let now = Instant::ZERO;
-        let client_conn = client.connect(now, &cc, server_addr, "localhost").expect("connect");
-        let client_config = cc;
+        let client_conn = client.connect(now, cc, server_addr, "localhost").expect("connect");
+        let client_config = cc.clone();
         Self {
             client,
             server,
@@ -210,6 +216,64 @@ impl Pair {
         self.client.handle_timeout(self.now);
         self.server.handle_timeout(self.now);
         true
+    }
+
+    /// Delivers `data` to the server (`to_server`) or the client at once, bypassing the link
+    /// (a packet an attacker or a fuzz target injects).
+    pub fn inject(&mut self, to_server: bool, src: SocketAddr, dst: SocketAddr, data: &mut [u8]) {
+        if to_server {
+            self.server.handle_datagram(self.now, dst, src, None, data);
+        } else {
+            self.client.handle_datagram(self.now, dst, src, None, data);
+        }
+    }
+
+    /// Datagrams on the link, not yet delivered.
+    pub fn in_flight_len(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// INSECURE, fuzzing only: a pair that completed its handshake (confirmed on both sides,
+    /// nothing left on the link) and then switched both connections to the null 1-RTT cipher,
+    /// so a caller can write 1-RTT packets as plain bytes (see `insecure_use_null_one_rtt_keys`).
+    /// With `extra_paths` (multipath negotiated), the client first opens that many more paths
+    /// from addresses 10.0.1.n:4433 and waits for them to be validated. `None` if the
+    /// handshake did not complete within 10 s of virtual time.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub fn handshaken_null(cc: &ClientConfig, sc: ServerConfig, extra_paths: u8) -> Option<Self> {
+        let mut pair = Self::from_configs(cc, sc);
+        let h = pair.client_conn;
+        let established = |p: &mut Self| {
+            let c = p.client.connection(h).is_some_and(|c| c.is_established());
+            let s = p.server.handles().iter().any(|&sh| p.server.connection(sh).is_some_and(|c| c.is_established()));
+            c && s
+        };
+        if !pair.run_until(Duration::from_secs(10), established) {
+            return None;
+        }
+        // HANDSHAKE_DONE arrives one latency later: only then may the client open paths.
+        let _ = pair.run_until(Duration::from_millis(100), |_| false);
+        for n in 0..extra_paths {
+            let local = SocketAddr::from(([10, 0, 1, n], 4433));
+            let (now, remote) = (pair.now, pair.server_addr);
+            let conn = pair.client.connection_mut(h)?;
+            let _ = conn.open_path(now, Some(local), remote, crate::conn::PathStatus::Available);
+        }
+        // Let everything settle: paths validated, ACKs exchanged, the link empty.
+        let _ = pair.run_until(Duration::from_millis(200), |_| false);
+        while pair.client.poll_event().is_some() || pair.server.poll_event().is_some() {}
+        pair.flush();
+        pair.in_flight.clear();
+        for ep in [&mut pair.client, &mut pair.server] {
+            for sh in ep.handles() {
+                if let Some(c) = ep.connection_mut(sh) {
+                    c.insecure_use_null_one_rtt_keys();
+                }
+            }
+        }
+        // Each side PINGs and acknowledges the other's PING under the null keys.
+        let _ = pair.run_until(Duration::from_millis(100), |_| false);
+        Some(pair)
     }
 
     /// Runs until `done` holds or `limit` of virtual time passes; returns whether `done` held.

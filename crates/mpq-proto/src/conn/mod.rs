@@ -20,6 +20,8 @@ mod acks;
 mod cids;
 pub mod config;
 pub mod events;
+#[cfg(any(test, feature = "fuzzing"))]
+mod fuzzing;
 mod handshake;
 mod info;
 mod multipath;
@@ -54,6 +56,8 @@ use crate::types::{Dir, Side, SpaceId, StreamId};
 
 pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig};
 pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
+#[cfg(any(test, feature = "fuzzing"))]
+pub use fuzzing::{Footprint, ForgeSlot};
 pub(crate) use handshake::local_transport_params;
 pub use info::HandshakeInfo;
 pub use path::PathStats;

@@ -422,3 +422,25 @@ fn handshake_info_reports_the_negotiation() {
     let s = pair.server.connection(h).and_then(|c| c.handshake_info()).expect("server info");
     assert_eq!((s.cipher_suite, s.alpn), (info.cipher_suite, info.alpn));
 }
+
+/// A second connection with the same client config resumes the first one's TLS session.
+/// rustls then reports the old session's transport parameters from the ClientHello on; the
+/// client must wait for the server's own (EncryptedExtensions) or it checks the server's
+/// initial_source_connection_id against the wrong value (RFC 9000 §7.3) and fails the
+/// handshake with TRANSPORT_PARAMETER_ERROR. Found while building fuzz pairs.
+#[test]
+fn resumed_handshake_uses_the_new_transport_parameters() {
+    let (cc, sc) = crate::testing::configs(TransportConfig::default());
+    for attempt in 0..3 {
+        let mut pair = Pair::from_configs(&cc, sc.clone());
+        let h = pair.client_conn;
+        let done = pair.run_until(Duration::from_secs(2), |p| {
+            p.client.connection(h).is_some_and(|c| c.is_established() || c.is_closed())
+        });
+        let conn = pair.client.connection(h).expect("client connection");
+        assert!(done && conn.is_established(), "attempt {attempt}: {:?}", conn.error());
+        assert_eq!(conn.peer_params.as_ref().and_then(|p| p.initial_source_connection_id), conn.peer_initial_scid);
+        // Session tickets arrive after the handshake: let them in before the next attempt.
+        pair.run_until(Duration::from_millis(200), |_| false);
+    }
+}
