@@ -78,14 +78,18 @@ impl ClosedPathIds {
     /// The open path IDs in `1..=limit`, lowest first (the candidates for new CIDs).
     pub fn open_ids(&self, limit: u64) -> impl Iterator<Item = u64> + '_ {
         let first = self.below.max(1);
+        // Every ID up to `limit` may be closed already (the low-water mark passed it): an
+        // empty range then, since `range(first..=limit)` panics when first > limit.
+        let runs_in =
+            move || if first <= limit { self.runs.range(first..=limit) } else { self.runs.range(first..first) };
         let mut next = first;
-        let gaps = self.runs.range(first..=limit).map(move |(&s, &e)| {
+        let gaps = runs_in().map(move |(&s, &e)| {
             let gap = next..s;
             next = e;
             gap
         });
         // Each run ends a gap of open IDs; the IDs after the last run up to `limit` follow.
-        let last_end = self.runs.range(first..=limit).next_back().map_or(first, |(_, &e)| e);
+        let last_end = runs_in().next_back().map_or(first, |(_, &e)| e);
         gaps.flatten().chain(last_end..=limit)
     }
 
@@ -115,6 +119,21 @@ mod tests {
         assert_eq!(c.len(), 10_000);
         assert!(c.contains(1) && c.contains(10_000) && !c.contains(10_001) && !c.contains(0));
         assert_eq!(c.open_ids(10_003).collect::<Vec<_>>(), vec![10_001, 10_002, 10_003]);
+    }
+
+    /// Regression (found by the conn_frames fuzz target): with every ID up to the limit
+    /// closed, listing the open ones panicked ("range start is greater than range end").
+    #[test]
+    fn no_open_ids_below_a_limit_under_the_low_water_mark() {
+        let mut c = ClosedPathIds::default();
+        for id in 1..=5 {
+            c.insert(id);
+        }
+        c.insert(9);
+        for limit in 0..=5 {
+            assert_eq!(c.open_ids(limit).count(), 0, "limit {limit}");
+        }
+        assert_eq!(c.open_ids(10).collect::<Vec<_>>(), vec![6, 7, 8, 10]);
     }
 
     #[test]
