@@ -384,6 +384,15 @@ fn amplification_blocked_ack(c: &mut Connection, id: u64, now: Instant) -> Vec<u
     sent_on
 }
 
+/// Runs the pair for 500 ms, draining both sides' events: only timers and ACKs remain.
+fn settle(pair: &mut Pair) {
+    pair.run_until(Duration::from_millis(500), |p| {
+        while p.client.poll_event().is_some() {}
+        while p.server.poll_event().is_some() {}
+        false
+    });
+}
+
 /// Found in the simulator: after a NAT rebinding of a download path, the server's ACK for that
 /// path was due but could only go on that path, blocked by the anti-amplification limit, so
 /// poll_timeout returned the same past instant forever (a busy loop). PATH_ACKs may travel on
@@ -392,11 +401,7 @@ fn amplification_blocked_ack(c: &mut Connection, id: u64, now: Instant) -> Vec<u
 fn ack_of_an_amplification_limited_path_goes_elsewhere() {
     let mut pair = Pair::new(mp_config());
     let id = open_second_path(&mut pair);
-    pair.run_until(Duration::from_millis(500), |p| {
-        while p.client.poll_event().is_some() {}
-        while p.server.poll_event().is_some() {}
-        false
-    });
+    settle(&mut pair);
     let now = pair.now;
     let s = server(&mut pair);
     let sent_on = amplification_blocked_ack(s, id, now);
@@ -431,11 +436,7 @@ fn ack_blocked_by_the_amplification_limit_arms_no_past_timer() {
 fn seed002_challenge_blocked_by_amplification_arms_no_past_timer() {
     let mut pair = Pair::new(mp_config());
     let id = open_second_path(&mut pair);
-    pair.run_until(Duration::from_millis(500), |p| {
-        while p.client.poll_event().is_some() {}
-        while p.server.poll_event().is_some() {}
-        false
-    });
+    settle(&mut pair);
     let now = pair.now;
     let s = server(&mut pair);
     let pi = s.path_index(id).expect("path");
