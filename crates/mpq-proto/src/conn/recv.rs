@@ -452,6 +452,13 @@ impl Connection {
             }
             Frame::Crypto { offset, data } => {
                 let pi = self.primary_path();
+                if self.space_mut(level.space(), pi).is_none() && self.handshake_complete {
+                    // The server drops its Handshake keys as its handshake completes (RFC 9001
+                    // §4.9.2), which can be in the middle of the client's packet carrying
+                    // Finished: CRYPTO frames after it (retransmitted handshake data) belong
+                    // to a level that is gone, and like packets of that level are dropped.
+                    return Ok(());
+                }
                 let space = self
                     .space_mut(level.space(), pi)
                     .ok_or_else(|| TransportError::protocol_violation("CRYPTO at a discarded level"))?;
@@ -583,3 +590,7 @@ pub(crate) struct Rx {
     /// Size of the whole datagram for its first packet, 0 for the coalesced ones after it.
     pub datagram_len: usize,
 }
+
+#[cfg(test)]
+#[path = "tests_recv_levels.rs"]
+mod tests;
