@@ -249,9 +249,9 @@ impl Harness {
         if self.pair.in_flight_len() != 0 {
             return false;
         }
-        [true, false].into_iter().all(|client| {
-            self.conn(client).is_none_or(|c| c.stats().paths.iter().all(|p| p.bytes_in_flight == 0))
-        })
+        [true, false]
+            .into_iter()
+            .all(|client| self.conn(client).is_none_or(|c| c.stats().paths.iter().all(|p| p.bytes_in_flight == 0)))
     }
 
     fn check(&mut self) {
