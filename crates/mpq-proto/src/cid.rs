@@ -6,10 +6,18 @@ use std::fmt;
 pub const MAX_CID_LEN: usize = 20;
 
 /// A connection ID of 0 to 20 bytes, stored inline so that it is `Copy` and never allocates.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct ConnectionId {
     len: u8,
     bytes: [u8; MAX_CID_LEN],
+}
+
+/// Hashes the ID's bytes only (one write, not the length and all 20 slots): route lookups
+/// hash one per datagram. Consistent with `Eq`: equal IDs have equal lengths and bytes.
+impl std::hash::Hash for ConnectionId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write(&self.bytes[..usize::from(self.len)]);
+    }
 }
 
 impl ConnectionId {

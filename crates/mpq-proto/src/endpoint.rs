@@ -121,7 +121,10 @@ pub struct Endpoint {
     /// Live connections.
     live: usize,
     free: Vec<usize>,
-    routes: HashMap<ConnectionId, usize>,
+    /// Connection IDs to connection slots. Looked up for every datagram, so hashed with
+    /// foldhash rather than SipHash, keyed per endpoint from its seed: the peer picks the
+    /// Initial DCIDs routed here, and must not be able to choose colliding ones.
+    routes: HashMap<ConnectionId, usize, RouteHasher>,
     /// Tokens of the peer CIDs in use, to recognise stateless resets.
     reset_tokens: ResetTokens,
     /// Timers and work queues: what a wake must look at.
@@ -136,6 +139,9 @@ pub struct Endpoint {
     /// Times a connection was asked for a transmit, a timer or an event.
     connection_polls: u64,
 }
+
+/// The keyed hash of [`Endpoint`]'s route table.
+type RouteHasher = foldhash::quality::FixedState;
 
 /// A connection and what the endpoint routes to it.
 struct Slot {
@@ -160,7 +166,10 @@ impl Endpoint {
             connections: Vec::new(),
             live: 0,
             free: Vec::new(),
-            routes: HashMap::new(),
+            // A stream of its own, so the endpoint RNG draws (CIDs) stay what they were.
+            routes: HashMap::with_hasher(RouteHasher::with_seed(
+                ChaCha8Rng::seed_from_u64(config.seed ^ 0x7275_7465_735f_6b65).random(),
+            )),
             reset_tokens: ResetTokens::default(),
             schedule: Schedule::default(),
             incoming: VecDeque::new(),

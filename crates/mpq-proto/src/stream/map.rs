@@ -1,7 +1,9 @@
 //! The stream table: stream limits, peer frames and connection-level flow control. The
 //! transmit side lives in `map/transmit.rs`, the application API in `map/app.rs`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 
 mod app;
 mod transmit;
@@ -52,7 +54,10 @@ pub struct Streams {
     config: StreamsConfig,
     /// Current send buffer limit per stream (see [`Streams::set_send_buffer_limit`]).
     send_buffer_limit: u64,
-    streams: HashMap<StreamId, Stream>,
+    /// Open streams. FxHash, not SipHash: this map is looked up several times per packet, and
+    /// the peer cannot flood it with colliding keys because it only holds stream IDs inside
+    /// the windows our MAX_STREAMS allows (RFC 9000 §4.6).
+    streams: FxHashMap<StreamId, Stream>,
     /// Streams we opened, per direction.
     next_local: [u64; 2],
     /// The peer's MAX_STREAMS.
@@ -95,7 +100,7 @@ impl Streams {
             side,
             config: config.clone(),
             send_buffer_limit: config.send_buffer_limit,
-            streams: HashMap::new(),
+            streams: FxHashMap::default(),
             next_local: [0; 2],
             peer_max_streams: [0; 2],
             next_remote: [0; 2],

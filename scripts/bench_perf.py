@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Loopback bulk-transfer benchmark: goodput and CPU per byte, runs interleaved.
+
+Two comparisons, each in ONE invocation so that both sides see the same machine state:
+
+* ``quinn``: ``mpq perf`` against quinn's perf tool (built outside this repository, see
+  scripts/bench-perf.sh), one connection, one stream, server to client. Runs alternate
+  mpq, quinn, mpq, quinn, ...
+* ``paths``: ``mpq perf`` over 1, 2, 4, ... paths of the same loopback (client addresses
+  127.0.0.1, 127.0.0.2, ...), the server's scheduler round-robin so that every path carries
+  data. Runs alternate 1, 2, 4, 1, 2, 4, ...
+
+Every run starts a fresh server. CPU is user + system time of the client (from wait4) plus
+the server (from /proc/PID/stat just before it is stopped), divided by the bytes the client
+received: CPU seconds per GB (1e9 bytes). The summary gives medians over the repetitions and
+ratios of the medians. Absolute figures on a shared 2-core machine move from run to run;
+compare the ratios of one invocation.
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid):
+    """User + system CPU seconds of a running process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def wait_port(port, timeout=10.0):
+    """Waits until something answers on UDP `port` of 127.0.0.1 (the server bound it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open("/proc/net/udp") as f:
+            if any(line.split()[1].endswith(f":{port:04X}") for line in f.readlines()[1:]):
+                return
+        time.sleep(0.02)
+    raise SystemExit(f"server did not bind UDP port {port} within {timeout} s: see its log")
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_client(cmd, log):
+    """Runs a client to completion; returns (stdout, CPU seconds)."""
+    with open(log, "wb") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err)
+        out = p.stdout.read()
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise SystemExit(f"client failed ({p.returncode}): {' '.join(cmd)}\n see {log}")
+    return out.decode(), ru.ru_utime + ru.ru_stime
+
+
+def one_run(server_cmd, client_cmd, port, work, tag, parse):
+    """Starts a server, runs the client against it, stops the server. Returns a result dict."""
+    slog = os.path.join(work, f"{tag}-server.log")
+    with open(slog, "wb") as out:
+        server = subprocess.Popen(server_cmd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_port(port)
+        out, client_cpu = run_client(client_cmd, os.path.join(work, f"{tag}-client.log"))
+        server_cpu = proc_cpu(server.pid)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    nbytes, secs, extra = parse(out)
+    return extra | {
+        "bytes": nbytes,
+        "seconds": secs,
+        "gbps": nbytes * 8 / secs / 1e9,
+        "client_cpu_s": client_cpu,
+        "server_cpu_s": server_cpu,
+        "cpu_s_per_gb": (client_cpu + server_cpu) / (nbytes / 1e9),
+    }
+
+
+def parse_mpq(out):
+    j = json.loads(out.strip().splitlines()[-1])
+    # Paths that carried at least 5 % of the data: the round-robin runs must use them all.
+    used = sum(1 for p in j["paths"] if p["rx_bytes"] >= 0.05 * j["bytes"] / max(1, len(j["paths"])))
+    return j["bytes"], j["duration_s"], {"paths_used": used}
+
+
+def mpq_cmds(mpq, port, secs, mtu, paths):
+    server = [mpq, "perf", "server", "--listen", f"127.0.0.1:{port}", "--mtu", str(mtu)]
+    client = [mpq, "perf", "client", "--connect", f"127.0.0.1:{port}", "--duration", str(secs),
+              "--mtu", str(mtu), "--json"]
+    if paths > 1:
+        server += ["--scheduler", "round-robin"]
+        client += ["--scheduler", "round-robin", "--max-paths", str(paths)]
+        for i in range(paths):
+            client += ["--local", f"127.0.0.{i + 1}:0"]
+    return server, client
+
+
+def quinn_cmds(quinn, port, secs, work, tag):
+    server = [quinn, "server", "--listen", f"127.0.0.1:{port}"]
+    out = os.path.join(work, f"{tag}.json")
+    client = [quinn, "client", "--duration", str(secs), "--download-size", "1G", "--upload-size", "0",
+              "--json", out, f"127.0.0.1:{port}"]
+
+    def parse(_stdout):
+        q = json.load(open(out))
+        iv = [i["sum"] for i in q["intervals"] if "sum" in i]
+        return sum(i["bytes"] for i in iv), sum(i["seconds"] for i in iv), {}
+
+    return server, client, parse
+
+
+def summarise(title, order, results, base):
+    print(f"\n== {title}: medians over {len(next(iter(results.values())))} runs")
+    print(f"{'':>10} {'Gbit/s':>8} {'CPU-s/GB':>9} {'goodput ratio':>14} {'CPU/GB ratio':>13}   runs (Gbit/s)")
+    med = {k: (statistics.median(r["gbps"] for r in v), statistics.median(r["cpu_s_per_gb"] for r in v))
+           for k, v in results.items()}
+    for k in order:
+        g, c = med[k]
+        gr, cr = g / med[base][0], c / med[base][1]
+        runs = " ".join(f"{r['gbps']:.2f}" for r in results[k])
+        print(f"{k:>10} {g:8.2f} {c:9.3f} {gr:14.2f} {cr:13.2f}   {runs}")
+    return med
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mpq", default="target/release/mpq", help="mpq binary (default: %(default)s)")
+    ap.add_argument("--quinn", help="quinn-perf binary; without it the quinn comparison is skipped")
+    ap.add_argument("--paths", default="1,2,4", help="path counts of the multipath comparison, '' to skip"
+                    " (default: %(default)s)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of each configuration (default: 3)")
+    ap.add_argument("--duration", type=int, default=15, help="seconds per run (default: 15)")
+    ap.add_argument("--mtu", type=int, default=1452, help="mpq's UDP payload size (default: 1452)")
+    ap.add_argument("--json", help="also write every run and the medians to this file")
+    a = ap.parse_args()
+    if not os.access(a.mpq, os.X_OK):
+        raise SystemExit(f"{a.mpq} is not an executable: build it (cargo build --release -p mpq) or pass --mpq")
+    if a.quinn and not os.access(a.quinn, os.X_OK):
+        raise SystemExit(f"{a.quinn} is not an executable: see scripts/bench-perf.sh for how to build it")
+    paths = [int(x) for x in a.paths.split(",") if x]
+    work = tempfile.mkdtemp(prefix="bench-perf-")
+    report = {"duration_s": a.duration, "reps": a.reps, "runs": {}, "medians": {}}
+
+    plan = []
+    for rep in range(a.reps):
+        if a.quinn:
+            plan += [("quinn", "mpq", rep), ("quinn", "quinn", rep)]
+    for rep in range(a.reps):
+        plan += [("paths", f"{n} path" + ("s" if n > 1 else ""), rep) for n in paths]
+    results = {"quinn": {}, "paths": {}}
+    for i, (group, name, rep) in enumerate(plan):
+        port = free_port()
+        tag = f"{group}-{name.replace(' ', '')}-{rep}"
+        if name == "quinn":
+            s, c, parse = quinn_cmds(a.quinn, port, a.duration, work, tag)
+        else:
+            n = 1 if group == "quinn" else int(name.split()[0])
+            s, c = mpq_cmds(a.mpq, port, a.duration, a.mtu, n)
+            parse = parse_mpq
+        print(f"[{i + 1}/{len(plan)}] {group}: {name}, run {rep + 1} ...", end=" ", flush=True, file=sys.stderr)
+        r = one_run(s, c, port, work, tag, parse)
+        used = f", {r['paths_used']} paths carried data" if group == "paths" else ""
+        print(f"{r['gbps']:.2f} Gbit/s, {r['cpu_s_per_gb']:.3f} CPU-s/GB{used}", file=sys.stderr)
+        results[group].setdefault(name, []).append(r)
+
+    if results["quinn"]:
+        report["medians"]["quinn"] = summarise("mpq vs quinn (one connection, one stream)", ["mpq", "quinn"],
+                                               {k: results["quinn"][k] for k in ["mpq", "quinn"]}, "quinn")
+        print("(ratios relative to quinn)")
+    if results["paths"]:
+        order = list(results["paths"])
+        report["medians"]["paths"] = summarise("mpq over several loopback paths, round-robin", order,
+                                               results["paths"], order[0])
+        print(f"(ratios relative to {order[0]})")
+    report["runs"] = results
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=1)
+    print(f"\nlogs: {work}")
+
+
+if __name__ == "__main__":
+    main()
