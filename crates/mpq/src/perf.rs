@@ -18,8 +18,9 @@ use crate::cli::{PerfClientArgs, PerfServerArgs};
 use crate::idle_conns::IdleConnections;
 use crate::runner::{self, App};
 
-/// What the server sends: zeros (the payload is encrypted anyway).
-static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+/// What the server sends: zeros (the payload is encrypted anyway), handed to the stream
+/// without copying ([`mpq_proto::conn::Connection::write_bytes`]).
+static ZEROS: [u8; 1024 * 1024] = [0; 1024 * 1024];
 
 struct PerfServer {
     qlog_dir: Option<std::path::PathBuf>,
@@ -55,7 +56,7 @@ impl App for PerfServer {
             }
             while *sent < *size {
                 let n = (*size - *sent).min(ZEROS.len() as u64) as usize;
-                match c.write(id, &ZEROS[..n]) {
+                match c.write_bytes(id, &bytes::Bytes::from_static(&ZEROS[..n])) {
                     Ok(w) if w > 0 => *sent += w as u64,
                     _ => break,
                 }

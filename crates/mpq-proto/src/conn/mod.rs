@@ -441,6 +441,13 @@ impl Connection {
         self.streams.write(id, data)
     }
 
+    /// Writes stream data without copying it: the stream keeps a reference to the accepted
+    /// prefix `data.slice(..n)` (returned `n`, limited as for [`Connection::write`]) until the
+    /// peer acknowledged it. Continue with `data.slice(n..)` after a `Writable` event.
+    pub fn write_bytes(&mut self, id: StreamId, data: &bytes::Bytes) -> Result<usize, StreamError> {
+        self.streams.write_bytes(id, data)
+    }
+
     /// Ends the sending side of a stream (FIN).
     pub fn finish(&mut self, id: StreamId) -> Result<(), StreamError> {
         self.streams.finish(id)

@@ -10,6 +10,7 @@ mod flow;
 mod map;
 mod recv;
 mod send;
+mod send_buffer;
 #[cfg(test)]
 mod tests;
 

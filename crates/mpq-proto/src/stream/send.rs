@@ -1,171 +1,7 @@
 //! The sending half of a stream: send buffer and send state machine (RFC 9000 §3.1).
 
-use std::collections::VecDeque;
-use std::ops::Range;
-
 use super::flow::SendCredit;
-use crate::range_set::RangeSet;
-
-/// Bytes written by the application and not yet acknowledged.
-///
-/// Data lives in a ring buffer covering `[base, offset)`; the acknowledged prefix is freed as
-/// soon as it is contiguous. Lost ranges are queued for retransmission ahead of new data;
-/// acknowledged ranges are never queued again.
-#[derive(Debug, Default)]
-pub struct SendBuffer {
-    data: VecDeque<u8>,
-    /// Stream offset of `data[0]`; everything below is acknowledged.
-    base: u64,
-    /// Offset of the first byte never sent.
-    unsent: u64,
-    /// Acknowledged ranges above `base`.
-    acked: RangeSet,
-    /// Sent, lost and not acknowledged ranges, to retransmit.
-    lost: RangeSet,
-}
-
-impl SendBuffer {
-    /// An empty buffer.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Appends application data.
-    pub fn write(&mut self, data: &[u8]) {
-        self.data.extend(data);
-    }
-
-    /// The write offset: total bytes written.
-    pub fn offset(&self) -> u64 {
-        self.base + self.data.len() as u64
-    }
-
-    /// Offset of the first byte never sent.
-    pub fn unsent(&self) -> u64 {
-        self.unsent
-    }
-
-    /// Bytes held (written and not acknowledged as a prefix).
-    pub fn unacked_len(&self) -> u64 {
-        self.data.len() as u64
-    }
-
-    /// Bytes waiting to be sent: never sent, plus lost and not yet resent.
-    pub fn queued(&self) -> u64 {
-        (self.offset() - self.unsent) + self.lost.count()
-    }
-
-    /// True if some written data was never sent.
-    pub fn has_unsent(&self) -> bool {
-        self.unsent < self.offset()
-    }
-
-    /// True if lost data waits for retransmission.
-    pub fn has_lost(&self) -> bool {
-        !self.lost.is_empty()
-    }
-
-    /// True once every written byte is acknowledged.
-    pub fn is_fully_acked(&self) -> bool {
-        self.data.is_empty() && self.unsent == self.base
-    }
-
-    /// Takes up to `max_len` bytes of the lowest lost range.
-    pub fn next_lost(&mut self, max_len: u64) -> Option<Range<u64>> {
-        if max_len == 0 {
-            return None;
-        }
-        let r = self.lost.first()?;
-        let end = r.end.min(r.start + max_len);
-        self.lost.remove(r.start..end);
-        Some(r.start..end)
-    }
-
-    /// Takes up to `max_len` new bytes.
-    pub fn next_new(&mut self, max_len: u64) -> Range<u64> {
-        let start = self.unsent;
-        let end = self.offset().min(start + max_len);
-        self.unsent = end;
-        start..end
-    }
-
-    /// True while `[offset, offset + len)` is still buffered.
-    pub fn contains(&self, offset: u64, len: u64) -> bool {
-        offset >= self.base && offset.saturating_add(len) <= self.offset()
-    }
-
-    /// Appends exactly `len` bytes starting at `offset` to `out`.
-    pub fn copy(&self, offset: u64, len: usize, out: &mut Vec<u8>) {
-        debug_assert!(offset >= self.base && offset + len as u64 <= self.offset(), "range not buffered");
-        let before = out.len();
-        let start = offset.saturating_sub(self.base) as usize;
-        if start < self.data.len() {
-            let end = (start + len).min(self.data.len());
-            let (a, b) = self.data.as_slices();
-            if start < a.len() {
-                out.extend_from_slice(&a[start..end.min(a.len())]);
-            }
-            if end > a.len() {
-                out.extend_from_slice(&b[start.saturating_sub(a.len())..end - a.len()]);
-            }
-        }
-        // Only short on a caller bug: keep the "exactly len bytes" contract.
-        out.resize(before + len, 0);
-    }
-
-    /// Records an acknowledgement; frees the acknowledged prefix.
-    pub fn ack(&mut self, r: Range<u64>) {
-        let r = r.start.max(self.base)..r.end.min(self.unsent);
-        if r.start >= r.end {
-            return;
-        }
-        self.lost.remove(r.clone());
-        if r.start == self.base && self.acked.is_empty() {
-            // In-order acknowledgement: free the prefix without touching the range set.
-            self.data.drain(..(r.end - self.base) as usize);
-            self.base = r.end;
-            return;
-        }
-        self.acked.insert(r);
-        if let Some(first) = self.acked.first() {
-            if first.start == self.base {
-                self.acked.pop_min();
-                self.data.drain(..(first.end - self.base) as usize);
-                self.base = first.end;
-            }
-        }
-    }
-
-    /// Records a loss: the parts not acknowledged are queued for retransmission.
-    pub fn on_lost(&mut self, r: Range<u64>) {
-        let r = r.start.max(self.base)..r.end.min(self.unsent);
-        // Already freed (acknowledged through a copy sent on another path): nothing to resend.
-        if r.start >= r.end {
-            return;
-        }
-        let mut pos = r.start;
-        for a in self.acked.intersecting(r.clone()) {
-            if a.start > pos {
-                self.lost.insert(pos..a.start);
-            }
-            pos = a.end;
-        }
-        if pos < r.end {
-            self.lost.insert(pos..r.end);
-        }
-    }
-
-    /// Drops everything (the stream was reset); returns the number of written bytes that
-    /// were never sent.
-    pub fn discard(&mut self) -> u64 {
-        let unsent = self.offset() - self.unsent;
-        self.data = VecDeque::new();
-        self.base = self.unsent;
-        self.acked = RangeSet::new();
-        self.lost = RangeSet::new();
-        unsent
-    }
-}
+pub use super::send_buffer::SendBuffer;
 
 /// Send-side states (RFC 9000 §3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,6 +93,13 @@ impl SendStream {
         debug_assert!(self.is_open());
         self.buf.write(data);
         self.credit.consume(data.len() as u64);
+    }
+
+    /// Appends application data without copying it (the caller checked the limits).
+    pub fn write_bytes(&mut self, data: bytes::Bytes) {
+        debug_assert!(self.is_open());
+        self.credit.consume(data.len() as u64);
+        self.buf.write_bytes(data);
     }
 
     /// Marks the end of the stream.
@@ -369,6 +212,7 @@ impl SendStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::range_set::RangeSet;
     use proptest::prelude::*;
 
     /// A chunk sent twice (on two paths): the copy is acknowledged and freed, then the

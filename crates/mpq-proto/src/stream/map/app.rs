@@ -46,30 +46,50 @@ impl Streams {
         Ok(send)
     }
 
-    /// Writes data; may accept fewer bytes than given (send buffer limit, flow control).
-    /// `Err(Blocked)` when nothing could be accepted: wait for a Writable event.
+    /// Writes data (copied into the send buffer); may accept fewer bytes than given (send
+    /// buffer limit, flow control). `Err(Blocked)` when nothing could be accepted: wait for a
+    /// Writable event.
     pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, StreamError> {
+        self.write_with(id, data.len(), |send, n| send.write(&data[..n]))
+    }
+
+    /// Like [`Streams::write`], without copying: the stream keeps a reference to the accepted
+    /// prefix of `data` (`data.slice(..n)`) until the peer acknowledged it.
+    pub fn write_bytes(&mut self, id: StreamId, data: &bytes::Bytes) -> Result<usize, StreamError> {
+        self.write_with(id, data.len(), |send, n| send.write_bytes(data.slice(..n)))
+    }
+
+    /// Limits a write of `len` bytes to what the buffer limit and both credits allow, hands
+    /// the accepted length to `put`, and does the flow-control bookkeeping.
+    fn write_with(
+        &mut self,
+        id: StreamId,
+        len: usize,
+        put: impl FnOnce(&mut SendStream, usize),
+    ) -> Result<usize, StreamError> {
         let conn_avail = self.conn_send.available();
         let limit = self.send_buffer_limit;
         let send = self.send_mut(id)?;
         let stream_avail = send.credit.available();
         let buf_avail = limit.saturating_sub(send.buf.unacked_len());
-        let n = (data.len() as u64).min(stream_avail).min(buf_avail).min(conn_avail) as usize;
-        if n < data.len() {
+        let n = (len as u64).min(stream_avail).min(buf_avail).min(conn_avail) as usize;
+        if n < len {
             send.want_writable = true;
         }
-        send.write(&data[..n]);
-        if n < data.len() && n as u64 == stream_avail {
+        if n > 0 {
+            put(send, n);
+        }
+        if n < len && n as u64 == stream_avail {
             if let Some(limit) = send.credit.take_blocked() {
                 self.stream_data_blocked.push_back((id, limit));
             }
         }
         self.conn_send.consume(n as u64);
-        if n < data.len() && n as u64 == conn_avail {
+        if n < len && n as u64 == conn_avail {
             self.data_blocked = self.conn_send.take_blocked().or(self.data_blocked);
         }
         self.schedule(id);
-        if n == 0 && !data.is_empty() {
+        if n == 0 && len > 0 {
             return Err(StreamError::Blocked);
         }
         Ok(n)
