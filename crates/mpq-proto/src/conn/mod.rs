@@ -468,6 +468,18 @@ impl Connection {
         self.streams.read(id, buf)
     }
 
+    /// Reads stream data in order without copying it out: up to `max` bytes are handed to
+    /// `f` where they lie in the receive buffer (in at most two pieces) and are consumed.
+    /// Same outcome and errors as [`Connection::read`].
+    pub fn read_with(
+        &mut self,
+        id: StreamId,
+        max: usize,
+        mut f: impl FnMut(&[u8]),
+    ) -> Result<ReadOutcome, StreamError> {
+        self.streams.read_with(id, max, &mut f)
+    }
+
     /// Closes the connection with an application error code (CONNECTION_CLOSE 0x1d).
     pub fn close(&mut self, now: Instant, error_code: u64, reason: &[u8]) {
         if self.is_closed() {

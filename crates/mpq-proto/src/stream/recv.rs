@@ -181,11 +181,25 @@ impl RecvBuffer {
 
     /// Copies readable bytes into `out`; returns how many.
     pub fn read(&mut self, out: &mut [u8]) -> usize {
-        let n = out.len().min(self.contiguous.len());
+        let mut at = 0;
+        self.read_with(out.len(), &mut |piece| {
+            out[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        })
+    }
+
+    /// Hands up to `max` readable bytes to `f`, in order and in at most two pieces, without
+    /// copying them; they are consumed. Returns how many.
+    pub fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        let n = max.min(self.contiguous.len());
         let (a, b) = self.contiguous.as_slices();
         let na = n.min(a.len());
-        out[..na].copy_from_slice(&a[..na]);
-        out[na..n].copy_from_slice(&b[..n - na]);
+        if na > 0 {
+            f(&a[..na]);
+        }
+        if n > na {
+            f(&b[..n - na]);
+        }
         self.contiguous.drain(..n);
         self.read_offset += n as u64;
         n
@@ -358,6 +372,16 @@ impl RecvStream {
     /// Reads into `out`. Returns the bytes read and whether the end of the stream was
     /// reached; `Err(Blocked)` when nothing is readable yet; `Err(Reset)` once after a reset.
     pub fn read(&mut self, out: &mut [u8]) -> Result<ReadOutcome, StreamError> {
+        let mut at = 0;
+        self.read_with(out.len(), &mut |piece| {
+            out[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        })
+    }
+
+    /// Like [`RecvStream::read`], but hands up to `max` bytes to `f` in place (in at most two
+    /// pieces) instead of copying them out.
+    pub fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<ReadOutcome, StreamError> {
         if self.stopped.is_some() {
             return Err(StreamError::ClosedStream);
         }
@@ -369,11 +393,11 @@ impl RecvStream {
             RecvState::ResetRead | RecvState::DataRead => return Err(StreamError::ClosedStream),
             _ => {}
         }
-        let len = self.buf.read(out);
+        let len = self.buf.read_with(max, f);
         let fin = self.state == RecvState::DataRecvd && self.buf.readable() == 0;
         if fin {
             self.state = RecvState::DataRead;
-        } else if len == 0 && !out.is_empty() {
+        } else if len == 0 && max > 0 {
             self.notified = false;
             return Err(StreamError::Blocked);
         }

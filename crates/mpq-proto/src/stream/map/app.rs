@@ -128,9 +128,24 @@ impl Streams {
     /// Reads into `buf`: bytes read and whether the end of the stream was reached.
     /// `Err(Blocked)` when nothing is readable yet, `Err(Reset)` once if the peer reset it.
     pub fn read(&mut self, id: StreamId, buf: &mut [u8]) -> Result<ReadOutcome, StreamError> {
+        let mut at = 0;
+        self.read_with(id, buf.len(), &mut |piece| {
+            buf[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        })
+    }
+
+    /// Like [`Streams::read`], but hands up to `max` bytes to `f` in place (in at most two
+    /// pieces) instead of copying them out.
+    pub fn read_with(
+        &mut self,
+        id: StreamId,
+        max: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<ReadOutcome, StreamError> {
         let s = self.streams.get_mut(&id).ok_or(StreamError::ClosedStream)?;
         let r = s.recv.as_mut().ok_or(StreamError::WrongDirection)?;
-        let res = r.read(buf);
+        let res = r.read_with(max, f);
         if matches!(res, Ok(_) | Err(StreamError::Reset(_))) {
             self.after_recv(id);
         }
