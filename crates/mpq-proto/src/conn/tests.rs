@@ -18,6 +18,10 @@ pub(super) struct Upload {
     server_stream: Option<StreamId>,
     pub(super) received: Vec<u8>,
     fin: bool,
+    /// Mix the zero-copy calls (`write_bytes`, `read_with`) with the copying ones.
+    zero_copy: bool,
+    /// Read calls made (zero-copy mode alternates the read calls).
+    reads: u64,
 }
 
 impl Upload {
@@ -32,6 +36,8 @@ impl Upload {
             server_stream: None,
             received: Vec::new(),
             fin: false,
+            zero_copy: false,
+            reads: 0,
         }
     }
 
@@ -48,7 +54,17 @@ impl Upload {
             }
             if let Some(id) = self.stream {
                 while self.sent < self.data.len() {
-                    match c.write(id, &self.data[self.sent..]) {
+                    // Zero-copy writes of odd 10 kB pieces, copied writes of the rest.
+                    let piece = if self.zero_copy && self.sent / 10_000 % 2 == 1 {
+                        let end = (self.sent / 10_000 + 1) * 10_000;
+                        c.write_bytes(
+                            id,
+                            &bytes::Bytes::copy_from_slice(&self.data[self.sent..end.min(self.data.len())]),
+                        )
+                    } else {
+                        c.write(id, &self.data[self.sent..])
+                    };
+                    match piece {
                         Ok(0) | Err(_) => break,
                         Ok(n) => self.sent += n,
                     }
@@ -70,8 +86,15 @@ impl Upload {
         }
         if let Some(id) = self.server_stream {
             let mut buf = vec![0u8; 65536];
-            while let Ok(r) = s.read(id, &mut buf) {
-                self.received.extend_from_slice(&buf[..r.len]);
+            loop {
+                self.reads += 1;
+                let r = if self.zero_copy && self.reads % 2 == 0 {
+                    let received = &mut self.received;
+                    s.read_with(id, 7000, |piece| received.extend_from_slice(piece))
+                } else {
+                    s.read(id, &mut buf).inspect(|r| self.received.extend_from_slice(&buf[..r.len]))
+                };
+                let Ok(r) = r else { break };
                 if r.fin {
                     self.fin = true;
                     break;
@@ -160,6 +183,21 @@ fn transfer_survives_loss() {
     run_upload(&mut pair, 500_000, Duration::from_secs(60));
     let stats = client(&mut pair).stats();
     assert!(stats.paths[0].lost_packets > 0, "no loss detected: {stats:?}");
+}
+
+#[test]
+fn zero_copy_writes_and_reads_survive_loss() {
+    let mut pair = Pair::new(TransportConfig::default());
+    pair.drop = Box::new(|n, _| n % 9 == 0);
+    let mut up = Upload::new(300_001);
+    up.zero_copy = true;
+    let ok = pair.run_until(Duration::from_secs(60), |p| {
+        up.pump(p);
+        up.fin
+    });
+    assert!(ok, "upload did not finish (received {})", up.received.len());
+    up.assert_intact();
+    assert!(up.reads > 20, "only {} reads", up.reads);
 }
 
 #[test]
