@@ -88,7 +88,7 @@ impl Upload {
             let mut buf = vec![0u8; 65536];
             loop {
                 self.reads += 1;
-                let r = if self.zero_copy && self.reads % 2 == 0 {
+                let r = if self.zero_copy && self.reads.is_multiple_of(2) {
                     let received = &mut self.received;
                     s.read_with(id, 7000, |piece| received.extend_from_slice(piece))
                 } else {
