@@ -8,6 +8,7 @@
 
 mod flow;
 mod map;
+mod reassembly;
 mod recv;
 mod send;
 mod send_buffer;
