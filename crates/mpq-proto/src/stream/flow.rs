@@ -123,6 +123,11 @@ impl RecvCredit {
         self.consumed
     }
 
+    /// Bytes the peer may still send under the advertised limit.
+    pub fn room(&self) -> u64 {
+        self.advertised.saturating_sub(self.received)
+    }
+
     /// Accounts `n` more received bytes; returns false (nothing changed) if that would
     /// exceed the advertised limit, which is a FLOW_CONTROL_ERROR.
     #[must_use]

@@ -277,10 +277,12 @@ impl Streams {
             return Ok(());
         }
         let s = self.streams.get_mut(&id).expect("stream");
-        let grew = s.recv.as_mut().expect("receive half").on_data(offset, data, fin)?;
-        if !self.conn_recv.on_received(grew) {
-            return Err(TransportError::new(TransportErrorCode::FLOW_CONTROL_ERROR, "data beyond MAX_DATA"));
-        }
+        // The connection limit is checked before the stream takes anything: an error must
+        // leave both levels' accounting as it was.
+        let room = self.conn_recv.room();
+        let grew = s.recv.as_mut().expect("receive half").on_data(offset, data, fin, room)?;
+        let accepted = self.conn_recv.on_received(grew);
+        debug_assert!(accepted, "checked against the room above");
         self.after_recv(id);
         Ok(())
     }
@@ -293,10 +295,9 @@ impl Streams {
         let s = self.streams.get_mut(&id).expect("stream");
         let r = s.recv.as_mut().expect("receive half");
         let was_open = matches!(r.state(), RecvState::Recv | RecvState::SizeKnown);
-        let grew = r.on_reset(error_code, final_size)?;
-        if !self.conn_recv.on_received(grew) {
-            return Err(TransportError::new(TransportErrorCode::FLOW_CONTROL_ERROR, "final size beyond MAX_DATA"));
-        }
+        let grew = r.on_reset(error_code, final_size, self.conn_recv.room())?;
+        let accepted = self.conn_recv.on_received(grew);
+        debug_assert!(accepted, "checked against the room above");
         if was_open && r.state() == RecvState::ResetRecvd && !r.is_stopped() {
             self.events.push_back(StreamEvent::Reset { id, code: error_code });
         }

@@ -89,7 +89,10 @@ impl RecvStream {
 
     /// Processes a STREAM frame; returns how much the highest received offset grew, which the
     /// caller charges to connection-level flow control.
-    pub fn on_data(&mut self, offset: u64, data: &[u8], fin: bool) -> Result<u64, TransportError> {
+    ///
+    /// `conn_room` is what the connection-level credit still allows: data that would take
+    /// the connection past it is a FLOW_CONTROL_ERROR (RFC 9000 §4.1) and changes nothing.
+    pub fn on_data(&mut self, offset: u64, data: &[u8], fin: bool, conn_room: u64) -> Result<u64, TransportError> {
         let end = offset
             .checked_add(data.len() as u64)
             .filter(|&e| e <= VARINT_MAX)
@@ -106,6 +109,9 @@ impl RecvStream {
             return Err(flow_control_error("stream data beyond MAX_STREAM_DATA"));
         }
         let grew = end.saturating_sub(self.max_received);
+        if grew > conn_room {
+            return Err(flow_control_error("data beyond MAX_DATA"));
+        }
         if !self.credit.on_received(grew) {
             return Err(flow_control_error("stream data beyond MAX_STREAM_DATA"));
         }
@@ -129,7 +135,8 @@ impl RecvStream {
     }
 
     /// Processes a RESET_STREAM frame; returns the growth of the highest received offset.
-    pub fn on_reset(&mut self, error_code: u64, final_size: u64) -> Result<u64, TransportError> {
+    /// `conn_room` as for [`RecvStream::on_data`].
+    pub fn on_reset(&mut self, error_code: u64, final_size: u64, conn_room: u64) -> Result<u64, TransportError> {
         if self.final_size.is_some_and(|fs| fs != final_size) {
             return Err(final_size_error("RESET_STREAM changes the final size"));
         }
@@ -140,6 +147,9 @@ impl RecvStream {
             return Err(flow_control_error("RESET_STREAM final size beyond MAX_STREAM_DATA"));
         }
         let grew = final_size - self.max_received;
+        if grew > conn_room {
+            return Err(flow_control_error("final size beyond MAX_DATA"));
+        }
         if !self.credit.on_received(grew) {
             return Err(flow_control_error("RESET_STREAM final size beyond MAX_STREAM_DATA"));
         }

@@ -120,6 +120,25 @@ fn flow_control_errors() {
     assert_eq!(code(s.on_reset_stream(cid(Dir::Uni, 2), 0, 1)), Code::FLOW_CONTROL_ERROR);
 }
 
+/// Found by the `conn_frames` fuzz target: data refused for the connection limit used to be
+/// stored in the stream first, so reading it afterwards consumed more than the connection
+/// had counted as received (a debug assertion; a skewed window in release builds).
+#[test]
+fn data_refused_by_the_connection_limit_is_not_stored() {
+    let cfg = StreamsConfig { stream_receive_window: 100, receive_window: 150, ..Default::default() };
+    let (_, mut s) = pair(&cfg);
+    s.on_stream_frame(cid(Dir::Bi, 0), 0, &[1; 100], false).unwrap();
+    let id = cid(Dir::Bi, 1);
+    assert_eq!(code(s.on_stream_frame(id, 0, &[2; 60], false)), Code::FLOW_CONTROL_ERROR);
+    assert_eq!(code(s.on_reset_stream(id, 0, 60)), Code::FLOW_CONTROL_ERROR);
+    let mut buf = [0u8; 200];
+    assert_eq!(s.read(cid(Dir::Bi, 0), &mut buf).map(|r| r.len), Ok(100));
+    assert_eq!(s.read(id, &mut buf), Err(StreamError::Blocked), "nothing of the refused frame was kept");
+    // Within the limit it is taken.
+    s.on_stream_frame(id, 0, &[2; 50], false).unwrap();
+    assert_eq!(s.read(id, &mut buf).map(|r| r.len), Ok(50));
+}
+
 #[test]
 fn final_size_errors() {
     let (_, mut s) = pair(&StreamsConfig::default());
