@@ -178,7 +178,7 @@ pub(crate) struct PathState {
     pub pacing_until: Option<Instant>,
     /// Flow-control frames copied onto this path (sent once, never retransmitted: the
     /// original copy is tracked where it was first sent).
-    pub fc_copies: Vec<crate::stream::StreamControl>,
+    pub fc_copies: Vec<crate::frame::Frame<'static>>,
     /// STREAM chunks to duplicate on this path (redundant scheduling), sent when the
     /// congestion window allows; stale ones are skipped.
     pub dup_chunks: std::collections::VecDeque<crate::stream::StreamChunk>,
