@@ -62,13 +62,7 @@ impl<A: App> Driver for Runner<A> {
     }
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        self.endpoint.poll_transmit(now, buf).map(|t| Transmit {
-            destination: t.destination,
-            source: t.source,
-            size: t.size,
-            segment_size: t.segment_size,
-            ecn: t.ecn,
-        })
+        self.endpoint.poll_transmit(now, buf)
     }
 
     fn on_wake(&mut self, now: Instant) -> ControlFlow<()> {
