@@ -175,7 +175,8 @@ impl Connection {
             let Some(c) = self.streams.poll_control(now, rtt) else { break };
             c.encode(buf);
             if all_paths_fc && matches!(c, Frame::MaxData(_) | Frame::MaxStreamData { .. }) {
-                // Seed 002: a lossy path must not hold back the peer's credit.
+                // A lossy path must not hold back the peer's credit (MPQUIC sends its
+                // WINDOW_UPDATE frames on all paths, CoNEXT 2017 §3).
                 for q in 0..self.paths.len() {
                     if q != pi && self.paths[q].is_active() && self.paths[q].fc_copies.len() < 16 {
                         self.paths[q].fc_copies.push(c.clone());
