@@ -7,24 +7,10 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use mio::{Events, Interest, Poll, Token};
+use mpq_proto::conn::Transmit;
 use quinn_udp::RecvMeta;
 
 use crate::{Clock, UdpSocket};
-
-/// One datagram or GSO batch the driver wants sent.
-#[derive(Debug, Clone, Copy)]
-pub struct Transmit {
-    /// Destination.
-    pub destination: SocketAddr,
-    /// Local address to send from; `None`: the loop's first socket.
-    pub source: Option<SocketAddr>,
-    /// Bytes in the buffer.
-    pub size: usize,
-    /// Segment size when the buffer holds several datagrams.
-    pub segment_size: Option<usize>,
-    /// ECN codepoint.
-    pub ecn: Option<u8>,
-}
 
 /// What the event loop drives (a QUIC endpoint plus its application).
 pub trait Driver {
@@ -42,7 +28,8 @@ pub trait Driver {
     fn handle_timeout(&mut self, now: mpq_proto::Instant);
     /// Earliest timer.
     fn poll_timeout(&mut self) -> Option<mpq_proto::Instant>;
-    /// Next datagram or GSO batch, written into `buf`.
+    /// Next datagram or GSO batch, written into `buf`. A `source` of `None` sends from the
+    /// loop's first socket; the path ID is not the loop's concern.
     fn poll_transmit(&mut self, now: mpq_proto::Instant, buf: &mut Vec<u8>) -> Option<Transmit>;
     /// Application work after each round of I/O; `Break` stops the loop.
     fn on_wake(&mut self, now: mpq_proto::Instant) -> ControlFlow<()>;
@@ -260,7 +247,14 @@ mod tests {
             self.sent += 1;
             buf.clear();
             buf.extend_from_slice(src.to_string().as_bytes());
-            Some(Transmit { destination: self.peer, source: Some(src), size: buf.len(), segment_size: None, ecn: None })
+            Some(Transmit {
+                destination: self.peer,
+                source: Some(src),
+                path_id: 0,
+                size: buf.len(),
+                segment_size: None,
+                ecn: None,
+            })
         }
         fn on_wake(&mut self, _now: mpq_proto::Instant) -> ControlFlow<()> {
             if self.got.len() >= 2 {

@@ -9,5 +9,7 @@ mod event_loop;
 mod socket;
 
 pub use clock::Clock;
-pub use event_loop::{Driver, EventLoop, LoopStats, Transmit};
+pub use event_loop::{Driver, EventLoop, LoopStats};
+/// What a [`Driver`] hands the loop to send: the protocol core's transmit, as is.
+pub use mpq_proto::conn::Transmit;
 pub use socket::UdpSocket;

@@ -21,6 +21,7 @@ pub mod range_set;
 pub mod recovery;
 pub mod sched;
 pub mod stream;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod time;
 pub mod token;

@@ -367,10 +367,11 @@ impl Request {
     }
 }
 
-/// Interactive client (seed 002, fig. 11): every `interval` it sends a `size`-byte request on
-/// a new bidirectional stream and the server answers with `size` bytes. It records each
-/// request's application delay, from the moment it is due to the arrival of the whole
-/// response, in virtual time.
+/// Interactive client (the handover experiment of De Coninck and Bonaventure, "Multipath QUIC:
+/// Design and Evaluation", CoNEXT 2017, §4.3, Fig. 11): every `interval` it sends a `size`-byte
+/// request on a new bidirectional stream and the server answers with `size` bytes. It records each
+/// request's application delay, from the moment it is due to the arrival of the whole response, in
+/// virtual time.
 ///
 /// A stream per request keeps one lost response from delaying the next ones (no head-of-line
 /// blocking between requests), as an HTTP-style application would. A request that cannot get

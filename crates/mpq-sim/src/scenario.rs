@@ -44,9 +44,9 @@ pub const MAX_REQUEST_SIZE: u64 = 16 * 1024 * 1024;
 pub enum Workload {
     /// Download [`Scenario::size`] bytes on one stream.
     Download,
-    /// Seed 002's interactive traffic: `count` requests of `size` bytes, one every
-    /// `interval`, each answered with `size` bytes (see
-    /// [`ReqRespClient`](crate::apps::ReqRespClient)).
+    /// Interactive traffic, as in the handover experiment of "Multipath QUIC: Design and
+    /// Evaluation" (CoNEXT 2017, §4.3): `count` requests of `size` bytes, one every `interval`,
+    /// each answered with `size` bytes (see [`ReqRespClient`](crate::apps::ReqRespClient)).
     ReqResp {
         /// Request and response size in bytes (at least 8).
         size: u64,
@@ -147,7 +147,8 @@ pub struct ScenarioResult {
     /// Largest request delay in milliseconds (request/response runs with an answer only).
     pub max_delay_ms: Option<f64>,
     /// Largest delay of the requests answered after the first link failure (request/response
-    /// runs with a failure only): what seed 002's handover figure is about.
+    /// runs with a failure only): what the handover figure of "Multipath QUIC: Design and
+    /// Evaluation" (CoNEXT 2017, Fig. 11) is about.
     pub max_delay_after_failure_ms: Option<f64>,
     /// Requests issued.
     pub requests_sent: u64,
@@ -228,7 +229,7 @@ impl Scenario {
         }
     }
 
-    /// Seed 002's request/response workload over `links` (other settings as in
+    /// The request/response workload ([`Workload::ReqResp`]) over `links` (other settings as in
     /// [`download`](Self::download)).
     pub fn reqresp(links: Vec<LinkConfig>, size: u64, interval: Duration, count: u64) -> Self {
         Self { workload: Workload::ReqResp { size, interval, count }, ..Self::download(links, 0) }

@@ -269,7 +269,8 @@ impl Topology {
     }
 
     /// Makes `link` lose every packet offered from `at` on (packets already on the wire still
-    /// arrive): a radio link that went out of range, as in seed 002's handover experiment.
+    /// arrive): a radio link that went out of range, as in the handover experiment of
+    /// "Multipath QUIC: Design and Evaluation" (CoNEXT 2017, §4.3).
     pub fn fail_link(&mut self, link: LinkId, at: Instant) {
         self.sim.schedule(at, link, LinkEvent::Blackhole);
     }

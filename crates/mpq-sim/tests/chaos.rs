@@ -8,8 +8,9 @@
 //! `MPQ_CHAOS_CASES=N` changes the number of cases (default [`CASES`]), `MPQ_CHAOS_BASE=B`
 //! the base seed the case seeds derive from.
 //!
-//! Also here: the regression run of the simulator sweep over seed 002's table 1 that found a
-//! spinning timer and a link model that dropped every packet.
+//! Also here: the regression run of the simulator sweep over the ranges of Table 1 of "Multipath
+//! QUIC: Design and Evaluation" (CoNEXT 2017) that found a spinning timer and a link model that
+//! dropped every packet.
 
 use std::time::Duration;
 
@@ -198,11 +199,12 @@ fn chaos_sweep_odd_cases_complete() {
     sweep(1);
 }
 
-/// The simulator sweep over seed 002's table 1 (`mpq sim --seed 1 --link
-/// 9.571mbit/1.9ms/queue=44.5ms/loss=0.602% --link 0.296mbit/20.7ms/queue=5.0ms/loss=1.403%`)
-/// panicked on a spinning timer (the server's PATH_CHALLENGE retry on a path whose
-/// anti-amplification budget was spent) and its second link, whose 185-byte queue is smaller
-/// than a packet, dropped everything. Both paths must now carry the download.
+/// The simulator sweep over the ranges of Table 1 of "Multipath QUIC: Design and Evaluation"
+/// (CoNEXT 2017) (`mpq sim --seed 1 --link 9.571mbit/1.9ms/queue=44.5ms/loss=0.602% --link
+/// 0.296mbit/20.7ms/queue=5.0ms/loss=1.403%`) panicked on a spinning timer (the server's
+/// PATH_CHALLENGE retry on a path whose anti-amplification budget was spent) and its second link,
+/// whose 185-byte queue is smaller than a packet, dropped everything. Both paths must now carry the
+/// download.
 #[test]
 fn seed002_table1_sweep_tiny_queue_path_carries_data() {
     let links: Vec<LinkConfig> =

@@ -1,13 +1,15 @@
-//! Multipath experiments from the research seeds, run through [`Scenario`] and [`Topology`].
+//! Multipath experiments from the research behind mpq (De Coninck and Bonaventure, "Multipath
+//! QUIC: Design and Evaluation", CoNEXT 2017; "The Packet Number Space Debate in Multipath
+//! QUIC"), run through [`Scenario`] and [`Topology`].
 //!
 //! Every run is seeded and byte-exact (the scenario checks every received byte). The
 //! single-path baselines are measured in the same test as the multipath run they bound.
 //!
-//! Queues are 1.5 × the path's bandwidth-delay product (seed 003), written as a queue time of
-//! 1.5 × RTT. Sizes follow the seeds (50 MB downloads) where a run stays within a few seconds
-//! of wall time in the unoptimized test profile; the 3-path table uses 20 MB instead (three
-//! baselines' worth of runs per point), which keeps every path well past slow start, so the
-//! comparison means the same.
+//! Queues are 1.5 × the path's bandwidth-delay product (as in "The Packet Number Space Debate in
+//! Multipath QUIC", §3), written as a queue time of 1.5 × RTT. Sizes follow the papers (50 MB
+//! downloads) where a run stays within a few seconds of wall time in the unoptimized test profile;
+//! the 3-path table uses 20 MB instead (three baselines' worth of runs per point), which keeps
+//! every path well past slow start, so the comparison means the same.
 
 use std::time::Duration;
 
@@ -142,7 +144,8 @@ fn invalid_scenarios_are_errors() {
     assert!(bad(Scenario::reqresp(vec![path(10.0, 10.0)], 4, Duration::from_millis(1), 3)).contains("size"));
 }
 
-/// Seed 002's request/response workload on a healthy path: every answer takes one RTT plus
+/// The request/response workload (the handover experiment of "Multipath QUIC: Design and
+/// Evaluation", CoNEXT 2017, §4.3) on a healthy path: every answer takes one RTT plus
 /// serialization.
 #[test]
 fn reqresp_on_one_path_answers_every_request_in_one_rtt() {
@@ -181,8 +184,9 @@ fn without_a_second_path_a_dead_link_ends_the_conversation() {
 
 // ------------------------------------------------- multipath (enable at integration)
 
-/// Seed 003, homogeneous paths: two 50 Mbit/s 20 ms paths aggregate (≥ 90 % of the sum of
-/// the single-path goodputs, measured here on the same links).
+/// Homogeneous paths ("The Packet Number Space Debate in Multipath QUIC", §3.1): two 50 Mbit/s
+/// 20 ms paths aggregate (≥ 90 % of the sum of the single-path goodputs, measured here on the same
+/// links).
 #[test]
 fn two_homogeneous_paths_aggregate() {
     let size = 50 * MB;
@@ -213,7 +217,8 @@ fn not_slower_than_best(links: Vec<LinkConfig>, best: usize, size: u64, seed: u6
     assert!(m <= 1.1 * s, "multipath {m:.2} s vs {s:.2} s on the best path alone");
 }
 
-/// Seed 003, heterogeneous paths (bandwidth balance 0.9, RTT balance 0.1).
+/// Heterogeneous paths ("The Packet Number Space Debate in Multipath QUIC", §3.2, Table 2:
+/// bandwidth balance 0.9, RTT balance 0.1).
 #[test]
 fn heterogeneous_paths_are_not_slower_than_the_best_one() {
     not_slower_than_best(vec![path(90.0, 20.0), path(10.0, 180.0)], 0, 50 * MB, 21);
@@ -226,9 +231,10 @@ fn heterogeneous_paths_are_not_slower_than_the_best_one() {
     not_slower_than_best(vec![link("90mbit/20ms"), link("10mbit/180ms")], 0, 50 * MB, 7);
 }
 
-/// Seed 003 Table 3: three paths sharing 100 Mbit/s and 300 ms of RTT by weights in
-/// [0.1, 0.9] (path i gets `total * w_i / sum(w)`). Points: the paper's example RTT weights,
-/// and two corners (fast path short or long; handshake on the thin path).
+/// "The Packet Number Space Debate in Multipath QUIC", §3.3, Table 3: three paths sharing
+/// 100 Mbit/s and 300 ms of RTT by weights in [0.1, 0.9] (path i gets `total * w_i / sum(w)`).
+/// Points: the paper's example RTT weights, and two corners (fast path short or long; handshake on
+/// the thin path).
 #[test]
 fn three_heterogeneous_paths_seed_003_table() {
     let points: [([f64; 3], [f64; 3]); 3] =
@@ -243,9 +249,9 @@ fn three_heterogeneous_paths_seed_003_table() {
     }
 }
 
-/// Seed 002, fig. 11: 750-byte requests every 400 ms over a 15 ms and a 25 ms RTT path; the
-/// first path becomes completely lossy at 3 s. Every request is answered, and the requests
-/// caught by the failure are answered within 1 s.
+/// "Multipath QUIC: Design and Evaluation" (CoNEXT 2017), §4.3, Fig. 11: 750-byte requests every
+/// 400 ms over a 15 ms and a 25 ms RTT path; the first path becomes completely lossy at 3 s. Every
+/// request is answered, and the requests caught by the failure are answered within 1 s.
 #[test]
 fn handover_keeps_answering_after_the_first_path_dies() {
     let s = Scenario {
@@ -346,12 +352,12 @@ fn two_single_path_flows_share_the_bottleneck() {
     assert!((0.3..0.7).contains(&s.mp), "seed 41: shares {:.2} / {:.2}", s.mp, s.sp);
 }
 
-/// Coupled congestion control (seed 002 uses OLIA; LIA is RFC 6356): the two-path flow takes
-/// no more than its fair share of the shared bottleneck against one single-path flow: half,
-/// with `FAIR_BOUND` as the tolerance, averaged over three seeds (the access links' jitter
-/// makes each seed a different phase at the drop-tail queue). The control, uncoupled CUBIC on
-/// both paths, behaves as two flows (two thirds in theory) and must exceed the bound.
-/// Measured means: LIA 0.47, OLIA 0.48, uncoupled CUBIC 0.67 of the bottleneck.
+/// Coupled congestion control (OLIA, as MPQUIC uses it in "Multipath QUIC: Design and Evaluation",
+/// CoNEXT 2017; LIA is RFC 6356): the two-path flow takes no more than its fair share of the shared
+/// bottleneck against one single-path flow: half, with `FAIR_BOUND` as the tolerance, averaged over
+/// three seeds (the access links' jitter makes each seed a different phase at the drop-tail queue).
+/// The control, uncoupled CUBIC on both paths, behaves as two flows (two thirds in theory) and must
+/// exceed the bound. Measured means: LIA 0.47, OLIA 0.48, uncoupled CUBIC 0.67 of the bottleneck.
 const FAIR_BOUND: f64 = 0.55;
 const FAIRNESS_SEEDS: [u64; 3] = [42, 43, 44];
 

@@ -50,12 +50,12 @@ fn share1(r: &Run) -> f64 {
     b[1] as f64 / (b[0] + b[1]) as f64
 }
 
-/// Seed 002's rtt-probe scheduler duplicates data onto a path whose RTT is unknown. A new
-/// path's RTT is already sampled by its validation exchange (the PATH_RESPONSE comes with a
-/// PATH_ACK), so the case arises when a NAT rebinding moves a path: once the new address is
-/// validated the path starts with fresh RTT state (RFC 9000 §9.4). The download is limited
-/// by flow control so the measured path has window for the originals. rtt-probe copies
-/// data onto path 1 until its first sample; min-RTT, in the same run, copies nothing.
+/// The rtt-probe scheduler (MPQUIC's, De Coninck and Bonaventure, CoNEXT 2017, §3) duplicates data
+/// onto a path whose RTT is unknown. A new path's RTT is already sampled by its validation exchange
+/// (the PATH_RESPONSE comes with a PATH_ACK), so the case arises when a NAT rebinding moves a path:
+/// once the new address is validated the path starts with fresh RTT state (RFC 9000 §9.4). The
+/// download is limited by flow control so the measured path has window for the originals. rtt-probe
+/// copies data onto path 1 until its first sample; min-RTT, in the same run, copies nothing.
 #[test]
 fn rtt_probe_duplicates_on_a_path_whose_rtt_is_unknown() {
     let seed = 61;
@@ -136,10 +136,11 @@ fn weighted_follows_the_bandwidth_of_saturated_paths() {
     assert!((0.65..=0.85).contains(&s0), "share {s0:.3}: {}", r.describe());
 }
 
-/// ECF on seed 003's heterogeneous paths (90 Mbit/s / 20 ms and 10 Mbit/s / 180 ms), the
-/// handshake on either: a 50 MB download is never more than 10 % slower than on the best
-/// path alone. (With the handshake on the 180 ms path, opening the fast path costs about
-/// 0.3 s whatever the scheduler, which smaller downloads cannot amortize.)
+/// ECF on the heterogeneous paths of "The Packet Number Space Debate in Multipath QUIC" (§3.2:
+/// 90 Mbit/s / 20 ms and 10 Mbit/s / 180 ms), the handshake on either: a 50 MB download is never
+/// more than 10 % slower than on the best path alone. (With the handshake on the 180 ms path,
+/// opening the fast path costs about 0.3 s whatever the scheduler, which smaller downloads cannot
+/// amortize.)
 #[test]
 fn ecf_is_not_slower_than_the_best_path() {
     let seed = 64;

@@ -242,7 +242,7 @@ pub fn run(args: ClientArgs) -> Result<()> {
             "goodput_bps": total as f64 * 8.0 / secs,
             "multipath": app.multipath,
             "key_updates": stats.key_updates,
-            "paths": crate::perf::paths_json(&stats),
+            "paths": crate::report::paths_json(&stats),
         });
         println!("{out}");
     }

@@ -6,6 +6,7 @@ mod idle_conns;
 mod perf;
 mod progress;
 mod qlog_file;
+mod report;
 mod runner;
 mod server;
 mod sim_cmd;

@@ -212,13 +212,6 @@ impl App for PerfClient {
     }
 }
 
-/// The per-path part of the JSON summaries: every field of [`mpq_proto::conn::PathStats`]
-/// (path_id, tx_bytes, rx_bytes, rtt_ms, lost_packets, cwnd, pacing_rate, state, backup,
-/// the cross-path ACK and flow-control counters, ECN state and CE marks, ...).
-pub fn paths_json(stats: &mpq_proto::conn::ConnectionStats) -> Vec<serde_json::Value> {
-    stats.paths.iter().map(|p| serde_json::to_value(p).unwrap_or_default()).collect()
-}
-
 /// CPU time used by this process (user + system), in seconds.
 fn cpu_seconds() -> f64 {
     // SAFETY: getrusage only writes into the struct we pass.
@@ -288,7 +281,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
     let secs = (end - start).as_secs_f64().max(1e-9);
     let goodput = app.bytes as f64 * 8.0 / secs;
     let stats = app.stats.unwrap_or_default();
-    let paths = paths_json(&stats);
+    let paths = crate::report::paths_json(&stats);
     if args.json {
         let out = json!({
             "goodput_bps": goodput,

@@ -62,13 +62,7 @@ impl<A: App> Driver for Runner<A> {
     }
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        self.endpoint.poll_transmit(now, buf).map(|t| Transmit {
-            destination: t.destination,
-            source: t.source,
-            size: t.size,
-            segment_size: t.segment_size,
-            ecn: t.ecn,
-        })
+        self.endpoint.poll_transmit(now, buf)
     }
 
     fn on_wake(&mut self, now: Instant) -> ControlFlow<()> {
@@ -347,7 +341,7 @@ pub fn serve_events(ep: &mut Endpoint, qlog_dir: &Option<PathBuf>, mut on: impl 
     while let Some((h, ev)) = ep.poll_event() {
         match &ev {
             Event::ConnectionLost(e) => {
-                report_connection_end(ep, h, e);
+                crate::report::connection_end(ep, h, e);
                 on(Served::Ended(h));
             }
             Event::Connected => log_handshake(ep, h),
@@ -361,23 +355,6 @@ pub fn serve_events(ep: &mut Endpoint, qlog_dir: &Option<PathBuf>, mut on: impl 
             on(Served::NewStream(h, id));
         }
     }
-}
-
-/// A server's one-line account of a finished connection, on stderr: `connection ended: `
-/// and a JSON object (`peer`, `error`, `multipath`, `key_updates`, `reinjected_chunks`,
-/// `paths` as in `mpq client --json`).
-pub fn report_connection_end(ep: &Endpoint, h: ConnectionHandle, error: &mpq_proto::conn::ConnectionError) {
-    let Some(c) = ep.connection(h) else { return };
-    let stats = c.stats();
-    let line = serde_json::json!({
-        "peer": c.remote_address().to_string(),
-        "error": error.to_string(),
-        "multipath": c.is_multipath(),
-        "key_updates": stats.key_updates,
-        "reinjected_chunks": stats.reinjected_chunks,
-        "paths": crate::perf::paths_json(&stats),
-    });
-    eprintln!("connection ended: {line}");
 }
 
 /// Client and server configs share this transport config.

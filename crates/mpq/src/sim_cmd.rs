@@ -41,7 +41,8 @@ pub struct SimArgs {
     /// Make link N lose everything from time T on, e.g. 0@3s (repeatable).
     #[arg(long = "fail-link", value_name = "N@T")]
     pub fail: Vec<String>,
-    /// download, or reqresp:SIZE@INTERVAL[xCOUNT] (seed 002's interactive traffic), e.g.
+    /// download, or reqresp:SIZE@INTERVAL[xCOUNT] (interactive traffic, as in the handover
+    /// experiment of "Multipath QUIC: Design and Evaluation", CoNEXT 2017), e.g.
     /// reqresp:750B@400ms.
     #[arg(long, default_value = "download")]
     pub workload: String,

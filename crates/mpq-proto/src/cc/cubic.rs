@@ -2,9 +2,8 @@
 
 use std::time::Duration;
 
-use super::{CcConfig, CongestionController};
-use crate::recovery::rtt::RttEstimator;
-use crate::time::Instant;
+use super::window::{Algorithm, WindowCore};
+use super::*;
 
 /// CUBIC scaling constant C (RFC 9438 §5.1), in segments per second cubed.
 const C: f64 = 0.4;
@@ -14,11 +13,7 @@ const BETA: f64 = 0.7;
 /// CUBIC congestion controller.
 #[derive(Debug, Clone)]
 pub struct Cubic {
-    config: CcConfig,
-    mds: u64,
-    window: u64,
-    ssthresh: u64,
-    recovery_start: Option<Instant>,
+    core: WindowCore,
     /// Window before the last reduction, in bytes (W_max).
     w_max: f64,
     /// Time to reach W_max again, seconds (K).
@@ -34,40 +29,30 @@ pub struct Cubic {
 impl Cubic {
     /// A controller at the initial window.
     pub fn new(config: CcConfig, mds: u64) -> Self {
-        Self {
-            config,
-            mds,
-            window: config.initial_window(mds),
-            ssthresh: u64::MAX,
-            recovery_start: None,
-            w_max: 0.0,
-            k: 0.0,
-            epoch_start: None,
-            w_est: 0.0,
-            acked: 0,
-        }
+        Self { core: WindowCore::new(config, mds), w_max: 0.0, k: 0.0, epoch_start: None, w_est: 0.0, acked: 0 }
     }
 
     /// W_cubic(t) in bytes (RFC 9438 §4.2).
     fn w_cubic(&self, t: f64) -> f64 {
-        let mds = self.mds as f64;
+        let mds = self.core.mds as f64;
         (C * (t - self.k).powi(3)) * mds + self.w_max
     }
 }
 
-impl CongestionController for Cubic {
-    fn on_packet_sent(&mut self, _now: Instant, _bytes: u64) {}
+impl Algorithm for Cubic {
+    const NAME: &'static str = "cubic";
 
-    fn on_ack(&mut self, now: Instant, sent_time: Instant, bytes: u64, rtt: &RttEstimator, app_limited: bool) {
-        if app_limited || self.recovery_start.is_some_and(|r| sent_time <= r) {
-            return;
-        }
-        if self.window < self.ssthresh {
-            self.window = self.window.saturating_add(bytes);
-            return;
-        }
-        let mds = self.mds as f64;
-        let cwnd = self.window as f64;
+    fn core(&self) -> &WindowCore {
+        &self.core
+    }
+
+    fn core_mut(&mut self) -> &mut WindowCore {
+        &mut self.core
+    }
+
+    fn grow(&mut self, now: Instant, bytes: u64, rtt: &RttEstimator) {
+        let mds = self.core.mds as f64;
+        let cwnd = self.core.window as f64;
         // RFC 9438 §4.2: a new epoch starts at the first ACK in congestion avoidance.
         let epoch = *self.epoch_start.get_or_insert(now);
         if self.w_max < cwnd && epoch == now {
@@ -85,60 +70,34 @@ impl CongestionController for Cubic {
         let alpha = 3.0 * (1.0 - BETA) / (1.0 + BETA);
         self.w_est += alpha * mds * (bytes as f64 / cwnd);
         if self.w_est > target {
-            self.window = self.w_est.max(cwnd) as u64;
+            self.core.window = self.w_est.max(cwnd) as u64;
             return;
         }
         // Concave/convex region: grow by (target - cwnd) / cwnd per acknowledged MDS.
         self.acked = self.acked.saturating_add(bytes);
         let inc = ((target - cwnd) / cwnd * self.acked as f64) as u64;
         if inc > 0 {
-            self.window = self.window.saturating_add(inc);
+            self.core.window = self.core.window.saturating_add(inc);
             self.acked = 0;
         }
     }
 
-    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, is_persistent: bool, _lost_bytes: u64) {
-        let min = self.config.minimum_window(self.mds);
-        if self.recovery_start.is_none_or(|r| sent_time > r) {
-            self.recovery_start = Some(now);
-            let cwnd = self.window as f64;
-            // Fast convergence (RFC 9438 §4.7).
-            self.w_max = if cwnd < self.w_max { cwnd * (1.0 + BETA) / 2.0 } else { cwnd };
-            self.ssthresh = ((cwnd * BETA) as u64).max(min);
-            self.window = self.ssthresh;
-            self.k = ((self.w_max - self.window as f64) / (C * self.mds as f64)).max(0.0).cbrt();
-            self.w_est = self.window as f64;
-            self.epoch_start = None;
-            self.acked = 0;
-        }
-        if is_persistent {
-            self.window = min;
-            self.w_max = 0.0;
-            self.k = 0.0;
-            self.epoch_start = None;
-            self.w_est = 0.0;
-        }
+    fn reduce(&mut self) {
+        let cwnd = self.core.window as f64;
+        // Fast convergence (RFC 9438 §4.7).
+        self.w_max = if cwnd < self.w_max { cwnd * (1.0 + BETA) / 2.0 } else { cwnd };
+        self.core.reduce_to((cwnd * BETA) as u64);
+        self.k = ((self.w_max - self.core.window as f64) / (C * self.core.mds as f64)).max(0.0).cbrt();
+        self.w_est = self.core.window as f64;
+        self.epoch_start = None;
+        self.acked = 0;
     }
 
-    fn window(&self) -> u64 {
-        self.window
-    }
-
-    fn ssthresh(&self) -> u64 {
-        self.ssthresh
-    }
-
-    fn set_max_datagram_size(&mut self, mds: u64) {
-        self.window = self.config.rescale_window(self.window, self.ssthresh, self.mds, mds);
-        self.mds = mds;
-    }
-
-    fn name(&self) -> &'static str {
-        "cubic"
-    }
-
-    fn clone_box(&self) -> Box<dyn CongestionController> {
-        Box::new(self.clone())
+    fn on_persistent_congestion(&mut self) {
+        self.w_max = 0.0;
+        self.k = 0.0;
+        self.epoch_start = None;
+        self.w_est = 0.0;
     }
 }
 

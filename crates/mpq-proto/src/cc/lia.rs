@@ -6,22 +6,19 @@
 //! connection as a whole is no more aggressive than one Reno flow on its best path, and no
 //! path grows faster than a Reno flow would on it. Slow start and loss are Reno's.
 
-use super::coupled::{rtt_s, CoupledWindow};
-use super::{CcConfig, CongestionController, PathView};
-use crate::recovery::rtt::RttEstimator;
-use crate::time::Instant;
+use super::coupled::{rtt_s, CoupledAlgorithm, CoupledWindow};
+use super::*;
 
 /// LIA congestion controller of one path.
 #[derive(Debug, Clone)]
 pub struct Lia {
     w: CoupledWindow,
-    srtt: f64,
 }
 
 impl Lia {
     /// A controller at the initial window.
     pub fn new(config: CcConfig, mds: u64) -> Self {
-        Self { w: CoupledWindow::new(config, mds), srtt: 0.1 }
+        Self { w: CoupledWindow::new(config, mds) }
     }
 
     /// RFC 6356 alpha over this path (`own`) and the others.
@@ -35,8 +32,19 @@ impl Lia {
         }
         total * best / (denom * denom)
     }
+}
 
-    /// Congestion-avoidance increase in bytes for `bytes` acknowledged.
+impl CoupledAlgorithm for Lia {
+    const NAME: &'static str = "lia";
+
+    fn coupled(&self) -> &CoupledWindow {
+        &self.w
+    }
+
+    fn coupled_mut(&mut self) -> &mut CoupledWindow {
+        &mut self.w
+    }
+
     fn increase(w: &CoupledWindow, srtt: f64, bytes: u64) -> f64 {
         let own = PathView { window: w.window, srtt, ..Default::default() };
         let total = (w.window + w.others.iter().map(|p| p.window).sum::<u64>()) as f64;
@@ -45,49 +53,6 @@ impl Lia {
         let coupled = Self::alpha(own, &w.others) * b * mss / total.max(1.0);
         let reno = b * mss / (w.window as f64).max(1.0);
         coupled.min(reno)
-    }
-}
-
-impl CongestionController for Lia {
-    fn on_packet_sent(&mut self, _now: Instant, _bytes: u64) {}
-
-    fn on_ack(&mut self, _now: Instant, sent_time: Instant, bytes: u64, rtt: &RttEstimator, app_limited: bool) {
-        self.srtt = rtt.smoothed().as_secs_f64();
-        let srtt = self.srtt;
-        self.w.on_ack(sent_time, bytes, app_limited, |w| Self::increase(w, srtt, bytes));
-    }
-
-    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, is_persistent: bool, _lost_bytes: u64) {
-        self.w.on_congestion_event(now, sent_time, is_persistent);
-    }
-
-    fn window(&self) -> u64 {
-        self.w.window
-    }
-
-    fn ssthresh(&self) -> u64 {
-        self.w.ssthresh
-    }
-
-    fn set_max_datagram_size(&mut self, mds: u64) {
-        self.w.set_max_datagram_size(mds);
-    }
-
-    fn name(&self) -> &'static str {
-        "lia"
-    }
-
-    fn clone_box(&self) -> Box<dyn CongestionController> {
-        Box::new(self.clone())
-    }
-
-    fn set_coupling(&mut self, others: &[PathView]) {
-        self.w.others.clear();
-        self.w.others.extend_from_slice(others);
-    }
-
-    fn coupling_view(&self, srtt: f64) -> PathView {
-        PathView { window: self.w.window, srtt, loss_interval_bytes: self.w.loss_interval() }
     }
 }
 

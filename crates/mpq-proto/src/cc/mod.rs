@@ -1,6 +1,10 @@
 //! Congestion control: one object-safe controller per path, built by name at run time so
 //! experiments can sweep algorithms.
 //!
+//! The mechanics every algorithm shares (slow start, recovery periods, persistent
+//! congestion, app-limited acknowledgements, datagram size changes) are written once, in
+//! `window`; each algorithm's file holds only its own increase and decrease.
+//!
 //! Extension point for multipath coupled controllers (LIA, OLIA): they implement the same
 //! trait and additionally receive a view of the other paths of the connection through
 //! [`CongestionController::set_coupling`] before each decision; uncoupled controllers ignore
@@ -11,6 +15,7 @@ mod cubic;
 mod lia;
 mod newreno;
 mod olia;
+mod window;
 
 use std::fmt;
 use std::str::FromStr;

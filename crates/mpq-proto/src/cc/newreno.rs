@@ -1,17 +1,12 @@
 //! NewReno (RFC 9002 §7, Appendix B).
 
-use super::{CcConfig, CongestionController};
-use crate::recovery::rtt::RttEstimator;
-use crate::time::Instant;
+use super::window::{Algorithm, WindowCore};
+use super::*;
 
 /// NewReno congestion controller.
 #[derive(Debug, Clone)]
 pub struct NewReno {
-    config: CcConfig,
-    mds: u64,
-    window: u64,
-    ssthresh: u64,
-    recovery_start: Option<Instant>,
+    core: WindowCore,
     /// Bytes acknowledged in congestion avoidance since the last window increase.
     acked: u64,
 }
@@ -19,62 +14,34 @@ pub struct NewReno {
 impl NewReno {
     /// A controller at the initial window.
     pub fn new(config: CcConfig, mds: u64) -> Self {
-        Self { config, mds, window: config.initial_window(mds), ssthresh: u64::MAX, recovery_start: None, acked: 0 }
+        Self { core: WindowCore::new(config, mds), acked: 0 }
     }
 }
 
-impl CongestionController for NewReno {
-    fn on_packet_sent(&mut self, _now: Instant, _bytes: u64) {}
+impl Algorithm for NewReno {
+    const NAME: &'static str = "newreno";
 
-    fn on_ack(&mut self, _now: Instant, sent_time: Instant, bytes: u64, _rtt: &RttEstimator, app_limited: bool) {
-        // RFC 9002 §7.3.2: packets sent before recovery started do not grow the window.
-        if app_limited || self.recovery_start.is_some_and(|r| sent_time <= r) {
-            return;
-        }
-        if self.window < self.ssthresh {
-            self.window = self.window.saturating_add(bytes);
-        } else {
-            self.acked += bytes;
-            if self.acked >= self.window {
-                self.acked -= self.window;
-                self.window = self.window.saturating_add(self.mds);
-            }
-        }
+    fn core(&self) -> &WindowCore {
+        &self.core
     }
 
-    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, is_persistent: bool, _lost_bytes: u64) {
-        let min = self.config.minimum_window(self.mds);
-        if self.recovery_start.is_none_or(|r| sent_time > r) {
-            self.recovery_start = Some(now);
-            self.ssthresh = (self.window / 2).max(min);
-            self.window = self.ssthresh;
-            self.acked = 0;
-        }
-        if is_persistent {
-            // RFC 9002 §7.6.2: collapse to the minimum window.
-            self.window = min;
+    fn core_mut(&mut self) -> &mut WindowCore {
+        &mut self.core
+    }
+
+    /// One maximum datagram size per window of bytes acknowledged.
+    fn grow(&mut self, _now: Instant, bytes: u64, _rtt: &RttEstimator) {
+        self.acked += bytes;
+        if self.acked >= self.core.window {
+            self.acked -= self.core.window;
+            self.core.window = self.core.window.saturating_add(self.core.mds);
         }
     }
 
-    fn window(&self) -> u64 {
-        self.window
-    }
-
-    fn ssthresh(&self) -> u64 {
-        self.ssthresh
-    }
-
-    fn set_max_datagram_size(&mut self, mds: u64) {
-        self.window = self.config.rescale_window(self.window, self.ssthresh, self.mds, mds);
-        self.mds = mds;
-    }
-
-    fn name(&self) -> &'static str {
-        "newreno"
-    }
-
-    fn clone_box(&self) -> Box<dyn CongestionController> {
-        Box::new(self.clone())
+    /// Halves the window.
+    fn reduce(&mut self) {
+        self.core.reduce_to(self.core.window / 2);
+        self.acked = 0;
     }
 }
 

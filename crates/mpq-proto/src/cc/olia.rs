@@ -9,10 +9,8 @@
 //! `alpha_r = 1 / (n |B\\M|)` on B\\M, `-1 / (n |M|)` on M when B\\M is not empty, else 0.
 //! Slow start and loss are Reno's.
 
-use super::coupled::{rtt_s, CoupledWindow};
-use super::{CcConfig, CongestionController, PathView};
-use crate::recovery::rtt::RttEstimator;
-use crate::time::Instant;
+use super::coupled::{rtt_s, CoupledAlgorithm, CoupledWindow};
+use super::*;
 
 /// OLIA congestion controller of one path.
 #[derive(Debug, Clone)]
@@ -47,8 +45,19 @@ impl Olia {
             0.0
         }
     }
+}
 
-    /// Congestion-avoidance increase in bytes for `bytes` acknowledged at smoothed RTT `srtt`.
+impl CoupledAlgorithm for Olia {
+    const NAME: &'static str = "olia";
+
+    fn coupled(&self) -> &CoupledWindow {
+        &self.w
+    }
+
+    fn coupled_mut(&mut self) -> &mut CoupledWindow {
+        &mut self.w
+    }
+
     fn increase(w: &CoupledWindow, srtt: f64, bytes: u64) -> f64 {
         let mss = w.mds as f64;
         let own = PathView { window: w.window, srtt, loss_interval_bytes: w.loss_interval() };
@@ -58,48 +67,6 @@ impl Olia {
         let acked = bytes as f64 / mss;
         let term = (wr / rtt_s(srtt).powi(2)) / (sum * sum).max(1e-12);
         acked * (term + Self::alpha(own, &w.others) / wr) * mss
-    }
-}
-
-impl CongestionController for Olia {
-    fn on_packet_sent(&mut self, _now: Instant, _bytes: u64) {}
-
-    fn on_ack(&mut self, _now: Instant, sent_time: Instant, bytes: u64, rtt: &RttEstimator, app_limited: bool) {
-        let srtt = rtt.smoothed().as_secs_f64();
-        self.w.on_ack(sent_time, bytes, app_limited, |w| Self::increase(w, srtt, bytes));
-    }
-
-    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, is_persistent: bool, _lost_bytes: u64) {
-        self.w.on_congestion_event(now, sent_time, is_persistent);
-    }
-
-    fn window(&self) -> u64 {
-        self.w.window
-    }
-
-    fn ssthresh(&self) -> u64 {
-        self.w.ssthresh
-    }
-
-    fn set_max_datagram_size(&mut self, mds: u64) {
-        self.w.set_max_datagram_size(mds);
-    }
-
-    fn name(&self) -> &'static str {
-        "olia"
-    }
-
-    fn clone_box(&self) -> Box<dyn CongestionController> {
-        Box::new(self.clone())
-    }
-
-    fn set_coupling(&mut self, others: &[PathView]) {
-        self.w.others.clear();
-        self.w.others.extend_from_slice(others);
-    }
-
-    fn coupling_view(&self, srtt: f64) -> PathView {
-        PathView { window: self.w.window, srtt, loss_interval_bytes: self.w.loss_interval() }
     }
 }
 

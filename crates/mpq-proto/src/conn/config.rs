@@ -58,8 +58,9 @@ pub struct TransportConfig {
     pub scheduler: SchedulerKind,
     /// Multipath: where PATH_ACK frames go.
     pub ack_policy: AckPolicy,
-    /// Multipath: send MAX_DATA and MAX_STREAM_DATA on every path (seed 002), so a lossy
-    /// path cannot hold back the peer's flow control.
+    /// Multipath: send MAX_DATA and MAX_STREAM_DATA on every path, so a lossy path cannot
+    /// hold back the peer's flow control (MPQUIC sends WINDOW_UPDATE frames on all paths:
+    /// De Coninck and Bonaventure, "Multipath QUIC: Design and Evaluation", CoNEXT 2017, §3).
     pub flow_control_on_all_paths: bool,
     /// Multipath: most path IDs ever opened or accepted by this connection, and the limit
     /// on what the peer can make us allocate (path state is created only for IDs we allowed).
@@ -80,7 +81,8 @@ pub enum AckPolicy {
     SamePath,
     /// On the path with the lowest smoothed RTT.
     LowestRtt,
-    /// On every path (seed 003 found that duplicated ACKs help on lossy paths).
+    /// On every path ("The Packet Number Space Debate in Multipath QUIC", §3.2, found that
+    /// duplicating ACKs on the paths steadies RTT estimates and speeds transfers up).
     AllPaths,
 }
 

@@ -44,7 +44,8 @@ pub struct PathStats {
     pub pto_count: u64,
     /// PATH_ACK frames this path carried for packets of other paths.
     pub acks_for_other_paths: u64,
-    /// Copies of MAX_DATA / MAX_STREAM_DATA first sent on another path (seed 002).
+    /// Copies of MAX_DATA / MAX_STREAM_DATA first sent on another path
+    /// (`TransportConfig::flow_control_on_all_paths`).
     pub flow_control_copies: u64,
     /// ECN: "testing", "unknown", "capable" or "failed" (RFC 9000 §13.4.2).
     pub ecn: &'static str,
@@ -159,7 +160,9 @@ pub(crate) struct PathState {
     pub challenge: Option<Challenge>,
     /// The peer advised us to use this path only as a backup (PATH_STATUS_BACKUP).
     pub peer_backup: bool,
-    /// A PTO fired with no sign of life since (seed 002): not scheduled for new data.
+    /// A PTO fired with no sign of life since, "potentially failed" (De Coninck and
+    /// Bonaventure, "Multipath QUIC: Design and Evaluation", CoNEXT 2017, §4.3): not scheduled
+    /// for new data.
     pub potentially_failed: bool,
     /// ECN validation of the packets we send on this path.
     pub ecn: crate::recovery::ecn::EcnValidator,
@@ -178,7 +181,7 @@ pub(crate) struct PathState {
     pub pacing_until: Option<Instant>,
     /// Flow-control frames copied onto this path (sent once, never retransmitted: the
     /// original copy is tracked where it was first sent).
-    pub fc_copies: Vec<crate::stream::StreamControl>,
+    pub fc_copies: Vec<crate::frame::Frame<'static>>,
     /// STREAM chunks to duplicate on this path (redundant scheduling), sent when the
     /// congestion window allows; stale ones are skipped.
     pub dup_chunks: std::collections::VecDeque<crate::stream::StreamChunk>,

@@ -6,10 +6,11 @@ use std::ops::Range;
 use smallvec::SmallVec;
 
 use crate::error::{TransportError, TransportErrorCode};
+use crate::frame::Frame;
 use crate::range_set::RangeSet;
 use crate::recovery::loss::LossDetection;
 use crate::recovery::received::ReceivedPackets;
-use crate::stream::{RecvBuffer, StreamChunk, StreamControl};
+use crate::stream::{RecvBuffer, StreamChunk};
 
 /// Most CRYPTO bytes we buffer out of order at one level (RFC 9000 §7.5: at least 4096).
 const MAX_CRYPTO_BUFFER: u64 = 64 * 1024;
@@ -33,8 +34,9 @@ pub(crate) struct SentFrames {
 /// Retransmittable control frames other than stream data.
 #[derive(Debug, Clone)]
 pub(crate) enum Control {
-    /// Flow control, stream limits, resets and stop-sending, owned by the stream layer.
-    Stream(StreamControl),
+    /// Flow control, stream limits, resets and stop-sending, owned by the stream layer
+    /// (from [`crate::stream::Streams::poll_control`]).
+    Stream(Frame<'static>),
     /// HANDSHAKE_DONE (server).
     HandshakeDone,
     /// NEW_TOKEN (server); a fresh token is sealed if it must be sent again.

@@ -425,13 +425,13 @@ fn ack_blocked_by_the_amplification_limit_arms_no_past_timer() {
     assert!(s.poll_timeout().is_some_and(|t| t > now), "timer left at {:?} (now {now:?})", s.poll_timeout());
 }
 
-/// Found by the simulator sweep over seed 002's table 1 (`mpq sim --seed 1 --link
-/// 9.571mbit/1.9ms/queue=44.5ms/loss=0.602% --link 0.296mbit/20.7ms/queue=5.0ms/loss=1.403%`):
-/// the server validating the client's new path had spent that path's anti-amplification
-/// budget on its PATH_CHALLENGEs. The retry deadline of the challenge, already past and
-/// already marking it for sending, stayed in `poll_timeout`, so the timer fired at the same
-/// instant forever (the simulator's spin guard panicked). The challenge now waits for the
-/// peer's next datagram, and validation still fails at `fail_at`.
+/// Found by the simulator sweep over the ranges of Table 1 of "Multipath QUIC: Design and
+/// Evaluation" (CoNEXT 2017) (`mpq sim --seed 1 --link 9.571mbit/1.9ms/queue=44.5ms/loss=0.602%
+/// --link 0.296mbit/20.7ms/queue=5.0ms/loss=1.403%`): the server validating the client's new path
+/// had spent that path's anti-amplification budget on its PATH_CHALLENGEs. The retry deadline of
+/// the challenge, already past and already marking it for sending, stayed in `poll_timeout`, so the
+/// timer fired at the same instant forever (the simulator's spin guard panicked). The challenge now
+/// waits for the peer's next datagram, and validation still fails at `fail_at`.
 #[test]
 fn seed002_challenge_blocked_by_amplification_arms_no_past_timer() {
     let mut pair = Pair::new(mp_config());

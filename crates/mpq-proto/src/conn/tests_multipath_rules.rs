@@ -182,8 +182,9 @@ fn two_path_upload(cfg: TransportConfig) -> (PathStats, PathStats) {
     (path_stats(s, 0), path_stats(s, 1))
 }
 
-/// `AckPolicy::AllPaths` puts every PATH_ACK on every path (seed 003); the default keeps
-/// each on its own path.
+/// `AckPolicy::AllPaths` puts every PATH_ACK on every path (the ACK duplication of "The
+/// Packet Number Space Debate in Multipath QUIC", §3.2); the default keeps each on its own
+/// path.
 #[test]
 fn all_paths_ack_policy_acknowledges_on_every_path() {
     let (p0, p1) = two_path_upload(TransportConfig { ack_policy: AckPolicy::AllPaths, ..mp_config(4) });
@@ -193,7 +194,8 @@ fn all_paths_ack_policy_acknowledges_on_every_path() {
 }
 
 /// With `flow_control_on_all_paths` (the default) the receiver's MAX_DATA and
-/// MAX_STREAM_DATA also travel on the other path (seed 002); without it they do not.
+/// MAX_STREAM_DATA also travel on the other path (as MPQUIC sends WINDOW_UPDATE frames on all
+/// paths, De Coninck and Bonaventure, CoNEXT 2017, §3); without it they do not.
 #[test]
 fn flow_control_credit_is_copied_to_every_path() {
     let small = |on| {

@@ -287,10 +287,11 @@ impl Connection {
         self.qlog_pto(now, space_id, 0);
     }
 
-    /// RFC 9002 Appendix A.9 for one path, plus the multipath failure handling of seed 002:
-    /// a PTO with no sign of life since the path's last packet marks it potentially failed,
-    /// its in-flight data is resent on the other paths, and after `DEAD_PATH_PTOS` it is
-    /// abandoned when another path works.
+    /// RFC 9002 Appendix A.9 for one path, plus multipath failure handling: a PTO with no
+    /// sign of life since the path's last packet marks it potentially failed (De Coninck and
+    /// Bonaventure, "Multipath QUIC: Design and Evaluation", CoNEXT 2017, §4.3), its
+    /// in-flight data is resent on the other paths (draft-ietf-quic-multipath-21 §5.7), and
+    /// after `DEAD_PATH_PTOS` it is abandoned when another path works.
     fn on_path_loss_timeout(&mut self, now: Instant, pi: usize, kind: PathTimer) {
         if kind == PathTimer::Loss {
             let rtt = self.paths[pi].rtt.clone();

@@ -1,6 +1,7 @@
 //! ECF, Earliest Completion First (Lim et al., "ECF: An MPTCP Path Scheduler to Manage
-//! Heterogeneous Paths", CoNEXT 2017), the slow-path-avoiding scheduler of seed 004 (BLEST,
-//! its alternative there, maps here too).
+//! Heterogeneous Paths", CoNEXT 2017), a scheduler that avoids the slow path when it would
+//! finish last (De Coninck, "Integrating a Multipath Transport Protocol in my Application",
+//! WOS'22, names it with BLEST, which maps here too).
 //!
 //! When the fastest path f has no window, sending on the next fastest path s that can send
 //! only helps if the data would arrive earlier than by waiting for f. With k bytes queued,

@@ -51,8 +51,9 @@ pub struct PathSnapshot {
     /// The peer asked us not to use this path while a non-backup path works
     /// (PATH_STATUS_BACKUP, draft-ietf-quic-multipath-21 §3.3), or local policy set it.
     pub backup: bool,
-    /// The path hit a retransmission timeout and showed no life since (seed 002): it is not
-    /// used for new data until it does.
+    /// The path hit a retransmission timeout and showed no life since, "potentially failed"
+    /// (De Coninck and Bonaventure, "Multipath QUIC: Design and Evaluation", CoNEXT 2017,
+    /// §4.3): it is not used for new data until it does.
     pub potentially_failed: bool,
     /// Estimated delivery rate in bytes per second (cwnd / srtt when nothing better exists).
     pub delivery_rate: f64,
@@ -138,11 +139,13 @@ pub enum SchedulerKind {
     Weighted,
     /// Every packet on every path.
     Redundant,
-    /// Min-RTT, but duplicate on paths whose RTT is still unknown (seed 002).
+    /// Min-RTT, but duplicate on paths whose RTT is still unknown (the MPQUIC scheduler of
+    /// De Coninck and Bonaventure, CoNEXT 2017, §3).
     RttProbe,
-    /// Avoids slow paths when waiting for the fast one finishes sooner (BLEST/ECF, seed 004).
+    /// Avoids slow paths when waiting for the fast one finishes sooner (ECF, Lim et al.,
+    /// CoNEXT 2017).
     Ecf,
-    /// Each stream stays on one path (seed 000).
+    /// Each stream stays on one path (the stream-to-path pinning of mcMPQUIC).
     Pinned,
 }
 

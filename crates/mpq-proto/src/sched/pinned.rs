@@ -1,6 +1,7 @@
-//! Stream-to-path pinning (seed 000's mcMPQUIC: each path, and so each thread, serves its
-//! own streams): a stream stays on one path while the set of paths is stable, so its data
-//! never waits for the slowest path.
+//! Stream-to-path pinning, as in mcMPQUIC, the multicore MPQUIC of Ingenzi's "Enhancing the
+//! performance of a single connection using Multi-Path QUIC" (UCLouvain, 2024), where each
+//! path, and so each thread, serves its own streams: a stream stays on one path while the set
+//! of paths is stable, so its data never waits for the slowest path.
 
 use super::{eligible, minrtt, Decision, PathScheduler, PathSnapshot, SchedContext};
 use crate::types::StreamId;

@@ -1,6 +1,7 @@
-//! Seed 002's answer to a new path whose RTT is unknown: keep the data on the measured paths
-//! and duplicate it onto the new one until its RTT is sampled, so that the new path neither
-//! delays data nor stays unmeasured.
+//! The answer of De Coninck and Bonaventure ("Multipath QUIC: Design and Evaluation", CoNEXT 2017,
+//! §3) to a new path whose RTT is unknown: keep the data on the measured paths and duplicate it
+//! onto the new one until its RTT is sampled, so that the new path neither delays data nor stays
+//! unmeasured.
 
 use super::{eligible, Decision, PathScheduler, PathSnapshot, SchedContext};
 

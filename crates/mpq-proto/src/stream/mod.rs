@@ -2,9 +2,11 @@
 //! auto-tuning, and the connection-wide stream table.
 //!
 //! This is connection-wide state. It never encodes frames: the packet builder asks
-//! [`Streams::next_stream_chunk`] / [`Streams::poll_control`] for *descriptions* of what to
-//! send, encodes them, and reports their fate through the `on_*_acked` / `on_*_lost` methods.
-//! Received frames are decoded by the connection and dispatched to the `on_*` methods.
+//! [`Streams::next_stream_chunk`] for a description of the STREAM data to send and
+//! [`Streams::poll_control`] for the stream and flow-control frames (as
+//! [`Frame`](crate::frame::Frame) values, which the frame module encodes), and reports their
+//! fate through the `on_*_acked` / `on_*_lost` methods. Received frames are decoded by the
+//! connection and dispatched to the `on_*` methods.
 
 mod flow;
 mod map;
@@ -84,59 +86,6 @@ pub struct StreamChunk {
     pub len: usize,
     /// Whether the STREAM frame carries the FIN bit.
     pub fin: bool,
-}
-
-/// A stream-related control frame to send, as a description.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamControl {
-    /// MAX_DATA.
-    MaxData(u64),
-    /// MAX_STREAM_DATA.
-    MaxStreamData {
-        /// The stream.
-        id: StreamId,
-        /// The new limit.
-        max: u64,
-    },
-    /// MAX_STREAMS (bidi or uni).
-    MaxStreams {
-        /// Which stream type.
-        dir: Dir,
-        /// Cumulative stream count.
-        count: u64,
-    },
-    /// DATA_BLOCKED.
-    DataBlocked(u64),
-    /// STREAM_DATA_BLOCKED.
-    StreamDataBlocked {
-        /// The stream.
-        id: StreamId,
-        /// The limit we are blocked at.
-        limit: u64,
-    },
-    /// STREAMS_BLOCKED (bidi or uni).
-    StreamsBlocked {
-        /// Which stream type.
-        dir: Dir,
-        /// The stream limit we are blocked at.
-        limit: u64,
-    },
-    /// RESET_STREAM.
-    ResetStream {
-        /// The stream.
-        id: StreamId,
-        /// Application error code.
-        error_code: u64,
-        /// Final size of the stream.
-        final_size: u64,
-    },
-    /// STOP_SENDING.
-    StopSending {
-        /// The stream.
-        id: StreamId,
-        /// Application error code.
-        error_code: u64,
-    },
 }
 
 /// Something the application should know about.

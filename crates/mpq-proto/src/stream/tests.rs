@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::error::TransportErrorCode as Code;
+use crate::frame::Frame;
 use crate::time::Instant;
 use crate::types::Side;
 
@@ -43,7 +44,7 @@ fn sid(dir: Dir, i: u64) -> StreamId {
 
 const RTT: Duration = Duration::from_millis(10);
 
-fn controls(s: &mut Streams, now: Instant) -> Vec<StreamControl> {
+fn controls(s: &mut Streams, now: Instant) -> Vec<Frame<'static>> {
     std::iter::from_fn(|| s.poll_control(now, RTT)).collect()
 }
 
@@ -175,7 +176,7 @@ fn closed_streams_are_removed_and_late_frames_ignored() {
     s.on_stream_frame(id, 0, b"hello", true).unwrap();
     s.on_reset_stream(id, 0, 5).unwrap();
     assert!(s.is_empty());
-    assert_eq!(controls(&mut s, Instant::ZERO), vec![StreamControl::MaxStreams { dir: Dir::Uni, count: 3 }]);
+    assert_eq!(controls(&mut s, Instant::ZERO), vec![Frame::MaxStreams { dir: Dir::Uni, count: 3 }]);
     s.on_stream_frame(cid(Dir::Uni, 2), 0, b"", false).unwrap();
     assert_eq!(code(s.on_stream_frame(cid(Dir::Uni, 3), 0, b"", false)), Code::STREAM_LIMIT_ERROR);
 
@@ -199,7 +200,7 @@ fn closed_streams_are_removed_and_late_frames_ignored() {
     c.on_stream_frame(id, 0, b"", true).unwrap();
     s.on_stream_chunk_acked(&ch);
     assert!(s.is_empty());
-    assert_eq!(controls(&mut s, Instant::ZERO), vec![StreamControl::MaxStreams { dir: Dir::Bi, count: 101 }]);
+    assert_eq!(controls(&mut s, Instant::ZERO), vec![Frame::MaxStreams { dir: Dir::Bi, count: 101 }]);
     assert_eq!(c.read(id, &mut buf), Ok(ReadOutcome { len: 0, fin: true }));
     assert!(c.is_empty());
 }
@@ -221,21 +222,21 @@ fn window_updates_and_autotuning() {
     s.read(id, &mut buf[..499]).unwrap();
     assert_eq!(controls(&mut s, now), vec![], "below half the window");
     s.read(id, &mut buf[..1]).unwrap();
-    assert_eq!(controls(&mut s, now), vec![StreamControl::MaxStreamData { id, max: 1500 }]);
+    assert_eq!(controls(&mut s, now), vec![Frame::MaxStreamData { id, max: 1500 }]);
     // The next update is due within 2 RTTs: the window doubles.
     now += Duration::from_millis(5);
     s.read(id, &mut buf[..500]).unwrap();
-    assert_eq!(controls(&mut s, now), vec![StreamControl::MaxStreamData { id, max: 3000 }]);
+    assert_eq!(controls(&mut s, now), vec![Frame::MaxStreamData { id, max: 3000 }]);
     // Losing an old update: superseded, dropped. Losing the current one: re-sent.
-    s.on_control_lost(&StreamControl::MaxStreamData { id, max: 1500 });
+    s.on_control_lost(&Frame::MaxStreamData { id, max: 1500 });
     assert!(!s.has_pending_data());
-    s.on_control_lost(&StreamControl::MaxStreamData { id, max: 3000 });
-    assert_eq!(controls(&mut s, now), vec![StreamControl::MaxStreamData { id, max: 3000 }]);
+    s.on_control_lost(&Frame::MaxStreamData { id, max: 3000 });
+    assert_eq!(controls(&mut s, now), vec![Frame::MaxStreamData { id, max: 3000 }]);
     // A slow reader does not grow the window.
     s.on_stream_frame(id, 1000, &[1; 2000], false).unwrap();
     now += Duration::from_secs(1);
     assert_eq!(s.read(id, &mut buf[..1000]).unwrap().len, 1000);
-    assert_eq!(controls(&mut s, now), vec![StreamControl::MaxStreamData { id, max: 4000 }]);
+    assert_eq!(controls(&mut s, now), vec![Frame::MaxStreamData { id, max: 4000 }]);
 
     // Connection-level: MAX_DATA once half of the connection window is consumed.
     let cfg = StreamsConfig { stream_receive_window: 1000, receive_window: 1500, ..cfg };
@@ -243,11 +244,11 @@ fn window_updates_and_autotuning() {
     s.on_stream_frame(id, 0, &[1; 1000], false).unwrap();
     s.read(id, &mut buf[..1000]).unwrap();
     let c = controls(&mut s, now);
-    assert!(c.contains(&StreamControl::MaxData(2500)), "{c:?}");
-    s.on_control_lost(&StreamControl::MaxData(1500));
+    assert!(c.contains(&Frame::MaxData(2500)), "{c:?}");
+    s.on_control_lost(&Frame::MaxData(1500));
     assert!(!s.has_pending_data());
-    s.on_control_lost(&StreamControl::MaxData(2500));
-    assert_eq!(controls(&mut s, now), vec![StreamControl::MaxData(2500)]);
+    s.on_control_lost(&Frame::MaxData(2500));
+    assert_eq!(controls(&mut s, now), vec![Frame::MaxData(2500)]);
 }
 
 #[test]
@@ -260,11 +261,11 @@ fn stop_sending_resets_and_reset_stops_retransmission() {
     assert_eq!(events(&mut c), vec![StreamEvent::Stopped { id, code: 42 }]);
     assert_eq!(c.write(id, b"more"), Err(StreamError::Stopped(42)));
     c.on_stream_chunk_lost(&ch);
-    let rst = StreamControl::ResetStream { id, error_code: 42, final_size: 1000 };
-    assert_eq!(controls(&mut c, Instant::ZERO), vec![rst]);
+    let rst = Frame::ResetStream { id, error_code: 42, final_size: 1000 };
+    assert_eq!(controls(&mut c, Instant::ZERO), vec![rst.clone()]);
     assert_eq!(c.next_stream_chunk(1000), None, "no retransmission after reset");
     c.on_control_lost(&rst);
-    assert_eq!(controls(&mut c, Instant::ZERO), vec![rst]);
+    assert_eq!(controls(&mut c, Instant::ZERO), vec![rst.clone()]);
     c.on_control_acked(&rst);
     c.on_control_lost(&rst);
     assert!(!c.has_pending_data());
@@ -272,11 +273,11 @@ fn stop_sending_resets_and_reset_stops_retransmission() {
     // The receiving side of a reset; STOP_SENDING from the application.
     s.on_stream_frame(id, 0, &[5; 500], false).unwrap();
     s.stop_sending(id, 9).unwrap();
-    assert_eq!(controls(&mut s, Instant::ZERO), vec![StreamControl::StopSending { id, error_code: 9 }]);
+    assert_eq!(controls(&mut s, Instant::ZERO), vec![Frame::StopSending { id, error_code: 9 }]);
     assert_eq!(s.read(id, &mut [0; 10]), Err(StreamError::ClosedStream));
     s.on_stream_frame(id, 500, &[5; 500], false).unwrap();
     s.on_reset_stream(id, 42, 1000).unwrap();
-    s.on_control_lost(&StreamControl::StopSending { id, error_code: 9 });
+    s.on_control_lost(&Frame::StopSending { id, error_code: 9 });
     assert_eq!(controls(&mut s, Instant::ZERO), vec![], "final size known: no STOP_SENDING resend");
 }
 
@@ -292,7 +293,7 @@ fn open_blocked_and_backpressure() {
     let a = c.open(Dir::Bi).unwrap();
     assert_eq!(c.open(Dir::Bi), None);
     assert_eq!(c.open(Dir::Bi), None);
-    assert_eq!(controls(&mut c, Instant::ZERO), vec![StreamControl::StreamsBlocked { dir: Dir::Bi, limit: 1 }]);
+    assert_eq!(controls(&mut c, Instant::ZERO), vec![Frame::StreamsBlocked { dir: Dir::Bi, limit: 1 }]);
     c.on_max_streams(Dir::Bi, 2);
     assert_eq!(events(&mut c), vec![StreamEvent::Available { dir: Dir::Bi }]);
     assert!(c.open(Dir::Bi).is_some());
@@ -305,10 +306,10 @@ fn open_blocked_and_backpressure() {
     assert_eq!(events(&mut c), vec![StreamEvent::Writable { id: a }]);
     // Stream flow control (150).
     assert_eq!(c.write(a, &[1; 300]), Ok(50));
-    assert_eq!(controls(&mut c, Instant::ZERO), vec![StreamControl::StreamDataBlocked { id: a, limit: 150 }]);
+    assert_eq!(controls(&mut c, Instant::ZERO), vec![Frame::StreamDataBlocked { id: a, limit: 150 }]);
     c.on_max_stream_data(a, 400).unwrap();
     assert_eq!(events(&mut c), vec![StreamEvent::Writable { id: a }]);
-    c.on_control_lost(&StreamControl::StreamDataBlocked { id: a, limit: 150 });
+    c.on_control_lost(&Frame::StreamDataBlocked { id: a, limit: 150 });
     assert_eq!(controls(&mut c, Instant::ZERO), vec![], "no longer blocked: not resent");
     // The peer's DATA_BLOCKED / STREAM_DATA_BLOCKED at our current limits: nothing to do.
     s.on_data_blocked(2_000_000);
@@ -319,7 +320,7 @@ fn open_blocked_and_backpressure() {
     s.on_stream_data_blocked(a, 100).unwrap();
     assert_eq!(
         controls(&mut s, Instant::ZERO),
-        vec![StreamControl::MaxData(2_000_000), StreamControl::MaxStreamData { id: a, max: 150 }]
+        vec![Frame::MaxData(2_000_000), Frame::MaxStreamData { id: a, max: 150 }]
     );
 }
 

@@ -4,7 +4,6 @@
 use smallvec::SmallVec;
 
 use crate::frame::{self, Frame};
-use crate::stream::StreamControl;
 use crate::time::Instant;
 use crate::types::SpaceId;
 
@@ -113,8 +112,7 @@ impl Connection {
         }
         if cwnd_ok {
             // Copies of flow-control frames sent on another path (not retransmitted).
-            while let Some(c) = self.paths[pi].fc_copies.last().copied() {
-                let f = control_frame(&c);
+            while let Some(f) = self.paths[pi].fc_copies.last() {
                 if f.encoded_len() > room(buf) {
                     break;
                 }
@@ -175,12 +173,13 @@ impl Connection {
         let all_paths_fc = self.mp.enabled && self.config.flow_control_on_all_paths;
         while room(buf) > 32 {
             let Some(c) = self.streams.poll_control(now, rtt) else { break };
-            control_frame(&c).encode(buf);
-            if all_paths_fc && matches!(c, StreamControl::MaxData(_) | StreamControl::MaxStreamData { .. }) {
-                // Seed 002: a lossy path must not hold back the peer's credit.
+            c.encode(buf);
+            if all_paths_fc && matches!(c, Frame::MaxData(_) | Frame::MaxStreamData { .. }) {
+                // A lossy path must not hold back the peer's credit (MPQUIC sends its
+                // WINDOW_UPDATE frames on all paths, CoNEXT 2017 §3).
                 for q in 0..self.paths.len() {
                     if q != pi && self.paths[q].is_active() && self.paths[q].fc_copies.len() < 16 {
-                        self.paths[q].fc_copies.push(c);
+                        self.paths[q].fc_copies.push(c.clone());
                     }
                 }
             }
@@ -305,20 +304,5 @@ impl Connection {
             eliciting = true;
         }
         eliciting
-    }
-}
-
-/// The wire frame of a stream-layer control message.
-fn control_frame(c: &crate::stream::StreamControl) -> Frame<'static> {
-    use crate::stream::StreamControl as C;
-    match *c {
-        C::MaxData(max) => Frame::MaxData(max),
-        C::MaxStreamData { id, max } => Frame::MaxStreamData { id, max },
-        C::MaxStreams { dir, count } => Frame::MaxStreams { dir, count },
-        C::DataBlocked(limit) => Frame::DataBlocked(limit),
-        C::StreamDataBlocked { id, limit } => Frame::StreamDataBlocked { id, limit },
-        C::StreamsBlocked { dir, limit } => Frame::StreamsBlocked { dir, limit },
-        C::ResetStream { id, error_code, final_size } => Frame::ResetStream { id, error_code, final_size },
-        C::StopSending { id, error_code } => Frame::StopSending { id, error_code },
     }
 }

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use super::{di, Streams, DIRS};
-use crate::stream::{StreamChunk, StreamControl, StreamEvent};
+use crate::frame::Frame;
+use crate::stream::{StreamChunk, StreamEvent};
 use crate::time::Instant;
 use crate::types::StreamId;
 
@@ -139,21 +140,23 @@ impl Streams {
         }
     }
 
-    /// Next control frame to send. `now` and `rtt` (smoothed) drive window auto-tuning.
-    pub fn poll_control(&mut self, now: Instant, rtt: Duration) -> Option<StreamControl> {
+    /// Next control frame to send: MAX_DATA, MAX_STREAM_DATA, MAX_STREAMS, DATA_BLOCKED,
+    /// STREAM_DATA_BLOCKED, STREAMS_BLOCKED, RESET_STREAM or STOP_SENDING. `now` and `rtt`
+    /// (smoothed) drive window auto-tuning.
+    pub fn poll_control(&mut self, now: Instant, rtt: Duration) -> Option<Frame<'static>> {
         while let Some(id) = self.reset_queue.pop_front() {
             let send = self.streams.get(&id).and_then(|s| s.send.as_ref());
             if let Some((error_code, final_size)) = send.filter(|s| !s.is_closed()).and_then(|s| s.reset_info()) {
-                return Some(StreamControl::ResetStream { id, error_code, final_size });
+                return Some(Frame::ResetStream { id, error_code, final_size });
             }
         }
         while let Some((id, error_code)) = self.stop_queue.pop_front() {
             if self.stop_relevant(id) {
-                return Some(StreamControl::StopSending { id, error_code });
+                return Some(Frame::StopSending { id, error_code });
             }
         }
         if std::mem::take(&mut self.max_data_pending) {
-            return Some(StreamControl::MaxData(self.conn_recv.poll_limit(now, rtt)));
+            return Some(Frame::MaxData(self.conn_recv.poll_limit(now, rtt)));
         }
         while let Some(id) = self.msd_queue.pop_front() {
             let Some(s) = self.streams.get_mut(&id) else {
@@ -166,24 +169,24 @@ impl Streams {
             let max = r.credit.poll_limit(now, rtt);
             // Keep the connection window ahead of any stream window.
             self.conn_recv.ensure_window(r.credit.window() + r.credit.window() / 2);
-            return Some(StreamControl::MaxStreamData { id, max });
+            return Some(Frame::MaxStreamData { id, max });
         }
         for dir in DIRS {
             if std::mem::take(&mut self.max_streams_pending[di(dir)]) {
-                return Some(StreamControl::MaxStreams { dir, count: self.max_remote[di(dir)] });
+                return Some(Frame::MaxStreams { dir, count: self.max_remote[di(dir)] });
             }
         }
         if let Some(limit) = self.data_blocked.take() {
-            return Some(StreamControl::DataBlocked(limit));
+            return Some(Frame::DataBlocked(limit));
         }
         while let Some((id, limit)) = self.stream_data_blocked.pop_front() {
             if self.stream_blocked_at(id) == Some(limit) {
-                return Some(StreamControl::StreamDataBlocked { id, limit });
+                return Some(Frame::StreamDataBlocked { id, limit });
             }
         }
         for dir in DIRS {
             if let Some(limit) = self.streams_blocked[di(dir)].take() {
-                return Some(StreamControl::StreamsBlocked { dir, limit });
+                return Some(Frame::StreamsBlocked { dir, limit });
             }
         }
         None
@@ -199,9 +202,9 @@ impl Streams {
         (send.is_open() && send.credit.available() == 0).then(|| send.credit.max())
     }
 
-    /// A control frame was acknowledged.
-    pub fn on_control_acked(&mut self, f: &StreamControl) {
-        if let StreamControl::ResetStream { id, .. } = *f {
+    /// A control frame from [`Self::poll_control`] was acknowledged.
+    pub fn on_control_acked(&mut self, f: &Frame<'_>) {
+        if let Frame::ResetStream { id, .. } = *f {
             if let Some(send) = self.streams.get_mut(&id).and_then(|s| s.send.as_mut()) {
                 send.on_reset_acked();
                 self.maybe_remove(id);
@@ -209,15 +212,12 @@ impl Streams {
         }
     }
 
-    /// A control frame was lost: re-queued only if still relevant (not superseded).
-    pub fn on_control_lost(&mut self, f: &StreamControl) {
+    /// A control frame from [`Self::poll_control`] was lost: re-queued only if still relevant
+    /// (not superseded). Other frames are not the stream layer's and are ignored.
+    pub fn on_control_lost(&mut self, f: &Frame<'_>) {
         match *f {
-            StreamControl::MaxData(max) => {
-                if max == self.conn_recv.limit() {
-                    self.max_data_pending = true;
-                }
-            }
-            StreamControl::MaxStreamData { id, max } => {
+            Frame::MaxData(max) if max == self.conn_recv.limit() => self.max_data_pending = true,
+            Frame::MaxStreamData { id, max } => {
                 let Some(s) = self.streams.get_mut(&id) else {
                     return;
                 };
@@ -227,38 +227,31 @@ impl Streams {
                     self.msd_queue.push_back(id);
                 }
             }
-            StreamControl::MaxStreams { dir, count } => {
-                if count == self.max_remote[di(dir)] {
-                    self.max_streams_pending[di(dir)] = true;
-                }
+            Frame::MaxStreams { dir, count } if count == self.max_remote[di(dir)] => {
+                self.max_streams_pending[di(dir)] = true;
             }
-            StreamControl::DataBlocked(limit) => {
-                if self.conn_send.max() == limit && self.conn_send.available() == 0 {
-                    self.data_blocked = Some(limit);
-                }
+            Frame::DataBlocked(limit) if self.conn_send.max() == limit && self.conn_send.available() == 0 => {
+                self.data_blocked = Some(limit);
             }
-            StreamControl::StreamDataBlocked { id, limit } => {
-                if self.stream_blocked_at(id) == Some(limit) {
-                    self.stream_data_blocked.push_back((id, limit));
-                }
+            Frame::StreamDataBlocked { id, limit } if self.stream_blocked_at(id) == Some(limit) => {
+                self.stream_data_blocked.push_back((id, limit));
             }
-            StreamControl::StreamsBlocked { dir, limit } => {
-                let d = di(dir);
-                if self.peer_max_streams[d] == limit && self.next_local[d] >= limit {
-                    self.streams_blocked[d] = Some(limit);
-                }
+            Frame::StreamsBlocked { dir, limit }
+                if self.peer_max_streams[di(dir)] == limit && self.next_local[di(dir)] >= limit =>
+            {
+                self.streams_blocked[di(dir)] = Some(limit);
             }
-            StreamControl::ResetStream { id, .. } => {
+            Frame::ResetStream { id, .. } => {
                 let send = self.streams.get(&id).and_then(|s| s.send.as_ref());
                 if send.is_some_and(|s| s.reset_info().is_some() && !s.is_closed()) {
                     self.reset_queue.push_back(id);
                 }
             }
-            StreamControl::StopSending { id, error_code } => {
-                if self.stop_relevant(id) {
-                    self.stop_queue.push_back((id, error_code));
-                }
+            Frame::StopSending { id, error_code } if self.stop_relevant(id) => {
+                self.stop_queue.push_back((id, error_code));
             }
+            // Superseded, or not a stream-layer frame.
+            _ => {}
         }
     }
 

@@ -8,27 +8,29 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{cid, events, pair, Code, RTT};
+use crate::frame::Frame;
 use crate::stream::*;
 use crate::time::Instant;
 
 /// Delivers a control frame to the peer's table.
-fn deliver_control(to: &mut Streams, f: StreamControl) -> Result<(), crate::TransportError> {
-    match f {
-        StreamControl::MaxData(m) => to.on_max_data(m),
-        StreamControl::MaxStreamData { id, max } => to.on_max_stream_data(id, max)?,
-        StreamControl::MaxStreams { dir, count } => to.on_max_streams(dir, count),
-        StreamControl::DataBlocked(l) => to.on_data_blocked(l),
-        StreamControl::StreamDataBlocked { id, limit } => to.on_stream_data_blocked(id, limit)?,
-        StreamControl::StreamsBlocked { dir, limit } => to.on_streams_blocked(dir, limit),
-        StreamControl::ResetStream { id, error_code, final_size } => to.on_reset_stream(id, error_code, final_size)?,
-        StreamControl::StopSending { id, error_code } => to.on_stop_sending(id, error_code)?,
+fn deliver_control(to: &mut Streams, f: &Frame<'_>) -> Result<(), crate::TransportError> {
+    match *f {
+        Frame::MaxData(m) => to.on_max_data(m),
+        Frame::MaxStreamData { id, max } => to.on_max_stream_data(id, max)?,
+        Frame::MaxStreams { dir, count } => to.on_max_streams(dir, count),
+        Frame::DataBlocked(l) => to.on_data_blocked(l),
+        Frame::StreamDataBlocked { id, limit } => to.on_stream_data_blocked(id, limit)?,
+        Frame::StreamsBlocked { dir, limit } => to.on_streams_blocked(dir, limit),
+        Frame::ResetStream { id, error_code, final_size } => to.on_reset_stream(id, error_code, final_size)?,
+        Frame::StopSending { id, error_code } => to.on_stop_sending(id, error_code)?,
+        _ => unreachable!("not a stream-layer frame: {f:?}"),
     }
     Ok(())
 }
 
 enum Packet {
     Data(StreamChunk, Vec<u8>),
-    Control(StreamControl),
+    Control(Frame<'static>),
 }
 
 /// Moves everything one endpoint wants to send into the network.
@@ -60,7 +62,7 @@ fn deliver(from: &mut Streams, to: &mut Streams, net: &mut Vec<Packet>, rng: &mu
                 from.on_stream_chunk_acked(&ch);
             }
             Packet::Control(f) => {
-                deliver_control(to, f).unwrap();
+                deliver_control(to, &f).unwrap();
                 from.on_control_acked(&f);
             }
         }
@@ -192,8 +194,8 @@ proptest! {
             }
             while let Some(f) = s.poll_control(now, RTT) {
                 match f {
-                    StreamControl::MaxData(m) => { prop_assert!(m >= conn_limit); conn_limit = m; }
-                    StreamControl::MaxStreamData { id, max } => {
+                    Frame::MaxData(m) => { prop_assert!(m >= conn_limit); conn_limit = m; }
+                    Frame::MaxStreamData { id, max } => {
                         let i = id.index() as usize;
                         prop_assert!(max >= stream_limit[i]);
                         stream_limit[i] = max;
