@@ -144,6 +144,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mpq", default="target/release/mpq", help="mpq binary (default: %(default)s)")
     ap.add_argument("--quinn", help="quinn-perf binary; without it the quinn comparison is skipped")
+    ap.add_argument("--mpq-baseline", help="another mpq binary (e.g. an older build) to run in the quinn"
+                    " comparison too, interleaved with the others")
     ap.add_argument("--paths", default="1,2,4", help="path counts of the multipath comparison, '' to skip"
                     " (default: %(default)s)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each configuration (default: 3)")
@@ -153,6 +155,8 @@ def main():
     a = ap.parse_args()
     if not os.access(a.mpq, os.X_OK):
         raise SystemExit(f"{a.mpq} is not an executable: build it (cargo build --release -p mpq) or pass --mpq")
+    if a.mpq_baseline and not os.access(a.mpq_baseline, os.X_OK):
+        raise SystemExit(f"{a.mpq_baseline} is not an executable")
     if a.quinn and not os.access(a.quinn, os.X_OK):
         raise SystemExit(f"{a.quinn} is not an executable: see scripts/bench-perf.sh for how to build it")
     paths = [int(x) for x in a.paths.split(",") if x]
@@ -163,6 +167,8 @@ def main():
     for rep in range(a.reps):
         if a.quinn:
             plan += [("quinn", "mpq", rep), ("quinn", "quinn", rep)]
+            if a.mpq_baseline:
+                plan += [("quinn", "baseline", rep)]
     for rep in range(a.reps):
         plan += [("paths", f"{n} path" + ("s" if n > 1 else ""), rep) for n in paths]
     results = {"quinn": {}, "paths": {}}
@@ -173,7 +179,7 @@ def main():
             s, c, parse = quinn_cmds(a.quinn, port, a.duration, work, tag)
         else:
             n = 1 if group == "quinn" else int(name.split()[0])
-            s, c = mpq_cmds(a.mpq, port, a.duration, a.mtu, n)
+            s, c = mpq_cmds(a.mpq_baseline if name == "baseline" else a.mpq, port, a.duration, a.mtu, n)
             parse = parse_mpq
         print(f"[{i + 1}/{len(plan)}] {group}: {name}, run {rep + 1} ...", end=" ", flush=True, file=sys.stderr)
         r = one_run(s, c, port, work, tag, parse)
@@ -182,8 +188,9 @@ def main():
         results[group].setdefault(name, []).append(r)
 
     if results["quinn"]:
-        report["medians"]["quinn"] = summarise("mpq vs quinn (one connection, one stream)", ["mpq", "quinn"],
-                                               {k: results["quinn"][k] for k in ["mpq", "quinn"]}, "quinn")
+        order = [k for k in ["mpq", "baseline", "quinn"] if k in results["quinn"]]
+        report["medians"]["quinn"] = summarise("mpq vs quinn (one connection, one stream)", order,
+                                               results["quinn"], "quinn")
         print("(ratios relative to quinn)")
     if results["paths"]:
         order = list(results["paths"])
