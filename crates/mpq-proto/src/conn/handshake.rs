@@ -176,7 +176,7 @@ impl Connection {
             (a, b) => a.or(b),
         };
         let mtu = u64::from(self.config.max_udp_payload_size).min(tp.max_udp_payload_size).max(1200) as u16;
-        for p in &mut self.paths {
+        for p in self.paths.iter_mut() {
             p.mtu = mtu;
             p.cc.set_max_datagram_size(u64::from(mtu));
         }

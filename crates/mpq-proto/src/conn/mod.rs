@@ -28,6 +28,7 @@ mod multipath;
 pub mod path;
 mod path_api;
 mod path_ids;
+mod path_table;
 mod qlog;
 mod recv;
 mod reset;
@@ -196,7 +197,7 @@ pub struct Connection {
 
     // ---- connection-wide data ----
     streams: Streams,
-    paths: Vec<PathState>,
+    paths: path_table::PathTable,
     idle_timeout: Option<Duration>,
     /// Time of the last packet received or first ack-eliciting packet sent after it.
     idle_anchor: Instant,
@@ -325,7 +326,11 @@ impl Connection {
             local_cids,
             peer_cids,
             streams,
-            paths: vec![path],
+            paths: {
+                let mut t = path_table::PathTable::default();
+                t.insert(path);
+                t
+            },
             idle_timeout: Some(config.max_idle_timeout).filter(|d| !d.is_zero()),
             idle_anchor: now,
             handshake_deadline: config.handshake_timeout.map(|t| now + t),
@@ -582,7 +587,7 @@ impl Connection {
 
     /// Index of the path with ID `id`.
     pub(crate) fn path_index(&self, id: u64) -> Option<usize> {
-        self.paths.iter().position(|p| p.id == id)
+        self.paths.position(|p| p.id == id)
     }
 
     /// The path that carries the handshake and, without multipath, everything: path 0
@@ -590,7 +595,7 @@ impl Connection {
     pub(crate) fn primary_path(&self) -> usize {
         self.path_index(0)
             .filter(|&i| self.paths[i].is_open())
-            .or_else(|| self.paths.iter().position(|p| p.is_active()))
+            .or_else(|| self.paths.position(|p| p.is_active()))
             .unwrap_or(0)
     }
 

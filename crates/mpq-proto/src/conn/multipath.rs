@@ -243,11 +243,11 @@ impl Connection {
         path.mtu = self.paths.first().map_or(path.mtu, |p| p.mtu);
         path.cc.set_max_datagram_size(u64::from(path.mtu));
         path.peer_backup = self.mp.peer_status.get(&id).is_some_and(|s| s.1);
-        self.paths.push(path);
+        let slot = self.paths.insert(path);
         tracing::debug!(side = ?self.side, id, remote = %rx.remote, "peer opened a path");
         self.events.push_back(Event::Path(PathEvent::Opened { id, remote: rx.remote }));
         self.qlog_path(now, id, "new");
-        Some(self.paths.len() - 1)
+        Some(slot)
     }
 
     pub(crate) fn new_challenge_pub(&mut self) -> Challenge {
@@ -300,7 +300,7 @@ impl Connection {
     /// PATH_RESPONSE (RFC 9000 §8.2.3): validates the path when it echoes our challenge.
     pub(crate) fn on_path_response(&mut self, now: Instant, path_id: u64, data: [u8; 8]) {
         // The response may arrive on any path of ours; it validates the path it answers.
-        let Some(pi) = self.paths.iter().position(|p| p.challenge.is_some_and(|c| c.data == data)) else {
+        let Some(pi) = self.paths.position(|p| p.challenge.is_some_and(|c| c.data == data)) else {
             // The peer is still reachable at the address it had before an apparent
             // migration (RFC 9000 §9.3.3): its next non-probing packet from there moves
             // the path back (on_peer_address_change).
@@ -362,7 +362,7 @@ impl Connection {
         if !self.paths[pi].is_open() {
             return;
         }
-        if !self.paths.iter().enumerate().any(|(i, p)| i != pi && p.is_open()) {
+        if !self.paths.enumerate().any(|(i, p)| i != pi && p.is_open()) {
             // §3.4: the last path is going: the connection cannot continue. Close it on this
             // path while the peer's CIDs for it are still at hand, so CONNECTION_CLOSE can
             // be sent (a PATH_ABANDON would add nothing).

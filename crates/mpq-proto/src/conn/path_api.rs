@@ -89,7 +89,7 @@ impl Connection {
         path.cc.set_max_datagram_size(u64::from(path.mtu));
         path.challenge = Some(self.new_challenge_pub());
         path.peer_backup = self.mp.peer_status.get(&id).is_some_and(|s| s.1);
-        self.paths.push(path);
+        self.paths.insert(path);
         if status == PathStatus::Backup {
             self.queue_path_status(id, true);
         }

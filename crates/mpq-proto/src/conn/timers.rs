@@ -43,7 +43,7 @@ impl Connection {
             }
         };
         merge(self.handshake_loss_deadline().map(|(t, _)| t));
-        for pi in 0..self.paths.len() {
+        for pi in self.paths.slots() {
             merge(self.path_loss_deadline(pi).map(|(t, _)| t));
         }
         let max_ack_delay = self.config.max_ack_delay;
@@ -55,7 +55,7 @@ impl Connection {
             }
         }
         let wants_data = self.wants_to_send_data();
-        for (j, p) in self.paths.iter().enumerate() {
+        for (j, p) in self.paths.enumerate() {
             // An ACK no path can carry now (the anti-amplification limit of an address being
             // validated) waits for the peer's next datagram, which raises the limit: a
             // deadline already past would make the timer fire again and again.
@@ -107,7 +107,7 @@ impl Connection {
             self.set_drained(Some(ConnectionError::HandshakeTimeout { peer_answered }));
             return;
         }
-        for p in &mut self.paths {
+        for p in self.paths.iter_mut() {
             if p.pacing_until.is_some_and(|t| now >= t) {
                 p.pacing_until = None;
             }
@@ -124,22 +124,20 @@ impl Connection {
                 self.on_handshake_loss_timeout(now, space);
             }
         }
-        let mut pi = 0;
-        while pi < self.paths.len() && !self.is_closed() {
+        for pi in self.paths.slots() {
+            if self.is_closed() {
+                break;
+            }
             if let Some((t, kind)) = self.path_loss_deadline(pi) {
                 if now >= t {
                     self.on_path_loss_timeout(now, pi, kind);
                 }
             }
-            pi += 1;
         }
         // Abandoned paths whose retention period is over.
-        let mut pi = 0;
-        while pi < self.paths.len() {
-            if self.paths[pi].discard_at.is_some_and(|t| now >= t) {
+        for pi in self.paths.slots() {
+            if self.paths.get(pi).is_some_and(|p| p.discard_at.is_some_and(|t| now >= t)) {
                 self.discard_path(now, pi);
-            } else {
-                pi += 1;
             }
         }
     }
@@ -176,7 +174,7 @@ impl Connection {
     fn path_validation_timers(&mut self, now: Instant) {
         let initial_rtt = self.config.initial_rtt;
         let mut failed = Vec::new();
-        for pi in 0..self.paths.len() {
+        for pi in self.paths.slots() {
             let retry = self.challenge_retry(&self.paths[pi]);
             let fail_after = (3 * (self.paths[pi].pto_base() + self.peer_max_ack_delay())).max(6 * initial_rtt);
             let Some(c) = self.paths[pi].challenge.as_mut() else { continue };
@@ -300,7 +298,7 @@ impl Connection {
             return;
         }
         let id = self.paths[pi].id;
-        let others_work = self.paths.iter().enumerate().any(|(i, p)| i != pi && p.is_active() && !p.potentially_failed);
+        let others_work = self.paths.enumerate().any(|(i, p)| i != pi && p.is_active() && !p.potentially_failed);
         let path = &mut self.paths[pi];
         path.pto_count += 1;
         path.stats.pto_count += 1;

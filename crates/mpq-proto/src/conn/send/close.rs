@@ -60,7 +60,7 @@ impl Connection {
         if addressable(primary) {
             return primary;
         }
-        (0..self.paths.len()).find(|&i| self.paths[i].is_open() && addressable(i)).unwrap_or(primary)
+        self.paths.slots().into_iter().find(|&i| self.paths[i].is_open() && addressable(i)).unwrap_or(primary)
     }
 
     pub(super) fn write_close_packet(

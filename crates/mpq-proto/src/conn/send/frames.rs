@@ -26,7 +26,7 @@ impl Connection {
         let ack_delay_exponent = self.config.ack_delay_exponent;
         let carrier = self.paths[pi].id;
         let multipath = self.mp.enabled;
-        for j in 0..self.paths.len() {
+        for j in self.paths.slots() {
             {
                 let s = &self.paths[j].data;
                 if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
@@ -177,7 +177,7 @@ impl Connection {
             if all_paths_fc && matches!(c, Frame::MaxData(_) | Frame::MaxStreamData { .. }) {
                 // A lossy path must not hold back the peer's credit (MPQUIC sends its
                 // WINDOW_UPDATE frames on all paths, CoNEXT 2017 §3).
-                for q in 0..self.paths.len() {
+                for q in self.paths.slots() {
                     if q != pi && self.paths[q].is_active() && self.paths[q].fc_copies.len() < 16 {
                         self.paths[q].fc_copies.push(c.clone());
                     }

@@ -71,12 +71,16 @@ impl Connection {
             let pi = self.primary_path();
             return self.write_batch(now, buf, pi, true);
         }
-        let n = self.paths.len();
+        // Path-local traffic, path by path in turn (the cursor is a position in the list of
+        // live slots).
+        let slots = self.paths.slots();
+        let n = slots.len();
         for k in 0..n {
-            let pi = (self.next_path_cursor + k) % n;
+            let at = (self.next_path_cursor + k) % n;
+            let pi = slots[at];
             if self.path_has_local_traffic(now, pi) {
                 if let Some(t) = self.write_batch(now, buf, pi, false) {
-                    self.next_path_cursor = (pi + 1) % n.max(1);
+                    self.next_path_cursor = (at + 1) % n;
                     return Some(t);
                 }
             }
@@ -400,7 +404,10 @@ impl Connection {
             return out;
         }
         let sendable = |i: usize| self.can_carry(i);
-        let fastest = (0..self.paths.len())
+        let fastest = self
+            .paths
+            .slots()
+            .into_iter()
             .filter(|&i| sendable(i) && self.paths[i].is_active() && !self.paths[i].potentially_failed)
             .min_by_key(|&i| self.paths[i].rtt.smoothed());
         match self.config.ack_policy {
@@ -411,7 +418,7 @@ impl Connection {
                 }
             }
             AckPolicy::AllPaths => {
-                out.extend((0..self.paths.len()).filter(|&i| sendable(i) && self.paths[i].is_active()));
+                out.extend(self.paths.slots().into_iter().filter(|&i| sendable(i) && self.paths[i].is_active()));
                 if out.is_empty() && sendable(j) {
                     out.push(j);
                 }
@@ -423,7 +430,7 @@ impl Connection {
     /// Some path's ACK is due and placed on path `pi`.
     fn acks_due_on(&mut self, now: Instant, pi: usize) -> bool {
         let carrier = self.paths[pi].id;
-        for j in 0..self.paths.len() {
+        for j in self.paths.slots() {
             let s = &self.paths[j].data;
             if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
                 continue;

@@ -17,7 +17,7 @@ impl Connection {
     /// are kept out of congestion control, loss recovery and the path's amplification
     /// budget (not counted in flight): the path's own address is not where they go.
     pub(super) fn poll_off_path(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        for pi in 0..self.paths.len() {
+        for pi in self.paths.slots() {
             if !self.paths[pi].is_open() {
                 continue;
             }

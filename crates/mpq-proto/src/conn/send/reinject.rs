@@ -19,7 +19,7 @@ impl Connection {
         let usable =
             |p: &super::super::path::PathState| p.is_active() && !p.potentially_failed && p.dup_chunks.is_empty();
         let mut fast: Option<usize> = None;
-        for pi in 0..self.paths.len() {
+        for pi in self.paths.slots() {
             if !usable(&self.paths[pi]) || !self.peer_cids.get(&self.paths[pi].id).is_some_and(|c| c.has_cid()) {
                 continue;
             }
@@ -35,7 +35,7 @@ impl Connection {
         let room = self.paths[fi].cc.window().saturating_sub(self.paths[fi].bytes_in_flight);
         let mut budget = room as usize;
         let mut queued = false;
-        for qi in 0..self.paths.len() {
+        for qi in self.paths.slots() {
             if qi == fi || budget == 0 {
                 continue;
             }
@@ -84,7 +84,7 @@ impl Connection {
     /// What the schedulers see of every path that may carry application data.
     pub(super) fn path_snapshots(&mut self, now: Instant) -> Vec<PathSnapshot> {
         let mut out = Vec::with_capacity(self.paths.len());
-        for pi in 0..self.paths.len() {
+        for pi in self.paths.slots() {
             let p = &self.paths[pi];
             if !p.is_active() || !self.peer_cids.get(&p.id).is_some_and(|c| c.has_cid()) {
                 continue;

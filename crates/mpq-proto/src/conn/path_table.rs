@@ -1,0 +1,135 @@
+//! The table of a connection's paths, by slot: a path keeps its slot from creation to
+//! discard, so a slot number held anywhere (a loop over the paths, a runtime's thread, a
+//! batch in progress) keeps meaning its path while other paths come and go. (A `Vec` with
+//! `remove` shifted every later path down by one.) A slot is reused only after its path was
+//! discarded.
+
+use smallvec::SmallVec;
+
+use super::path::PathState;
+
+/// Live slots, copied out so that the caller may change the connection while it walks them.
+pub(crate) type Slots = SmallVec<[usize; 8]>;
+
+/// Paths by slot. A new path takes the lowest free slot; removing one frees only its own.
+#[derive(Debug, Default)]
+pub(crate) struct PathTable {
+    slots: Vec<Option<PathState>>,
+    live: usize,
+}
+
+impl PathTable {
+    /// Puts `path` in the lowest free slot and returns that slot.
+    pub fn insert(&mut self, path: PathState) -> usize {
+        self.live += 1;
+        if let Some(i) = self.slots.iter().position(Option::is_none) {
+            self.slots[i] = Some(path);
+            return i;
+        }
+        self.slots.push(Some(path));
+        self.slots.len() - 1
+    }
+
+    /// Takes the path out of `slot`, which becomes free.
+    ///
+    /// # Panics
+    /// If the slot is empty (a caller bug: slots come from this table).
+    pub fn remove(&mut self, slot: usize) -> PathState {
+        let path = self.slots[slot].take().expect("path slot in use");
+        self.live -= 1;
+        while self.slots.last().is_some_and(Option::is_none) {
+            self.slots.pop();
+        }
+        path
+    }
+
+    /// Number of paths.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// The path in `slot`, if any.
+    pub fn get(&self, slot: usize) -> Option<&PathState> {
+        self.slots.get(slot).and_then(Option::as_ref)
+    }
+
+    /// The path in `slot`, if any, mutably.
+    pub fn get_mut(&mut self, slot: usize) -> Option<&mut PathState> {
+        self.slots.get_mut(slot).and_then(Option::as_mut)
+    }
+
+    /// The slots in use, in order.
+    pub fn slots(&self) -> Slots {
+        self.enumerate().map(|(i, _)| i).collect()
+    }
+
+    /// The paths with their slots, in slot order.
+    pub fn enumerate(&self) -> impl Iterator<Item = (usize, &PathState)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i, p)))
+    }
+
+    /// The paths, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = &PathState> + '_ {
+        self.slots.iter().flatten()
+    }
+
+    /// The paths, mutably, in slot order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut PathState> + '_ {
+        self.slots.iter_mut().flatten()
+    }
+
+    /// The first path (lowest slot).
+    pub fn first(&self) -> Option<&PathState> {
+        self.iter().next()
+    }
+
+    /// The slot of the first path that satisfies `pred`.
+    pub fn position(&self, mut pred: impl FnMut(&PathState) -> bool) -> Option<usize> {
+        self.enumerate().find(|(_, p)| pred(p)).map(|(i, _)| i)
+    }
+}
+
+impl std::ops::Index<usize> for PathTable {
+    type Output = PathState;
+
+    fn index(&self, slot: usize) -> &PathState {
+        self.slots[slot].as_ref().expect("path slot in use")
+    }
+}
+
+impl std::ops::IndexMut<usize> for PathTable {
+    fn index_mut(&mut self, slot: usize) -> &mut PathState {
+        self.slots[slot].as_mut().expect("path slot in use")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::config::TransportConfig;
+
+    fn path(id: u64) -> PathState {
+        PathState::new(id, "127.0.0.1:4433".parse().expect("addr"), &TransportConfig::default(), true)
+    }
+
+    #[test]
+    fn slots_stay_put_when_other_paths_go() {
+        let mut t = PathTable::default();
+        let slots: Vec<usize> = (0..4).map(|id| t.insert(path(id))).collect();
+        assert_eq!(slots, [0, 1, 2, 3]);
+        assert_eq!(t.remove(1).id, 1);
+        // Path 2 is still in slot 2 (a Vec would have moved it to index 1).
+        assert_eq!((t[2].id, t[3].id, t.len()), (2, 3, 3));
+        assert!(t.get(1).is_none());
+        assert_eq!(t.slots().to_vec(), [0, 2, 3]);
+        assert_eq!(t.position(|p| p.id == 3), Some(3));
+        // A new path takes the freed slot; the others do not move.
+        assert_eq!(t.insert(path(9)), 1);
+        assert_eq!(t.iter().map(|p| p.id).collect::<Vec<_>>(), [0, 9, 2, 3]);
+        // Trailing free slots are given back.
+        t.remove(3);
+        t.remove(2);
+        assert_eq!(t.insert(path(10)), 2);
+        assert_eq!(t.enumerate().map(|(i, p)| (i, p.id)).collect::<Vec<_>>(), [(0, 0), (1, 9), (2, 10)]);
+    }
+}
