@@ -58,6 +58,12 @@ impl PathTable {
         self.slots.get_mut(slot).and_then(Option::as_mut)
     }
 
+    /// One past the highest slot in use: `0..slot_bound()` covers every path (check each
+    /// with [`PathTable::get`]); cheaper than [`PathTable::slots`] on per-packet paths.
+    pub fn slot_bound(&self) -> usize {
+        self.slots.len()
+    }
+
     /// The slots in use, in order.
     pub fn slots(&self) -> Slots {
         self.enumerate().map(|(i, _)| i).collect()

@@ -26,9 +26,9 @@ impl Connection {
         let ack_delay_exponent = self.config.ack_delay_exponent;
         let carrier = self.paths[pi].id;
         let multipath = self.mp.enabled;
-        for j in self.paths.slots() {
+        for j in 0..self.paths.slot_bound() {
             {
-                let s = &self.paths[j].data;
+                let Some(s) = self.paths.get(j).map(|p| &p.data) else { continue };
                 if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
                     continue;
                 }

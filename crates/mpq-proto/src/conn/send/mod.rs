@@ -356,17 +356,19 @@ impl Connection {
         if !self.injected.is_empty() {
             return true;
         }
-        self.handshake_done_pending
+        // Stream data first: in a bulk transfer it answers at once, before the scans of
+        // every path's CID tables.
+        (self.handshake_complete && self.streams.has_pending_data())
+            || self.handshake_done_pending
             || self.tokens.new_token_pending
             || self.ping_pending
-            || (!self.mp.enabled && self.paths.iter().any(|p| !p.path_responses.is_empty()))
-            || self.local_cids.values().any(|l| !l.to_advertise.is_empty())
-            || self.peer_cids.values().any(|p| !p.to_retire.is_empty())
             || !self.mp.pending.is_empty()
             || self.mp.paths_blocked.is_some()
             || !self.mp.cids_blocked.is_empty()
-            || (self.handshake_complete && self.streams.has_pending_data())
             || self.one_rtt_crypto.has_pending()
+            || (!self.mp.enabled && self.paths.iter().any(|p| !p.path_responses.is_empty()))
+            || self.local_cids.values().any(|l| !l.to_advertise.is_empty())
+            || self.peer_cids.values().any(|p| !p.to_retire.is_empty())
     }
 
     /// An ACK must go out now in a handshake space, or in the data space of path `pi`
@@ -404,21 +406,23 @@ impl Connection {
             return out;
         }
         let sendable = |i: usize| self.can_carry(i);
-        let fastest = self
-            .paths
-            .slots()
-            .into_iter()
-            .filter(|&i| sendable(i) && self.paths[i].is_active() && !self.paths[i].potentially_failed)
-            .min_by_key(|&i| self.paths[i].rtt.smoothed());
+        // Only the policies that look at other paths pay for the scan (the default,
+        // same-path, is O(1) while its own path can send).
         match self.config.ack_policy {
             AckPolicy::SamePath if sendable(j) => out.push(j),
             AckPolicy::SamePath | AckPolicy::LowestRtt => {
+                let fastest = self
+                    .paths
+                    .enumerate()
+                    .filter(|&(i, p)| p.is_active() && !p.potentially_failed && sendable(i))
+                    .min_by_key(|(_, p)| p.rtt.smoothed())
+                    .map(|(i, _)| i);
                 if let Some(f) = fastest.or(if sendable(j) { Some(j) } else { None }) {
                     out.push(f);
                 }
             }
             AckPolicy::AllPaths => {
-                out.extend(self.paths.slots().into_iter().filter(|&i| sendable(i) && self.paths[i].is_active()));
+                out.extend(self.paths.enumerate().filter(|&(i, p)| p.is_active() && sendable(i)).map(|(i, _)| i));
                 if out.is_empty() && sendable(j) {
                     out.push(j);
                 }
@@ -430,8 +434,8 @@ impl Connection {
     /// Some path's ACK is due and placed on path `pi`.
     fn acks_due_on(&mut self, now: Instant, pi: usize) -> bool {
         let carrier = self.paths[pi].id;
-        for j in self.paths.slots() {
-            let s = &self.paths[j].data;
+        for j in 0..self.paths.slot_bound() {
+            let Some(s) = self.paths.get(j).map(|p| &p.data) else { continue };
             if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
                 continue;
             }

@@ -17,8 +17,8 @@ impl Connection {
     /// are kept out of congestion control, loss recovery and the path's amplification
     /// budget (not counted in flight): the path's own address is not where they go.
     pub(super) fn poll_off_path(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        for pi in self.paths.slots() {
-            if !self.paths[pi].is_open() {
+        for pi in 0..self.paths.slot_bound() {
+            if !self.paths.get(pi).is_some_and(|p| p.is_open()) {
                 continue;
             }
             if let Some(old) = self.paths[pi].old_challenge.filter(|c| c.send_pending) {
