@@ -8,6 +8,7 @@ use crate::frame::AckFrame;
 use crate::time::Instant;
 use crate::types::{Side, SpaceId};
 
+use super::path::PathState;
 use super::space::{Control, SentFrames};
 use super::Connection;
 
@@ -43,7 +44,10 @@ impl Connection {
             return Ok(());
         }
         if space_id == SpaceId::Data {
-            self.on_ack_ecn(now, pi, &result.newly_acked, ack.ecn);
+            if let Some((sent, newly_ce)) = self.paths[pi].on_ack_ecn(&result.newly_acked, ack.ecn) {
+                self.set_coupling(pi);
+                self.paths[pi].on_ce(now, sent, newly_ce);
+            }
         }
         // RFC 9002 §6.2.1: reset the backoff, except at a client that does not yet know
         // the server validated its address.
@@ -54,18 +58,11 @@ impl Connection {
         if !result.newly_acked.is_empty() {
             self.set_coupling(pi);
         }
+        // The path's own part first (flight, window), then the shared part: key phases and
+        // the frames' fate.
+        self.paths[pi].on_packets_acked(now, &result.newly_acked);
         let path_id = self.paths[pi].id;
         for (pn, p) in result.newly_acked {
-            if p.in_flight {
-                let path = &mut self.paths[pi];
-                path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(p.size));
-                // RFC 9002 §7.8: the window grows only on packets of flights it limited, i.e.
-                // when it was full within a round trip of the packet's sending; a sender short
-                // of data or of flow-control credit does not grow it.
-                let srtt = path.rtt.smoothed();
-                let app_limited = path.window_full_at.is_none_or(|t| t + srtt < p.time_sent);
-                path.cc.on_ack(now, p.time_sent, u64::from(p.size), &path.rtt, app_limited);
-            }
             if space_id == SpaceId::Data {
                 if let Some(k) = self.one_rtt.as_mut() {
                     k.on_packet_acked_path(path_id, pn);
@@ -149,49 +146,17 @@ impl Connection {
         if lost.is_empty() {
             return;
         }
-        let mut lost_bytes = 0;
-        let mut largest_sent_time = None;
         let path_id = self.paths[pi].id;
-        for (pn, p) in &lost {
-            let path = &mut self.paths[pi];
-            path.stats.lost_packets += 1;
-            path.stats.lost_bytes += u64::from(p.size);
-            if p.in_flight {
-                path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(p.size));
-                lost_bytes += u64::from(p.size);
-                largest_sent_time = Some(p.time_sent);
-            }
+        for (pn, _) in &lost {
             self.qlog_packet_lost(now, space_id, path_id, *pn);
         }
-        if let Some(sent) = largest_sent_time {
+        if PathState::loss_is_congestion(&lost) {
             self.set_coupling(pi);
-            let path = &mut self.paths[pi];
-            path.stats.congestion_events += 1;
-            path.cc.on_congestion_event(now, sent, persistent, lost_bytes);
         }
+        self.paths[pi].on_packets_lost(now, &lost, persistent);
         for (_, p) in lost {
             self.on_frames_lost(space_id, p.frames);
         }
-    }
-
-    /// ECN validation, and CE marks as a congestion signal (RFC 9000 §13.4.2, RFC 9002
-    /// §7.1: one congestion event, dated by the largest newly acknowledged packet).
-    pub(super) fn on_ack_ecn(
-        &mut self,
-        now: Instant,
-        pi: usize,
-        newly_acked: &[(u64, crate::recovery::sent::SentPacket<SentFrames>)],
-        counts: Option<crate::frame::EcnCounts>,
-    ) {
-        let marked = newly_acked.iter().filter(|(_, p)| p.ecn).count() as u64;
-        let signal = self.paths[pi].ecn.on_ack(marked, counts);
-        let crate::recovery::ecn::EcnSignal::Congestion { newly_ce } = signal else { return };
-        let Some(sent) = newly_acked.last().map(|(_, p)| p.time_sent) else { return };
-        self.set_coupling(pi);
-        let path = &mut self.paths[pi];
-        path.stats.ecn_ce += newly_ce;
-        path.stats.congestion_events += 1;
-        path.cc.on_congestion_event(now, sent, false, 0);
     }
 
     pub(crate) fn on_frames_lost(&mut self, space_id: SpaceId, frames: SentFrames) {

@@ -28,6 +28,7 @@ mod multipath;
 pub mod path;
 mod path_api;
 mod path_ids;
+mod path_recovery;
 mod path_table;
 mod qlog;
 mod recv;
