@@ -592,11 +592,13 @@ impl Connection {
     }
 
     /// The path that carries the handshake and, without multipath, everything: path 0
-    /// while it exists, else the first open path.
+    /// while it exists, else the first open path, else the first path left (a slot in use
+    /// whenever any path is: slot 0 may be free once its path was discarded).
     pub(crate) fn primary_path(&self) -> usize {
         self.path_index(0)
             .filter(|&i| self.paths[i].is_open())
             .or_else(|| self.paths.position(|p| p.is_active()))
+            .or_else(|| self.paths.position(|_| true))
             .unwrap_or(0)
     }
 

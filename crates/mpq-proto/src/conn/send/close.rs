@@ -19,7 +19,7 @@ impl Connection {
         *send_pending = false;
         let close = close.clone();
         // CONNECTION_CLOSE may go on any open path (draft-ietf-quic-multipath-21 §4.4).
-        let pi = self.close_path();
+        let pi = self.close_path()?;
         let limit = (usize::from(self.paths[pi].mtu) as u64).min(self.paths[pi].amplification_budget()) as usize;
         let mut open: Option<OpenPacket> = None;
         for space_id in [SpaceId::Initial, SpaceId::Handshake, SpaceId::Data] {
@@ -53,14 +53,16 @@ impl Connection {
     }
 
     /// The path CONNECTION_CLOSE goes on: the primary one if it can be addressed, else
-    /// any open one that can.
-    pub(super) fn close_path(&self) -> usize {
-        let addressable = |i: usize| self.peer_cids.get(&self.paths[i].id).is_some_and(|c| c.has_cid());
+    /// any open one that can; `None` if no path is left.
+    pub(super) fn close_path(&self) -> Option<usize> {
+        let addressable =
+            |i: usize| self.paths.get(i).and_then(|p| self.peer_cids.get(&p.id)).is_some_and(|c| c.has_cid());
         let primary = self.primary_path();
+        self.paths.get(primary)?;
         if addressable(primary) {
-            return primary;
+            return Some(primary);
         }
-        self.paths.slots().into_iter().find(|&i| self.paths[i].is_open() && addressable(i)).unwrap_or(primary)
+        Some(self.paths.enumerate().find(|&(i, p)| p.is_open() && addressable(i)).map_or(primary, |(i, _)| i))
     }
 
     pub(super) fn write_close_packet(
