@@ -25,7 +25,7 @@ pub fn tls_configs(alpn: &[u8]) -> (Arc<rustls::ClientConfig>, Arc<rustls::Serve
     params.serial_number = Some(rcgen::SerialNumber::from(1u64));
     let cert: CertificateDer<'static> = params.self_signed(&key_pair).expect("cert").der().clone();
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_pair.serialize_der()));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(crate::crypto::backend::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert.clone()).expect("root");
     let mut client = rustls::ClientConfig::builder_with_provider(provider.clone())

@@ -1,4 +1,5 @@
-//! TLS configuration: rustls with the ring provider, TLS 1.3 only, for client and server.
+//! TLS configuration: rustls with the stack's crypto provider (`mpq_proto::crypto::backend`),
+//! TLS 1.3 only, for client and server.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,14 +12,14 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 
 use crate::cli::Common;
 
-/// The ring provider, optionally restricted to one cipher suite.
+/// The stack's crypto provider, optionally restricted to one cipher suite.
 pub fn provider(cipher: Option<&str>) -> Result<Arc<CryptoProvider>> {
-    let mut p = rustls::crypto::ring::default_provider();
+    let mut p = mpq_proto::crypto::backend::default_provider();
     if let Some(name) = cipher {
         let suite = match name.to_ascii_lowercase().as_str() {
-            "aes128gcm" | "aes128" => rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
-            "aes256gcm" | "aes256" => rustls::crypto::ring::cipher_suite::TLS13_AES_256_GCM_SHA384,
-            "chacha20" | "chacha20poly1305" => rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+            "aes128gcm" | "aes128" => mpq_proto::crypto::backend::cipher_suite::TLS13_AES_128_GCM_SHA256,
+            "aes256gcm" | "aes256" => mpq_proto::crypto::backend::cipher_suite::TLS13_AES_256_GCM_SHA384,
+            "chacha20" | "chacha20poly1305" => mpq_proto::crypto::backend::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
             other => bail!("unknown cipher {other:?} (expected aes128gcm, aes256gcm or chacha20)"),
         };
         p.cipher_suites = vec![suite];

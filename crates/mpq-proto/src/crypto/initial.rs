@@ -8,10 +8,10 @@ use crate::{ConnectionId, Side};
 /// The QUIC suite Initial packets always use: AES-128-GCM with SHA-256 (RFC 9001 §5.2),
 /// whatever the handshake negotiates later.
 pub fn initial_suite() -> Suite {
-    rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+    super::backend::cipher_suite::TLS13_AES_128_GCM_SHA256
         .tls13()
         .and_then(|s| s.quic_suite())
-        .expect("ring's TLS13_AES_128_GCM_SHA256 supports QUIC")
+        .expect("TLS13_AES_128_GCM_SHA256 supports QUIC")
 }
 
 /// Initial keys for `side`, derived from the Destination Connection ID of the client's first

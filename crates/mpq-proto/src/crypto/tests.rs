@@ -19,7 +19,7 @@ fn configs(client_alpn: &[u8]) -> (Arc<rustls::ClientConfig>, Arc<rustls::Server
     let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     let cert: CertificateDer<'static> = ck.cert.der().clone();
     let key = PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
-    let prov = Arc::new(rustls::crypto::ring::default_provider());
+    let prov = Arc::new(crate::crypto::backend::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert.clone()).unwrap();
     let mut cc = rustls::ClientConfig::builder_with_provider(prov.clone())

@@ -235,7 +235,7 @@ fn rfc9001_a1_initial_key_derivation() {
 
 /// ChaCha20-Poly1305 keys built from raw bytes through rustls's suite `Algorithm`.
 fn chacha_keys(key: [u8; 32], iv: [u8; 12], hp: [u8; 32]) -> (Box<dyn PacketKey>, Box<dyn HeaderProtectionKey>) {
-    let alg = rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256.tls13().unwrap().quic.unwrap();
+    let alg = crate::crypto::backend::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256.tls13().unwrap().quic.unwrap();
     (alg.packet_key(AeadKey::from(key), Iv::from(iv)), alg.header_protection_key(AeadKey::from(hp)))
 }
 
