@@ -119,10 +119,7 @@ impl Connection {
             match c {
                 Control::Stream(s) => self.streams.on_control_acked(&s),
                 Control::NewCid(path_id, seq) => {
-                    if let Some(l) = self.local_cids.get_mut(&path_id).filter(|l| !l.acked) {
-                        l.acked = l.active.contains_key(&seq);
-                        cid_acked |= l.acked;
-                    }
+                    cid_acked |= self.local_cids.get_mut(&path_id).is_some_and(|l| l.on_advertisement_acked(seq));
                 }
                 _ => {}
             }
@@ -182,14 +179,12 @@ impl Connection {
                 Control::NewToken => self.tokens.new_token_pending = true,
                 Control::NewCid(path, seq) => {
                     if let Some(l) = self.local_cids.get_mut(&path) {
-                        if l.active.contains_key(&seq) {
-                            l.to_advertise.insert(seq);
-                        }
+                        l.on_advertisement_lost(seq);
                     }
                 }
                 Control::RetireCid(path, seq) => {
                     if let Some(p) = self.peer_cids.get_mut(&path) {
-                        p.to_retire.insert(seq);
+                        p.on_retirement_lost(seq);
                     }
                 }
                 c @ (Control::PathAbandon(..) | Control::PathStatus(..) | Control::MaxPathId(_)) => {

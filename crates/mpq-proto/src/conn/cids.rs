@@ -59,6 +59,24 @@ impl LocalCids {
             None => Ok(None),
         }
     }
+
+    /// A (PATH_)NEW_CONNECTION_ID of ours for `seq` was acknowledged. Returns true if this
+    /// is the first acknowledged one of the set: the peer can now address us on this path ID.
+    pub fn on_advertisement_acked(&mut self, seq: u64) -> bool {
+        if self.acked {
+            return false;
+        }
+        self.acked = self.active.contains_key(&seq);
+        self.acked
+    }
+
+    /// A (PATH_)NEW_CONNECTION_ID of ours for `seq` was lost: sent again while the ID is
+    /// still active (RFC 9000 §13.3).
+    pub fn on_advertisement_lost(&mut self, seq: u64) {
+        if self.active.contains_key(&seq) {
+            self.to_advertise.insert(seq);
+        }
+    }
 }
 
 /// Fewest RETIRE_CONNECTION_ID frames we let wait to be sent before treating more as an
@@ -91,6 +109,11 @@ pub(crate) struct PeerCids {
 }
 
 impl PeerCids {
+    /// Our (PATH_)RETIRE_CONNECTION_ID for `seq` was lost: it is sent again (RFC 9000 §13.3).
+    pub fn on_retirement_lost(&mut self, seq: u64) {
+        self.to_retire.insert(seq);
+    }
+
     /// Starts with the peer's handshake CID as sequence number 0.
     pub fn new(initial: ConnectionId, limit: u64) -> Self {
         let mut active = BTreeMap::new();
@@ -268,5 +291,24 @@ mod tests {
         assert_eq!(l.retire(1, &cid(0)).unwrap(), Some(cid(1)));
         assert_eq!(l.retire(1, &cid(0)).unwrap(), None);
         assert!(l.to_advertise.is_empty());
+    }
+
+    #[test]
+    fn advertisement_fate() {
+        let mut l = LocalCids::default();
+        let s0 = l.issue(cid(1), [1; 16], true);
+        let s1 = l.issue(cid(2), [2; 16], true);
+        l.to_advertise.clear();
+        // Only the first acknowledgement of the set counts.
+        assert!(l.on_advertisement_acked(s1));
+        assert!(!l.on_advertisement_acked(s0));
+        // A lost advertisement of an active ID is sent again; of a retired one, not.
+        l.on_advertisement_lost(s0);
+        assert!(l.retire(s1, &cid(9)).expect("retire").is_some());
+        l.on_advertisement_lost(s1);
+        assert_eq!(l.to_advertise.iter().copied().collect::<Vec<_>>(), [s0]);
+        let mut p = PeerCids::new(cid(3), 4);
+        p.on_retirement_lost(7);
+        assert!(p.to_retire.contains(&7));
     }
 }
