@@ -138,7 +138,12 @@ pub struct Endpoint {
     token_store: TokenStore,
     /// Times a connection was asked for a transmit, a timer or an event.
     connection_polls: u64,
+    /// Server: makes the qlog sink of each connection as it is created.
+    qlog_factory: Option<QlogFactory>,
 }
+
+/// Makes the qlog sink of a new server connection (see [`Endpoint::set_qlog_factory`]).
+pub type QlogFactory = Box<dyn FnMut(&Connection) -> Option<Box<dyn crate::qlog::QlogSink>> + Send>;
 
 /// The keyed hash of [`Endpoint`]'s route table.
 type RouteHasher = foldhash::quality::FixedState;
@@ -175,6 +180,7 @@ impl Endpoint {
             incoming: VecDeque::new(),
             responses: VecDeque::new(),
             connection_polls: 0,
+            qlog_factory: None,
             guard: retry::ServerGuard::new(TokenKey::new(&config.token_secret), config.retry),
             token_store: TokenStore::default(),
             config,
@@ -434,6 +440,12 @@ impl Endpoint {
         self.route(parsed.dcid, h.0);
         self.incoming.push_back(h);
         if let Some(slot) = self.connections[h.0].as_mut() {
+            // Before the first datagram: the qlog then holds the whole connection, whatever
+            // happens before the application first looks at it (a runtime may receive the
+            // rest of the handshake and a new path's first packets in the same wake).
+            if let Some(sink) = self.qlog_factory.as_mut().and_then(|f| f(&slot.conn)) {
+                slot.conn.set_qlog(sink);
+            }
             slot.conn.handle_datagram(now, local, remote, ecn, data);
         }
         self.after_io(h.0);
@@ -581,6 +593,12 @@ impl Endpoint {
             }
             self.after_io(idx);
         }
+    }
+
+    /// Server: every new connection gets its qlog sink from `factory` as it is created,
+    /// before its first datagram is processed (`None` from the factory: no qlog).
+    pub fn set_qlog_factory(&mut self, factory: QlogFactory) {
+        self.qlog_factory = Some(factory);
     }
 
     /// Next connection accepted by the server side.

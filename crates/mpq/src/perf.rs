@@ -23,7 +23,6 @@ use crate::runner::{self, App};
 static ZEROS: [u8; 1024 * 1024] = [0; 1024 * 1024];
 
 struct PerfServer {
-    qlog_dir: Option<std::path::PathBuf>,
     /// (connection, stream) -> (request bytes, bytes to send, bytes sent)
     streams: HashMap<(ConnectionHandle, StreamId), (Vec<u8>, u64, u64)>,
 }
@@ -31,7 +30,7 @@ struct PerfServer {
 impl App for PerfServer {
     fn poll(&mut self, _now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
         let streams = &mut self.streams;
-        runner::serve_events(ep, &self.qlog_dir, |ev| match ev {
+        runner::serve_events(ep, |ev| match ev {
             runner::Served::Ended(h) => streams.retain(|(ch, _), _| *ch != h),
             runner::Served::NewStream(h, id) => {
                 streams.insert((h, id), (Vec::new(), 0, 0));
@@ -80,7 +79,8 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
     let mut endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
     endpoint.set_max_connections(usize::try_from(args.max_connections).unwrap_or(usize::MAX));
     endpoint.set_retry_mode(args.retry);
-    let app = PerfServer { qlog_dir: args.common.qlog_dir.clone(), streams: HashMap::new() };
+    runner::qlog_server_connections(&mut endpoint, &args.common.qlog_dir);
+    let app = PerfServer { streams: HashMap::new() };
     runner::run(&args.listen, endpoint, app, |addrs| {
         for addr in addrs {
             println!("listening on {addr}");

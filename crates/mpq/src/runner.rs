@@ -318,6 +318,19 @@ pub fn attach_qlog(ep: &mut Endpoint, h: ConnectionHandle, dir: &Option<PathBuf>
     }
 }
 
+/// Server: gives every connection a qlog file in `dir` (if any) as the endpoint creates it,
+/// so the file holds the whole connection (see [`Endpoint::set_qlog_factory`]).
+pub fn qlog_server_connections(ep: &mut Endpoint, dir: &Option<PathBuf>) {
+    let Some(dir) = dir.clone() else { return };
+    ep.set_qlog_factory(Box::new(move |c| match QlogFile::create(&dir, &c.orig_dst_cid().to_string(), "server") {
+        Ok(f) => Some(Box::new(f) as Box<dyn mpq_proto::qlog::QlogSink>),
+        Err(e) => {
+            tracing::warn!(%e, "cannot create qlog file");
+            None
+        }
+    }));
+}
+
 /// What [`serve_events`] tells a server application.
 #[derive(Debug, Clone, Copy)]
 pub enum Served {
@@ -327,16 +340,14 @@ pub enum Served {
     NewStream(ConnectionHandle, mpq_proto::StreamId),
 }
 
-/// A server's event handling: attaches qlog files to new connections, logs handshakes,
-/// reports the connections that ended and accepts the streams clients opened, telling the
-/// application through `on`.
+/// A server's event handling: logs handshakes, reports the connections that ended and
+/// accepts the streams clients opened, telling the application through `on`. (qlog files are
+/// attached as connections are created: [`qlog_server_connections`].)
 ///
 /// It follows events rather than scanning every connection: a server holding many idle
 /// connections must not pay for them on every wake.
-pub fn serve_events(ep: &mut Endpoint, qlog_dir: &Option<PathBuf>, mut on: impl FnMut(Served)) {
-    while let Some(h) = ep.accept() {
-        attach_qlog(ep, h, qlog_dir);
-    }
+pub fn serve_events(ep: &mut Endpoint, mut on: impl FnMut(Served)) {
+    while ep.accept().is_some() {}
     let mut opened = Vec::new();
     while let Some((h, ev)) = ep.poll_event() {
         match &ev {

@@ -25,7 +25,6 @@ enum Stream {
 
 struct HqServer {
     root: PathBuf,
-    qlog_dir: Option<PathBuf>,
     streams: HashMap<(ConnectionHandle, StreamId), Stream>,
 }
 
@@ -48,7 +47,7 @@ fn parse_request(buf: &[u8]) -> Option<String> {
 impl App for HqServer {
     fn poll(&mut self, _now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
         let streams = &mut self.streams;
-        runner::serve_events(ep, &self.qlog_dir, |ev| match ev {
+        runner::serve_events(ep, |ev| match ev {
             runner::Served::Ended(h) => streams.retain(|(ch, _), _| *ch != h),
             runner::Served::NewStream(h, id) => {
                 streams.insert((h, id), Stream::Request(Vec::new()));
@@ -140,7 +139,8 @@ pub fn run(args: ServerArgs) -> Result<()> {
     let tls = crate::tls::server_config(&args.common, args.cert.as_deref(), args.key.as_deref(), &[b"hq-interop"])?;
     let mut endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
     endpoint.set_retry_mode(args.retry);
-    let app = HqServer { root: args.root, qlog_dir: args.common.qlog_dir.clone(), streams: HashMap::new() };
+    runner::qlog_server_connections(&mut endpoint, &args.common.qlog_dir);
+    let app = HqServer { root: args.root, streams: HashMap::new() };
     runner::run(&args.listen, endpoint, app, |addrs| {
         for addr in addrs {
             println!("listening on {addr}");
