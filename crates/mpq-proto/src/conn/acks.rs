@@ -92,20 +92,23 @@ impl Connection {
         self.streams.set_send_buffer_limit(limit);
     }
 
+    /// The CRYPTO stream of a packet number space: the Initial and Handshake spaces' own,
+    /// or the connection's 1-RTT one (its offsets continue whichever path carries it).
+    fn crypto_stream_mut(&mut self, space_id: SpaceId) -> Option<&mut super::space::CryptoStream> {
+        match space_id {
+            SpaceId::Initial => self.initial.as_mut().map(|s| &mut s.crypto),
+            SpaceId::Handshake => self.handshake.as_mut().map(|s| &mut s.crypto),
+            SpaceId::Data => Some(&mut self.one_rtt_crypto),
+        }
+    }
+
     pub(super) fn on_frames_acked(&mut self, space_id: SpaceId, frames: SentFrames) {
         for c in &frames.stream {
             self.streams.on_stream_chunk_acked(c);
         }
-        if space_id == SpaceId::Data {
+        if let Some(crypto) = self.crypto_stream_mut(space_id) {
             for r in &frames.crypto {
-                self.one_rtt_crypto.on_acked(r);
-            }
-        } else {
-            let pi = self.primary_path();
-            if let Some(space) = self.space_mut(space_id, pi) {
-                for r in &frames.crypto {
-                    space.crypto.on_acked(r);
-                }
+                crypto.on_acked(r);
             }
         }
         for &(path_id, largest) in &frames.acks {
@@ -160,16 +163,9 @@ impl Connection {
         for c in &frames.stream {
             self.streams.on_stream_chunk_lost(c);
         }
-        if space_id == SpaceId::Data {
+        if let Some(crypto) = self.crypto_stream_mut(space_id) {
             for r in &frames.crypto {
-                self.one_rtt_crypto.on_lost(r);
-            }
-        } else {
-            let pi = self.primary_path();
-            if let Some(space) = self.space_mut(space_id, pi) {
-                for r in &frames.crypto {
-                    space.crypto.on_lost(r);
-                }
+                crypto.on_lost(r);
             }
         }
         for c in frames.control {
