@@ -8,7 +8,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 
 use super::window::{Algorithm, WindowCore};
-use super::{CcConfig, PathView};
+use super::{CcConfig, CouplingView};
 use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
 
@@ -25,7 +25,7 @@ pub(crate) struct CoupledWindow {
     /// Bytes acknowledged between the last two losses.
     pub between_losses: u64,
     /// The other open paths of the connection, as last given.
-    pub others: Vec<PathView>,
+    pub others: Vec<CouplingView>,
 }
 
 impl Deref for CoupledWindow {
@@ -122,15 +122,15 @@ impl<C: CoupledAlgorithm> Algorithm for C {
         self.coupled_mut().on_loss();
     }
 
-    fn couple(&mut self, others: &[PathView]) {
+    fn couple(&mut self, others: &[CouplingView]) {
         let w = self.coupled_mut();
         w.others.clear();
         w.others.extend_from_slice(others);
     }
 
-    fn view(&self, srtt: f64) -> PathView {
+    fn view(&self, srtt: f64) -> CouplingView {
         let w = self.coupled();
-        PathView { window: w.window, srtt, loss_interval_bytes: w.loss_interval() }
+        CouplingView { window: w.window, srtt, loss_interval_bytes: w.loss_interval() }
     }
 }
 

@@ -22,7 +22,7 @@ impl Lia {
     }
 
     /// RFC 6356 alpha over this path (`own`) and the others.
-    pub fn alpha(own: PathView, others: &[PathView]) -> f64 {
+    pub fn alpha(own: CouplingView, others: &[CouplingView]) -> f64 {
         let all = || std::iter::once(own).chain(others.iter().copied());
         let total: f64 = all().map(|p| p.window as f64).sum();
         let best = all().map(|p| p.window as f64 / rtt_s(p.srtt).powi(2)).fold(0.0, f64::max);
@@ -46,7 +46,7 @@ impl CoupledAlgorithm for Lia {
     }
 
     fn increase(w: &CoupledWindow, srtt: f64, bytes: u64) -> f64 {
-        let own = PathView { window: w.window, srtt, ..Default::default() };
+        let own = CouplingView { window: w.window, srtt, ..Default::default() };
         let total = (w.window + w.others.iter().map(|p| p.window).sum::<u64>()) as f64;
         let mss = w.mds as f64;
         let b = bytes as f64;
@@ -94,7 +94,7 @@ mod tests {
 
     #[test]
     fn two_equal_paths_together_match_one_reno_flow_at_equilibrium() {
-        let own = PathView { window: 60_000, srtt: 0.05, ..Default::default() };
+        let own = CouplingView { window: 60_000, srtt: 0.05, ..Default::default() };
         let alpha = Lia::alpha(own, &[own]);
         assert!((alpha - 0.5).abs() < 1e-9, "alpha {alpha}");
         let mut w = CoupledWindow::new(CcConfig::default(), 1200);
@@ -112,7 +112,7 @@ mod tests {
         let mut w = CoupledWindow::new(CcConfig::default(), 1200);
         w.window = 30_000;
         // The other path is much better: alpha is large, but the cap holds.
-        w.others = vec![PathView { window: 300_000, srtt: 0.01, ..Default::default() }];
+        w.others = vec![CouplingView { window: 300_000, srtt: 0.01, ..Default::default() }];
         let inc = Lia::increase(&w, 0.2, 30_000);
         assert!(inc <= 1200.0 + 1e-6, "increase {inc}");
         assert!(inc > 0.0);

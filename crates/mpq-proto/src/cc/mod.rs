@@ -29,8 +29,8 @@ pub use newreno::NewReno;
 pub use olia::Olia;
 
 /// What a coupled controller learns about the connection's other paths.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PathView {
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CouplingView {
     /// Congestion window of the path in bytes.
     pub window: u64,
     /// Smoothed RTT of the path in seconds.
@@ -64,10 +64,10 @@ pub trait CongestionController: Send + fmt::Debug {
     /// A copy (for a new path starting from the same parameters).
     fn clone_box(&self) -> Box<dyn CongestionController>;
     /// The other paths of the connection (coupled algorithms only).
-    fn set_coupling(&mut self, _others: &[PathView]) {}
+    fn set_coupling(&mut self, _others: &[CouplingView]) {}
     /// How this path looks to the coupled controllers of the other paths.
-    fn coupling_view(&self, srtt: f64) -> PathView {
-        PathView { window: self.window(), srtt, ..Default::default() }
+    fn coupling_view(&self, srtt: f64) -> CouplingView {
+        CouplingView { window: self.window(), srtt, ..Default::default() }
     }
 }
 

@@ -25,14 +25,14 @@ impl Olia {
     }
 
     /// OLIA's alpha for the path `own` among `others`.
-    pub fn alpha(own: PathView, others: &[PathView]) -> f64 {
-        let all: Vec<PathView> = std::iter::once(own).chain(others.iter().copied()).collect();
+    pub fn alpha(own: CouplingView, others: &[CouplingView]) -> f64 {
+        let all: Vec<CouplingView> = std::iter::once(own).chain(others.iter().copied()).collect();
         let n = all.len() as f64;
         let max_w = all.iter().map(|p| p.window).max().unwrap_or(0);
-        let quality = |p: &PathView| p.loss_interval_bytes as f64 / rtt_s(p.srtt).powi(2);
+        let quality = |p: &CouplingView| p.loss_interval_bytes as f64 / rtt_s(p.srtt).powi(2);
         let best_q = all.iter().map(quality).fold(0.0, f64::max);
-        let in_m = |p: &PathView| p.window == max_w;
-        let in_b = |p: &PathView| quality(p) >= best_q * (1.0 - 1e-9);
+        let in_m = |p: &CouplingView| p.window == max_w;
+        let in_b = |p: &CouplingView| quality(p) >= best_q * (1.0 - 1e-9);
         let collected = all.iter().filter(|p| in_b(p) && !in_m(p)).count() as f64;
         let m = all.iter().filter(|p| in_m(p)).count() as f64;
         if collected == 0.0 {
@@ -60,7 +60,7 @@ impl CoupledAlgorithm for Olia {
 
     fn increase(w: &CoupledWindow, srtt: f64, bytes: u64) -> f64 {
         let mss = w.mds as f64;
-        let own = PathView { window: w.window, srtt, loss_interval_bytes: w.loss_interval() };
+        let own = CouplingView { window: w.window, srtt, loss_interval_bytes: w.loss_interval() };
         let wr = (w.window as f64 / mss).max(1.0);
         let sum: f64 =
             std::iter::once(own).chain(w.others.iter().copied()).map(|p| (p.window as f64 / mss) / rtt_s(p.srtt)).sum();
@@ -87,12 +87,12 @@ mod tests {
     #[test]
     fn alpha_moves_window_to_the_better_path() {
         // Path a: large window, many losses. Path b: smaller window, few losses.
-        let a = PathView { window: 100_000, srtt: 0.05, loss_interval_bytes: 200_000 };
-        let b = PathView { window: 40_000, srtt: 0.05, loss_interval_bytes: 2_000_000 };
+        let a = CouplingView { window: 100_000, srtt: 0.05, loss_interval_bytes: 200_000 };
+        let b = CouplingView { window: 40_000, srtt: 0.05, loss_interval_bytes: 2_000_000 };
         assert!(Olia::alpha(b, &[a]) > 0.0);
         assert!(Olia::alpha(a, &[b]) < 0.0);
         // When the best path already has the largest window, nothing moves.
-        let b2 = PathView { window: 150_000, ..b };
+        let b2 = CouplingView { window: 150_000, ..b };
         assert_eq!(Olia::alpha(b2, &[a]), 0.0);
         assert_eq!(Olia::alpha(a, &[b2]), 0.0);
     }

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use super::{CcConfig, CongestionController, PathView};
+use super::{CcConfig, CongestionController, CouplingView};
 use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
 
@@ -109,11 +109,11 @@ pub(crate) trait Algorithm: Clone + Send + fmt::Debug + 'static {
     fn on_persistent_congestion(&mut self) {}
 
     /// The other paths of the connection (coupled algorithms only; default: ignored).
-    fn couple(&mut self, _others: &[PathView]) {}
+    fn couple(&mut self, _others: &[CouplingView]) {}
 
     /// How this path looks to the coupled controllers of the other paths.
-    fn view(&self, srtt: f64) -> PathView {
-        PathView { window: self.core().window, srtt, ..Default::default() }
+    fn view(&self, srtt: f64) -> CouplingView {
+        CouplingView { window: self.core().window, srtt, ..Default::default() }
     }
 }
 
@@ -160,11 +160,11 @@ impl<A: Algorithm> CongestionController for A {
         Box::new(self.clone())
     }
 
-    fn set_coupling(&mut self, others: &[PathView]) {
+    fn set_coupling(&mut self, others: &[CouplingView]) {
         self.couple(others);
     }
 
-    fn coupling_view(&self, srtt: f64) -> PathView {
+    fn coupling_view(&self, srtt: f64) -> CouplingView {
         self.view(srtt)
     }
 }

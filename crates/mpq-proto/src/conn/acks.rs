@@ -13,8 +13,21 @@ use super::space::{Control, SentFrames};
 use super::Connection;
 
 impl Connection {
-    /// Handles ACK and PATH_ACK frames (RFC 9002 §6) for the space of path index `pi`.
+    /// Handles ACK and PATH_ACK frames (RFC 9002 §6) for the space of path index `pi`;
+    /// the path then publishes its new window, flight and RTT on the board.
     pub(super) fn on_ack_frame(
+        &mut self,
+        now: Instant,
+        space_id: SpaceId,
+        pi: usize,
+        ack: &AckFrame<'_>,
+    ) -> Result<(), TransportError> {
+        let r = self.process_ack_frame(now, space_id, pi, ack);
+        self.paths.publish(pi);
+        r
+    }
+
+    fn process_ack_frame(
         &mut self,
         now: Instant,
         space_id: SpaceId,
@@ -40,6 +53,8 @@ impl Connection {
             space.loss.on_ack_received(ack.iter(), ack_delay, now, &mut path.rtt, max_ack_delay, confirmed)
         };
         let result = result.map_err(|_| TransportError::protocol_violation("ACK of an unsent packet number"))?;
+        // A new RTT sample.
+        self.paths.publish(pi);
         if result.newly_acked.is_empty() && result.lost.is_empty() {
             return Ok(());
         }
@@ -47,6 +62,7 @@ impl Connection {
             if let Some((sent, newly_ce)) = self.paths[pi].on_ack_ecn(&result.newly_acked, ack.ecn) {
                 self.set_coupling(pi);
                 self.paths[pi].on_ce(now, sent, newly_ce);
+                self.paths.publish(pi);
             }
         }
         // RFC 9002 §6.2.1: reset the backoff, except at a client that does not yet know
@@ -61,6 +77,7 @@ impl Connection {
         // The path's own part first (flight, window), then the shared part: key phases and
         // the frames' fate.
         self.paths[pi].on_packets_acked(now, &result.newly_acked);
+        self.paths.publish(pi);
         let path_id = self.paths[pi].id;
         for (pn, p) in result.newly_acked {
             if space_id == SpaceId::Data {
@@ -86,8 +103,8 @@ impl Connection {
     /// allow in flight, up to four times the configured limit.
     pub(super) fn size_send_buffers(&mut self) {
         let base = self.config.streams.send_buffer_limit;
-        let active = self.paths.iter().filter(|p| p.is_active());
-        let (n, windows) = active.fold((0u32, 0u64), |(n, w), p| (n + 1, w.saturating_add(p.cc.window())));
+        let active = self.paths.views().filter(|(_, v)| v.is_active());
+        let (n, windows) = active.fold((0u32, 0u64), |(n, w), (_, v)| (n + 1, w.saturating_add(v.cwnd)));
         let limit = if n < 2 { base } else { windows.saturating_mul(2).min(base.saturating_mul(4)) };
         self.streams.set_send_buffer_limit(limit);
     }
@@ -154,6 +171,7 @@ impl Connection {
             self.set_coupling(pi);
         }
         self.paths[pi].on_packets_lost(now, &lost, persistent);
+        self.paths.publish(pi);
         for (_, p) in lost {
             self.on_frames_lost(space_id, p.frames);
         }

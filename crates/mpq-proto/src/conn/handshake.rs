@@ -180,6 +180,7 @@ impl Connection {
             p.mtu = mtu;
             p.cc.set_max_datagram_size(u64::from(mtu));
         }
+        self.paths.publish_all();
         self.peer_params = Some(tp);
         Ok(())
     }
@@ -241,6 +242,7 @@ impl Connection {
             }
             // RFC 9002 §6.2.2: the PTO backoff restarts with the next space.
             path.pto_count = 0;
+            self.paths.publish(pi);
         }
     }
 }

@@ -17,6 +17,7 @@
 //! amplification, statistics) lives in [`path::PathState`].
 
 mod acks;
+mod board;
 mod cids;
 pub mod config;
 pub mod events;
@@ -566,7 +567,7 @@ impl Connection {
     /// (RFC 9000 §10.2, draft-ietf-quic-multipath-21 §4.3).
     fn close_period(&self) -> Duration {
         let max_ack_delay = self.peer_max_ack_delay();
-        3 * self.paths.iter().map(|p| p.pto_base() + max_ack_delay).max().unwrap_or(Duration::from_millis(1))
+        3 * self.paths.views().map(|(_, v)| v.pto_base + max_ack_delay).max().unwrap_or(Duration::from_millis(1))
     }
 
     fn peer_max_ack_delay(&self) -> Duration {

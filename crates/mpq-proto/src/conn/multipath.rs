@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rand::RngCore;
 
-use crate::cc::PathView;
+use crate::cc::CouplingView;
 use crate::cid::ConnectionId;
 use crate::error::TransportError;
 use crate::frame::NewConnectionId;
@@ -283,6 +283,7 @@ impl Connection {
         path.amp_sent = 0;
         path.challenge = Some(challenge);
         let id = path.id;
+        self.paths.publish(pi);
         self.qlog_path(now, id, "rebinding");
     }
 
@@ -292,6 +293,7 @@ impl Connection {
         if path.potentially_failed {
             path.potentially_failed = false;
             let id = path.id;
+            self.paths.publish(pi);
             tracing::debug!(id, "path recovered");
             self.events.push_back(Event::Path(PathEvent::Recovered { id }));
         }
@@ -323,6 +325,7 @@ impl Connection {
             // (RFC 9000 §8.2.1, draft-ietf-quic-multipath-21 §3.1.2).
             tracing::debug!(id = path.id, "address validated; checking 1200-byte datagrams");
             path.challenge = Some(recheck);
+            self.paths.publish(pi);
             return;
         }
         if path.rebind_from.take().is_some() {
@@ -333,8 +336,12 @@ impl Connection {
             path.ecn = Default::default();
         }
         let id = path.id;
-        if path.phase == PathPhase::Validating {
+        let newly_active = path.phase == PathPhase::Validating;
+        if newly_active {
             path.phase = PathPhase::Active;
+        }
+        self.paths.publish(pi);
+        if newly_active {
             tracing::debug!(side = ?self.side, id, "path validated");
             self.events.push_back(Event::Path(PathEvent::Validated { id }));
             self.qlog_path(now, id, "validated");
@@ -349,6 +356,7 @@ impl Connection {
             // The rebinding did not check out: go back to the address that worked.
             path.remote = old;
             path.validated = true;
+            self.paths.publish(pi);
             return;
         }
         tracing::debug!(id = path.id, "path validation failed");
@@ -379,8 +387,6 @@ impl Connection {
         path.phase = PathPhase::Abandoned;
         path.challenge = None;
         path.discard_at = Some(now + keep);
-        path.dup_chunks.clear();
-        path.fc_copies.clear();
         path.path_responses.clear();
         path.off_path_responses.clear();
         path.data.probes = 0;
@@ -388,6 +394,8 @@ impl Connection {
         path.abandon_sent = true;
         let lost = path.data.loss.discard_all();
         path.bytes_in_flight = 0;
+        self.paths.inbox_mut(pi).clear();
+        self.paths.publish(pi);
         if send_abandon {
             self.mp.pending.push(Control::PathAbandon(id, error_code));
         }
@@ -539,6 +547,7 @@ impl Connection {
             let path = &mut self.paths[pi];
             if path.peer_backup != backup {
                 path.peer_backup = backup;
+                self.paths.publish(pi);
                 self.events.push_back(Event::Path(PathEvent::StatusChanged { id, backup }));
             }
         }
@@ -600,13 +609,8 @@ impl Connection {
         if self.paths.len() < 2 {
             return;
         }
-        let views: smallvec::SmallVec<[PathView; 8]> = self
-            .paths
-            .iter()
-            .enumerate()
-            .filter(|(i, p)| *i != pi && p.is_active())
-            .map(|(_, p)| p.cc.coupling_view(p.rtt.smoothed().as_secs_f64()))
-            .collect();
+        let views: smallvec::SmallVec<[CouplingView; 8]> =
+            self.paths.views().filter(|&(i, v)| i != pi && v.is_active()).map(|(_, v)| v.coupling).collect();
         self.paths[pi].cc.set_coupling(&views);
     }
 
@@ -614,7 +618,7 @@ impl Connection {
     /// retention use it, §4.2, §3.4).
     pub(crate) fn max_pto(&self) -> Duration {
         let mad = self.peer_max_ack_delay();
-        self.paths.iter().map(|p| p.pto_base() + mad).max().unwrap_or(Duration::from_millis(1))
+        self.paths.views().map(|(_, v)| v.pto_base + mad).max().unwrap_or(Duration::from_millis(1))
     }
 }
 

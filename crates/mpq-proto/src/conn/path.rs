@@ -179,12 +179,6 @@ pub(crate) struct PathState {
     pub abandon_sent: bool,
     /// Pacing holds ack-eliciting packets back until then.
     pub pacing_until: Option<Instant>,
-    /// Flow-control frames copied onto this path (sent once, never retransmitted: the
-    /// original copy is tracked where it was first sent).
-    pub fc_copies: Vec<crate::frame::Frame<'static>>,
-    /// STREAM chunks to duplicate on this path (redundant scheduling), sent when the
-    /// congestion window allows; stale ones are skipped.
-    pub dup_chunks: std::collections::VecDeque<crate::stream::StreamChunk>,
     /// Where the peer was before a NAT rebinding, until the new address is validated.
     pub rebind_from: Option<SocketAddr>,
     /// The challenge to the previous address after an apparent migration, until answered
@@ -225,8 +219,6 @@ impl PathState {
             discard_at: None,
             abandon_sent: false,
             pacing_until: None,
-            fc_copies: Vec::new(),
-            dup_chunks: std::collections::VecDeque::new(),
             rebind_from: None,
             old_challenge: None,
             reinjected_below: 0,

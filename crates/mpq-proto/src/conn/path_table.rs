@@ -3,9 +3,12 @@
 //! batch in progress) keeps meaning its path while other paths come and go. (A `Vec` with
 //! `remove` shifted every later path down by one.) A slot is reused only after its path was
 //! discarded.
+//!
+//! The table also holds the [`Board`]: each path's published view and its inbox, by slot.
 
 use smallvec::SmallVec;
 
+use super::board::{Board, Inbox, PathView};
 use super::path::PathState;
 
 /// Live slots, copied out so that the caller may change the connection while it walks them.
@@ -16,18 +19,26 @@ pub(crate) type Slots = SmallVec<[usize; 8]>;
 pub(crate) struct PathTable {
     slots: Vec<Option<PathState>>,
     live: usize,
+    board: Board,
 }
 
 impl PathTable {
     /// Puts `path` in the lowest free slot and returns that slot.
     pub fn insert(&mut self, path: PathState) -> usize {
         self.live += 1;
-        if let Some(i) = self.slots.iter().position(Option::is_none) {
-            self.slots[i] = Some(path);
-            return i;
-        }
-        self.slots.push(Some(path));
-        self.slots.len() - 1
+        let view = path.view();
+        let slot = match self.slots.iter().position(Option::is_none) {
+            Some(i) => {
+                self.slots[i] = Some(path);
+                i
+            }
+            None => {
+                self.slots.push(Some(path));
+                self.slots.len() - 1
+            }
+        };
+        self.board.publish(slot, view);
+        slot
     }
 
     /// Takes the path out of `slot`, which becomes free.
@@ -36,6 +47,7 @@ impl PathTable {
     /// If the slot is empty (a caller bug: slots come from this table).
     pub fn remove(&mut self, slot: usize) -> PathState {
         let path = self.slots[slot].take().expect("path slot in use");
+        self.board.remove(slot);
         self.live -= 1;
         while self.slots.last().is_some_and(Option::is_none) {
             self.slots.pop();
@@ -92,6 +104,56 @@ impl PathTable {
     /// The slot of the first path that satisfies `pred`.
     pub fn position(&self, mut pred: impl FnMut(&PathState) -> bool) -> Option<usize> {
         self.enumerate().find(|(_, p)| pred(p)).map(|(i, _)| i)
+    }
+
+    /// The path in `slot` publishes its current view on the board (after a change the
+    /// other paths' decisions depend on). Nothing happens for a free slot.
+    pub fn publish(&mut self, slot: usize) {
+        if let Some(p) = self.get(slot) {
+            let view = p.view();
+            self.board.publish(slot, view);
+        }
+    }
+
+    /// Every path publishes its view (after an operation that may touch several paths).
+    pub fn publish_all(&mut self) {
+        for slot in 0..self.slots.len() {
+            self.publish(slot);
+        }
+    }
+
+    /// The published view of the path in `slot`.
+    pub fn view(&self, slot: usize) -> Option<&PathView> {
+        let v = self.board.get(slot);
+        self.check_fresh(slot, v);
+        v
+    }
+
+    /// The published views with their slots, in slot order.
+    pub fn views(&self) -> impl Iterator<Item = (usize, &PathView)> + '_ {
+        self.board.iter().inspect(|&(slot, v)| self.check_fresh(slot, Some(v)))
+    }
+
+    /// Debug builds, single thread: a view read must be what the path would publish now;
+    /// a mismatch means a change was not followed by [`PathTable::publish`].
+    fn check_fresh(&self, slot: usize, v: Option<&PathView>) {
+        if cfg!(debug_assertions) && self.board.strict {
+            let now = self.get(slot).map(PathState::view);
+            debug_assert_eq!(v, now.as_ref(), "stale board view of slot {slot}");
+        }
+    }
+
+    /// The inbox of the path in `slot`.
+    ///
+    /// # Panics
+    /// If the slot was never used.
+    pub fn inbox(&self, slot: usize) -> &Inbox {
+        self.board.inbox(slot)
+    }
+
+    /// The inbox of the path in `slot`, mutably. Same panics as [`PathTable::inbox`].
+    pub fn inbox_mut(&mut self, slot: usize) -> &mut Inbox {
+        self.board.inbox_mut(slot)
     }
 }
 

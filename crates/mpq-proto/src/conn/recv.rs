@@ -136,11 +136,16 @@ impl Connection {
         if let Some(pi) = known {
             let path = &mut self.paths[pi];
             if rx.datagram_len > 0 && path.remote == rx.remote {
-                if !path.validated {
+                let amp_changed = !path.validated;
+                if amp_changed {
                     path.amp_received += rx.datagram_len as u64;
                 }
                 path.stats.rx_bytes += rx.datagram_len as u64;
+                if amp_changed {
+                    self.paths.publish(pi);
+                }
             }
+            let path = &self.paths[pi];
             // RFC 9000 §9: no migration during the handshake; and only clients migrate: a
             // client discards packets from a server address it does not know. Its paths
             // (multipath included) go to addresses it chose itself, each path's in
@@ -341,6 +346,7 @@ impl Connection {
                 // RFC 9000 §8.1: a Handshake packet proves the client owns its address;
                 // RFC 9001 §4.9.1: the server then discards Initial keys.
                 self.paths[pi].validated = true;
+                self.paths.publish(pi);
                 self.discard_space(now, SpaceId::Initial);
             }
             (Side::Client, Level::Initial) if !self.got_server_cid => {

@@ -79,6 +79,7 @@ impl Connection {
         path.pto_count = 0;
         path.cc = crate::cc::build(self.config.cc, &self.config.cc_config, u64::from(path.mtu));
         path.pacer = crate::recovery::pacer::Pacer::new();
+        self.paths.publish(pi);
     }
 
     /// A NEW_TOKEN frame (checked: from a server, not empty) arrived: keep the token for

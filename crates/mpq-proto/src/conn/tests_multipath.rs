@@ -375,6 +375,7 @@ fn amplification_blocked_ack(c: &mut Connection, id: u64, now: Instant) -> Vec<u
     let pn = p.data.received.largest().map_or(0, |(l, _)| l + 1);
     p.data.received.on_packet(pn, true, now - Duration::from_millis(50), None);
     p.data.ack_pending = true;
+    c.paths.publish(pi);
     c.handle_timeout(now);
     let mut buf = Vec::new();
     let mut sent_on = Vec::new();
@@ -454,6 +455,7 @@ fn seed002_challenge_blocked_by_amplification_arms_no_past_timer() {
         fail_at: Some(fail_at),
         full_size: true,
     });
+    s.paths.publish(pi);
     for _ in 0..3 {
         s.handle_timeout(now);
         let mut buf = Vec::new();

@@ -62,7 +62,7 @@ impl Connection {
             if p.data.ack_pending && self.ack_carriers(j).iter().any(|&c| self.can_carry(c)) {
                 merge(p.data.received.ack_deadline(max_ack_delay));
             }
-            if wants_data || !p.dup_chunks.is_empty() {
+            if wants_data || !self.paths.inbox(j).dup_chunks.is_empty() {
                 merge(p.pacing_until);
             }
             if let Some(c) = p.challenge {
@@ -315,6 +315,7 @@ impl Connection {
         let alive = matches!((path.last_recv, sent), (Some(r), Some(s)) if r >= s);
         if !path.potentially_failed && !alive {
             path.potentially_failed = true;
+            self.paths.publish(pi);
             tracing::debug!(id, "path potentially failed");
             self.events.push_back(Event::Path(PathEvent::PotentiallyFailed { id }));
             self.qlog_path(now, id, "potentially_failed");

@@ -112,25 +112,28 @@ impl Connection {
         }
         if cwnd_ok {
             // Copies of flow-control frames sent on another path (not retransmitted).
-            while let Some(f) = self.paths[pi].fc_copies.last() {
+            let inbox = self.paths.inbox_mut(pi);
+            let mut copies = 0;
+            while let Some(f) = inbox.fc_copies.last() {
                 if f.encoded_len() > room(buf) {
                     break;
                 }
                 f.encode(buf);
-                self.paths[pi].fc_copies.pop();
-                self.paths[pi].stats.flow_control_copies += 1;
+                inbox.fc_copies.pop();
+                copies += 1;
                 out.eliciting = true;
             }
+            self.paths[pi].stats.flow_control_copies += copies;
             // Redundant copies of STREAM chunks first sent on another path.
-            while let Some(c) = self.paths[pi].dup_chunks.front().copied() {
+            while let Some(c) = self.paths.inbox(pi).dup_chunks.front().copied() {
                 if !self.streams.chunk_buffered(&c) {
-                    self.paths[pi].dup_chunks.pop_front();
+                    self.paths.inbox_mut(pi).dup_chunks.pop_front();
                     continue;
                 }
                 if room(buf) < c.len + frame::MAX_STREAM_HEADER_LEN {
                     break;
                 }
-                self.paths[pi].dup_chunks.pop_front();
+                self.paths.inbox_mut(pi).dup_chunks.pop_front();
                 frame::encode_stream_header(buf, c.id, c.offset, Some(c.len), c.fin);
                 self.streams.copy_stream_data(c.id, c.offset, c.len, buf);
                 frames.stream.push(c);
@@ -169,7 +172,7 @@ impl Connection {
         }
         // Flow-control windows must cover the slowest path's data in flight, or data stuck
         // on it blocks the fast paths (the receive-window problem of MPTCP).
-        let rtt = self.paths.iter().filter(|p| p.is_active()).map(|p| p.rtt.smoothed()).max().unwrap_or_default();
+        let rtt = self.paths.views().filter(|(_, v)| v.is_active()).map(|(_, v)| v.srtt).max().unwrap_or_default();
         let all_paths_fc = self.mp.enabled && self.config.flow_control_on_all_paths;
         while room(buf) > 32 {
             let Some(c) = self.streams.poll_control(now, rtt) else { break };
@@ -178,8 +181,8 @@ impl Connection {
                 // A lossy path must not hold back the peer's credit (MPQUIC sends its
                 // WINDOW_UPDATE frames on all paths, CoNEXT 2017 §3).
                 for q in self.paths.slots() {
-                    if q != pi && self.paths[q].is_active() && self.paths[q].fc_copies.len() < 16 {
-                        self.paths[q].fc_copies.push(c.clone());
+                    if q != pi && self.paths.view(q).is_some_and(|v| v.is_active()) {
+                        self.paths.inbox_mut(q).push_fc_copy(c.clone());
                     }
                 }
             }

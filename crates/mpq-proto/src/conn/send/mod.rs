@@ -23,7 +23,7 @@ mod reinject;
 /// AEAD tag length of every QUIC v1 cipher suite.
 const TAG_LEN: usize = 16;
 /// Smallest room worth starting a packet in.
-const MIN_PACKET_ROOM: usize = 64;
+pub(crate) const MIN_PACKET_ROOM: usize = 64;
 /// A datagram within this many bytes of its limit counts as full and is padded to it.
 const GSO_PAD_SLACK: usize = 64;
 
@@ -44,9 +44,6 @@ struct AppFrames {
     eliciting: bool,
     path_validation: bool,
 }
-
-/// Most STREAM chunks queued for duplication on one path.
-const MAX_DUP_CHUNKS: usize = 256;
 
 impl Connection {
     /// Writes the next datagram, or a GSO batch of equal-sized datagrams of one path, into
@@ -126,11 +123,7 @@ impl Connection {
                 continue;
             }
             if let Some(qi) = self.path_index(q) {
-                let dup = &mut self.paths[qi].dup_chunks;
-                dup.extend(chunks.iter().copied());
-                while dup.len() > MAX_DUP_CHUNKS {
-                    dup.pop_front();
-                }
+                self.paths.inbox_mut(qi).push_dup_chunks(chunks.iter().copied());
             }
         }
         t
@@ -145,7 +138,7 @@ impl Connection {
         if p.challenge.is_some_and(|c| c.send_pending) || !p.path_responses.is_empty() || p.data.probes > 0 {
             return true;
         }
-        if (!p.fc_copies.is_empty() || !p.dup_chunks.is_empty()) && self.can_send_data(now, pi) {
+        if !self.paths.inbox(pi).is_empty() && self.can_send_data(now, pi) {
             return true;
         }
         // The handshake spaces live on the primary path: their ACKs, PTO probes and CRYPTO
@@ -336,8 +329,7 @@ impl Connection {
             if !cwnd_ok {
                 return false;
             }
-            let p = &self.paths[pi];
-            if !p.fc_copies.is_empty() || !p.dup_chunks.is_empty() {
+            if !self.paths.inbox(pi).is_empty() {
                 return true;
             }
             return allow_data && self.has_app_space_data();
@@ -390,10 +382,9 @@ impl Connection {
     /// limit (RFC 9000 §8.1) go: an address being validated after a NAT rebinding may have
     /// spent its budget until the peer sends again.
     pub(crate) fn can_carry(&self, i: usize) -> bool {
-        let p = &self.paths[i];
-        p.is_open()
-            && self.peer_cids.get(&p.id).is_some_and(|c| c.has_cid())
-            && p.amplification_budget() >= MIN_PACKET_ROOM as u64
+        self.paths
+            .view(i)
+            .is_some_and(|v| v.is_open() && v.amp_room && self.peer_cids.get(&v.id).is_some_and(|c| c.has_cid()))
     }
 
     /// The paths (indices) that should carry the ACK of path `j`'s packets (the ACK policy,
@@ -413,16 +404,16 @@ impl Connection {
             AckPolicy::SamePath | AckPolicy::LowestRtt => {
                 let fastest = self
                     .paths
-                    .enumerate()
-                    .filter(|&(i, p)| p.is_active() && !p.potentially_failed && sendable(i))
-                    .min_by_key(|(_, p)| p.rtt.smoothed())
+                    .views()
+                    .filter(|&(i, v)| v.is_active() && !v.potentially_failed && sendable(i))
+                    .min_by_key(|(_, v)| v.srtt)
                     .map(|(i, _)| i);
                 if let Some(f) = fastest.or(if sendable(j) { Some(j) } else { None }) {
                     out.push(f);
                 }
             }
             AckPolicy::AllPaths => {
-                out.extend(self.paths.enumerate().filter(|&(i, p)| p.is_active() && sendable(i)).map(|(i, _)| i));
+                out.extend(self.paths.views().filter(|&(i, v)| v.is_active() && sendable(i)).map(|(i, _)| i));
                 if out.is_empty() && sendable(j) {
                     out.push(j);
                 }
@@ -615,6 +606,7 @@ impl Connection {
         if ecn {
             path.ecn.on_marked_sent();
         }
+        self.paths.publish(pi);
         let sent =
             SentPacket { time_sent: now, size, ack_eliciting: p.ack_eliciting, in_flight, ecn, frames: p.frames };
         if let Some(space) = self.space_mut(p.header.level.space(), pi) {

@@ -75,6 +75,7 @@ impl Connection {
         let amp_sent = self.paths[pi].amp_sent;
         self.seal(now, buf, open, pi);
         self.paths[pi].amp_sent = amp_sent;
+        self.paths.publish(pi);
         if buf.is_empty() {
             return None;
         }

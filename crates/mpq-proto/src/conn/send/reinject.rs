@@ -16,37 +16,38 @@ impl Connection {
         if self.paths.len() < 2 || !self.handshake_complete {
             return false;
         }
-        let usable =
-            |p: &super::super::path::PathState| p.is_active() && !p.potentially_failed && p.dup_chunks.is_empty();
-        let mut fast: Option<usize> = None;
-        for pi in self.paths.slots() {
-            if !usable(&self.paths[pi]) || !self.peer_cids.get(&self.paths[pi].id).is_some_and(|c| c.has_cid()) {
+        // The fast path: the lowest RTT among the usable paths with an empty inbox (the board).
+        let mut fast: Option<(usize, std::time::Duration)> = None;
+        for (pi, v) in self.paths.views() {
+            let usable = v.is_active() && !v.potentially_failed && self.paths.inbox(pi).dup_chunks.is_empty();
+            if !usable || !self.peer_cids.get(&v.id).is_some_and(|c| c.has_cid()) {
                 continue;
             }
-            if fast.is_none_or(|f| self.paths[pi].rtt.smoothed() < self.paths[f].rtt.smoothed()) {
-                fast = Some(pi);
+            if fast.is_none_or(|(_, r)| v.srtt < r) {
+                fast = Some((pi, v.srtt));
             }
         }
-        let Some(fi) = fast else { return false };
+        let Some((fi, fast_rtt)) = fast else { return false };
         if !self.can_send_data(now, fi) {
             return false;
         }
-        let fast_rtt = self.paths[fi].rtt.smoothed();
-        let room = self.paths[fi].cc.window().saturating_sub(self.paths[fi].bytes_in_flight);
+        let room = self.paths.view(fi).map_or(0, |v| v.cwnd.saturating_sub(v.bytes_in_flight));
         let mut budget = room as usize;
         let mut queued = false;
         for qi in self.paths.slots() {
             if qi == fi || budget == 0 {
                 continue;
             }
-            let q = &self.paths[qi];
+            let Some(&qv) = self.paths.view(qi) else { continue };
             // Only from a path clearly slower (4/3 hysteresis) or failing.
-            if !(q.potentially_failed || q.rtt.smoothed() > fast_rtt + fast_rtt / 3) {
+            if !(qv.potentially_failed || qv.srtt > fast_rtt + fast_rtt / 3) {
                 continue;
             }
+            let slow_rtt = qv.srtt;
+            let failing = qv.potentially_failed;
+            // The slow path's own ledger says what is still in flight on it.
+            let q = &self.paths[qi];
             let from = q.reinjected_below;
-            let slow_rtt = q.rtt.smoothed();
-            let failing = q.potentially_failed;
             let mut last = None;
             let mut chunks = Vec::new();
             for (pn, p) in q.data.loss.iter_outstanding() {
@@ -75,38 +76,38 @@ impl Connection {
             if !chunks.is_empty() {
                 queued = true;
                 self.stats.reinjected_chunks += chunks.len() as u64;
-                self.paths[fi].dup_chunks.extend(chunks);
+                self.paths.inbox_mut(fi).push_reinjected(chunks);
             }
         }
         queued
     }
 
     /// What the schedulers see of every path that may carry application data.
+    ///
+    /// Everything but `can_send` comes from the board; whether a path can send now (window,
+    /// pacer) is asked of the path itself, as its own thread would decide it.
     pub(super) fn path_snapshots(&mut self, now: Instant) -> Vec<PathSnapshot> {
         let mut out = Vec::with_capacity(self.paths.len());
         for pi in self.paths.slots() {
-            let p = &self.paths[pi];
-            if !p.is_active() || !self.peer_cids.get(&p.id).is_some_and(|c| c.has_cid()) {
+            let Some(&v) = self.paths.view(pi) else { continue };
+            if !v.is_active() || !self.peer_cids.get(&v.id).is_some_and(|c| c.has_cid()) {
                 continue;
             }
             let can_send = self.can_send_data(now, pi);
-            let p = &self.paths[pi];
-            let srtt = p.rtt.smoothed();
-            let cwnd = p.cc.window();
             out.push(PathSnapshot {
-                id: p.id,
-                srtt,
-                rttvar: p.rtt.rttvar(),
-                min_rtt: p.rtt.min(),
-                rtt_sampled: p.rtt.has_sample(),
-                cwnd,
-                bytes_in_flight: p.bytes_in_flight,
-                mtu: u64::from(p.mtu),
+                id: v.id,
+                srtt: v.srtt,
+                rttvar: v.rttvar,
+                min_rtt: v.min_rtt,
+                rtt_sampled: v.rtt_sampled,
+                cwnd: v.cwnd,
+                bytes_in_flight: v.bytes_in_flight,
+                mtu: u64::from(v.mtu),
                 can_send,
-                backup: p.peer_backup,
-                potentially_failed: p.potentially_failed,
-                delivery_rate: crate::recovery::pacer::Pacer::rate(cwnd, srtt),
-                bytes_sent: p.data_bytes_sent,
+                backup: v.backup,
+                potentially_failed: v.potentially_failed,
+                delivery_rate: crate::recovery::pacer::Pacer::rate(v.cwnd, v.srtt),
+                bytes_sent: v.data_bytes_sent,
             });
         }
         out

@@ -1,0 +1,251 @@
+//! The path board and the path inboxes: how the paths of a connection see and reach each
+//! other without touching each other's state.
+//!
+//! **Board.** Each path publishes a [`PathView`] of itself (window, bytes in flight, RTT,
+//! status, ...) after the operations that change it: a batch sent, an ACK or loss processed,
+//! a timer, a status change. The scheduler, coupled congestion control (LIA, OLIA), the
+//! choice of path for ACKs, reinjection and the connection-wide RTT bound of flow control
+//! read the board, never another path's [`PathState`].
+//!
+//! *How stale a view may be, and why that is safe.* With one thread the connection publishes
+//! right after each change, so views are exact (debug builds check that every read matches
+//! the path; see [`Board::strict`]). With a thread per path (issue C2) a view is at most one
+//! batch of its path old. Every reader tolerates that: the scheduler only steers new data, so
+//! a stale window costs a slightly worse choice of path, never a protocol error (each path
+//! still enforces its own congestion window, pacing and amplification limit when it builds
+//! packets); coupled congestion control uses the other paths' windows and RTTs as a hint for
+//! its increase (RFC 6356 §3 computes alpha from values that are themselves one RTT old);
+//! ACK placement falls back to the own path; and the RTT bound of flow control only sizes a
+//! window.
+//!
+//! **Inboxes.** What one path's processing produces for another path goes into that path's
+//! [`Inbox`] and is taken out by the owning path when it builds packets: copies of
+//! flow-control frames (MAX_DATA / MAX_STREAM_DATA sent on all paths) and STREAM chunks to
+//! duplicate (redundant scheduling, reinjection).
+//!
+//! [`PathState`]: super::path::PathState
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::cc::CouplingView;
+use crate::frame::Frame;
+use crate::stream::StreamChunk;
+
+use super::path::{PathPhase, PathState};
+
+/// Most flow-control copies waiting in one inbox (they are refreshed by newer frames).
+pub(crate) const MAX_FC_COPIES: usize = 16;
+/// Most STREAM chunks waiting in one inbox for duplication; the oldest go first.
+pub(crate) const MAX_DUP_CHUNKS: usize = 256;
+
+/// What one path publishes about itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PathView {
+    /// Path ID.
+    pub id: u64,
+    /// Lifecycle.
+    pub phase: PathPhase,
+    /// Smoothed RTT.
+    pub srtt: Duration,
+    /// RTT variation.
+    pub rttvar: Duration,
+    /// Minimum RTT.
+    pub min_rtt: Duration,
+    /// An RTT sample was taken.
+    pub rtt_sampled: bool,
+    /// Probe timeout base (RFC 9002 §6.2.1) without max_ack_delay.
+    pub pto_base: Duration,
+    /// Congestion window in bytes.
+    pub cwnd: u64,
+    /// Bytes in flight.
+    pub bytes_in_flight: u64,
+    /// Largest datagram sent on the path.
+    pub mtu: u16,
+    /// The peer asked for the path to be a backup.
+    pub backup: bool,
+    /// A PTO fired without sign of life since.
+    pub potentially_failed: bool,
+    /// Bytes of new application data sent.
+    pub data_bytes_sent: u64,
+    /// The anti-amplification limit leaves room for at least a small packet
+    /// (RFC 9000 §8.1).
+    pub amp_room: bool,
+    /// What coupled congestion controllers see of this path.
+    pub coupling: CouplingView,
+}
+
+impl PathView {
+    /// True unless abandoned.
+    pub fn is_open(&self) -> bool {
+        self.phase != PathPhase::Abandoned
+    }
+
+    /// True when the path may carry application data.
+    pub fn is_active(&self) -> bool {
+        self.phase == PathPhase::Active
+    }
+}
+
+/// Messages to one path from the rest of the connection.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    /// Flow-control frames to copy onto this path (sent once, never retransmitted: the
+    /// original is tracked where it was first sent). The newest is sent first.
+    pub fc_copies: Vec<Frame<'static>>,
+    /// STREAM chunks to duplicate on this path, sent when its congestion window allows;
+    /// those no longer buffered (acknowledged meanwhile) are skipped.
+    pub dup_chunks: VecDeque<StreamChunk>,
+}
+
+impl Inbox {
+    /// Nothing waiting.
+    pub fn is_empty(&self) -> bool {
+        self.fc_copies.is_empty() && self.dup_chunks.is_empty()
+    }
+
+    /// Queues a flow-control copy unless the inbox holds [`MAX_FC_COPIES`] already.
+    pub fn push_fc_copy(&mut self, frame: Frame<'static>) {
+        if self.fc_copies.len() < MAX_FC_COPIES {
+            self.fc_copies.push(frame);
+        }
+    }
+
+    /// Queues chunks to duplicate, dropping the oldest beyond [`MAX_DUP_CHUNKS`].
+    pub fn push_dup_chunks(&mut self, chunks: impl IntoIterator<Item = StreamChunk>) {
+        self.dup_chunks.extend(chunks);
+        while self.dup_chunks.len() > MAX_DUP_CHUNKS {
+            self.dup_chunks.pop_front();
+        }
+    }
+
+    /// Queues reinjected chunks. Not capped: the caller budgets them to the window room
+    /// of this path, and reinjects only into an empty inbox.
+    pub fn push_reinjected(&mut self, chunks: Vec<StreamChunk>) {
+        self.dup_chunks.extend(chunks);
+    }
+
+    /// Drops everything (the path was abandoned).
+    pub fn clear(&mut self) {
+        self.fc_copies.clear();
+        self.dup_chunks.clear();
+    }
+}
+
+/// The views and inboxes of a connection's paths, by path slot.
+#[derive(Debug)]
+pub(crate) struct Board {
+    views: Vec<Option<PathView>>,
+    inboxes: Vec<Inbox>,
+    /// Every read must match the path's current state (one thread: the connection
+    /// publishes after each change). Checked in debug builds.
+    pub strict: bool,
+}
+
+impl Default for Board {
+    fn default() -> Self {
+        Self { views: Vec::new(), inboxes: Vec::new(), strict: true }
+    }
+}
+
+impl Board {
+    /// Publishes `view` for `slot`.
+    pub fn publish(&mut self, slot: usize, view: PathView) {
+        if self.views.len() <= slot {
+            self.views.resize(slot + 1, None);
+            self.inboxes.resize_with(slot + 1, Inbox::default);
+        }
+        self.views[slot] = Some(view);
+    }
+
+    /// Forgets `slot` (its path was discarded): no view, an empty inbox.
+    pub fn remove(&mut self, slot: usize) {
+        if let Some(v) = self.views.get_mut(slot) {
+            *v = None;
+            self.inboxes[slot].clear();
+        }
+    }
+
+    /// The view of `slot`, if a path there published one.
+    pub fn get(&self, slot: usize) -> Option<&PathView> {
+        self.views.get(slot).and_then(Option::as_ref)
+    }
+
+    /// The views with their slots, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &PathView)> + '_ {
+        self.views.iter().enumerate().filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
+    }
+
+    /// The inbox of `slot`.
+    ///
+    /// # Panics
+    /// If no path ever published in `slot` (a caller bug: slots come from the path table,
+    /// which publishes a view on insertion).
+    pub fn inbox(&self, slot: usize) -> &Inbox {
+        &self.inboxes[slot]
+    }
+
+    /// The inbox of `slot`, mutably. Same panics as [`Board::inbox`].
+    pub fn inbox_mut(&mut self, slot: usize) -> &mut Inbox {
+        &mut self.inboxes[slot]
+    }
+}
+
+impl PathState {
+    /// What this path publishes on the board.
+    pub(crate) fn view(&self) -> PathView {
+        let srtt = self.rtt.smoothed();
+        PathView {
+            id: self.id,
+            phase: self.phase,
+            srtt,
+            rttvar: self.rtt.rttvar(),
+            min_rtt: self.rtt.min(),
+            rtt_sampled: self.rtt.has_sample(),
+            pto_base: self.rtt.pto_base(),
+            cwnd: self.cc.window(),
+            bytes_in_flight: self.bytes_in_flight,
+            mtu: self.mtu,
+            backup: self.peer_backup,
+            potentially_failed: self.potentially_failed,
+            data_bytes_sent: self.data_bytes_sent,
+            amp_room: self.amplification_budget() >= super::send::MIN_PACKET_ROOM as u64,
+            coupling: self.cc.coupling_view(srtt.as_secs_f64()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::config::TransportConfig;
+    use crate::stream::StreamChunk;
+    use crate::types::StreamId;
+
+    fn chunk(offset: u64) -> StreamChunk {
+        StreamChunk { id: StreamId(0), offset, len: 10, fin: false }
+    }
+
+    #[test]
+    fn views_follow_slots_and_inboxes_are_bounded() {
+        let path = PathState::new(7, "127.0.0.1:1".parse().expect("addr"), &TransportConfig::default(), true);
+        let mut b = Board::default();
+        b.publish(2, path.view());
+        assert!(b.get(0).is_none() && b.get(1).is_none());
+        assert_eq!(b.get(2).map(|v| v.id), Some(7));
+        assert_eq!(b.iter().map(|(i, _)| i).collect::<Vec<_>>(), [2]);
+
+        let inbox = b.inbox_mut(2);
+        inbox.push_dup_chunks((0..MAX_DUP_CHUNKS as u64 + 10).map(|i| chunk(i * 10)));
+        assert_eq!(inbox.dup_chunks.len(), MAX_DUP_CHUNKS);
+        assert_eq!(inbox.dup_chunks.front().map(|c| c.offset), Some(100), "the oldest go first");
+        for _ in 0..MAX_FC_COPIES + 5 {
+            inbox.push_fc_copy(Frame::MaxData(1));
+        }
+        assert_eq!(inbox.fc_copies.len(), MAX_FC_COPIES);
+
+        b.remove(2);
+        assert!(b.get(2).is_none());
+        assert!(b.inbox(2).is_empty(), "a discarded path's inbox is emptied");
+    }
+}
