@@ -41,12 +41,12 @@ impl Connection {
             Duration::ZERO
         };
         let max_ack_delay = self.peer_max_ack_delay();
-        let confirmed = self.handshake_confirmed;
+        let confirmed = self.shared.handshake_confirmed;
         let result = {
             let path = &mut self.paths[pi];
             let space = match space_id {
-                SpaceId::Initial => self.initial.as_mut(),
-                SpaceId::Handshake => self.handshake.as_mut(),
+                SpaceId::Initial => self.shared.initial.as_mut(),
+                SpaceId::Handshake => self.shared.handshake.as_mut(),
                 SpaceId::Data => Some(&mut path.data),
             };
             let Some(space) = space else { return Ok(()) };
@@ -67,7 +67,7 @@ impl Connection {
         }
         // RFC 9002 §6.2.1: reset the backoff, except at a client that does not yet know
         // the server validated its address.
-        if !result.newly_acked.is_empty() && (self.side == Side::Server || space_id != SpaceId::Initial) {
+        if !result.newly_acked.is_empty() && (self.shared.side == Side::Server || space_id != SpaceId::Initial) {
             self.paths[pi].pto_count = 0;
             self.on_path_alive(pi);
         }
@@ -81,17 +81,17 @@ impl Connection {
         let path_id = self.paths[pi].id;
         for (pn, p) in result.newly_acked {
             if space_id == SpaceId::Data {
-                if let Some(k) = self.one_rtt.as_mut() {
+                if let Some(k) = self.shared.one_rtt.as_mut() {
                     k.on_packet_acked_path(path_id, pn);
-                    if k.can_initiate() && self.phase_acked_at.is_none() {
-                        self.phase_acked_at = Some(now);
+                    if k.can_initiate() && self.shared.phase_acked_at.is_none() {
+                        self.shared.phase_acked_at = Some(now);
                     }
                 }
             }
             self.on_frames_acked(space_id, p.frames);
         }
         self.on_packets_lost(now, space_id, pi, result.lost, result.persistent_congestion);
-        if self.mp.enabled {
+        if self.shared.mp.enabled {
             self.size_send_buffers();
         }
         Ok(())
@@ -102,26 +102,26 @@ impl Connection {
     /// pins far more than one path's window. Let it hold twice what the paths' windows
     /// allow in flight, up to four times the configured limit.
     pub(super) fn size_send_buffers(&mut self) {
-        let base = self.config.streams.send_buffer_limit;
+        let base = self.shared.config.streams.send_buffer_limit;
         let active = self.paths.views().filter(|(_, v)| v.is_active());
         let (n, windows) = active.fold((0u32, 0u64), |(n, w), (_, v)| (n + 1, w.saturating_add(v.cwnd)));
         let limit = if n < 2 { base } else { windows.saturating_mul(2).min(base.saturating_mul(4)) };
-        self.streams.set_send_buffer_limit(limit);
+        self.shared.streams.set_send_buffer_limit(limit);
     }
 
     /// The CRYPTO stream of a packet number space: the Initial and Handshake spaces' own,
     /// or the connection's 1-RTT one (its offsets continue whichever path carries it).
     fn crypto_stream_mut(&mut self, space_id: SpaceId) -> Option<&mut super::space::CryptoStream> {
         match space_id {
-            SpaceId::Initial => self.initial.as_mut().map(|s| &mut s.crypto),
-            SpaceId::Handshake => self.handshake.as_mut().map(|s| &mut s.crypto),
-            SpaceId::Data => Some(&mut self.one_rtt_crypto),
+            SpaceId::Initial => self.shared.initial.as_mut().map(|s| &mut s.crypto),
+            SpaceId::Handshake => self.shared.handshake.as_mut().map(|s| &mut s.crypto),
+            SpaceId::Data => Some(&mut self.shared.one_rtt_crypto),
         }
     }
 
     pub(super) fn on_frames_acked(&mut self, space_id: SpaceId, frames: SentFrames) {
         for c in &frames.stream {
-            self.streams.on_stream_chunk_acked(c);
+            self.shared.streams.on_stream_chunk_acked(c);
         }
         if let Some(crypto) = self.crypto_stream_mut(space_id) {
             for r in &frames.crypto {
@@ -137,9 +137,10 @@ impl Connection {
         let mut cid_acked = false;
         for c in frames.control {
             match c {
-                Control::Stream(s) => self.streams.on_control_acked(&s),
+                Control::Stream(s) => self.shared.streams.on_control_acked(&s),
                 Control::NewCid(path_id, seq) => {
-                    cid_acked |= self.local_cids.get_mut(&path_id).is_some_and(|l| l.on_advertisement_acked(seq));
+                    cid_acked |=
+                        self.shared.local_cids.get_mut(&path_id).is_some_and(|l| l.on_advertisement_acked(seq));
                 }
                 _ => {}
             }
@@ -179,7 +180,7 @@ impl Connection {
 
     pub(crate) fn on_frames_lost(&mut self, space_id: SpaceId, frames: SentFrames) {
         for c in &frames.stream {
-            self.streams.on_stream_chunk_lost(c);
+            self.shared.streams.on_stream_chunk_lost(c);
         }
         if let Some(crypto) = self.crypto_stream_mut(space_id) {
             for r in &frames.crypto {
@@ -188,16 +189,16 @@ impl Connection {
         }
         for c in frames.control {
             match c {
-                Control::Stream(s) => self.streams.on_control_lost(&s),
-                Control::HandshakeDone => self.handshake_done_pending = true,
-                Control::NewToken => self.tokens.new_token_pending = true,
+                Control::Stream(s) => self.shared.streams.on_control_lost(&s),
+                Control::HandshakeDone => self.shared.handshake_done_pending = true,
+                Control::NewToken => self.shared.tokens.new_token_pending = true,
                 Control::NewCid(path, seq) => {
-                    if let Some(l) = self.local_cids.get_mut(&path) {
+                    if let Some(l) = self.shared.local_cids.get_mut(&path) {
                         l.on_advertisement_lost(seq);
                     }
                 }
                 Control::RetireCid(path, seq) => {
-                    if let Some(p) = self.peer_cids.get_mut(&path) {
+                    if let Some(p) = self.shared.peer_cids.get_mut(&path) {
                         p.on_retirement_lost(seq);
                     }
                 }

@@ -37,22 +37,22 @@ impl Connection {
     /// with the null cipher, in phase 0. Call it on both sides of a pair at the same moment,
     /// with no 1-RTT packet in flight, or those packets fail to open.
     pub fn insecure_use_null_one_rtt_keys(&mut self) {
-        if self.one_rtt.is_some() {
-            self.one_rtt = Some(OneRttKeys::new_insecure_null());
-            self.packets_in_phase = 0;
-            self.key_discard_at = None;
-            self.key_discard_pending = false;
-            self.phase_acked_at = None;
+        if self.shared.one_rtt.is_some() {
+            self.shared.one_rtt = Some(OneRttKeys::new_insecure_null());
+            self.shared.packets_in_phase = 0;
+            self.shared.key_discard_at = None;
+            self.shared.key_discard_pending = false;
+            self.shared.phase_acked_at = None;
             // A PING each way, so that both sides acknowledge a packet of the new keys' phase
             // as after a real handshake: only then is a peer's key update legal (RFC 9001 §6.2).
-            self.ping_pending = true;
+            self.shared.ping_pending = true;
         }
     }
 
     /// Fuzzing only: makes a key update due, as if `key_update_interval` packets were sent in
     /// this phase; the next packet sent starts it where RFC 9001 §6.1 allows.
     pub fn fuzz_key_update_due(&mut self) {
-        self.packets_in_phase = self.packets_in_phase.max(self.config.key_update_interval.max(1));
+        self.shared.packets_in_phase = self.shared.packets_in_phase.max(self.shared.config.key_update_interval.max(1));
     }
 
     /// Fuzzing only: IDs of the paths with state (open, closing or draining), in table order.
@@ -65,8 +65,8 @@ impl Connection {
     /// retransmit, not ack-eliciting, not in flight) so that the peer may acknowledge it.
     /// `None` if the path or 1-RTT keys are missing.
     pub fn fuzz_forge_slot(&mut self, now: Instant, path_id: u64) -> Option<ForgeSlot> {
-        let key_phase = self.one_rtt.as_ref()?.key_phase();
-        let dcid = self.peer_cids.get(&path_id).filter(|c| c.has_cid())?.current().cid;
+        let key_phase = self.shared.one_rtt.as_ref()?.key_phase();
+        let dcid = self.shared.peer_cids.get(&path_id).filter(|c| c.has_cid())?.current().cid;
         let pi = self.path_index(path_id)?;
         let path = &mut self.paths[pi];
         let pn = path.data.take_pn();
@@ -87,12 +87,12 @@ impl Connection {
     pub fn fuzz_footprint(&self) -> Footprint {
         Footprint {
             paths: self.paths.len(),
-            peer_cid_paths: self.peer_cids.len(),
-            local_cid_paths: self.local_cids.len(),
-            local_cids: self.local_cids.values().map(|l| l.active.len()).sum(),
-            peer_cids: self.peer_cids.values().map(|p| p.active.len() + p.to_retire.len()).sum(),
-            events: self.events.len(),
-            closed_paths: self.closed_paths.len(),
+            peer_cid_paths: self.shared.peer_cids.len(),
+            local_cid_paths: self.shared.local_cids.len(),
+            local_cids: self.shared.local_cids.values().map(|l| l.active.len()).sum(),
+            peer_cids: self.shared.peer_cids.values().map(|p| p.active.len() + p.to_retire.len()).sum(),
+            events: self.shared.events.len(),
+            closed_paths: self.shared.closed_paths.len(),
         }
     }
 }

@@ -52,7 +52,7 @@ pub(crate) fn local_transport_params(
 impl Connection {
     /// Feeds in-order CRYPTO bytes of `level` to TLS and sends what it answers.
     pub(crate) fn on_crypto_data(&mut self, now: Instant, level: Level, data: &[u8]) -> Result<(), TransportError> {
-        self.tls.read_handshake(level, data)?;
+        self.shared.tls.read_handshake(level, data)?;
         self.drive_tls(now)
     }
 
@@ -61,11 +61,11 @@ impl Connection {
         self.take_peer_params()?;
         loop {
             let mut out = Vec::new();
-            let change = self.tls.write_handshake(&mut out);
+            let change = self.shared.tls.write_handshake(&mut out);
             if !out.is_empty() {
-                let space = self.write_level.space();
+                let space = self.shared.write_level.space();
                 let stream = if space == SpaceId::Data {
-                    Some(&mut self.one_rtt_crypto)
+                    Some(&mut self.shared.one_rtt_crypto)
                 } else {
                     self.space_mut(space, 0).map(|s| &mut s.crypto)
                 };
@@ -81,12 +81,12 @@ impl Connection {
             }
             match change {
                 Some(KeyChange::Handshake { keys }) => {
-                    self.handshake_keys = Some(keys);
-                    self.write_level = Level::Handshake;
+                    self.shared.handshake_keys = Some(keys);
+                    self.shared.write_level = Level::Handshake;
                 }
                 Some(KeyChange::OneRtt { keys, next }) => {
-                    self.one_rtt = Some(OneRttKeys::new(keys, next));
-                    self.write_level = Level::OneRtt;
+                    self.shared.one_rtt = Some(OneRttKeys::new(keys, next));
+                    self.shared.write_level = Level::OneRtt;
                 }
                 None => {
                     if out.is_empty() {
@@ -96,7 +96,7 @@ impl Connection {
             }
         }
         self.take_peer_params()?;
-        if !self.handshake_complete && !self.tls.is_handshaking() {
+        if !self.shared.handshake_complete && !self.shared.tls.is_handshaking() {
             self.on_handshake_complete(now)?;
         }
         Ok(())
@@ -110,10 +110,10 @@ impl Connection {
     /// for this one's. The server's arrive before its Finished, so once the 1-RTT keys are
     /// installed they are this connection's.
     fn take_peer_params(&mut self) -> Result<(), TransportError> {
-        if self.peer_params.is_some() || (self.side == Side::Client && self.one_rtt.is_none()) {
+        if self.shared.peer_params.is_some() || (self.shared.side == Side::Client && self.shared.one_rtt.is_none()) {
             return Ok(());
         }
-        if let Some(raw) = self.tls.peer_transport_params() {
+        if let Some(raw) = self.shared.tls.peer_transport_params() {
             let raw = raw.to_vec();
             self.on_peer_params(&raw)?;
         }
@@ -122,18 +122,18 @@ impl Connection {
 
     /// Validates and applies the peer's transport parameters (RFC 9000 §7.3, §7.4).
     fn on_peer_params(&mut self, raw: &[u8]) -> Result<(), TransportError> {
-        let tp = TransportParameters::decode(self.side.peer(), raw)?;
+        let tp = TransportParameters::decode(self.shared.side.peer(), raw)?;
         // Authenticate the connection IDs used during the handshake (RFC 9000 §7.3).
-        if tp.initial_source_connection_id != self.peer_initial_scid {
+        if tp.initial_source_connection_id != self.shared.peer_initial_scid {
             return Err(TransportError::transport_parameter("initial_source_connection_id mismatch"));
         }
-        if self.side == Side::Client {
-            if tp.original_destination_connection_id != Some(self.orig_dst_cid) {
+        if self.shared.side == Side::Client {
+            if tp.original_destination_connection_id != Some(self.shared.orig_dst_cid) {
                 return Err(TransportError::transport_parameter("original_destination_connection_id mismatch"));
             }
             // RFC 9000 §7.3: after a Retry the server names the Retry's Source CID; without
             // one it must not send the parameter. Absent or mismatched: the error below.
-            match (self.tokens.retry_scid, tp.retry_source_connection_id) {
+            match (self.shared.tokens.retry_scid, tp.retry_source_connection_id) {
                 (None, Some(_)) => {
                     return Err(TransportError::transport_parameter("retry_source_connection_id without a Retry"))
                 }
@@ -146,7 +146,7 @@ impl Connection {
                 _ => {}
             }
             if let Some(token) = tp.stateless_reset_token {
-                if let Some(p) = self.peer_cids.get_mut(&0) {
+                if let Some(p) = self.shared.peer_cids.get_mut(&0) {
                     p.set_initial_reset_token(token);
                 }
             }
@@ -156,12 +156,13 @@ impl Connection {
             if max > super::multipath::MAX_PATH_ID_LIMIT {
                 return Err(TransportError::transport_parameter("initial_max_path_id above 2^32-1"));
             }
-            let zero_len = self.local_cid_len == 0 || self.peer_initial_scid.is_some_and(|c| c.is_empty());
-            if zero_len && self.config.initial_max_path_id.is_some() {
+            let zero_len =
+                self.shared.local_cid_len == 0 || self.shared.peer_initial_scid.is_some_and(|c| c.is_empty());
+            if zero_len && self.shared.config.initial_max_path_id.is_some() {
                 return Err(TransportError::protocol_violation("multipath with zero-length connection IDs"));
             }
         }
-        self.streams.set_peer_params(
+        self.shared.streams.set_peer_params(
             tp.initial_max_data,
             tp.initial_max_stream_data_bidi_local,
             tp.initial_max_stream_data_bidi_remote,
@@ -171,33 +172,33 @@ impl Connection {
         );
         // Effective idle timeout: the minimum of the non-zero values (RFC 9000 §10.1).
         let peer_idle = Some(std::time::Duration::from_millis(tp.max_idle_timeout)).filter(|d| !d.is_zero());
-        self.idle_timeout = match (self.idle_timeout, peer_idle) {
+        self.shared.idle_timeout = match (self.shared.idle_timeout, peer_idle) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let mtu = u64::from(self.config.max_udp_payload_size).min(tp.max_udp_payload_size).max(1200) as u16;
+        let mtu = u64::from(self.shared.config.max_udp_payload_size).min(tp.max_udp_payload_size).max(1200) as u16;
         for p in self.paths.iter_mut() {
             p.mtu = mtu;
             p.cc.set_max_datagram_size(u64::from(mtu));
         }
         self.paths.publish_all();
-        self.peer_params = Some(tp);
+        self.shared.peer_params = Some(tp);
         Ok(())
     }
 
     fn on_handshake_complete(&mut self, now: Instant) -> Result<(), TransportError> {
-        if self.peer_params.is_none() {
+        if self.shared.peer_params.is_none() {
             return Err(TransportError::new(TransportErrorCode::crypto(109), "missing transport parameters"));
         }
-        self.handshake_complete = true;
-        if self.state == State::Handshake {
-            self.state = State::Established;
+        self.shared.handshake_complete = true;
+        if self.shared.state == State::Handshake {
+            self.shared.state = State::Established;
         }
-        self.events.push_back(Event::Connected);
+        self.shared.events.push_back(Event::Connected);
         self.qlog_state(now, "handshake_complete");
-        if self.side == Side::Server {
+        if self.shared.side == Side::Server {
             // RFC 9001 §4.1.2: the server's handshake is confirmed once it completes.
-            self.handshake_done_pending = true;
+            self.shared.handshake_done_pending = true;
             self.confirm_handshake(now);
         }
         self.issue_cids(now);
@@ -207,15 +208,15 @@ impl Connection {
 
     /// RFC 9001 §4.1.2 and §4.9.2: confirmed handshakes discard Handshake keys.
     pub(crate) fn confirm_handshake(&mut self, now: Instant) {
-        if self.handshake_confirmed {
+        if self.shared.handshake_confirmed {
             return;
         }
-        self.handshake_confirmed = true;
+        self.shared.handshake_confirmed = true;
         self.discard_space(now, SpaceId::Handshake);
         // RFC 9000 §8.1.3: a token for the client's next connection.
         self.queue_new_token();
         self.maybe_signal_new_path_allowed();
-        self.events.push_back(Event::HandshakeConfirmed);
+        self.shared.events.push_back(Event::HandshakeConfirmed);
     }
 
     /// Drops the keys and state of a packet number space (RFC 9001 §4.9, RFC 9002 §6.4):
@@ -223,12 +224,12 @@ impl Connection {
     pub(crate) fn discard_space(&mut self, _now: Instant, id: SpaceId) {
         let space = match id {
             SpaceId::Initial => {
-                self.initial_keys = None;
-                self.initial.take()
+                self.shared.initial_keys = None;
+                self.shared.initial.take()
             }
             SpaceId::Handshake => {
-                self.handshake_keys = None;
-                self.handshake.take()
+                self.shared.handshake_keys = None;
+                self.shared.handshake.take()
             }
             SpaceId::Data => return,
         };

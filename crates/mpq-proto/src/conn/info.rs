@@ -42,18 +42,19 @@ impl std::fmt::Display for HandshakeInfo {
 impl Connection {
     /// What the handshake negotiated, once it completed (`None` before).
     pub fn handshake_info(&self) -> Option<HandshakeInfo> {
-        if !self.handshake_complete {
+        if !self.shared.handshake_complete {
             return None;
         }
         Some(HandshakeInfo {
             version: crate::VERSION_1,
             cipher_suite: self
+                .shared
                 .tls
                 .negotiated_cipher_suite()
                 .map_or_else(|| "unknown cipher suite".to_string(), |s| format!("{:?}", s.suite())),
-            alpn: self.tls.alpn().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default(),
-            resumed: self.tls.is_resumed(),
-            multipath: self.mp.enabled,
+            alpn: self.shared.tls.alpn().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default(),
+            resumed: self.shared.tls.is_resumed(),
+            multipath: self.shared.mp.enabled,
             paths: self.paths.iter().filter(|p| p.is_open()).map(|p| (p.id, p.remote)).collect(),
         })
     }

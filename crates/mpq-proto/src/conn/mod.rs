@@ -149,7 +149,19 @@ pub(crate) struct CloseFrame {
 }
 
 /// A QUIC connection (either side). See the module documentation for the contract.
+///
+/// Two halves: [`ConnShared`], what the whole connection shares, and the [`PathTable`] of
+/// per-path state ([`PathState`]) with its board and inboxes.
+///
+/// [`PathTable`]: path_table::PathTable
 pub struct Connection {
+    shared: ConnShared,
+    paths: path_table::PathTable,
+}
+
+/// The state the paths of a connection share: TLS and keys, the handshake spaces, streams,
+/// connection IDs, multipath control, close state, events, timers that are not a path's.
+pub(crate) struct ConnShared {
     side: Side,
     config: Arc<TransportConfig>,
     tls: TlsSession,
@@ -199,7 +211,6 @@ pub struct Connection {
 
     // ---- connection-wide data ----
     streams: Streams,
-    paths: path_table::PathTable,
     idle_timeout: Option<Duration>,
     /// Time of the last packet received or first ack-eliciting packet sent after it.
     idle_anchor: Instant,
@@ -250,9 +261,9 @@ pub struct Connection {
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
-            .field("side", &self.side)
-            .field("state", &self.state)
-            .field("orig_dst_cid", &self.orig_dst_cid)
+            .field("side", &self.shared.side)
+            .field("state", &self.shared.state)
+            .field("orig_dst_cid", &self.shared.orig_dst_cid)
             .finish_non_exhaustive()
     }
 }
@@ -304,7 +315,7 @@ impl Connection {
         // A client's own address needs no validation; the server validates the client's.
         let path = PathState::new(0, remote, &config, side == Side::Client || address_validated);
         let streams = Streams::new(side, &config.streams);
-        Self {
+        let shared = ConnShared {
             side,
             tls,
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -328,11 +339,6 @@ impl Connection {
             local_cids,
             peer_cids,
             streams,
-            paths: {
-                let mut t = path_table::PathTable::default();
-                t.insert(path);
-                t
-            },
             idle_timeout: Some(config.max_idle_timeout).filter(|d| !d.is_zero()),
             idle_anchor: now,
             handshake_deadline: config.handshake_timeout.map(|t| now + t),
@@ -366,49 +372,52 @@ impl Connection {
             #[cfg(test)]
             injected_handshake: Vec::new(),
             config,
-        }
+        };
+        let mut paths = path_table::PathTable::default();
+        paths.insert(path);
+        Self { shared, paths }
     }
 
     // ------------------------------------------------------------------ getters
 
     /// Which side this endpoint is.
     pub fn side(&self) -> Side {
-        self.side
+        self.shared.side
     }
 
     /// True until the handshake completes.
     pub fn is_handshaking(&self) -> bool {
-        !self.handshake_complete
+        !self.shared.handshake_complete
     }
 
     /// True once the handshake completed and while the connection is open.
     pub fn is_established(&self) -> bool {
-        self.state == State::Established
+        self.shared.state == State::Established
     }
 
     /// True once the connection is closing, draining or drained.
     pub fn is_closed(&self) -> bool {
-        !matches!(self.state, State::Handshake | State::Established)
+        !matches!(self.shared.state, State::Handshake | State::Established)
     }
 
     /// True when the connection may be dropped.
     pub fn is_drained(&self) -> bool {
-        self.state == State::Drained
+        self.shared.state == State::Drained
     }
 
     /// Why the connection ended, once it did.
     pub fn error(&self) -> Option<&ConnectionError> {
-        self.error.as_ref()
+        self.shared.error.as_ref()
     }
 
     /// The negotiated ALPN protocol.
     pub fn alpn(&self) -> Option<&[u8]> {
-        self.tls.alpn()
+        self.shared.tls.alpn()
     }
 
     /// The DCID of the client's first Initial: a stable name for logs and qlog files.
     pub fn orig_dst_cid(&self) -> ConnectionId {
-        self.orig_dst_cid
+        self.shared.orig_dst_cid
     }
 
     /// The peer's address on the handshake path (or the first open path once it is gone).
@@ -418,8 +427,8 @@ impl Connection {
 
     /// Connection and per-path statistics (paths already discarded included).
     pub fn stats(&self) -> ConnectionStats {
-        let mut s = self.stats.clone();
-        s.paths = self.closed_paths.iter().cloned().collect();
+        let mut s = self.shared.stats.clone();
+        s.paths = self.shared.closed_paths.iter().cloned().collect();
         s.paths.extend(self.paths.iter().map(|p| p.snapshot()));
         s.paths.sort_by_key(|p| p.path_id);
         s
@@ -427,52 +436,52 @@ impl Connection {
 
     /// Installs a qlog sink; events start flowing at once.
     pub fn set_qlog(&mut self, sink: Box<dyn QlogSink>) {
-        self.qlog = Some(sink);
+        self.shared.qlog = Some(sink);
     }
 
     // ------------------------------------------------------------------ application API
 
     /// Opens a stream; `None` while the peer's stream limit is reached.
     pub fn open_stream(&mut self, dir: Dir) -> Option<StreamId> {
-        self.streams.open(dir)
+        self.shared.streams.open(dir)
     }
 
     /// Accepts the next stream the peer opened.
     pub fn accept_stream(&mut self, dir: Dir) -> Option<StreamId> {
-        self.streams.accept(dir)
+        self.shared.streams.accept(dir)
     }
 
     /// Writes stream data; returns how many bytes were accepted (flow control and send
     /// buffer limits may accept fewer; wait for a `Writable` event).
     pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, StreamError> {
-        self.streams.write(id, data)
+        self.shared.streams.write(id, data)
     }
 
     /// Writes stream data without copying it: the stream keeps a reference to the accepted
     /// prefix `data.slice(..n)` (returned `n`, limited as for [`Connection::write`]) until the
     /// peer acknowledged it. Continue with `data.slice(n..)` after a `Writable` event.
     pub fn write_bytes(&mut self, id: StreamId, data: &bytes::Bytes) -> Result<usize, StreamError> {
-        self.streams.write_bytes(id, data)
+        self.shared.streams.write_bytes(id, data)
     }
 
     /// Ends the sending side of a stream (FIN).
     pub fn finish(&mut self, id: StreamId) -> Result<(), StreamError> {
-        self.streams.finish(id)
+        self.shared.streams.finish(id)
     }
 
     /// Abandons the sending side of a stream (RESET_STREAM).
     pub fn reset_stream(&mut self, id: StreamId, error_code: u64) -> Result<(), StreamError> {
-        self.streams.reset(id, error_code)
+        self.shared.streams.reset(id, error_code)
     }
 
     /// Asks the peer to stop sending on a stream (STOP_SENDING).
     pub fn stop_sending(&mut self, id: StreamId, error_code: u64) -> Result<(), StreamError> {
-        self.streams.stop_sending(id, error_code)
+        self.shared.streams.stop_sending(id, error_code)
     }
 
     /// Reads stream data in order.
     pub fn read(&mut self, id: StreamId, buf: &mut [u8]) -> Result<ReadOutcome, StreamError> {
-        self.streams.read(id, buf)
+        self.shared.streams.read(id, buf)
     }
 
     /// Reads stream data in order without copying it out: up to `max` bytes are handed to
@@ -484,7 +493,7 @@ impl Connection {
         max: usize,
         mut f: impl FnMut(&[u8]),
     ) -> Result<ReadOutcome, StreamError> {
-        self.streams.read_with(id, max, &mut f)
+        self.shared.streams.read_with(id, max, &mut f)
     }
 
     /// Closes the connection with an application error code (CONNECTION_CLOSE 0x1d).
@@ -492,27 +501,27 @@ impl Connection {
         if self.is_closed() {
             return;
         }
-        self.error = Some(ConnectionError::LocallyClosed);
-        self.events.push_back(Event::ConnectionLost(ConnectionError::LocallyClosed));
+        self.shared.error = Some(ConnectionError::LocallyClosed);
+        self.shared.events.push_back(Event::ConnectionLost(ConnectionError::LocallyClosed));
         self.enter_closing(now, CloseFrame { error_code, frame_type: None, reason: reason.to_vec() });
     }
 
     /// Next application event.
     pub fn poll_event(&mut self) -> Option<Event> {
-        if let Some(e) = self.events.pop_front() {
+        if let Some(e) = self.shared.events.pop_front() {
             return Some(e);
         }
-        self.streams.poll_event().map(Event::Stream)
+        self.shared.streams.poll_event().map(Event::Stream)
     }
 
     /// Next instruction for the endpoint.
     pub fn poll_endpoint_event(&mut self) -> Option<EndpointEvent> {
-        self.endpoint_events.pop_front()
+        self.shared.endpoint_events.pop_front()
     }
 
     /// Connection IDs routed to this connection.
     pub fn local_cids(&self) -> impl Iterator<Item = ConnectionId> + '_ {
-        self.local_cids.values().flat_map(|l| l.active.values().map(|c| c.cid))
+        self.shared.local_cids.values().flat_map(|l| l.active.values().map(|c| c.cid))
     }
 
     // ------------------------------------------------------------------ internals
@@ -522,44 +531,44 @@ impl Connection {
         if self.is_closed() {
             return;
         }
-        tracing::debug!(side = ?self.side, %err, "closing connection on transport error");
+        tracing::debug!(side = ?self.shared.side, %err, "closing connection on transport error");
         let close = CloseFrame {
             error_code: err.code.0,
             frame_type: Some(err.frame_type.unwrap_or(0)),
             reason: err.reason.clone().into_bytes(),
         };
-        self.error = Some(ConnectionError::TransportError(err.clone()));
-        self.events.push_back(Event::ConnectionLost(ConnectionError::TransportError(err)));
+        self.shared.error = Some(ConnectionError::TransportError(err.clone()));
+        self.shared.events.push_back(Event::ConnectionLost(ConnectionError::TransportError(err)));
         self.enter_closing(now, close);
     }
 
     fn enter_closing(&mut self, now: Instant, close: CloseFrame) {
         self.qlog_closed(now, &close);
         let until = now + self.close_period();
-        self.state = State::Closing { until, close, send_pending: true, received: 0, answer_at: 1 };
+        self.shared.state = State::Closing { until, close, send_pending: true, received: 0, answer_at: 1 };
     }
 
     /// The peer closed the connection, or it timed out / was reset: stop sending.
     fn enter_draining(&mut self, now: Instant, err: ConnectionError) {
-        if matches!(self.state, State::Draining { .. } | State::Drained) {
+        if matches!(self.shared.state, State::Draining { .. } | State::Drained) {
             return;
         }
-        if self.error.is_none() {
-            self.error = Some(err.clone());
-            self.events.push_back(Event::ConnectionLost(err));
+        if self.shared.error.is_none() {
+            self.shared.error = Some(err.clone());
+            self.shared.events.push_back(Event::ConnectionLost(err));
         }
         let until = now + self.close_period();
-        self.state = State::Draining { until };
+        self.shared.state = State::Draining { until };
     }
 
     fn set_drained(&mut self, err: Option<ConnectionError>) {
-        if let (None, Some(e)) = (&self.error, err) {
-            self.error = Some(e.clone());
-            self.events.push_back(Event::ConnectionLost(e));
+        if let (None, Some(e)) = (&self.shared.error, err) {
+            self.shared.error = Some(e.clone());
+            self.shared.events.push_back(Event::ConnectionLost(e));
         }
-        if self.state != State::Drained {
-            self.state = State::Drained;
-            self.events.push_back(Event::Drained);
+        if self.shared.state != State::Drained {
+            self.shared.state = State::Drained;
+            self.shared.events.push_back(Event::Drained);
         }
     }
 
@@ -571,18 +580,18 @@ impl Connection {
     }
 
     fn peer_max_ack_delay(&self) -> Duration {
-        Duration::from_millis(self.peer_params.as_ref().map(|p| p.max_ack_delay).unwrap_or(25))
+        Duration::from_millis(self.shared.peer_params.as_ref().map(|p| p.max_ack_delay).unwrap_or(25))
     }
 
     fn peer_ack_delay_exponent(&self) -> u8 {
-        self.peer_params.as_ref().map(|p| p.ack_delay_exponent.min(20) as u8).unwrap_or(3)
+        self.shared.peer_params.as_ref().map(|p| p.ack_delay_exponent.min(20) as u8).unwrap_or(3)
     }
 
     /// A packet number space: Initial and Handshake, or the data space of path index `pi`.
     fn space_mut(&mut self, id: SpaceId, pi: usize) -> Option<&mut PacketSpace> {
         match id {
-            SpaceId::Initial => self.initial.as_mut(),
-            SpaceId::Handshake => self.handshake.as_mut(),
+            SpaceId::Initial => self.shared.initial.as_mut(),
+            SpaceId::Handshake => self.shared.handshake.as_mut(),
             SpaceId::Data => self.paths.get_mut(pi).map(|p| &mut p.data),
         }
     }
@@ -606,30 +615,30 @@ impl Connection {
     /// The peer updated its keys (RFC 9001 §6.2): we follow, and keep the old key a while.
     fn on_peer_key_update(&mut self, now: Instant) {
         self.qlog_key_update(now, "remote_update");
-        self.stats.key_updates += 1;
-        self.packets_in_phase = 0;
-        self.key_update_ping_at = 0;
-        self.key_discard_pending = true;
+        self.shared.stats.key_updates += 1;
+        self.shared.packets_in_phase = 0;
+        self.shared.key_update_ping_at = 0;
+        self.shared.key_discard_pending = true;
         // The three-PTO wait before our next update (draft-ietf-quic-multipath-21 §4.2)
         // counts from the first acknowledgement in this new phase, as after an update of our
         // own: the time kept from the previous phase would let us update again at once, while
         // the peer may still hold the keys this phase replaced.
-        self.phase_acked_at = None;
-        tracing::debug!(side = ?self.side, "peer initiated key update");
+        self.shared.phase_acked_at = None;
+        tracing::debug!(side = ?self.shared.side, "peer initiated key update");
     }
 
     /// Arms the timer that drops the previous key, three PTOs from `now`.
     fn arm_key_discard(&mut self, now: Instant) {
-        if self.key_discard_pending {
-            self.key_discard_pending = false;
-            self.key_discard_at = Some(now + self.close_period());
+        if self.shared.key_discard_pending {
+            self.shared.key_discard_pending = false;
+            self.shared.key_discard_at = Some(now + self.close_period());
         }
     }
 
     fn random_cid(&mut self) -> ConnectionId {
         let mut b = [0u8; crate::cid::MAX_CID_LEN];
-        let len = self.local_cid_len.max(1);
-        self.rng.fill_bytes(&mut b[..len]);
+        let len = self.shared.local_cid_len.max(1);
+        self.shared.rng.fill_bytes(&mut b[..len]);
         ConnectionId::new(&b[..len])
     }
 }

@@ -86,7 +86,7 @@ pub(crate) struct MultipathState {
 impl Connection {
     /// Multipath frames are only valid once negotiated (§2), else PROTOCOL_VIOLATION.
     pub(crate) fn check_mp(&self) -> Result<(), TransportError> {
-        if self.mp.enabled {
+        if self.shared.mp.enabled {
             Ok(())
         } else {
             Err(TransportError::protocol_violation("multipath frame without multipath"))
@@ -96,7 +96,7 @@ impl Connection {
     /// A path ID above our advertised maximum is a PROTOCOL_VIOLATION (§2.1, §8).
     pub(crate) fn check_mp_path_id(&self, id: u64) -> Result<(), TransportError> {
         self.check_mp()?;
-        if id > self.mp.local_max {
+        if id > self.shared.mp.local_max {
             return Err(TransportError::protocol_violation("path ID above our MAX_PATH_ID"));
         }
         Ok(())
@@ -104,28 +104,29 @@ impl Connection {
 
     /// Called when the handshake completes: turns multipath on if both sides offered it.
     pub(crate) fn on_handshake_complete_multipath(&mut self, now: Instant) {
-        let (Some(local), Some(peer)) =
-            (self.config.initial_max_path_id, self.peer_params.as_ref().and_then(|p| p.initial_max_path_id))
-        else {
+        let (Some(local), Some(peer)) = (
+            self.shared.config.initial_max_path_id,
+            self.shared.peer_params.as_ref().and_then(|p| p.initial_max_path_id),
+        ) else {
             return;
         };
-        self.mp.enabled = true;
-        self.mp.local_max = local.min(MAX_PATH_ID_LIMIT);
-        self.mp.peer_max = peer;
-        self.mp.peer_initial_max = peer;
-        self.mp.next_path_id = 1;
-        self.mp.since = Some(now);
-        if let Some(k) = self.one_rtt.as_mut() {
+        self.shared.mp.enabled = true;
+        self.shared.mp.local_max = local.min(MAX_PATH_ID_LIMIT);
+        self.shared.mp.peer_max = peer;
+        self.shared.mp.peer_initial_max = peer;
+        self.shared.mp.next_path_id = 1;
+        self.shared.mp.since = Some(now);
+        if let Some(k) = self.shared.one_rtt.as_mut() {
             let _ = k; // one key phase for every path: nothing to change (§4.2)
         }
-        tracing::debug!(side = ?self.side, local, peer, "multipath negotiated");
+        tracing::debug!(side = ?self.shared.side, local, peer, "multipath negotiated");
         self.issue_cids(now);
         self.maybe_signal_new_path_allowed();
     }
 
     /// Path IDs both sides allow, within the configured budget of concurrent paths.
     fn usable_path_id_limit(&self) -> u64 {
-        if !self.mp.enabled {
+        if !self.shared.mp.enabled {
             return 0;
         }
         // Pre-issue CIDs only for as many fresh path IDs as we would accept paths. Path IDs
@@ -133,42 +134,42 @@ impl Connection {
         // `max_concurrent_paths` paths (path 0 included, as `may_accept_path` counts them),
         // the highest ID a new path could still get is `closed + max_concurrent_paths - 1`.
         // (Without the `- 1`, CIDs went out for an ID whose path the server then dropped.)
-        let closed = self.closed_ids.len();
-        let budget = (closed + self.config.max_concurrent_paths).saturating_sub(1);
-        self.mp.local_max.min(self.mp.peer_max).min(budget)
+        let closed = self.shared.closed_ids.len();
+        let budget = (closed + self.shared.config.max_concurrent_paths).saturating_sub(1);
+        self.shared.mp.local_max.min(self.shared.mp.peer_max).min(budget)
     }
 
     /// Keeps enough of our connection IDs with the peer (RFC 9000 §5.1.1), for path 0 and,
     /// with multipath, proactively for every path ID both sides allow (§2.2).
     pub(crate) fn issue_cids(&mut self, _now: Instant) {
-        if self.local_cid_len == 0 {
+        if self.shared.local_cid_len == 0 {
             return;
         }
-        let peer_limit = self.peer_params.as_ref().map(|p| p.active_connection_id_limit).unwrap_or(2);
-        let want = peer_limit.min(if self.mp.enabled { MAX_CIDS_PER_PATH } else { 8 });
+        let peer_limit = self.shared.peer_params.as_ref().map(|p| p.active_connection_id_limit).unwrap_or(2);
+        let want = peer_limit.min(if self.shared.mp.enabled { MAX_CIDS_PER_PATH } else { 8 });
         let mut ids = vec![0];
-        if self.mp.enabled {
+        if self.shared.mp.enabled {
             // Path IDs already closed are never reused.
             let limit = self.usable_path_id_limit();
-            ids.extend(self.closed_ids.open_ids(limit));
+            ids.extend(self.shared.closed_ids.open_ids(limit));
         }
         for id in ids {
             if self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
                 continue;
             }
             loop {
-                let have = self.local_cids.get(&id).map_or(0, |l| l.active.len() as u64);
+                let have = self.shared.local_cids.get(&id).map_or(0, |l| l.active.len() as u64);
                 if have >= want {
                     break;
                 }
                 let cid = self.random_cid();
-                if self.local_cids.values().any(|l| l.active.values().any(|c| c.cid == cid)) {
+                if self.shared.local_cids.values().any(|l| l.active.values().any(|c| c.cid == cid)) {
                     continue;
                 }
-                let token = self.reset_key.token(&cid);
-                self.local_cids.entry(id).or_default().issue(cid, token, true);
-                self.endpoint_events.push_back(EndpointEvent::NewCid(cid));
-                self.mp.cids_issued += 1;
+                let token = self.shared.reset_key.token(&cid);
+                self.shared.local_cids.entry(id).or_default().issue(cid, token, true);
+                self.shared.endpoint_events.push_back(EndpointEvent::NewCid(cid));
+                self.shared.mp.cids_issued += 1;
             }
         }
     }
@@ -176,56 +177,56 @@ impl Connection {
     /// The path ID was used by a path whose state is gone: it is never used again (§2.2).
     /// Path IDs may be opened in any order, so this is a set, not a high-water mark.
     fn path_id_closed(&self, id: u64) -> bool {
-        self.closed_ids.contains(id)
+        self.shared.closed_ids.contains(id)
     }
 
     /// Emits `NewPathAllowed` once per path ID when the client could open it.
     pub(crate) fn maybe_signal_new_path_allowed(&mut self) {
-        if !self.mp.enabled || self.side != Side::Client {
+        if !self.shared.mp.enabled || self.shared.side != Side::Client {
             return;
         }
-        let id = self.closed_ids.next_open(self.mp.next_path_id);
-        if self.mp.allowed_signalled == Some(id) {
+        let id = self.shared.closed_ids.next_open(self.shared.mp.next_path_id);
+        if self.shared.mp.allowed_signalled == Some(id) {
             return;
         }
-        if self.handshake_confirmed
-            && id <= self.mp.peer_max
-            && id <= self.mp.local_max
-            && self.peer_cids.get(&id).is_some_and(|p| p.has_cid())
-            && self.local_cids.get(&id).is_some_and(|l| !l.active.is_empty() && l.acked)
+        if self.shared.handshake_confirmed
+            && id <= self.shared.mp.peer_max
+            && id <= self.shared.mp.local_max
+            && self.shared.peer_cids.get(&id).is_some_and(|p| p.has_cid())
+            && self.shared.local_cids.get(&id).is_some_and(|l| !l.active.is_empty() && l.acked)
         {
-            self.mp.allowed_signalled = Some(id);
-            self.events.push_back(Event::Path(PathEvent::NewPathAllowed));
+            self.shared.mp.allowed_signalled = Some(id);
+            self.shared.events.push_back(Event::Path(PathEvent::NewPathAllowed));
         }
     }
 
     /// Whether a packet on the unknown path `id` may create a path (server side, §3.1).
     pub(crate) fn may_accept_path(&self, id: u64) -> bool {
-        self.mp.enabled
-            && self.side == Side::Server
-            && id <= self.mp.local_max
+        self.shared.mp.enabled
+            && self.shared.side == Side::Server
+            && id <= self.shared.mp.local_max
             && !self.path_id_closed(id)
-            && (self.paths.len() as u64) < self.config.max_concurrent_paths
-            && self.peer_cids.get(&id).is_some_and(|p| p.has_cid())
-            && self.state == State::Established
+            && (self.paths.len() as u64) < self.shared.config.max_concurrent_paths
+            && self.shared.peer_cids.get(&id).is_some_and(|p| p.has_cid())
+            && self.shared.state == State::Established
     }
 
     /// Whether a packet on the unknown path `id` opens a path we will refuse for lack of
     /// room (§3.1: we then say so with PATH_ABANDON rather than let validation time out).
     pub(crate) fn would_refuse_path(&self, id: u64) -> bool {
-        self.mp.enabled
-            && self.side == Side::Server
-            && self.state == State::Established
-            && id <= self.mp.local_max
+        self.shared.mp.enabled
+            && self.shared.side == Side::Server
+            && self.shared.state == State::Established
+            && id <= self.shared.mp.local_max
             && !self.path_id_closed(id)
-            && (self.paths.len() as u64) >= self.config.max_concurrent_paths
+            && (self.paths.len() as u64) >= self.shared.config.max_concurrent_paths
     }
 
     /// Refuses the path the peer opened on `id` with an authenticated packet: PATH_ABANDON
     /// goes out on another path and the ID is closed.
     pub(crate) fn refuse_path(&mut self, now: Instant, id: u64) {
-        tracing::debug!(side = ?self.side, id, "no room for the peer's new path: abandoning it");
-        self.mp.pending.push(Control::PathAbandon(id, PATH_RESOURCE_LIMIT_REACHED));
+        tracing::debug!(side = ?self.shared.side, id, "no room for the peer's new path: abandoning it");
+        self.shared.mp.pending.push(Control::PathAbandon(id, PATH_RESOURCE_LIMIT_REACHED));
         self.retire_path_id(now, id);
     }
 
@@ -234,7 +235,7 @@ impl Connection {
         if !self.may_accept_path(id) {
             return None;
         }
-        let mut path = PathState::new(id, rx.remote, &self.config, false);
+        let mut path = PathState::new(id, rx.remote, &self.shared.config, false);
         path.local = Some(rx.local);
         path.phase = PathPhase::Validating;
         path.amp_received = rx.datagram_len as u64;
@@ -242,10 +243,10 @@ impl Connection {
         path.challenge = Some(self.new_challenge());
         path.mtu = self.paths.first().map_or(path.mtu, |p| p.mtu);
         path.cc.set_max_datagram_size(u64::from(path.mtu));
-        path.peer_backup = self.mp.peer_status.get(&id).is_some_and(|s| s.1);
+        path.peer_backup = self.shared.mp.peer_status.get(&id).is_some_and(|s| s.1);
         let slot = self.paths.insert(path);
-        tracing::debug!(side = ?self.side, id, remote = %rx.remote, "peer opened a path");
-        self.events.push_back(Event::Path(PathEvent::Opened { id, remote: rx.remote }));
+        tracing::debug!(side = ?self.shared.side, id, remote = %rx.remote, "peer opened a path");
+        self.shared.events.push_back(Event::Path(PathEvent::Opened { id, remote: rx.remote }));
         self.qlog_path(now, id, "new");
         Some(slot)
     }
@@ -256,14 +257,14 @@ impl Connection {
 
     fn new_challenge(&mut self) -> Challenge {
         let mut data = [0u8; 8];
-        self.rng.fill_bytes(&mut data);
+        self.shared.rng.fill_bytes(&mut data);
         Challenge { data, send_pending: true, sent_at: None, fail_at: None, full_size: false }
     }
 
     /// An authenticated, newest packet of a known path came from another address: NAT
     /// rebinding (§3.1.3, RFC 9000 §9.3). The path moves there and is validated again.
     pub(crate) fn on_peer_address_change(&mut self, now: Instant, pi: usize, rx: &Rx) {
-        if !self.handshake_confirmed {
+        if !self.shared.handshake_confirmed {
             return;
         }
         let challenge = self.new_challenge();
@@ -295,7 +296,7 @@ impl Connection {
             let id = path.id;
             self.paths.publish(pi);
             tracing::debug!(id, "path recovered");
-            self.events.push_back(Event::Path(PathEvent::Recovered { id }));
+            self.shared.events.push_back(Event::Path(PathEvent::Recovered { id }));
         }
     }
 
@@ -313,7 +314,7 @@ impl Connection {
             return;
         };
         let _ = path_id;
-        let initial_rtt = self.config.initial_rtt;
+        let initial_rtt = self.shared.config.initial_rtt;
         let recheck = self.new_challenge();
         let path = &mut self.paths[pi];
         let full_size = path.challenge.is_some_and(|c| c.full_size);
@@ -330,7 +331,7 @@ impl Connection {
         }
         if path.rebind_from.take().is_some() {
             // §3.1.3: after a rebinding, the new address gets fresh congestion and RTT state.
-            path.cc = crate::cc::build(self.config.cc, &self.config.cc_config, u64::from(path.mtu));
+            path.cc = crate::cc::build(self.shared.config.cc, &self.shared.config.cc_config, u64::from(path.mtu));
             path.rtt = crate::recovery::rtt::RttEstimator::new(initial_rtt);
             // The new network path may treat ECN differently: validate it again.
             path.ecn = Default::default();
@@ -342,8 +343,8 @@ impl Connection {
         }
         self.paths.publish(pi);
         if newly_active {
-            tracing::debug!(side = ?self.side, id, "path validated");
-            self.events.push_back(Event::Path(PathEvent::Validated { id }));
+            tracing::debug!(side = ?self.shared.side, id, "path validated");
+            self.shared.events.push_back(Event::Path(PathEvent::Validated { id }));
             self.qlog_path(now, id, "validated");
         }
     }
@@ -375,8 +376,8 @@ impl Connection {
             // path while the peer's CIDs for it are still at hand, so CONNECTION_CLOSE can
             // be sent (a PATH_ABANDON would add nothing).
             let id = self.paths[pi].id;
-            tracing::debug!(side = ?self.side, id, error_code, by_peer, "last path abandoned: closing");
-            self.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
+            tracing::debug!(side = ?self.shared.side, id, error_code, by_peer, "last path abandoned: closing");
+            self.shared.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
             let err = TransportError::new(crate::error::TransportErrorCode::NO_ERROR, "last path abandoned");
             self.close_with_error(now, err);
             return;
@@ -397,15 +398,15 @@ impl Connection {
         self.paths.inbox_mut(pi).clear();
         self.paths.publish(pi);
         if send_abandon {
-            self.mp.pending.push(Control::PathAbandon(id, error_code));
+            self.shared.mp.pending.push(Control::PathAbandon(id, error_code));
         }
         // The peer's CIDs of an abandoned path count as retired (§3.4).
-        self.peer_cids.remove(&id);
+        self.shared.peer_cids.remove(&id);
         for (_, p) in lost {
             self.on_frames_lost(SpaceId::Data, p.frames);
         }
-        tracing::debug!(side = ?self.side, id, error_code, by_peer, "path abandoned");
-        self.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
+        tracing::debug!(side = ?self.shared.side, id, error_code, by_peer, "path abandoned");
+        self.shared.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
         self.qlog_path(now, id, "abandoned");
     }
 
@@ -413,12 +414,12 @@ impl Connection {
     pub(crate) fn discard_path(&mut self, now: Instant, pi: usize) {
         let path = self.paths.remove(pi);
         let id = path.id;
-        if self.closed_paths.len() >= MAX_CLOSED_PATH_STATS {
-            self.closed_paths.pop_front();
+        if self.shared.closed_paths.len() >= MAX_CLOSED_PATH_STATS {
+            self.shared.closed_paths.pop_front();
         }
-        self.closed_paths.push_back(path.snapshot());
-        self.next_path_cursor = 0;
-        self.events.push_back(Event::Path(PathEvent::Closed { id }));
+        self.shared.closed_paths.push_back(path.snapshot());
+        self.shared.next_path_cursor = 0;
+        self.shared.events.push_back(Event::Path(PathEvent::Closed { id }));
         self.qlog_path(now, id, "closed");
         self.retire_path_id(now, id);
     }
@@ -427,23 +428,23 @@ impl Connection {
     /// peer gets another one with MAX_PATH_ID. Every table keyed by path ID forgets it, so
     /// that a peer cycling through path IDs does not grow them.
     fn retire_path_id(&mut self, now: Instant, id: u64) {
-        self.closed_ids.insert(id);
-        if let Some(l) = self.local_cids.remove(&id) {
+        self.shared.closed_ids.insert(id);
+        if let Some(l) = self.shared.local_cids.remove(&id) {
             for c in l.active.values() {
-                self.endpoint_events.push_back(EndpointEvent::RetireCid(c.cid));
+                self.shared.endpoint_events.push_back(EndpointEvent::RetireCid(c.cid));
             }
         }
-        self.peer_cids.remove(&id);
-        self.mp.peer_status.remove(&id);
-        self.mp.local_status.remove(&id);
-        self.mp.cids_blocked.retain(|(p, _)| *p != id);
-        if let Some(k) = self.one_rtt.as_mut() {
+        self.shared.peer_cids.remove(&id);
+        self.shared.mp.peer_status.remove(&id);
+        self.shared.mp.local_status.remove(&id);
+        self.shared.mp.cids_blocked.retain(|(p, _)| *p != id);
+        if let Some(k) = self.shared.one_rtt.as_mut() {
             k.forget_path(id);
         }
-        if self.mp.enabled && self.mp.local_max < MAX_PATH_ID_LIMIT && !self.is_closed() {
-            self.mp.local_max += 1;
-            self.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
-            self.mp.pending.push(Control::MaxPathId(self.mp.local_max));
+        if self.shared.mp.enabled && self.shared.mp.local_max < MAX_PATH_ID_LIMIT && !self.is_closed() {
+            self.shared.mp.local_max += 1;
+            self.shared.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
+            self.shared.mp.pending.push(Control::MaxPathId(self.shared.mp.local_max));
             self.issue_cids(now);
         }
     }
@@ -458,7 +459,7 @@ impl Connection {
             }
         };
         // CIDs are unique across the connection, whatever their path ID (§2.2).
-        if self.peer_cids.iter().any(|(pid, p)| *pid != id && p.active.values().any(|c| c.cid == f.cid)) {
+        if self.shared.peer_cids.iter().any(|(pid, p)| *pid != id && p.active.values().any(|c| c.cid == f.cid)) {
             return Err(TransportError::protocol_violation("connection ID issued for two path IDs"));
         }
         if self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
@@ -467,8 +468,8 @@ impl Connection {
         if self.path_id_closed(id) {
             return Ok(()); // a path ID already closed
         }
-        let limit = self.config.active_connection_id_limit;
-        let cids = self.peer_cids.entry(id).or_insert_with(|| PeerCids::empty(limit));
+        let limit = self.shared.config.active_connection_id_limit;
+        let cids = self.shared.peer_cids.entry(id).or_insert_with(|| PeerCids::empty(limit));
         cids.on_new_cid(f.seq, f.retire_prior_to, f.cid, f.reset_token)?;
         self.maybe_signal_new_path_allowed();
         Ok(())
@@ -484,7 +485,7 @@ impl Connection {
         packet_path: u64,
         dcid: &ConnectionId,
     ) -> Result<(), TransportError> {
-        let Some(l) = self.local_cids.get_mut(&target) else {
+        let Some(l) = self.shared.local_cids.get_mut(&target) else {
             if self.path_id_closed(target) {
                 return Ok(()); // late, for a path that no longer exists (§3.4)
             }
@@ -493,7 +494,7 @@ impl Connection {
         // The packet's own CID may only be named if it belongs to the same path ID.
         let own = if packet_path == target { *dcid } else { ConnectionId::EMPTY };
         if let Some(cid) = l.retire(seq, &own)? {
-            self.endpoint_events.push_back(EndpointEvent::RetireCid(cid));
+            self.shared.endpoint_events.push_back(EndpointEvent::RetireCid(cid));
             self.issue_cids(now);
         }
         Ok(())
@@ -512,15 +513,16 @@ impl Connection {
             if !self.path_id_closed(id) {
                 // Each such ID gets replaced (MAX_PATH_ID, fresh CIDs): a peer burning IDs
                 // it never uses would have us issue CIDs without end (RFC 9000 §21.9).
-                self.mp.unused_closed += 1;
-                let used = (self.closed_ids.len() + self.paths.len() as u64).saturating_sub(self.mp.unused_closed);
-                let elapsed = self.mp.since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+                self.shared.mp.unused_closed += 1;
+                let used = (self.shared.closed_ids.len() + self.paths.len() as u64)
+                    .saturating_sub(self.shared.mp.unused_closed);
+                let elapsed = self.shared.mp.since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
                 let earned = (elapsed.as_millis() / UNUSED_PATH_ID_REFILL.as_millis()) as u64;
-                if self.mp.unused_closed > used + UNUSED_PATH_ID_ALLOWANCE + earned {
+                if self.shared.mp.unused_closed > used + UNUSED_PATH_ID_ALLOWANCE + earned {
                     return Err(TransportError::protocol_violation("too many unused path IDs abandoned"));
                 }
-                tracing::debug!(side = ?self.side, id, "peer abandoned an unused path ID");
-                self.mp.pending.push(Control::PathAbandon(id, error_code));
+                tracing::debug!(side = ?self.shared.side, id, "peer abandoned an unused path ID");
+                self.shared.mp.pending.push(Control::PathAbandon(id, error_code));
                 self.retire_path_id(now, id);
             }
             return Ok(());
@@ -539,16 +541,16 @@ impl Connection {
     /// PATH_STATUS_BACKUP / PATH_STATUS_AVAILABLE (§3.3): the newest sequence number wins.
     pub(crate) fn on_path_status_frame(&mut self, id: u64, seq: u64, backup: bool) {
         // A closed path ID keeps no status: the table holds only IDs still usable.
-        if self.path_id_closed(id) || self.mp.peer_status.get(&id).is_some_and(|(s, _)| seq <= *s) {
+        if self.path_id_closed(id) || self.shared.mp.peer_status.get(&id).is_some_and(|(s, _)| seq <= *s) {
             return;
         }
-        self.mp.peer_status.insert(id, (seq, backup));
+        self.shared.mp.peer_status.insert(id, (seq, backup));
         if let Some(pi) = self.path_index(id) {
             let path = &mut self.paths[pi];
             if path.peer_backup != backup {
                 path.peer_backup = backup;
                 self.paths.publish(pi);
-                self.events.push_back(Event::Path(PathEvent::StatusChanged { id, backup }));
+                self.shared.events.push_back(Event::Path(PathEvent::StatusChanged { id, backup }));
             }
         }
     }
@@ -556,11 +558,11 @@ impl Connection {
     /// MAX_PATH_ID (§6.7).
     pub(crate) fn on_max_path_id_frame(&mut self, now: Instant, max: u64) -> Result<(), TransportError> {
         self.check_mp()?;
-        if max > MAX_PATH_ID_LIMIT || max < self.mp.peer_initial_max {
+        if max > MAX_PATH_ID_LIMIT || max < self.shared.mp.peer_initial_max {
             return Err(TransportError::protocol_violation("invalid MAX_PATH_ID"));
         }
-        if max > self.mp.peer_max {
-            self.mp.peer_max = max;
+        if max > self.shared.mp.peer_max {
+            self.shared.mp.peer_max = max;
             self.issue_cids(now);
             self.maybe_signal_new_path_allowed();
         }
@@ -578,12 +580,12 @@ impl Connection {
         if self.path_id_closed(id) || self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
             return Ok(()); // late, for a path that is gone (§3.4)
         }
-        let issued = self.local_cids.get(&id).map_or(0, |l| l.next_seq);
+        let issued = self.shared.local_cids.get(&id).map_or(0, |l| l.next_seq);
         if next_seq > issued {
             return Err(TransportError::protocol_violation("PATH_CIDS_BLOCKED beyond the issued sequence numbers"));
         }
         self.issue_cids(now);
-        if let Some(l) = self.local_cids.get_mut(&id) {
+        if let Some(l) = self.shared.local_cids.get_mut(&id) {
             // Re-advertise what is active in case the frames were lost.
             let seqs: Vec<u64> = l.active.keys().copied().filter(|s| *s >= next_seq).collect();
             l.to_advertise.extend(seqs);
@@ -594,11 +596,11 @@ impl Connection {
     /// A multipath control frame was lost: resend it unless superseded (§6).
     pub(crate) fn on_mp_control_lost(&mut self, c: Control) {
         match c {
-            Control::PathAbandon(..) => self.mp.pending.push(c),
-            Control::PathStatus(id, seq) if self.mp.local_status.get(&id).is_some_and(|(s, _)| *s == seq) => {
-                self.mp.pending.push(c)
+            Control::PathAbandon(..) => self.shared.mp.pending.push(c),
+            Control::PathStatus(id, seq) if self.shared.mp.local_status.get(&id).is_some_and(|(s, _)| *s == seq) => {
+                self.shared.mp.pending.push(c)
             }
-            Control::MaxPathId(v) if v == self.mp.local_max => self.mp.pending.push(c),
+            Control::MaxPathId(v) if v == self.shared.mp.local_max => self.shared.mp.pending.push(c),
             _ => {}
         }
     }

@@ -13,7 +13,7 @@ impl Connection {
     /// True once both sides offered multipath (initial_max_path_id) and the handshake
     /// completed (draft-ietf-quic-multipath-21 §2).
     pub fn is_multipath(&self) -> bool {
-        self.mp.enabled
+        self.shared.mp.enabled
     }
 
     /// Opens a new path from `local` (`None`: the runtime's default socket) to `remote`
@@ -32,44 +32,46 @@ impl Connection {
         if self.is_closed() {
             return Err(PathError::Closed);
         }
-        if !self.mp.enabled || !self.handshake_confirmed {
+        if !self.shared.mp.enabled || !self.shared.handshake_confirmed {
             return Err(PathError::MultipathNotNegotiated);
         }
-        if self.side != super::Side::Client {
+        if self.shared.side != super::Side::Client {
             return Err(PathError::ServerCannotOpen);
         }
-        if self.paths.len() as u64 >= self.config.max_concurrent_paths {
+        if self.paths.len() as u64 >= self.shared.config.max_concurrent_paths {
             return Err(PathError::TooManyPaths);
         }
-        if remote == self.handshake_remote && self.peer_params.as_ref().is_some_and(|p| p.disable_active_migration) {
+        if remote == self.shared.handshake_remote
+            && self.shared.peer_params.as_ref().is_some_and(|p| p.disable_active_migration)
+        {
             return Err(PathError::MigrationDisabled);
         }
         // The peer may have abandoned path IDs we never used: they are closed for good.
-        self.mp.next_path_id = self.closed_ids.next_open(self.mp.next_path_id);
-        let id = self.mp.next_path_id;
-        if id > self.mp.peer_max {
-            if self.mp.paths_blocked_sent != Some(self.mp.peer_max) {
-                self.mp.paths_blocked = Some(self.mp.peer_max);
+        self.shared.mp.next_path_id = self.shared.closed_ids.next_open(self.shared.mp.next_path_id);
+        let id = self.shared.mp.next_path_id;
+        if id > self.shared.mp.peer_max {
+            if self.shared.mp.paths_blocked_sent != Some(self.shared.mp.peer_max) {
+                self.shared.mp.paths_blocked = Some(self.shared.mp.peer_max);
             }
             return Err(PathError::NoPathId);
         }
-        if id > self.mp.local_max {
+        if id > self.shared.mp.local_max {
             // Our own limit is in the way (§2.2: send MAX_PATH_ID). The path table has room
             // (checked above), so allow the ID; the peer needs it to issue CIDs for it.
-            self.mp.local_max = id;
-            self.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
-            self.mp.pending.push(Control::MaxPathId(id));
+            self.shared.mp.local_max = id;
+            self.shared.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
+            self.shared.mp.pending.push(Control::MaxPathId(id));
             self.issue_cids(now);
             return Err(PathError::NoConnectionId);
         }
-        let has_peer_cid = self.peer_cids.get(&id).is_some_and(|p| p.has_cid());
+        let has_peer_cid = self.shared.peer_cids.get(&id).is_some_and(|p| p.has_cid());
         if !has_peer_cid {
-            if !self.mp.cids_blocked.iter().any(|(p, _)| *p == id) {
-                self.mp.cids_blocked.push((id, 0));
+            if !self.shared.mp.cids_blocked.iter().any(|(p, _)| *p == id) {
+                self.shared.mp.cids_blocked.push((id, 0));
             }
             return Err(PathError::NoConnectionId);
         }
-        if self.local_cids.get(&id).is_none_or(|l| l.active.is_empty()) {
+        if self.shared.local_cids.get(&id).is_none_or(|l| l.active.is_empty()) {
             self.issue_cids(now);
             return Err(PathError::NoConnectionId);
         }
@@ -78,23 +80,23 @@ impl Connection {
         // loses the path ID. Wait until the peer acknowledged one of our
         // PATH_NEW_CONNECTION_IDs for it (`NewPathAllowed` says when). Found by the chaos
         // sweep: a lossy handshake path lost those frames and every extra path died unused.
-        if self.local_cids.get(&id).is_some_and(|l| !l.acked) {
+        if self.shared.local_cids.get(&id).is_some_and(|l| !l.acked) {
             return Err(PathError::NoConnectionId);
         }
-        self.mp.next_path_id += 1;
-        let mut path = PathState::new(id, remote, &self.config, true);
+        self.shared.mp.next_path_id += 1;
+        let mut path = PathState::new(id, remote, &self.shared.config, true);
         path.local = local;
         path.phase = PathPhase::Validating;
         path.mtu = self.paths.first().map_or(path.mtu, |p| p.mtu);
         path.cc.set_max_datagram_size(u64::from(path.mtu));
         path.challenge = Some(self.new_challenge_pub());
-        path.peer_backup = self.mp.peer_status.get(&id).is_some_and(|s| s.1);
+        path.peer_backup = self.shared.mp.peer_status.get(&id).is_some_and(|s| s.1);
         self.paths.insert(path);
         if status == PathStatus::Backup {
             self.queue_path_status(id, true);
         }
         tracing::debug!(id, %remote, ?local, "opening path");
-        self.events.push_back(Event::Path(PathEvent::Opened { id, remote }));
+        self.shared.events.push_back(Event::Path(PathEvent::Opened { id, remote }));
         self.qlog_path(now, id, "new");
         self.maybe_signal_new_path_allowed();
         Ok(id)
@@ -109,7 +111,7 @@ impl Connection {
         let Some(pi) = self.path_index(id).filter(|&i| self.paths[i].is_open()) else {
             return Err(PathError::UnknownPath);
         };
-        if !self.mp.enabled {
+        if !self.shared.mp.enabled {
             return Err(PathError::MultipathNotNegotiated);
         }
         self.abandon(now, pi, error_code, false);
@@ -120,10 +122,10 @@ impl Connection {
     /// PATH_STATUS_AVAILABLE, §3.3). Any path ID up to the limit may be named, even one
     /// not in use yet.
     pub fn set_path_status(&mut self, _now: Instant, id: u64, status: PathStatus) -> Result<(), PathError> {
-        if !self.mp.enabled {
+        if !self.shared.mp.enabled {
             return Err(PathError::MultipathNotNegotiated);
         }
-        if id > self.mp.peer_max || self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
+        if id > self.shared.mp.peer_max || self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
             return Err(PathError::UnknownPath);
         }
         self.queue_path_status(id, status == PathStatus::Backup);
@@ -136,9 +138,9 @@ impl Connection {
     }
 
     fn queue_path_status(&mut self, id: u64, backup: bool) {
-        let seq = self.mp.local_status.get(&id).map_or(0, |(s, _)| s + 1);
-        self.mp.local_status.insert(id, (seq, backup));
-        self.mp.pending.retain(|c| !matches!(c, Control::PathStatus(p, _) if *p == id));
-        self.mp.pending.push(Control::PathStatus(id, seq));
+        let seq = self.shared.mp.local_status.get(&id).map_or(0, |(s, _)| s + 1);
+        self.shared.mp.local_status.insert(id, (seq, backup));
+        self.shared.mp.pending.retain(|c| !matches!(c, Control::PathStatus(p, _) if *p == id));
+        self.shared.mp.pending.push(Control::PathStatus(id, seq));
     }
 }

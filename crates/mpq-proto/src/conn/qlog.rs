@@ -19,7 +19,7 @@ impl Connection {
         size: usize,
         frames: &SentFrames,
     ) {
-        let Some(q) = self.qlog.as_mut() else { return };
+        let Some(q) = self.shared.qlog.as_mut() else { return };
         let mut fr = Vec::new();
         for (path_id, l) in &frames.acks {
             fr.push(json!({"frame_type": "ack", "path_id": path_id, "largest_acknowledged": l}));
@@ -52,12 +52,12 @@ impl Connection {
     }
 
     pub(crate) fn qlog_packet_received(&mut self, now: Instant, level: Level, path_id: u64, pn: u64, size: usize) {
-        let Some(q) = self.qlog.as_mut() else { return };
+        let Some(q) = self.shared.qlog.as_mut() else { return };
         q.emit(now, "transport:packet_received", json!({"header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": path_id}, "raw": {"payload_length": size}}));
     }
 
     pub(crate) fn qlog_packet_lost(&mut self, now: Instant, space: SpaceId, path_id: u64, pn: u64) {
-        let Some(q) = self.qlog.as_mut() else { return };
+        let Some(q) = self.shared.qlog.as_mut() else { return };
         let ty = match space {
             SpaceId::Initial => "initial",
             SpaceId::Handshake => "handshake",
@@ -71,12 +71,12 @@ impl Connection {
     }
 
     pub(crate) fn qlog_state(&mut self, now: Instant, state: &str) {
-        let Some(q) = self.qlog.as_mut() else { return };
+        let Some(q) = self.shared.qlog.as_mut() else { return };
         q.emit(now, "connectivity:connection_state_updated", json!({"new": state}));
     }
 
     pub(crate) fn qlog_closed(&mut self, now: Instant, close: &CloseFrame) {
-        let Some(q) = self.qlog.as_mut() else { return };
+        let Some(q) = self.shared.qlog.as_mut() else { return };
         let owner = "local";
         let data = match close.frame_type {
             Some(_) => {
@@ -90,7 +90,7 @@ impl Connection {
     }
 
     pub(crate) fn qlog_pto(&mut self, now: Instant, space: SpaceId, path_id: u64) {
-        let Some(q) = self.qlog.as_mut() else { return };
+        let Some(q) = self.shared.qlog.as_mut() else { return };
         q.emit(
             now,
             "recovery:loss_timer_updated",
@@ -100,14 +100,14 @@ impl Connection {
 
     /// A multipath path event (draft-ietf-quic-multipath qlog: `path_assigned` / `path_updated`).
     pub(crate) fn qlog_path(&mut self, now: Instant, path_id: u64, state: &str) {
-        if self.qlog.is_none() {
+        if self.shared.qlog.is_none() {
             return;
         }
         let (remote, local) = match self.path_index(path_id).map(|i| &self.paths[i]) {
             Some(p) => (p.remote.to_string(), p.local.map(|l| l.to_string())),
             None => (String::new(), None),
         };
-        let Some(q) = self.qlog.as_mut() else { return };
+        let Some(q) = self.shared.qlog.as_mut() else { return };
         q.emit(
             now,
             "connectivity:path_updated",
@@ -116,7 +116,7 @@ impl Connection {
     }
 
     pub(crate) fn qlog_key_update(&mut self, now: Instant, trigger: &str) {
-        let Some(q) = self.qlog.as_mut() else { return };
+        let Some(q) = self.shared.qlog.as_mut() else { return };
         q.emit(now, "security:key_updated", json!({"key_type": "1RTT", "trigger": trigger}));
     }
 }

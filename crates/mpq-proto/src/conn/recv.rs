@@ -42,10 +42,10 @@ impl Connection {
         ecn: Option<u8>,
         data: &mut [u8],
     ) {
-        if self.state == State::Drained {
+        if self.shared.state == State::Drained {
             return;
         }
-        self.stats.rx_datagrams += 1;
+        self.shared.stats.rx_datagrams += 1;
         let ecn = ecn.and_then(Ecn::from_bits);
         let mut offset = 0;
         let total = data.len();
@@ -53,10 +53,10 @@ impl Connection {
         let mut first_dcid = None;
         while offset < total {
             let buf = &mut data[offset..];
-            let parsed = match parse_packet(buf, self.local_cid_len) {
+            let parsed = match parse_packet(buf, self.shared.local_cid_len) {
                 Ok(p) => p,
                 Err(_) => {
-                    self.stats.dropped_packets += 1;
+                    self.shared.stats.dropped_packets += 1;
                     break;
                 }
             };
@@ -65,22 +65,22 @@ impl Connection {
             // RFC 9000 §12.2: packets coalesced after the first with another Destination
             // Connection ID are ignored (a sender must not coalesce them).
             if *first_dcid.get_or_insert(parsed.dcid) != parsed.dcid {
-                self.stats.dropped_packets += 1;
+                self.shared.stats.dropped_packets += 1;
                 continue;
             }
             let is_last = offset >= total;
             let rx = Rx { local, remote, ecn, datagram_len: if first { total } else { 0 } };
             first = false;
             self.handle_packet(now, &rx, &parsed, &mut buf[..len], is_last);
-            if self.state == State::Drained {
+            if self.shared.state == State::Drained {
                 return;
             }
         }
-        if self.handshake_complete && !self.early_one_rtt.is_empty() {
-            for mut p in std::mem::take(&mut self.early_one_rtt) {
-                let Ok(parsed) = parse_packet(&p.bytes, self.local_cid_len) else { continue };
+        if self.shared.handshake_complete && !self.shared.early_one_rtt.is_empty() {
+            for mut p in std::mem::take(&mut self.shared.early_one_rtt) {
+                let Ok(parsed) = parse_packet(&p.bytes, self.shared.local_cid_len) else { continue };
                 self.handle_packet(now, &p.rx, &parsed, &mut p.bytes, p.is_last);
-                if self.state == State::Drained {
+                if self.shared.state == State::Drained {
                     return;
                 }
             }
@@ -90,7 +90,7 @@ impl Connection {
 
     /// The path ID a destination CID of ours belongs to.
     fn path_of_dcid(&self, dcid: &ConnectionId) -> Option<u64> {
-        self.local_cids.iter().find(|(_, l)| l.active.values().any(|c| c.cid == *dcid)).map(|(id, _)| *id)
+        self.shared.local_cids.iter().find(|(_, l)| l.active.values().any(|c| c.cid == *dcid)).map(|(id, _)| *id)
     }
 
     fn handle_packet(&mut self, now: Instant, rx: &Rx, parsed: &ParsedPacket, pkt: &mut [u8], is_last: bool) {
@@ -105,19 +105,19 @@ impl Connection {
             PacketKind::Retry => return self.on_retry(now, parsed, pkt),
             // 0-RTT is not supported: a server never accepts it.
             PacketKind::ZeroRtt => {
-                self.stats.dropped_packets += 1;
+                self.shared.stats.dropped_packets += 1;
                 return;
             }
         };
         if parsed.kind != PacketKind::Short && parsed.version != crate::VERSION_1 {
-            self.stats.dropped_packets += 1;
+            self.shared.stats.dropped_packets += 1;
             return;
         }
         // RFC 9000 §7.2: once an Initial was accepted, later Initials with a different
         // Source Connection ID MUST be discarded (the server's records the client's SCID
         // from the first Initial; the client's, the server's from the first it processed).
-        if level == Level::Initial && self.peer_initial_scid.is_some_and(|scid| scid != parsed.scid) {
-            self.stats.dropped_packets += 1;
+        if level == Level::Initial && self.shared.peer_initial_scid.is_some_and(|scid| scid != parsed.scid) {
+            self.shared.stats.dropped_packets += 1;
             return;
         }
         // Long headers belong to the handshake path; short ones to the path of their CID.
@@ -125,7 +125,7 @@ impl Connection {
             match self.path_of_dcid(&parsed.dcid) {
                 Some(id) => id,
                 None => {
-                    self.stats.dropped_packets += 1;
+                    self.shared.stats.dropped_packets += 1;
                     return;
                 }
             }
@@ -150,12 +150,12 @@ impl Connection {
             // client discards packets from a server address it does not know. Its paths
             // (multipath included) go to addresses it chose itself, each path's in
             // `remote`, so a packet of a path from elsewhere is from an unknown address.
-            if path.remote != rx.remote && (level != Level::OneRtt || self.side == Side::Client) {
-                self.stats.dropped_packets += 1;
+            if path.remote != rx.remote && (level != Level::OneRtt || self.shared.side == Side::Client) {
+                self.shared.stats.dropped_packets += 1;
                 return;
             }
         } else if !self.may_accept_path(path_id) {
-            self.stats.dropped_packets += 1;
+            self.shared.stats.dropped_packets += 1;
             if self.would_refuse_path(path_id)
                 && matches!(self.unprotect(now, level, path_id, parsed, pkt), Ok(Some(_)))
             {
@@ -167,16 +167,16 @@ impl Connection {
         // completes. They can overtake a lost or reordered Finished, and with multipath they
         // carry frames that are only valid afterwards, so keep a few and process them then
         // (their datagram already counted for the amplification limit above).
-        if level == Level::OneRtt && self.side == Side::Server && !self.handshake_complete {
-            let held: usize = self.early_one_rtt.iter().map(|p| p.bytes.len()).sum();
-            if self.early_one_rtt.len() < MAX_EARLY_ONE_RTT && held + pkt.len() <= MAX_EARLY_ONE_RTT_BYTES {
-                self.early_one_rtt.push(EarlyPacket {
+        if level == Level::OneRtt && self.shared.side == Side::Server && !self.shared.handshake_complete {
+            let held: usize = self.shared.early_one_rtt.iter().map(|p| p.bytes.len()).sum();
+            if self.shared.early_one_rtt.len() < MAX_EARLY_ONE_RTT && held + pkt.len() <= MAX_EARLY_ONE_RTT_BYTES {
+                self.shared.early_one_rtt.push(EarlyPacket {
                     rx: Rx { datagram_len: 0, ..*rx },
                     bytes: pkt.to_vec(),
                     is_last,
                 });
             } else {
-                self.stats.dropped_packets += 1;
+                self.shared.stats.dropped_packets += 1;
             }
             return;
         }
@@ -184,7 +184,7 @@ impl Connection {
         // answer ever fewer datagrams (exponential backoff on the number received): each
         // answer costs us a packet, and a peer or spoofer could otherwise make us send one
         // per datagram.
-        if let State::Closing { send_pending, received, answer_at, .. } = &mut self.state {
+        if let State::Closing { send_pending, received, answer_at, .. } = &mut self.shared.state {
             if rx.datagram_len > 0 {
                 *received += 1;
                 if *received >= *answer_at {
@@ -194,7 +194,7 @@ impl Connection {
             }
             return;
         }
-        if matches!(self.state, State::Draining { .. }) {
+        if matches!(self.shared.state, State::Draining { .. }) {
             return;
         }
         match self.unprotect(now, level, path_id, parsed, pkt) {
@@ -203,12 +203,12 @@ impl Connection {
                 self.on_packet_authenticated(now, rx, level, path_id, parsed, pn, payload);
             }
             Ok(None) => {
-                self.stats.dropped_packets += 1;
+                self.shared.stats.dropped_packets += 1;
                 // RFC 9000 §10.3.1: an undecryptable packet ending in a known reset token.
                 if level == Level::OneRtt && is_last && pkt.len() >= 21 {
                     let mut token = [0u8; 16];
                     token.copy_from_slice(&pkt[pkt.len() - 16..]);
-                    if self.peer_cids.values().any(|p| p.is_reset_token(&token)) {
+                    if self.shared.peer_cids.values().any(|p| p.is_reset_token(&token)) {
                         tracing::debug!("stateless reset received");
                         self.enter_draining(now, ConnectionError::Reset);
                         self.set_drained(None);
@@ -239,11 +239,11 @@ impl Connection {
             // A new path: its packet number space starts empty.
             None => None,
         };
-        let multipath = self.mp.enabled;
+        let multipath = self.shared.mp.enabled;
         let hp = match level {
-            Level::Initial => self.initial_keys.as_ref().map(|k| &*k.remote.header),
-            Level::Handshake => self.handshake_keys.as_ref().map(|k| &*k.remote.header),
-            Level::OneRtt => self.one_rtt.as_ref().map(|k| k.remote_header_key()),
+            Level::Initial => self.shared.initial_keys.as_ref().map(|k| &*k.remote.header),
+            Level::Handshake => self.shared.handshake_keys.as_ref().map(|k| &*k.remote.header),
+            Level::OneRtt => self.shared.one_rtt.as_ref().map(|k| k.remote_header_key()),
             Level::ZeroRtt => None,
         };
         let Some(hp) = hp else { return Ok(None) };
@@ -256,8 +256,11 @@ impl Connection {
         let key_phase = hdr.first_byte & 0x04 != 0;
         let plain_len = match level {
             Level::Initial | Level::Handshake => {
-                let keys =
-                    if level == Level::Initial { self.initial_keys.as_ref() } else { self.handshake_keys.as_ref() };
+                let keys = if level == Level::Initial {
+                    self.shared.initial_keys.as_ref()
+                } else {
+                    self.shared.handshake_keys.as_ref()
+                };
                 let Some(keys) = keys else { return Ok(None) };
                 match keys.remote.packet.decrypt_in_place(pn, header, payload) {
                     Ok(p) => p.len(),
@@ -265,7 +268,7 @@ impl Connection {
                 }
             }
             _ => {
-                let Some(keys) = self.one_rtt.as_mut() else { return Ok(None) };
+                let Some(keys) = self.shared.one_rtt.as_mut() else { return Ok(None) };
                 let choice = keys.remote_key_for_path(key_phase, path_id, pn);
                 let Some(key) = keys.remote_key(choice) else { return Ok(None) };
                 // draft-ietf-quic-multipath-21 §4.1: the path ID is part of the nonce.
@@ -321,8 +324,8 @@ impl Connection {
             return;
         }
         let newest = space.received.largest().is_none_or(|(l, _)| pn > l);
-        self.idle_anchor = now;
-        self.idle_anchor_from_recv = true;
+        self.shared.idle_anchor = now;
+        self.shared.idle_anchor_from_recv = true;
         // RFC 9000 §9.3: only the highest-numbered non-probing packet moves a path to a new
         // peer address (probing packets may come from anywhere the peer tries).
         if level == Level::OneRtt
@@ -339,9 +342,9 @@ impl Connection {
         }
         self.on_path_alive(pi);
         if level == Level::OneRtt {
-            self.packets_in_phase += 1;
+            self.shared.packets_in_phase += 1;
         }
-        match (self.side, level) {
+        match (self.shared.side, level) {
             (Side::Server, Level::Handshake) => {
                 // RFC 9000 §8.1: a Handshake packet proves the client owns its address;
                 // RFC 9001 §4.9.1: the server then discards Initial keys.
@@ -349,20 +352,20 @@ impl Connection {
                 self.paths.publish(pi);
                 self.discard_space(now, SpaceId::Initial);
             }
-            (Side::Client, Level::Initial) if !self.got_server_cid => {
-                self.got_server_cid = true;
-                if let Some(p) = self.peer_cids.get_mut(&0) {
+            (Side::Client, Level::Initial) if !self.shared.got_server_cid => {
+                self.shared.got_server_cid = true;
+                if let Some(p) = self.shared.peer_cids.get_mut(&0) {
                     p.set_initial(parsed.scid);
                 }
-                self.peer_initial_scid = Some(parsed.scid);
+                self.shared.peer_initial_scid = Some(parsed.scid);
             }
             _ => {}
         }
         // A packet that did not move its path (probing, or older than the newest) from
         // another address: PATH_RESPONSEs go back there (RFC 9000 §8.2.2).
-        self.probe_from = (level == Level::OneRtt && self.paths[pi].remote != rx.remote).then_some(*rx);
+        self.shared.probe_from = (level == Level::OneRtt && self.paths[pi].remote != rx.remote).then_some(*rx);
         let processed = self.process_frames(now, level, pi, &parsed.dcid, payload);
-        self.probe_from = None;
+        self.shared.probe_from = None;
         match processed {
             Ok(ack_eliciting) => {
                 // Frames may have discarded paths: find this one again.
@@ -451,14 +454,14 @@ impl Connection {
                 self.on_ack_frame(now, level.space(), pi, &ack)?;
             }
             Frame::Crypto { offset, data } if level == Level::OneRtt => {
-                self.one_rtt_crypto.on_recv(offset, data)?;
-                while let Some(bytes) = self.one_rtt_crypto.take_contiguous() {
+                self.shared.one_rtt_crypto.on_recv(offset, data)?;
+                while let Some(bytes) = self.shared.one_rtt_crypto.take_contiguous() {
                     self.on_crypto_data(now, level, &bytes)?;
                 }
             }
             Frame::Crypto { offset, data } => {
                 let pi = self.primary_path();
-                if self.space_mut(level.space(), pi).is_none() && self.handshake_complete {
+                if self.space_mut(level.space(), pi).is_none() && self.shared.handshake_complete {
                     // The server drops its Handshake keys as its handshake completes (RFC 9001
                     // §4.9.2), which can be in the middle of the client's packet carrying
                     // Finished: CRYPTO frames after it (retransmitted handshake data) belong
@@ -474,7 +477,7 @@ impl Connection {
                 }
             }
             Frame::NewToken { token } => {
-                if self.side == Side::Server {
+                if self.shared.side == Side::Server {
                     return Err(TransportError::protocol_violation("NEW_TOKEN sent by a client"));
                 }
                 if token.is_empty() {
@@ -482,17 +485,17 @@ impl Connection {
                 }
                 self.on_new_token(token);
             }
-            Frame::Stream { id, offset, fin, data } => self.streams.on_stream_frame(id, offset, data, fin)?,
+            Frame::Stream { id, offset, fin, data } => self.shared.streams.on_stream_frame(id, offset, data, fin)?,
             Frame::ResetStream { id, error_code, final_size } => {
-                self.streams.on_reset_stream(id, error_code, final_size)?
+                self.shared.streams.on_reset_stream(id, error_code, final_size)?
             }
-            Frame::StopSending { id, error_code } => self.streams.on_stop_sending(id, error_code)?,
-            Frame::MaxData(max) => self.streams.on_max_data(max),
-            Frame::MaxStreamData { id, max } => self.streams.on_max_stream_data(id, max)?,
-            Frame::MaxStreams { dir, count } => self.streams.on_max_streams(dir, count),
-            Frame::DataBlocked(limit) => self.streams.on_data_blocked(limit),
-            Frame::StreamDataBlocked { id, limit } => self.streams.on_stream_data_blocked(id, limit)?,
-            Frame::StreamsBlocked { dir, limit } => self.streams.on_streams_blocked(dir, limit),
+            Frame::StopSending { id, error_code } => self.shared.streams.on_stop_sending(id, error_code)?,
+            Frame::MaxData(max) => self.shared.streams.on_max_data(max),
+            Frame::MaxStreamData { id, max } => self.shared.streams.on_max_stream_data(id, max)?,
+            Frame::MaxStreams { dir, count } => self.shared.streams.on_max_streams(dir, count),
+            Frame::DataBlocked(limit) => self.shared.streams.on_data_blocked(limit),
+            Frame::StreamDataBlocked { id, limit } => self.shared.streams.on_stream_data_blocked(id, limit)?,
+            Frame::StreamsBlocked { dir, limit } => self.shared.streams.on_streams_blocked(dir, limit),
             Frame::NewConnectionId(f) => self.on_new_cid_frame(now, &f)?,
             Frame::RetireConnectionId { path_id: target, seq } => {
                 let target = match target {
@@ -505,7 +508,7 @@ impl Connection {
                 self.on_retire_cid_frame(now, target, seq, path_id, dcid)?;
             }
             Frame::PathChallenge(data) => {
-                if let (Some(pi), Some(rx)) = (self.path_index(path_id), self.probe_from) {
+                if let (Some(pi), Some(rx)) = (self.path_index(path_id), self.shared.probe_from) {
                     let path = &mut self.paths[pi];
                     if path.off_path_responses.len() >= MAX_PENDING_PATH_RESPONSES {
                         path.off_path_responses.remove(0);
@@ -523,7 +526,7 @@ impl Connection {
             Frame::PathResponse(data) => self.on_path_response(now, path_id, data),
             Frame::ConnectionClose(c) => self.on_connection_close(now, &c),
             Frame::HandshakeDone => {
-                if self.side == Side::Server {
+                if self.shared.side == Side::Server {
                     return Err(TransportError::protocol_violation("HANDSHAKE_DONE sent by a client"));
                 }
                 self.confirm_handshake(now);
@@ -544,12 +547,12 @@ impl Connection {
             Frame::PathsBlocked(max) => {
                 // §6.8: it names the limit in force, which cannot be above ours.
                 self.check_mp_path_id(max)?;
-                self.stats.paths_blocked_received += 1;
+                self.shared.stats.paths_blocked_received += 1;
                 tracing::debug!(max, "peer is blocked by our MAX_PATH_ID");
             }
             Frame::PathCidsBlocked { path_id: id, next_seq } => {
                 self.check_mp_path_id(id)?;
-                self.stats.path_cids_blocked_received += 1;
+                self.shared.stats.path_cids_blocked_received += 1;
                 self.on_path_cids_blocked_frame(now, id, next_seq)?;
             }
         }
@@ -572,7 +575,7 @@ impl Connection {
     fn on_version_negotiation(&mut self, now: Instant, parsed: &ParsedPacket, pkt: &[u8]) {
         // RFC 9000 §6.2: only a client that has received nothing else acts on it, and a
         // list that includes our version is ignored.
-        if self.side != Side::Client || self.got_server_cid {
+        if self.shared.side != Side::Client || self.shared.got_server_cid {
             return;
         }
         let versions = &pkt[parsed.pn_offset.min(pkt.len())..];

@@ -12,13 +12,13 @@ impl Connection {
     /// path at most. RFC 9000 §10.3.1: an endpoint MUST NOT check for tokens of connection IDs
     /// it has not used or that were retired, so only the IDs in use count.
     pub fn peer_reset_tokens_in_use(&self) -> Vec<[u8; header::RESET_TOKEN_LEN]> {
-        if matches!(self.state, State::Draining { .. } | State::Drained) {
+        if matches!(self.shared.state, State::Draining { .. } | State::Drained) {
             return Vec::new();
         }
         let mut tokens: Vec<_> = self
             .paths
             .iter()
-            .filter_map(|p| self.peer_cids.get(&p.id))
+            .filter_map(|p| self.shared.peer_cids.get(&p.id))
             .filter_map(|c| c.current().reset_token)
             .collect();
         tokens.sort_unstable();
@@ -34,7 +34,7 @@ impl Connection {
         if !matched {
             return false;
         }
-        tracing::debug!(side = ?self.side, "stateless reset received");
+        tracing::debug!(side = ?self.shared.side, "stateless reset received");
         self.enter_draining(now, ConnectionError::Reset);
         self.set_drained(None);
         true

@@ -32,29 +32,29 @@ impl Connection {
     pub(super) fn on_retry(&mut self, now: Instant, parsed: &ParsedPacket, pkt: &[u8]) {
         // RFC 9000 §17.2.5.2: only a client acts on Retry, at most once per connection
         // attempt, and never after it processed an Initial from the server.
-        let acceptable = self.side == Side::Client
-            && !self.got_server_cid
-            && self.tokens.retry_scid.is_none()
+        let acceptable = self.shared.side == Side::Client
+            && !self.shared.got_server_cid
+            && self.shared.tokens.retry_scid.is_none()
             && parsed.version == crate::VERSION_1
             // "A client MUST discard a Retry packet with a zero-length Retry Token field."
             && !parsed.token.is_empty()
             // §17.2.5.1: a Retry whose SCID equals the DCID we sent is discarded.
-            && parsed.scid != self.orig_dst_cid
+            && parsed.scid != self.shared.orig_dst_cid
             // RFC 9001 §5.8: the integrity tag, computed over the DCID we sent.
-            && verify_retry(pkt, &self.orig_dst_cid);
+            && verify_retry(pkt, &self.shared.orig_dst_cid);
         if !acceptable {
-            self.stats.dropped_packets += 1;
+            self.shared.stats.dropped_packets += 1;
             return;
         }
         tracing::debug!(scid = ?parsed.scid, token_len = parsed.token.len(), "Retry received");
-        self.tokens.retry_scid = Some(parsed.scid);
-        self.tokens.initial_token = pkt[parsed.token.clone()].to_vec();
+        self.shared.tokens.retry_scid = Some(parsed.scid);
+        self.shared.tokens.initial_token = pkt[parsed.token.clone()].to_vec();
         // §17.2.5.2: the next Initial goes to the Retry's Source CID, protected with keys
         // derived from it (RFC 9001 §5.2).
-        if let Some(p) = self.peer_cids.get_mut(&0) {
+        if let Some(p) = self.shared.peer_cids.get_mut(&0) {
             p.set_initial(parsed.scid);
         }
-        self.initial_keys = Some(crate::crypto::initial::initial_keys(&parsed.scid, Side::Client));
+        self.shared.initial_keys = Some(crate::crypto::initial::initial_keys(&parsed.scid, Side::Client));
         self.reset_initial_recovery(now);
         self.qlog_state(now, "retry_received");
     }
@@ -65,7 +65,7 @@ impl Connection {
     /// Initial packets. Packet numbers keep increasing (RFC 9000 §17.2.5.3).
     fn reset_initial_recovery(&mut self, _now: Instant) {
         let pi = self.primary_path();
-        let Some(space) = self.initial.as_mut() else { return };
+        let Some(space) = self.shared.initial.as_mut() else { return };
         let mut freed = 0u64;
         for (_, p) in space.loss.discard_all() {
             if p.in_flight {
@@ -77,7 +77,7 @@ impl Connection {
         let path = &mut self.paths[pi];
         path.bytes_in_flight = path.bytes_in_flight.saturating_sub(freed);
         path.pto_count = 0;
-        path.cc = crate::cc::build(self.config.cc, &self.config.cc_config, u64::from(path.mtu));
+        path.cc = crate::cc::build(self.shared.config.cc, &self.shared.config.cc_config, u64::from(path.mtu));
         path.pacer = crate::recovery::pacer::Pacer::new();
         self.paths.publish(pi);
     }
@@ -85,27 +85,27 @@ impl Connection {
     /// A NEW_TOKEN frame (checked: from a server, not empty) arrived: keep the token for
     /// the next connection to this server (RFC 9000 §8.1.3).
     pub(super) fn on_new_token(&mut self, token: &[u8]) {
-        if let Some((store, name)) = &self.tokens.store {
+        if let Some((store, name)) = &self.shared.tokens.store {
             store.insert(name, token.to_vec());
         }
     }
 
     /// Server: the handshake is confirmed, tell the client a token for later connections.
     pub(super) fn queue_new_token(&mut self) {
-        if self.side == Side::Server && self.tokens.issuer.is_some() {
-            self.tokens.new_token_pending = true;
+        if self.shared.side == Side::Server && self.shared.tokens.issuer.is_some() {
+            self.shared.tokens.new_token_pending = true;
         }
     }
 
     /// Server: seals a fresh NEW_TOKEN token for the client's current address, if one is
     /// due. Each (re)transmission gets a fresh token rather than a copy of the lost one.
     pub(super) fn take_new_token(&mut self, now: Instant) -> Option<Vec<u8>> {
-        if !self.tokens.new_token_pending {
+        if !self.shared.tokens.new_token_pending {
             return None;
         }
-        let key = self.tokens.issuer.clone()?;
+        let key = self.shared.tokens.issuer.clone()?;
         let ip = self.paths[self.primary_path()].remote.ip();
-        self.tokens.new_token_pending = false;
-        Some(key.seal_new_token(&mut self.rng, ip, now))
+        self.shared.tokens.new_token_pending = false;
+        Some(key.seal_new_token(&mut self.shared.rng, ip, now))
     }
 }

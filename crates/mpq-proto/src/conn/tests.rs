@@ -323,7 +323,7 @@ fn garbage_datagrams_never_panic() {
     assert!(pair
         .run_until(Duration::from_secs(2), |p| p.client.connection(p.client_conn).is_some_and(|c| c.is_established())));
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-    let server_cid = client(&mut pair).peer_cids[&0].current().cid;
+    let server_cid = client(&mut pair).shared.peer_cids[&0].current().cid;
     for i in 0..2000 {
         let len = rng.random_range(1..1500);
         let mut d: Vec<u8> = (0..len).map(|_| rng.random()).collect();
@@ -362,7 +362,7 @@ fn bulk_data_leaves_in_gso_batches() {
 fn server_error_for(frames: &[u8]) -> Option<ConnectionError> {
     let mut pair = Pair::new(TransportConfig::default());
     assert!(confirm_handshake(&mut pair));
-    client(&mut pair).injected = frames.to_vec();
+    client(&mut pair).shared.injected = frames.to_vec();
     server_error(&mut pair)
 }
 
@@ -421,7 +421,7 @@ fn frames_in_the_wrong_packet_type_are_protocol_violations() {
     for (what, frames) in cases {
         let mut pair = Pair::new(TransportConfig::default());
         // The client's first Handshake packet (its Finished) carries the frame.
-        client(&mut pair).injected_handshake = frames.to_vec();
+        client(&mut pair).shared.injected_handshake = frames.to_vec();
         assert_eq!(transport_code(server_error(&mut pair)), C::PROTOCOL_VIOLATION.0, "{what}");
     }
 }
@@ -477,7 +477,10 @@ fn resumed_handshake_uses_the_new_transport_parameters() {
         });
         let conn = pair.client.connection(h).expect("client connection");
         assert!(done && conn.is_established(), "attempt {attempt}: {:?}", conn.error());
-        assert_eq!(conn.peer_params.as_ref().and_then(|p| p.initial_source_connection_id), conn.peer_initial_scid);
+        assert_eq!(
+            conn.shared.peer_params.as_ref().and_then(|p| p.initial_source_connection_id),
+            conn.shared.peer_initial_scid
+        );
         // Session tickets arrive after the handshake: let them in before the next attempt.
         pair.run_until(Duration::from_millis(200), |_| false);
     }

@@ -492,9 +492,9 @@ fn path_opens_only_once_the_server_holds_a_cid_for_it() {
         allowed
     });
     assert!(allowed);
-    server(&mut pair).peer_cids.get_mut(&1).expect("path 1 CIDs").active.clear();
+    server(&mut pair).shared.peer_cids.get_mut(&1).expect("path 1 CIDs").active.clear();
     let c = client(&mut pair);
-    let l = c.local_cids.get_mut(&1).expect("path 1 CIDs");
+    let l = c.shared.local_cids.get_mut(&1).expect("path 1 CIDs");
     l.acked = false;
     l.to_advertise = l.active.keys().copied().collect();
     let client_addr = pair.client_addr;
@@ -595,7 +595,7 @@ fn multipath_frame_errors() {
 fn mp_server_error_for(frames: &[u8]) -> Option<ConnectionError> {
     let mut pair = Pair::new(mp_config());
     confirm(&mut pair);
-    client(&mut pair).injected = frames.to_vec();
+    client(&mut pair).shared.injected = frames.to_vec();
     let mut err = None;
     pair.run_until(Duration::from_secs(1), |p| {
         while let Some((_, e)) = p.server.poll_event() {

@@ -91,7 +91,7 @@ fn peer_abandoning_the_last_path_gets_connection_close() {
     let mut pair = confirmed_pair();
     let mut buf = Vec::new();
     Frame::PathAbandon { path_id: 0, error_code: 0 }.encode(&mut buf);
-    client(&mut pair).injected = buf;
+    client(&mut pair).shared.injected = buf;
     let start = pair.now;
     let (c, s) = run_to_close(&mut pair, Duration::from_secs(5));
     assert!(is_no_error(&s), "server: {s:?}");
@@ -105,7 +105,7 @@ fn paths_blocked_above_our_limit_is_a_violation() {
     let mut pair = confirmed_pair();
     let mut buf = Vec::new();
     Frame::PathsBlocked(5).encode(&mut buf);
-    client(&mut pair).injected = buf;
+    client(&mut pair).shared.injected = buf;
     assert_eq!(transport_code(server_error(&mut pair)), TransportErrorCode::PROTOCOL_VIOLATION.0);
 }
 
@@ -128,7 +128,7 @@ fn late_frames_for_a_discarded_path_are_ignored() {
     Frame::RetireConnectionId { path_id: Some(id), seq: 1 }.encode(&mut buf);
     Frame::PathStatus { path_id: id, seq: 9, backup: true }.encode(&mut buf);
     Frame::PathAbandon { path_id: id, error_code: 0 }.encode(&mut buf);
-    client(&mut pair).injected = buf;
+    client(&mut pair).shared.injected = buf;
     assert_eq!(server_error(&mut pair), None);
 }
 
@@ -139,10 +139,10 @@ fn abandoning_an_unused_path_id_closes_it_for_good() {
     let mut pair = confirmed_pair();
     let mut buf = Vec::new();
     Frame::PathAbandon { path_id: 1, error_code: 0 }.encode(&mut buf);
-    client(&mut pair).injected = buf;
+    client(&mut pair).shared.injected = buf;
     // The server's answer reaches the client, which drops its CIDs for path ID 1.
-    assert!(pair.run_until(Duration::from_secs(1), |p| client(p).closed_ids.contains(1)));
-    assert!(server(&mut pair).closed_ids.contains(1));
+    assert!(pair.run_until(Duration::from_secs(1), |p| client(p).shared.closed_ids.contains(1)));
+    assert!(server(&mut pair).shared.closed_ids.contains(1));
     let server_addr = pair.server_addr;
     assert_eq!(open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(2)), Some(2));
     assert!(pair.run_until(Duration::from_secs(2), |p| client(p).paths.iter().any(|q| q.id == 2 && q.is_active())));
@@ -267,10 +267,10 @@ fn disable_active_migration_forbids_paths_to_the_handshake_address_only() {
 fn session_tickets_are_sent_and_received() {
     let mut pair = confirmed_pair();
     pair.run_until(Duration::from_millis(500), |_| false);
-    let sent = server(&mut pair).one_rtt_crypto.offsets().0;
+    let sent = server(&mut pair).shared.one_rtt_crypto.offsets().0;
     assert!(sent > 0, "rustls wrote no session ticket");
-    assert!(server(&mut pair).one_rtt_crypto.all_acked());
-    assert_eq!(client(&mut pair).one_rtt_crypto.offsets().1, sent);
+    assert!(server(&mut pair).shared.one_rtt_crypto.all_acked());
+    assert_eq!(client(&mut pair).shared.one_rtt_crypto.offsets().1, sent);
 }
 
 /// A server with no room for another path abandons the client's new one at once
@@ -282,8 +282,8 @@ fn server_without_room_abandons_the_new_path() {
     let mut pair = Pair::new(mp_config(4));
     assert!(confirm_handshake(&mut pair));
     pair.run_until(Duration::from_millis(200), |_| false);
-    let shrunk = TransportConfig { max_concurrent_paths: 1, ..(*server(&mut pair).config).clone() };
-    server(&mut pair).config = std::sync::Arc::new(shrunk);
+    let shrunk = TransportConfig { max_concurrent_paths: 1, ..(*server(&mut pair).shared.config).clone() };
+    server(&mut pair).shared.config = std::sync::Arc::new(shrunk);
     let mut id = None;
     let server_addr = pair.server_addr;
     let mut abandoned = None;
@@ -313,7 +313,7 @@ fn small_challenge_is_followed_by_a_full_size_one() {
     let old = pair.client_addr;
     pair.drop_addr = Box::new(move |_, dst| dst == old);
     pair.client_addr = "10.0.0.1:5555".parse().expect("addr");
-    client(&mut pair).injected = vec![0x01];
+    client(&mut pair).shared.injected = vec![0x01];
     let mut sizes = Vec::new();
     let mut last_sent = None;
     let new_addr = pair.client_addr;

@@ -96,7 +96,7 @@ fn later_initial_with_another_scid_is_discarded() {
     pair.client.handle_datagram(pto, c_addr, s_addr, None, &mut second);
     let c = client(&mut pair);
     assert_eq!(c.stats().dropped_packets, dropped + 1);
-    let largest = c.initial.as_ref().and_then(|s| s.received.largest()).map(|(pn, _)| pn);
+    let largest = c.shared.initial.as_ref().and_then(|s| s.received.largest()).map(|(pn, _)| pn);
     assert_eq!(largest, Some(0), "the other server's Initial was processed");
 }
 
@@ -131,7 +131,7 @@ fn probing_packet_does_not_move_the_path() {
     let new: SocketAddr = "10.0.0.1:5555".parse().expect("addr");
     let mut probe = Vec::new();
     Frame::PathChallenge([7; 8]).encode(&mut probe);
-    client(&mut pair).injected = probe;
+    client(&mut pair).shared.injected = probe;
     let received = server(&mut pair).paths[0].stats.rx_packets;
     let to_new = std::rc::Rc::new(std::cell::Cell::new(0));
     let seen = to_new.clone();

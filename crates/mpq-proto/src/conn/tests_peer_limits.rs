@@ -22,8 +22,8 @@ fn mp_pair() -> Pair {
 
 /// Sends `frames` from the client in its next 1-RTT packet and lets the server handle it.
 fn inject(pair: &mut Pair, frames: Vec<u8>) {
-    client(pair).injected = frames;
-    pair.run_until(Duration::from_millis(100), |p| client(p).injected.is_empty());
+    client(pair).shared.injected = frames;
+    pair.run_until(Duration::from_millis(100), |p| client(p).shared.injected.is_empty());
     // One more one-way latency: the packet reaches the server.
     let until = pair.now + Duration::from_millis(15);
     pair.run_until(Duration::from_millis(15), |p| p.now >= until);
@@ -37,11 +37,11 @@ fn inject(pair: &mut Pair, frames: Vec<u8>) {
 #[test]
 fn burning_unused_path_ids_closes_the_connection() {
     let mut pair = mp_pair();
-    let issued_before = server(&mut pair).mp.cids_issued;
+    let issued_before = server(&mut pair).shared.mp.cids_issued;
     let mut next = 1;
     let mut sent = 0;
     while sent < 8000 && !server(&mut pair).is_closed() {
-        let max = server(&mut pair).mp.local_max;
+        let max = server(&mut pair).shared.mp.local_max;
         let mut buf = Vec::new();
         while next <= max && buf.len() < 1000 {
             Frame::PathAbandon { path_id: next, error_code: 0 }.encode(&mut buf);
@@ -58,8 +58,8 @@ fn burning_unused_path_ids_closes_the_connection() {
         e => panic!("closed with {e:?}"),
     }
     // One path used (path 0): the allowance plus one, then the violation.
-    assert!(s.mp.unused_closed <= UNUSED_PATH_ID_ALLOWANCE + 2, "{} IDs burnt", s.mp.unused_closed);
-    let issued = s.mp.cids_issued - issued_before;
+    assert!(s.shared.mp.unused_closed <= UNUSED_PATH_ID_ALLOWANCE + 2, "{} IDs burnt", s.shared.mp.unused_closed);
+    let issued = s.shared.mp.cids_issued - issued_before;
     assert!(issued <= 4 * (UNUSED_PATH_ID_ALLOWANCE + 2), "{issued} CIDs issued for {sent} frames");
     assert!(sent < 200, "{sent} frames before the close");
 }
@@ -83,7 +83,7 @@ fn slowly_burnt_path_ids_are_not_abuse() {
         let s = server(&mut pair);
         assert!(!s.is_closed(), "closed after {id} attempts: {:?}", s.error());
     }
-    assert_eq!(server(&mut pair).mp.unused_closed, attempts);
+    assert_eq!(server(&mut pair).shared.mp.unused_closed, attempts);
 }
 
 /// PATH_STATUS frames for every path ID we allow, each ID then abandoned unused: the
@@ -93,7 +93,7 @@ fn path_status_table_forgets_closed_path_ids() {
     let mut pair = mp_pair();
     let mut next = 1;
     for seq in 0..UNUSED_PATH_ID_ALLOWANCE / 4 {
-        let max = server(&mut pair).mp.local_max;
+        let max = server(&mut pair).shared.mp.local_max;
         let mut buf = Vec::new();
         for id in next..=max {
             Frame::PathStatus { path_id: id, seq, backup: true }.encode(&mut buf);
@@ -105,12 +105,12 @@ fn path_status_table_forgets_closed_path_ids() {
         inject(&mut pair, buf);
         let s = server(&mut pair);
         assert!(!s.is_closed(), "closed: {:?}", s.error());
-        for id in s.mp.peer_status.keys() {
-            assert!(!s.closed_ids.contains(*id), "status kept for closed path ID {id}");
+        for id in s.shared.mp.peer_status.keys() {
+            assert!(!s.shared.closed_ids.contains(*id), "status kept for closed path ID {id}");
         }
-        assert!(s.mp.peer_status.len() <= 4, "{} status entries", s.mp.peer_status.len());
+        assert!(s.shared.mp.peer_status.len() <= 4, "{} status entries", s.shared.mp.peer_status.len());
     }
-    assert!(server(&mut pair).closed_ids.len() >= UNUSED_PATH_ID_ALLOWANCE - 4);
+    assert!(server(&mut pair).shared.closed_ids.len() >= UNUSED_PATH_ID_ALLOWANCE - 4);
 }
 
 /// CRYPTO frames that overlap over and over, then one that ends past the 64 KiB buffered
@@ -128,10 +128,10 @@ fn crypto_beyond_the_buffer_limit_closes_the_connection() {
     }
     inject(&mut pair, buf);
     assert!(!server(&mut pair).is_closed());
-    assert_eq!(server(&mut pair).one_rtt_crypto.recv_buffered(), 59, "overlaps held once");
+    assert_eq!(server(&mut pair).shared.one_rtt_crypto.recv_buffered(), 59, "overlaps held once");
     let mut buf = Vec::new();
     Frame::Crypto { offset: 64 * 1024 - 10, data: &junk }.encode(&mut buf);
-    client(&mut pair).injected = buf;
+    client(&mut pair).shared.injected = buf;
     let code = super::tests::transport_code(super::tests::server_error(&mut pair));
     assert_eq!(code, TransportErrorCode::CRYPTO_BUFFER_EXCEEDED.0);
 }

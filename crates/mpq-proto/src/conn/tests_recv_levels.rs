@@ -20,7 +20,7 @@ fn crypto_after_finished_in_the_same_packet_is_dropped() {
     let h = pair.server.handles()[0];
     let now = pair.now;
     let s = pair.server.connection_mut(h).expect("server");
-    assert!(s.handshake.is_none(), "the server dropped its Handshake space on completion");
+    assert!(s.shared.handshake.is_none(), "the server dropped its Handshake space on completion");
     let frame = Frame::Crypto { offset: 0, data: &[0x14, 0, 0, 4, 1, 2, 3, 4] };
     let r = s.on_frame(now, Level::Handshake, 0, &ConnectionId::EMPTY, frame);
     assert_eq!(r, Ok(()));

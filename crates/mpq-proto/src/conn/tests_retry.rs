@@ -71,12 +71,12 @@ fn handshake_through_retry() {
     assert_eq!(stats.retries_sent, 1, "{stats:?}");
     assert_eq!(stats.retry_tokens_accepted, 1, "{stats:?}");
     let odcid = client(&mut p).orig_dst_cid();
-    let retry_scid = client(&mut p).tokens.retry_scid.expect("the client took the Retry");
+    let retry_scid = client(&mut p).shared.tokens.retry_scid.expect("the client took the Retry");
     let s = server_conn(&p).expect("server connection");
     // The server names the client's first DCID, and the Retry's CID (RFC 9000 §7.3), and
     // counts the address as validated (§8.1.2).
     assert_eq!(s.orig_dst_cid(), odcid);
-    assert_eq!(s.tokens.retry_scid, Some(retry_scid));
+    assert_eq!(s.shared.tokens.retry_scid, Some(retry_scid));
     assert!(s.paths[0].validated);
     // RFC 9002 §6.3: the Retry gave no RTT sample and no loss.
     let c = client(&mut p).stats();
@@ -90,7 +90,7 @@ fn no_retry_in_never_and_auto_modes_without_load() {
         let mut p = pair(mode);
         assert!(run_handshake(&mut p));
         assert_eq!(p.server.stats().retries_sent, 0, "{mode}");
-        assert!(client(&mut p).tokens.retry_scid.is_none());
+        assert!(client(&mut p).shared.tokens.retry_scid.is_none());
     }
 }
 
@@ -108,18 +108,19 @@ fn missing_or_wrong_retry_source_connection_id_is_a_transport_parameter_error() 
 #[test]
 fn second_retry_is_ignored() {
     let mut p = pair(RetryMode::Always);
-    assert!(p.run_until(Duration::from_secs(1), |p| p
-        .client
-        .connection(p.client_conn)
-        .is_some_and(|c| c.tokens.retry_scid.is_some())));
-    let first = client(&mut p).tokens.retry_scid.unwrap();
-    let token = client(&mut p).tokens.initial_token.clone();
+    assert!(p.run_until(Duration::from_secs(1), |p| p.client.connection(p.client_conn).is_some_and(|c| c
+        .shared
+        .tokens
+        .retry_scid
+        .is_some())));
+    let first = client(&mut p).shared.tokens.retry_scid.unwrap();
+    let token = client(&mut p).shared.tokens.initial_token.clone();
     let again = forged_retry(&mut p, &[0x77; 8], b"another token");
     deliver_to_client(&mut p, again);
     let c = client(&mut p);
-    assert_eq!(c.tokens.retry_scid, Some(first));
-    assert_eq!(c.tokens.initial_token, token);
-    assert_eq!(c.peer_cids[&0].current().cid, first);
+    assert_eq!(c.shared.tokens.retry_scid, Some(first));
+    assert_eq!(c.shared.tokens.initial_token, token);
+    assert_eq!(c.shared.peer_cids[&0].current().cid, first);
     assert!(run_handshake(&mut p));
 }
 
@@ -136,21 +137,21 @@ fn retry_with_a_bad_tag_or_our_own_dcid_is_ignored() {
     deliver_to_client(&mut p, same);
     let empty_token = forged_retry(&mut p, &[0x66; 8], b"");
     deliver_to_client(&mut p, empty_token);
-    assert!(client(&mut p).tokens.retry_scid.is_none());
-    assert!(client(&mut p).tokens.initial_token.is_empty());
+    assert!(client(&mut p).shared.tokens.retry_scid.is_none());
+    assert!(client(&mut p).shared.tokens.initial_token.is_empty());
     assert!(run_handshake(&mut p));
     // A sound one is taken (so the three above were refused for their flaw).
     let mut q = pair(RetryMode::Never);
     let good = forged_retry(&mut q, &[0x66; 8], b"token");
     deliver_to_client(&mut q, good);
-    assert_eq!(client(&mut q).tokens.retry_scid, Some(ConnectionId::new(&[0x66; 8])));
+    assert_eq!(client(&mut q).shared.tokens.retry_scid, Some(ConnectionId::new(&[0x66; 8])));
 }
 
 #[test]
 fn retry_resends_the_same_crypto_data_without_counting_a_loss() {
     let mut p = pair(RetryMode::Never);
     // The client's first Initial is "answered" by our Retry before the server sees it.
-    let sent_before = client(&mut p).initial.as_ref().map(|s| s.crypto.offsets().0);
+    let sent_before = client(&mut p).shared.initial.as_ref().map(|s| s.crypto.offsets().0);
     let r = forged_retry(&mut p, &[0x55; 8], b"opaque token");
     // Let the first flight leave, then answer it.
     let mut buf = Vec::new();
@@ -159,18 +160,18 @@ fn retry_resends_the_same_crypto_data_without_counting_a_loss() {
     assert!(client(&mut p).paths[0].bytes_in_flight > 0);
     deliver_to_client(&mut p, r);
     let c = client(&mut p);
-    assert_eq!(c.tokens.initial_token, b"opaque token");
+    assert_eq!(c.shared.tokens.initial_token, b"opaque token");
     assert_eq!(c.paths[0].bytes_in_flight, 0, "the first Initial is neither in flight nor lost");
     assert_eq!(c.stats().paths[0].lost_packets, 0);
-    assert_eq!(c.initial.as_ref().map(|s| s.crypto.offsets().0), sent_before);
-    assert_eq!(c.peer_cids[&0].current().cid, ConnectionId::new(&[0x55; 8]));
+    assert_eq!(c.shared.initial.as_ref().map(|s| s.crypto.offsets().0), sent_before);
+    assert_eq!(c.shared.peer_cids[&0].current().cid, ConnectionId::new(&[0x55; 8]));
     // The next Initial carries the token, goes to the new CID and restarts at CRYPTO offset 0.
     assert!(p.client.poll_transmit(now, &mut buf).is_some());
     let h = crate::packet::header::parse_packet(&buf, 8).expect("Initial");
     assert_eq!(h.kind, crate::packet::header::PacketKind::Initial);
     assert_eq!(&buf[h.token.clone()], b"opaque token");
     assert_eq!(h.dcid, ConnectionId::new(&[0x55; 8]));
-    assert!(client(&mut p).initial.as_ref().unwrap().loss.outstanding() > 0);
+    assert!(client(&mut p).shared.initial.as_ref().unwrap().loss.outstanding() > 0);
 }
 
 #[test]
@@ -204,14 +205,14 @@ fn new_token_lets_the_next_connection_skip_retry() {
     let (now, addr) = (p.now, p.server_addr);
     p.client_conn = p.client.connect(now, &cc, addr, "localhost").expect("connect");
     assert_eq!(p.client.token_store().count("localhost"), 0, "a token is used once");
-    assert!(!client(&mut p).tokens.initial_token.is_empty());
+    assert!(!client(&mut p).shared.tokens.initial_token.is_empty());
     let ok = run_handshake(&mut p);
     let cerr = client(&mut p).error().cloned();
     assert!(ok, "{cerr:?} {:?} {:?}", p.server.stats(), server_conn(&p).map(|s| s.error()));
     let stats = p.server.stats();
     assert_eq!(stats.retries_sent, 1, "no Retry for the second connection: {stats:?}");
     assert_eq!(stats.new_tokens_accepted, 1, "{stats:?}");
-    assert!(client(&mut p).tokens.retry_scid.is_none());
+    assert!(client(&mut p).shared.tokens.retry_scid.is_none());
     // The token validated the address: no amplification limit from the first packet.
     assert!(server_conn(&p).expect("second server connection").paths[0].validated);
 }
@@ -228,7 +229,7 @@ fn lost_new_token_is_sent_again() {
         SpaceId::Data,
         space::SentFrames { control: vec![space::Control::NewToken], ..Default::default() },
     );
-    assert!(conn.tokens.new_token_pending);
+    assert!(conn.shared.tokens.new_token_pending);
     assert!(p.run_until(Duration::from_secs(1), |p| p.client.token_store().count("localhost") == 2));
 }
 
@@ -260,10 +261,10 @@ fn client_accepts_the_rfc9001_a4_retry() {
     let mut tampered = retry.clone();
     tampered[20] ^= 1;
     conn.handle_datagram(Instant::ZERO, "0.0.0.0:1".parse().unwrap(), remote, None, &mut tampered);
-    assert!(conn.tokens.retry_scid.is_none(), "a bad tag is ignored");
+    assert!(conn.shared.tokens.retry_scid.is_none(), "a bad tag is ignored");
     conn.handle_datagram(Instant::ZERO, "0.0.0.0:1".parse().unwrap(), remote, None, &mut retry);
-    assert_eq!(conn.tokens.retry_scid, Some(ConnectionId::new(&hex("f067a5502a4262b5"))));
-    assert_eq!(conn.tokens.initial_token, b"token");
+    assert_eq!(conn.shared.tokens.retry_scid, Some(ConnectionId::new(&hex("f067a5502a4262b5"))));
+    assert_eq!(conn.shared.tokens.initial_token, b"token");
 }
 
 /// RFC 9000 §8.1.3: a NEW_TOKEN-kind token the server cannot validate (another server's,
@@ -275,14 +276,14 @@ fn unusable_new_token_is_treated_as_no_token() {
     let foreign = key.seal_new_token(&mut rng, "10.0.0.1".parse().unwrap(), Instant::ZERO);
     for (mode, retries) in [(RetryMode::Never, 0), (RetryMode::Always, 1)] {
         let mut p = pair(mode);
-        client(&mut p).tokens.initial_token = foreign.clone();
+        client(&mut p).shared.tokens.initial_token = foreign.clone();
         assert!(run_handshake(&mut p), "{mode}");
         let stats = p.server.stats();
         assert_eq!(stats.retries_sent, retries, "{mode}: {stats:?}");
         assert_eq!(stats.new_tokens_accepted + stats.invalid_token_closes, 0, "{mode}: {stats:?}");
         if mode == RetryMode::Never {
             // Not validated by the token: the server learnt it from the handshake instead.
-            assert!(client(&mut p).tokens.retry_scid.is_none());
+            assert!(client(&mut p).shared.tokens.retry_scid.is_none());
         }
     }
 }

@@ -25,14 +25,14 @@ enum PathTimer {
 impl Connection {
     /// Earliest time `handle_timeout` must be called, if any.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        match self.state {
+        match self.shared.state {
             State::Drained => return None,
             State::Closing { until, .. } | State::Draining { until } => return Some(until),
             _ => {}
         }
         let mut t = self.idle_deadline();
-        if !self.handshake_complete {
-            t = match (t, self.handshake_deadline) {
+        if !self.shared.handshake_complete {
+            t = match (t, self.shared.handshake_deadline) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
@@ -46,7 +46,7 @@ impl Connection {
         for pi in self.paths.slots() {
             merge(self.path_loss_deadline(pi).map(|(t, _)| t));
         }
-        let max_ack_delay = self.config.max_ack_delay;
+        let max_ack_delay = self.shared.config.max_ack_delay;
         for id in [SpaceId::Initial, SpaceId::Handshake] {
             if let Some(s) = self.space_mut(id, 0) {
                 if s.ack_pending {
@@ -78,13 +78,13 @@ impl Connection {
             }
             merge(p.discard_at);
         }
-        merge(self.key_discard_at);
+        merge(self.shared.key_discard_at);
         t
     }
 
     /// Handles every timer that expired at or before `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        match self.state {
+        match self.shared.state {
             State::Drained => return,
             State::Closing { until, .. } | State::Draining { until } => {
                 if now >= until {
@@ -95,15 +95,15 @@ impl Connection {
             _ => {}
         }
         if self.idle_deadline().is_some_and(|t| now >= t) {
-            tracing::debug!(side = ?self.side, "idle timeout");
+            tracing::debug!(side = ?self.shared.side, "idle timeout");
             self.set_drained(Some(ConnectionError::TimedOut));
             return;
         }
-        if !self.handshake_complete && self.handshake_deadline.is_some_and(|t| now >= t) {
+        if !self.shared.handshake_complete && self.shared.handshake_deadline.is_some_and(|t| now >= t) {
             // Nothing to tell a peer that never answered; one that did learns of it from its
             // own timers, as with the idle timeout.
-            let peer_answered = self.side == Side::Server || self.got_server_cid;
-            tracing::debug!(side = ?self.side, peer_answered, "handshake timeout");
+            let peer_answered = self.shared.side == Side::Server || self.shared.got_server_cid;
+            tracing::debug!(side = ?self.shared.side, peer_answered, "handshake timeout");
             self.set_drained(Some(ConnectionError::HandshakeTimeout { peer_answered }));
             return;
         }
@@ -112,9 +112,9 @@ impl Connection {
                 p.pacing_until = None;
             }
         }
-        if self.key_discard_at.is_some_and(|t| now >= t) {
-            self.key_discard_at = None;
-            if let Some(k) = self.one_rtt.as_mut() {
+        if self.shared.key_discard_at.is_some_and(|t| now >= t) {
+            self.shared.key_discard_at = None;
+            if let Some(k) = self.shared.one_rtt.as_mut() {
                 k.discard_previous();
             }
         }
@@ -145,14 +145,14 @@ impl Connection {
     /// Something waits to be sent that congestion control or pacing may hold back.
     pub(crate) fn wants_to_send_data(&self) -> bool {
         self.has_app_space_data()
-            || self.initial.as_ref().is_some_and(|s| s.crypto.has_pending())
-            || self.handshake.as_ref().is_some_and(|s| s.crypto.has_pending())
+            || self.shared.initial.as_ref().is_some_and(|s| s.crypto.has_pending())
+            || self.shared.handshake.as_ref().is_some_and(|s| s.crypto.has_pending())
     }
 
     /// RFC 9000 §10.1: the idle timeout is at least three PTOs (of the slowest path).
     fn idle_deadline(&self) -> Option<Instant> {
-        let idle = self.idle_timeout?;
-        Some(self.idle_anchor + idle.max(3 * self.max_pto()))
+        let idle = self.shared.idle_timeout?;
+        Some(self.shared.idle_anchor + idle.max(3 * self.max_pto()))
     }
 
     /// PTO of path `pi` for `space`, with backoff.
@@ -172,7 +172,7 @@ impl Connection {
 
     /// Retransmits PATH_CHALLENGEs and gives up on paths that never answered.
     fn path_validation_timers(&mut self, now: Instant) {
-        let initial_rtt = self.config.initial_rtt;
+        let initial_rtt = self.shared.config.initial_rtt;
         let mut failed = Vec::new();
         for pi in self.paths.slots() {
             let retry = self.challenge_retry(&self.paths[pi]);
@@ -197,12 +197,14 @@ impl Connection {
     /// Loss or PTO deadline of the Initial and Handshake spaces (on the primary path), as
     /// RFC 9002 Appendix A.8 computes it.
     fn handshake_loss_deadline(&self) -> Option<(Instant, SpaceId)> {
-        if self.initial.is_none() && self.handshake.is_none() {
+        if self.shared.initial.is_none() && self.shared.handshake.is_none() {
             return None;
         }
         let pi = self.primary_path();
         let mut loss: Option<(Instant, SpaceId)> = None;
-        for (id, s) in [(SpaceId::Initial, self.initial.as_ref()), (SpaceId::Handshake, self.handshake.as_ref())] {
+        for (id, s) in
+            [(SpaceId::Initial, self.shared.initial.as_ref()), (SpaceId::Handshake, self.shared.handshake.as_ref())]
+        {
             if let Some(t) = s.and_then(|s| s.loss.loss_time()) {
                 if loss.is_none_or(|(l, _)| t < l) {
                     loss = Some((t, id));
@@ -214,12 +216,14 @@ impl Connection {
         }
         let path = &self.paths[pi];
         // A server blocked by the amplification limit arms no PTO: it could not send.
-        if self.side == Side::Server && path.amplification_budget() == 0 {
+        if self.shared.side == Side::Server && path.amplification_budget() == 0 {
             return None;
         }
         let mut best: Option<(Instant, SpaceId)> = None;
         let mut any_in_flight = false;
-        for (id, s) in [(SpaceId::Initial, self.initial.as_ref()), (SpaceId::Handshake, self.handshake.as_ref())] {
+        for (id, s) in
+            [(SpaceId::Initial, self.shared.initial.as_ref()), (SpaceId::Handshake, self.shared.handshake.as_ref())]
+        {
             let Some(s) = s else { continue };
             let Some(t) = s.loss.time_of_last_ack_eliciting() else { continue };
             if !s.loss.has_ack_eliciting_in_flight() {
@@ -232,11 +236,11 @@ impl Connection {
             }
         }
         let data_in_flight = self.paths[pi].data.loss.has_ack_eliciting_in_flight();
-        if !any_in_flight && !data_in_flight && self.side == Side::Client && !self.handshake_confirmed {
+        if !any_in_flight && !data_in_flight && self.shared.side == Side::Client && !self.shared.handshake_confirmed {
             // RFC 9002 §6.2.2.1: the client arms the PTO even with nothing in flight so the
             // server, possibly blocked by amplification, gets to send.
-            let id = if self.handshake_keys.is_some() { SpaceId::Handshake } else { SpaceId::Initial };
-            return Some((self.last_send_anchor + self.pto_duration(id, pi), id));
+            let id = if self.shared.handshake_keys.is_some() { SpaceId::Handshake } else { SpaceId::Initial };
+            return Some((self.shared.last_send_anchor + self.pto_duration(id, pi), id));
         }
         best
     }
@@ -251,10 +255,10 @@ impl Connection {
         if let Some(t) = path.data.loss.loss_time() {
             return Some((t, PathTimer::Loss));
         }
-        if !self.handshake_confirmed || !path.data.loss.has_ack_eliciting_in_flight() {
+        if !self.shared.handshake_confirmed || !path.data.loss.has_ack_eliciting_in_flight() {
             return None;
         }
-        if self.side == Side::Server && path.amplification_budget() == 0 {
+        if self.shared.side == Side::Server && path.amplification_budget() == 0 {
             return None;
         }
         let t = path.data.loss.time_of_last_ack_eliciting()?;
@@ -276,7 +280,7 @@ impl Connection {
         let path = &mut self.paths[pi];
         path.pto_count += 1;
         path.stats.pto_count += 1;
-        self.last_send_anchor = now;
+        self.shared.last_send_anchor = now;
         if let Some(space) = self.space_mut(space_id, pi) {
             space.probes = 2;
             // Handshake probes carry the unacknowledged CRYPTO data again.
@@ -303,9 +307,9 @@ impl Connection {
         path.pto_count += 1;
         path.stats.pto_count += 1;
         path.data.probes = 2;
-        self.last_send_anchor = now;
+        self.shared.last_send_anchor = now;
         self.qlog_pto(now, SpaceId::Data, id);
-        if !self.mp.enabled || !others_work {
+        if !self.shared.mp.enabled || !others_work {
             return;
         }
         let path = &mut self.paths[pi];
@@ -317,7 +321,7 @@ impl Connection {
             path.potentially_failed = true;
             self.paths.publish(pi);
             tracing::debug!(id, "path potentially failed");
-            self.events.push_back(Event::Path(PathEvent::PotentiallyFailed { id }));
+            self.shared.events.push_back(Event::Path(PathEvent::PotentiallyFailed { id }));
             self.qlog_path(now, id, "potentially_failed");
             // Resend what is in flight on the working paths now rather than after the
             // PTOs: the packets stay in the ledger and may still be acknowledged.
@@ -328,7 +332,7 @@ impl Connection {
                 .flat_map(|(_, p)| p.frames.stream.iter().copied())
                 .collect();
             for c in &chunks {
-                self.streams.on_stream_chunk_lost(c);
+                self.shared.streams.on_stream_chunk_lost(c);
             }
         }
         if self.paths[pi].pto_count >= DEAD_PATH_PTOS {

@@ -12,7 +12,7 @@ impl Connection {
     /// In the closing state: one datagram with CONNECTION_CLOSE at every level we have
     /// keys for, each time a packet arrives (RFC 9000 §10.2.1, §10.2.3).
     pub(super) fn poll_close(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        let State::Closing { close, send_pending, .. } = &mut self.state else { return None };
+        let State::Closing { close, send_pending, .. } = &mut self.shared.state else { return None };
         if !*send_pending {
             return None;
         }
@@ -24,7 +24,7 @@ impl Connection {
         let mut open: Option<OpenPacket> = None;
         for space_id in [SpaceId::Initial, SpaceId::Handshake, SpaceId::Data] {
             if !self.has_keys(space_id)
-                || (space_id == SpaceId::Data && !self.handshake_complete && self.side == Side::Client)
+                || (space_id == SpaceId::Data && !self.shared.handshake_complete && self.shared.side == Side::Client)
             {
                 continue;
             }
@@ -56,7 +56,7 @@ impl Connection {
     /// any open one that can; `None` if no path is left.
     pub(super) fn close_path(&self) -> Option<usize> {
         let addressable =
-            |i: usize| self.paths.get(i).and_then(|p| self.peer_cids.get(&p.id)).is_some_and(|c| c.has_cid());
+            |i: usize| self.paths.get(i).and_then(|p| self.shared.peer_cids.get(&p.id)).is_some_and(|c| c.has_cid());
         let primary = self.primary_path();
         self.paths.get(primary)?;
         if addressable(primary) {

@@ -23,9 +23,9 @@ impl Connection {
         send_data: bool,
         frames: &mut SentFrames,
     ) {
-        let ack_delay_exponent = self.config.ack_delay_exponent;
+        let ack_delay_exponent = self.shared.config.ack_delay_exponent;
         let carrier = self.paths[pi].id;
-        let multipath = self.mp.enabled;
+        let multipath = self.shared.mp.enabled;
         for j in 0..self.paths.slot_bound() {
             {
                 let Some(s) = self.paths.get(j).map(|p| &p.data) else { continue };
@@ -101,13 +101,13 @@ impl Connection {
             }
         }
         #[cfg(test)]
-        if !self.injected.is_empty() && room(buf) >= self.injected.len() {
-            buf.append(&mut self.injected);
+        if !self.shared.injected.is_empty() && room(buf) >= self.shared.injected.len() {
+            buf.append(&mut self.shared.injected);
             out.eliciting = true;
         }
-        if self.ping_pending && room(buf) >= 1 {
+        if self.shared.ping_pending && room(buf) >= 1 {
             Frame::Ping.encode(buf);
-            self.ping_pending = false;
+            self.shared.ping_pending = false;
             out.eliciting = true;
         }
         if cwnd_ok {
@@ -126,7 +126,7 @@ impl Connection {
             self.paths[pi].stats.flow_control_copies += copies;
             // Redundant copies of STREAM chunks first sent on another path.
             while let Some(c) = self.paths.inbox(pi).dup_chunks.front().copied() {
-                if !self.streams.chunk_buffered(&c) {
+                if !self.shared.streams.chunk_buffered(&c) {
                     self.paths.inbox_mut(pi).dup_chunks.pop_front();
                     continue;
                 }
@@ -135,7 +135,7 @@ impl Connection {
                 }
                 self.paths.inbox_mut(pi).dup_chunks.pop_front();
                 frame::encode_stream_header(buf, c.id, c.offset, Some(c.len), c.fin);
-                self.streams.copy_stream_data(c.id, c.offset, c.len, buf);
+                self.shared.streams.copy_stream_data(c.id, c.offset, c.len, buf);
                 frames.stream.push(c);
                 out.eliciting = true;
             }
@@ -143,13 +143,13 @@ impl Connection {
         if !data_ok {
             return out;
         }
-        if self.handshake_done_pending && room(buf) >= 1 {
+        if self.shared.handshake_done_pending && room(buf) >= 1 {
             Frame::HandshakeDone.encode(buf);
             frames.control.push(Control::HandshakeDone);
-            self.handshake_done_pending = false;
+            self.shared.handshake_done_pending = false;
             out.eliciting = true;
         }
-        if self.tokens.new_token_pending && room(buf) >= 1 + 2 + crate::token::MAX_TOKEN_LEN {
+        if self.shared.tokens.new_token_pending && room(buf) >= 1 + 2 + crate::token::MAX_TOKEN_LEN {
             if let Some(token) = self.take_new_token(now) {
                 Frame::NewToken { token: &token }.encode(buf);
                 frames.control.push(Control::NewToken);
@@ -159,23 +159,23 @@ impl Connection {
         // 1-RTT CRYPTO (session tickets), on whichever path sends first.
         while end > buf.len() + 16 {
             let hdr = 1 + 8 + 4; // type, offset, length: the worst case
-            let Some(r) = self.one_rtt_crypto.next_range((end - buf.len()).saturating_sub(hdr)) else { break };
+            let Some(r) = self.shared.one_rtt_crypto.next_range((end - buf.len()).saturating_sub(hdr)) else { break };
             frame::encode_crypto_header(buf, r.start, (r.end - r.start) as usize);
-            buf.extend_from_slice(self.one_rtt_crypto.data(&r));
+            buf.extend_from_slice(self.shared.one_rtt_crypto.data(&r));
             frames.crypto.push(r);
             out.eliciting = true;
         }
         out.eliciting |= self.write_cid_frames(buf, end, frames);
         out.eliciting |= self.write_mp_control(buf, end, frames);
-        if !self.handshake_complete {
+        if !self.shared.handshake_complete {
             return out;
         }
         // Flow-control windows must cover the slowest path's data in flight, or data stuck
         // on it blocks the fast paths (the receive-window problem of MPTCP).
         let rtt = self.paths.views().filter(|(_, v)| v.is_active()).map(|(_, v)| v.srtt).max().unwrap_or_default();
-        let all_paths_fc = self.mp.enabled && self.config.flow_control_on_all_paths;
+        let all_paths_fc = self.shared.mp.enabled && self.shared.config.flow_control_on_all_paths;
         while room(buf) > 32 {
-            let Some(c) = self.streams.poll_control(now, rtt) else { break };
+            let Some(c) = self.shared.streams.poll_control(now, rtt) else { break };
             c.encode(buf);
             if all_paths_fc && matches!(c, Frame::MaxData(_) | Frame::MaxStreamData { .. }) {
                 // A lossy path must not hold back the peer's credit (MPQUIC sends its
@@ -191,23 +191,23 @@ impl Connection {
         }
         // STREAM frames fill the rest. They always carry a Length: the packet may still be
         // padded after them (coalesced Initials, the header protection sample).
-        let pinned = self.mp.enabled && self.paths.len() > 1;
+        let pinned = self.shared.mp.enabled && self.paths.len() > 1;
         let path_id = self.paths[pi].id;
         while room(buf) > frame::MAX_STREAM_HEADER_LEN {
             let max = room(buf) - frame::MAX_STREAM_HEADER_LEN;
             let chunk = if pinned {
-                let sched = &self.scheduler;
-                let snaps = &self.sched_snapshots;
-                self.streams.next_stream_chunk_where(max, &|id| sched.stream_allowed(id, path_id, snaps))
+                let sched = &self.shared.scheduler;
+                let snaps = &self.shared.sched_snapshots;
+                self.shared.streams.next_stream_chunk_where(max, &|id| sched.stream_allowed(id, path_id, snaps))
             } else {
-                self.streams.next_stream_chunk(max)
+                self.shared.streams.next_stream_chunk(max)
             };
             let Some(chunk) = chunk else { break };
             frame::encode_stream_header(buf, chunk.id, chunk.offset, Some(chunk.len), chunk.fin);
-            self.streams.copy_stream_data(chunk.id, chunk.offset, chunk.len, buf);
+            self.shared.streams.copy_stream_data(chunk.id, chunk.offset, chunk.len, buf);
             frames.stream.push(chunk);
-            if self.collect_chunks {
-                self.batch_chunks.push(chunk);
+            if self.shared.collect_chunks {
+                self.shared.batch_chunks.push(chunk);
             }
             out.eliciting = true;
         }
@@ -218,8 +218,8 @@ impl Connection {
     pub(super) fn write_cid_frames(&mut self, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames) -> bool {
         let mut eliciting = false;
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
-        let multipath = self.mp.enabled;
-        for (&path, l) in self.local_cids.iter_mut() {
+        let multipath = self.shared.mp.enabled;
+        for (&path, l) in self.shared.local_cids.iter_mut() {
             while let Some(&seq) = l.to_advertise.first() {
                 let Some(c) = l.active.get(&seq).copied() else {
                     l.to_advertise.remove(&seq);
@@ -241,7 +241,7 @@ impl Connection {
                 eliciting = true;
             }
         }
-        for (&path, p) in self.peer_cids.iter_mut() {
+        for (&path, p) in self.shared.peer_cids.iter_mut() {
             while let Some(&seq) = p.to_retire.first() {
                 let f =
                     Frame::RetireConnectionId { path_id: if multipath && path != 0 { Some(path) } else { None }, seq };
@@ -259,21 +259,21 @@ impl Connection {
 
     /// PATH_ABANDON, PATH_STATUS_*, MAX_PATH_ID, PATHS_BLOCKED and PATH_CIDS_BLOCKED.
     pub(super) fn write_mp_control(&mut self, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames) -> bool {
-        if !self.mp.enabled {
+        if !self.shared.mp.enabled {
             return false;
         }
         let mut eliciting = false;
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
-        while let Some(c) = self.mp.pending.first().cloned() {
+        while let Some(c) = self.shared.mp.pending.first().cloned() {
             let f = match c {
                 Control::PathAbandon(path_id, error_code) => Frame::PathAbandon { path_id, error_code },
                 Control::PathStatus(path_id, seq) => {
-                    let backup = self.mp.local_status.get(&path_id).is_some_and(|s| s.1);
+                    let backup = self.shared.mp.local_status.get(&path_id).is_some_and(|s| s.1);
                     Frame::PathStatus { path_id, seq, backup }
                 }
                 Control::MaxPathId(v) => Frame::MaxPathId(v),
                 _ => {
-                    self.mp.pending.remove(0);
+                    self.shared.mp.pending.remove(0);
                     continue;
                 }
             };
@@ -281,29 +281,30 @@ impl Connection {
                 return eliciting;
             }
             f.encode(buf);
-            self.mp.pending.remove(0);
+            self.shared.mp.pending.remove(0);
             frames.control.push(c);
             eliciting = true;
         }
-        if let Some(max) = self.mp.paths_blocked {
+        if let Some(max) = self.shared.mp.paths_blocked {
             let f = Frame::PathsBlocked(max);
             if f.encoded_len() <= room(buf) {
                 f.encode(buf);
-                self.mp.paths_blocked = None;
-                self.mp.paths_blocked_sent = Some(max);
-                self.stats.paths_blocked_sent += 1;
+                self.shared.mp.paths_blocked = None;
+                self.shared.mp.paths_blocked_sent = Some(max);
+                self.shared.stats.paths_blocked_sent += 1;
                 eliciting = true;
             }
         }
-        while let Some(&(path_id, _)) = self.mp.cids_blocked.first() {
-            let next_seq = self.peer_cids.get(&path_id).map_or(0, |p| p.active.keys().max().map_or(0, |m| m + 1));
+        while let Some(&(path_id, _)) = self.shared.mp.cids_blocked.first() {
+            let next_seq =
+                self.shared.peer_cids.get(&path_id).map_or(0, |p| p.active.keys().max().map_or(0, |m| m + 1));
             let f = Frame::PathCidsBlocked { path_id, next_seq };
             if f.encoded_len() > room(buf) {
                 break;
             }
             f.encode(buf);
-            self.mp.cids_blocked.remove(0);
-            self.stats.path_cids_blocked_sent += 1;
+            self.shared.mp.cids_blocked.remove(0);
+            self.shared.stats.path_cids_blocked_sent += 1;
             eliciting = true;
         }
         eliciting

@@ -54,7 +54,7 @@ impl Connection {
     /// the path the scheduler picks.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
-        match self.state {
+        match self.shared.state {
             State::Drained | State::Draining { .. } => return None,
             State::Closing { .. } => return self.poll_close(now, buf),
             _ => {}
@@ -64,7 +64,7 @@ impl Connection {
         if let Some(t) = self.poll_off_path(now, buf) {
             return Some(t);
         }
-        if !self.mp.enabled {
+        if !self.shared.mp.enabled {
             let pi = self.primary_path();
             return self.write_batch(now, buf, pi, true);
         }
@@ -73,11 +73,11 @@ impl Connection {
         let slots = self.paths.slots();
         let n = slots.len();
         for k in 0..n {
-            let at = (self.next_path_cursor + k) % n;
+            let at = (self.shared.next_path_cursor + k) % n;
             let pi = slots[at];
             if self.path_has_local_traffic(now, pi) {
                 if let Some(t) = self.write_batch(now, buf, pi, false) {
-                    self.next_path_cursor = (at + 1) % n;
+                    self.shared.next_path_cursor = (at + 1) % n;
                     return Some(t);
                 }
             }
@@ -93,8 +93,8 @@ impl Connection {
         if !snaps.iter().any(|s| s.can_send) {
             return None;
         }
-        let ctx = SchedContext { queued_bytes: self.streams.queued_bytes() };
-        let (path, copies) = match self.scheduler.schedule(&snaps, &ctx) {
+        let ctx = SchedContext { queued_bytes: self.shared.streams.queued_bytes() };
+        let (path, copies) = match self.shared.scheduler.schedule(&snaps, &ctx) {
             Decision::Send { path, copies } => (path, copies),
             Decision::Wait => return None,
         };
@@ -103,8 +103,8 @@ impl Connection {
         }
         let pi = self.path_index(path)?;
         let fallbacks: SmallVec<[u64; 4]> = snaps.iter().filter(|s| s.can_send && s.id != path).map(|s| s.id).collect();
-        self.sched_snapshots = snaps;
-        self.collect_chunks = !copies.is_empty();
+        self.shared.sched_snapshots = snaps;
+        self.shared.collect_chunks = !copies.is_empty();
         let mut t = self.write_batch(now, buf, pi, true);
         // Nothing fit the chosen path (e.g. every waiting stream is pinned elsewhere): let
         // another path that can send have the data rather than stall until the next ACK.
@@ -116,8 +116,8 @@ impl Connection {
                 t = self.write_batch(now, buf, qi, true);
             }
         }
-        self.collect_chunks = false;
-        let chunks = std::mem::take(&mut self.batch_chunks);
+        self.shared.collect_chunks = false;
+        let chunks = std::mem::take(&mut self.shared.batch_chunks);
         for q in copies {
             if q == path {
                 continue;
@@ -132,7 +132,7 @@ impl Connection {
     /// Path `pi` has traffic that belongs to it alone.
     fn path_has_local_traffic(&mut self, now: Instant, pi: usize) -> bool {
         let p = &self.paths[pi];
-        if !p.is_open() || !self.peer_cids.get(&p.id).is_some_and(|c| c.has_cid()) {
+        if !p.is_open() || !self.shared.peer_cids.get(&p.id).is_some_and(|c| c.has_cid()) {
             return false;
         }
         if p.challenge.is_some_and(|c| c.send_pending) || !p.path_responses.is_empty() || p.data.probes > 0 {
@@ -144,7 +144,7 @@ impl Connection {
         // The handshake spaces live on the primary path: their ACKs, PTO probes and CRYPTO
         // data (a lost Finished) must go out even when the path's window is full of 1-RTT
         // data (RFC 9002 §7.5: probes are not blocked by congestion control).
-        if pi == self.primary_path() && (self.initial.is_some() || self.handshake.is_some()) {
+        if pi == self.primary_path() && (self.shared.initial.is_some() || self.shared.handshake.is_some()) {
             let cwnd_ok = self.can_send_data(now, pi);
             for space_id in [SpaceId::Initial, SpaceId::Handshake] {
                 if self.space_wants_send(now, space_id, pi, cwnd_ok, false) {
@@ -157,13 +157,13 @@ impl Connection {
 
     /// Writes datagrams of path index `pi` (a GSO batch when several fill up).
     fn write_batch(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
-        let max_segments = self.config.max_gso_segments.max(1);
+        let max_segments = self.shared.config.max_gso_segments.max(1);
         let mtu = usize::from(self.paths[pi].mtu);
         let mut segment_size: Option<usize> = None;
         let mut count = 0;
         // One ECN codepoint for the whole batch; only 1-RTT datagrams are marked (once the
         // handshake is confirmed no other packet type is left).
-        let ecn = self.config.ecn && self.handshake_confirmed && self.paths[pi].ecn.should_mark();
+        let ecn = self.shared.config.ecn && self.shared.handshake_confirmed && self.paths[pi].ecn.should_mark();
         self.paths[pi].ecn_batch = ecn;
         loop {
             let limit = segment_size.unwrap_or(mtu);
@@ -172,7 +172,7 @@ impl Connection {
                 break;
             }
             count += 1;
-            self.stats.tx_datagrams += 1;
+            self.shared.stats.tx_datagrams += 1;
             let seg = *segment_size.get_or_insert(written);
             // Batch only full-sized short-header datagrams; a shorter one ends the batch.
             if written < seg || coalesced_long || written < mtu || count >= max_segments {
@@ -231,7 +231,7 @@ impl Connection {
                 self.seal(now, buf, p, pi);
             }
             if let Some(p) = self.write_packet(now, space_id, pi, buf, dg_start + limit, cwnd_ok, allow_data) {
-                if p.header.level == Level::Initial && (self.side == Side::Client || p.ack_eliciting) {
+                if p.header.level == Level::Initial && (self.shared.side == Side::Client || p.ack_eliciting) {
                     // RFC 9000 §14.1: datagrams with (ack-eliciting) Initials are padded.
                     pad_datagram = true;
                 }
@@ -273,7 +273,7 @@ impl Connection {
     /// Congestion window and pacing allow ack-eliciting packets on path `pi` now (probes
     /// ignore both).
     fn can_send_data(&mut self, now: Instant, pi: usize) -> bool {
-        let pacing = self.config.pacing;
+        let pacing = self.shared.config.pacing;
         let path = &mut self.paths[pi];
         let mtu = u64::from(path.mtu);
         if path.bytes_in_flight + mtu > path.cc.window() {
@@ -297,9 +297,9 @@ impl Connection {
 
     fn has_keys(&self, space_id: SpaceId) -> bool {
         match space_id {
-            SpaceId::Initial => self.initial_keys.is_some() && self.initial.is_some(),
-            SpaceId::Handshake => self.handshake_keys.is_some() && self.handshake.is_some(),
-            SpaceId::Data => self.one_rtt.is_some(),
+            SpaceId::Initial => self.shared.initial_keys.is_some() && self.shared.initial.is_some(),
+            SpaceId::Handshake => self.shared.handshake_keys.is_some() && self.shared.handshake.is_some(),
+            SpaceId::Data => self.shared.one_rtt.is_some(),
         }
     }
 
@@ -345,28 +345,28 @@ impl Connection {
     /// Connection-wide frames are waiting (stream data, flow control, CIDs, multipath control).
     pub(crate) fn has_app_space_data(&self) -> bool {
         #[cfg(test)]
-        if !self.injected.is_empty() {
+        if !self.shared.injected.is_empty() {
             return true;
         }
         // Stream data first: in a bulk transfer it answers at once, before the scans of
         // every path's CID tables.
-        (self.handshake_complete && self.streams.has_pending_data())
-            || self.handshake_done_pending
-            || self.tokens.new_token_pending
-            || self.ping_pending
-            || !self.mp.pending.is_empty()
-            || self.mp.paths_blocked.is_some()
-            || !self.mp.cids_blocked.is_empty()
-            || self.one_rtt_crypto.has_pending()
-            || (!self.mp.enabled && self.paths.iter().any(|p| !p.path_responses.is_empty()))
-            || self.local_cids.values().any(|l| !l.to_advertise.is_empty())
-            || self.peer_cids.values().any(|p| !p.to_retire.is_empty())
+        (self.shared.handshake_complete && self.shared.streams.has_pending_data())
+            || self.shared.handshake_done_pending
+            || self.shared.tokens.new_token_pending
+            || self.shared.ping_pending
+            || !self.shared.mp.pending.is_empty()
+            || self.shared.mp.paths_blocked.is_some()
+            || !self.shared.mp.cids_blocked.is_empty()
+            || self.shared.one_rtt_crypto.has_pending()
+            || (!self.shared.mp.enabled && self.paths.iter().any(|p| !p.path_responses.is_empty()))
+            || self.shared.local_cids.values().any(|l| !l.to_advertise.is_empty())
+            || self.shared.peer_cids.values().any(|p| !p.to_retire.is_empty())
     }
 
     /// An ACK must go out now in a handshake space, or in the data space of path `pi`
     /// (RFC 9000 §13.2.1).
     pub(crate) fn ack_due(&mut self, now: Instant, space_id: SpaceId, pi: usize) -> bool {
-        let max_ack_delay = self.config.max_ack_delay;
+        let max_ack_delay = self.shared.config.max_ack_delay;
         let Some(space) = self.space_mut(space_id, pi) else { return false };
         if !space.ack_pending {
             return false;
@@ -384,7 +384,7 @@ impl Connection {
     pub(crate) fn can_carry(&self, i: usize) -> bool {
         self.paths
             .view(i)
-            .is_some_and(|v| v.is_open() && v.amp_room && self.peer_cids.get(&v.id).is_some_and(|c| c.has_cid()))
+            .is_some_and(|v| v.is_open() && v.amp_room && self.shared.peer_cids.get(&v.id).is_some_and(|c| c.has_cid()))
     }
 
     /// The paths (indices) that should carry the ACK of path `j`'s packets (the ACK policy,
@@ -392,14 +392,14 @@ impl Connection {
     /// cannot send now does not hold them back).
     pub(crate) fn ack_carriers(&self, j: usize) -> SmallVec<[usize; 4]> {
         let mut out = SmallVec::new();
-        if !self.mp.enabled {
+        if !self.shared.mp.enabled {
             out.push(j);
             return out;
         }
         let sendable = |i: usize| self.can_carry(i);
         // Only the policies that look at other paths pay for the scan (the default,
         // same-path, is O(1) while its own path can send).
-        match self.config.ack_policy {
+        match self.shared.config.ack_policy {
             AckPolicy::SamePath if sendable(j) => out.push(j),
             AckPolicy::SamePath | AckPolicy::LowestRtt => {
                 let fastest = self
@@ -450,7 +450,7 @@ impl Connection {
         cwnd_ok: bool,
         allow_data: bool,
     ) -> Option<OpenPacket> {
-        let ack_delay_exponent = self.config.ack_delay_exponent;
+        let ack_delay_exponent = self.shared.config.ack_delay_exponent;
         let header = self.write_header(space_id, pi, buf)?;
         let (header_start, pn_offset, pn_len) = (header.header_start, header.pn_offset, header.pn_len);
         let payload_end = max_end.saturating_sub(TAG_LEN);
@@ -497,8 +497,11 @@ impl Connection {
             }
         }
         #[cfg(test)]
-        if space_id == SpaceId::Handshake && ack_eliciting && payload_end >= buf.len() + self.injected_handshake.len() {
-            buf.append(&mut self.injected_handshake);
+        if space_id == SpaceId::Handshake
+            && ack_eliciting
+            && payload_end >= buf.len() + self.shared.injected_handshake.len()
+        {
+            buf.append(&mut self.shared.injected_handshake);
         }
         let mut probing_path = false;
         if space_id == SpaceId::Data {
@@ -529,9 +532,9 @@ impl Connection {
     /// Seals a packet and records it for loss detection and congestion control.
     fn seal(&mut self, now: Instant, buf: &mut Vec<u8>, p: OpenPacket, pi: usize) {
         let sealed = match p.header.level {
-            Level::Initial => self.initial_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
-            Level::Handshake => self.handshake_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
-            _ => self.one_rtt.as_ref().map(|k| (k.local_key(), k.local_header_key())),
+            Level::Initial => self.shared.initial_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
+            Level::Handshake => self.shared.handshake_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
+            _ => self.shared.one_rtt.as_ref().map(|k| (k.local_key(), k.local_header_key())),
         };
         let Some((key, hp)) = sealed else {
             buf.truncate(p.header.header_start);
@@ -539,7 +542,8 @@ impl Connection {
         };
         let path_id = self.paths[pi].id;
         // draft-ietf-quic-multipath-21 §4.1: once negotiated, the path ID enters the nonce.
-        let nonce_path = if self.mp.enabled && p.header.level == Level::OneRtt { Some(path_id as u32) } else { None };
+        let nonce_path =
+            if self.shared.mp.enabled && p.header.level == Level::OneRtt { Some(path_id as u32) } else { None };
         if seal_packet(
             buf,
             p.header.header_start,
@@ -559,8 +563,8 @@ impl Connection {
         let size = (buf.len() - p.header.header_start) as u32;
         let in_flight = p.ack_eliciting || p.padded;
         if p.header.level == Level::OneRtt {
-            self.packets_in_phase += 1;
-            let sealed = self.one_rtt.as_mut().map(|k| {
+            self.shared.packets_in_phase += 1;
+            let sealed = self.shared.one_rtt.as_mut().map(|k| {
                 for &(acked_path, l) in &p.frames.acks {
                     k.on_ack_sent_path(acked_path, l);
                 }
@@ -573,17 +577,17 @@ impl Connection {
         if p.ack_eliciting {
             // RFC 9000 §10.1: sending an ack-eliciting packet restarts the idle timer, but
             // only the first one after a receipt.
-            if self.idle_anchor_from_recv {
-                self.idle_anchor = now;
-                self.idle_anchor_from_recv = false;
+            if self.shared.idle_anchor_from_recv {
+                self.shared.idle_anchor = now;
+                self.shared.idle_anchor_from_recv = false;
             }
         }
         self.qlog_packet_sent(now, p.header.level, pi, p.header.pn, size as usize, &p.frames);
         if p.ack_eliciting {
-            self.last_send_anchor = now;
+            self.shared.last_send_anchor = now;
         }
         if !p.frames.stream.is_empty() {
-            self.scheduler.on_sent(path_id, u64::from(size));
+            self.shared.scheduler.on_sent(path_id, u64::from(size));
         }
         let path = &mut self.paths[pi];
         if !p.frames.stream.is_empty() {
@@ -612,7 +616,7 @@ impl Connection {
         if let Some(space) = self.space_mut(p.header.level.space(), pi) {
             space.loss.on_packet_sent(p.header.pn, sent);
         }
-        if p.header.level == Level::Handshake && self.side == Side::Client && self.initial.is_some() {
+        if p.header.level == Level::Handshake && self.shared.side == Side::Client && self.shared.initial.is_some() {
             // RFC 9001 §4.9.1: a client discards Initial keys when it first sends a
             // Handshake packet.
             self.discard_space(now, SpaceId::Initial);
@@ -622,30 +626,30 @@ impl Connection {
     /// Starts a key update once enough packets were sent in this phase (RFC 9001 §6.1),
     /// and always well before the AEAD confidentiality limit (RFC 9001 §6.6).
     fn maybe_initiate_key_update(&mut self, now: Instant) {
-        if !self.handshake_confirmed {
+        if !self.shared.handshake_confirmed {
             return;
         }
         // draft-ietf-quic-multipath-21 §4.2: three of the largest PTOs after the previous
         // update was acknowledged (RFC 9001 §6.5 asks the same of one path).
         let settle = 3 * self.max_pto();
-        let settled = self.phase_acked_at.is_none_or(|t| now >= t + settle) || !self.mp.enabled;
-        let Some(keys) = self.one_rtt.as_mut() else { return };
-        let interval = self.config.key_update_interval.max(1);
-        let due = self.packets_in_phase >= interval || keys.should_update();
-        if due && !keys.can_initiate() && self.packets_in_phase >= self.key_update_ping_at + 32 {
-            self.key_update_ping_at = self.packets_in_phase;
+        let settled = self.shared.phase_acked_at.is_none_or(|t| now >= t + settle) || !self.shared.mp.enabled;
+        let Some(keys) = self.shared.one_rtt.as_mut() else { return };
+        let interval = self.shared.config.key_update_interval.max(1);
+        let due = self.shared.packets_in_phase >= interval || keys.should_update();
+        if due && !keys.can_initiate() && self.shared.packets_in_phase >= self.shared.key_update_ping_at + 32 {
+            self.shared.key_update_ping_at = self.shared.packets_in_phase;
             // RFC 9001 §6.1: the next update waits for an acknowledgement of a packet sent
             // in this phase. A receiver that sends only ACKs would wait forever, so elicit one.
-            self.ping_pending = true;
+            self.shared.ping_pending = true;
         }
         if due && settled && keys.can_initiate() && keys.initiate_update() {
-            self.phase_acked_at = None;
-            self.packets_in_phase = 0;
-            self.key_update_ping_at = 0;
-            self.stats.key_updates += 1;
-            self.key_discard_pending = true;
+            self.shared.phase_acked_at = None;
+            self.shared.packets_in_phase = 0;
+            self.shared.key_update_ping_at = 0;
+            self.shared.stats.key_updates += 1;
+            self.shared.key_discard_pending = true;
             self.qlog_key_update(now, "local_update");
-            tracing::debug!(side = ?self.side, "initiated key update");
+            tracing::debug!(side = ?self.shared.side, "initiated key update");
         }
     }
 }
@@ -681,9 +685,10 @@ impl Connection {
             SpaceId::Data => Level::OneRtt,
         };
         let path_id = if level == Level::OneRtt { self.paths.get(pi)?.id } else { 0 };
-        let dcid = self.peer_cids.get(&path_id)?.current().cid;
-        let scid = self.local_cids.get(&0).and_then(|l| l.active.values().next()).map(|c| c.cid).unwrap_or_default();
-        let key_phase = self.one_rtt.as_ref().is_some_and(|k| k.key_phase());
+        let dcid = self.shared.peer_cids.get(&path_id)?.current().cid;
+        let scid =
+            self.shared.local_cids.get(&0).and_then(|l| l.active.values().next()).map(|c| c.cid).unwrap_or_default();
+        let key_phase = self.shared.one_rtt.as_ref().is_some_and(|k| k.key_phase());
         let space = self.space_mut(space_id, pi)?;
         let pn = space.next_pn;
         let pn_len = encode_pn_len(pn, space.loss.largest_acked());
@@ -693,7 +698,7 @@ impl Connection {
             _ => {
                 let ty = if level == Level::Initial { LongType::Initial } else { LongType::Handshake };
                 // RFC 9000 §17.2.2: a client's Initials carry its token (from a Retry or NEW_TOKEN).
-                let token: &[u8] = if ty == LongType::Initial { &self.tokens.initial_token } else { &[] };
+                let token: &[u8] = if ty == LongType::Initial { &self.shared.tokens.initial_token } else { &[] };
                 let o = write_long_header(buf, ty, crate::VERSION_1, &dcid, &scid, token, pn, pn_len);
                 (o.pn_offset, Some(o.len_offset))
             }

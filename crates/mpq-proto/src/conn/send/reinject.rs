@@ -13,14 +13,14 @@ impl Connection {
     /// much longer, so the end of a transfer (or the receiver's window) does not wait for the
     /// slow path. Returns true if something was queued.
     pub(super) fn reinject(&mut self, now: Instant) -> bool {
-        if self.paths.len() < 2 || !self.handshake_complete {
+        if self.paths.len() < 2 || !self.shared.handshake_complete {
             return false;
         }
         // The fast path: the lowest RTT among the usable paths with an empty inbox (the board).
         let mut fast: Option<(usize, std::time::Duration)> = None;
         for (pi, v) in self.paths.views() {
             let usable = v.is_active() && !v.potentially_failed && self.paths.inbox(pi).dup_chunks.is_empty();
-            if !usable || !self.peer_cids.get(&v.id).is_some_and(|c| c.has_cid()) {
+            if !usable || !self.shared.peer_cids.get(&v.id).is_some_and(|c| c.has_cid()) {
                 continue;
             }
             if fast.is_none_or(|(_, r)| v.srtt < r) {
@@ -64,7 +64,7 @@ impl Connection {
                 }
                 last = Some(pn);
                 for c in &p.frames.stream {
-                    if self.streams.chunk_buffered(c) {
+                    if self.shared.streams.chunk_buffered(c) {
                         budget = budget.saturating_sub(c.len + 32);
                         chunks.push(*c);
                     }
@@ -75,7 +75,7 @@ impl Connection {
             }
             if !chunks.is_empty() {
                 queued = true;
-                self.stats.reinjected_chunks += chunks.len() as u64;
+                self.shared.stats.reinjected_chunks += chunks.len() as u64;
                 self.paths.inbox_mut(fi).push_reinjected(chunks);
             }
         }
@@ -90,7 +90,7 @@ impl Connection {
         let mut out = Vec::with_capacity(self.paths.len());
         for pi in self.paths.slots() {
             let Some(&v) = self.paths.view(pi) else { continue };
-            if !v.is_active() || !self.peer_cids.get(&v.id).is_some_and(|c| c.has_cid()) {
+            if !v.is_active() || !self.shared.peer_cids.get(&v.id).is_some_and(|c| c.has_cid()) {
                 continue;
             }
             let can_send = self.can_send_data(now, pi);
