@@ -32,6 +32,12 @@ impl RangeSet {
 
     /// True if `v` is in the set.
     pub fn contains(&self, v: u64) -> bool {
+        // The common case (packet numbers, in-order data) is at or past the last range.
+        if let Some((&s, &e)) = self.map.last_key_value() {
+            if v >= s {
+                return v < e;
+            }
+        }
         self.map.range(..=v).next_back().is_some_and(|(_, &end)| v < end)
     }
 
@@ -66,6 +72,22 @@ impl RangeSet {
             return false;
         }
         let (mut start, mut end) = (r.start, r.end);
+        // At or past the start of the last range (in-order packet numbers and stream data):
+        // only the last range is involved, and it is found without a search.
+        if let Some(mut last) = self.map.last_entry() {
+            let (s, e) = (*last.key(), *last.get());
+            if start >= s {
+                if end <= e {
+                    return false;
+                }
+                if start <= e {
+                    *last.get_mut() = end;
+                } else {
+                    self.map.insert(start, end);
+                }
+                return true;
+            }
+        }
         // Fully covered by an existing range?
         if let Some((&s, &e)) = self.map.range(..=start).next_back() {
             if e >= end {
@@ -182,6 +204,7 @@ mod tests {
                 let flat: BTreeSet<u64> = ranges.into_iter().flatten().collect();
                 prop_assert_eq!(&flat, &model);
                 prop_assert_eq!(s.count(), model.len() as u64);
+                for v in 0..80 { prop_assert_eq!(s.contains(v), model.contains(&v)); }
             }
         }
     }

@@ -158,6 +158,12 @@ impl Board {
         self.views[slot] = Some(view);
     }
 
+    /// The view of `slot`, mutably, for the per-packet updates of a few fields (cheaper
+    /// than publishing the whole view after every packet sent).
+    pub fn get_mut(&mut self, slot: usize) -> Option<&mut PathView> {
+        self.views.get_mut(slot).and_then(Option::as_mut)
+    }
+
     /// Forgets `slot` (its path was discarded): no view, an empty inbox.
     pub fn remove(&mut self, slot: usize) {
         if let Some(v) = self.views.get_mut(slot) {

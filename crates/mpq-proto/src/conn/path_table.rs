@@ -115,6 +115,19 @@ impl PathTable {
         }
     }
 
+    /// The path in `slot` sent a packet: publishes what that changes (flight, data sent,
+    /// amplification room) without rebuilding the whole view.
+    pub fn publish_sent(&mut self, slot: usize) {
+        let (Some(p), Some(v)) = (self.slots.get(slot).and_then(Option::as_ref), self.board.get_mut(slot)) else {
+            return;
+        };
+        v.bytes_in_flight = p.bytes_in_flight;
+        v.data_bytes_sent = p.data_bytes_sent;
+        if !p.validated {
+            v.amp_room = p.amplification_budget() >= super::send::MIN_PACKET_ROOM as u64;
+        }
+    }
+
     /// Every path publishes its view (after an operation that may touch several paths).
     pub fn publish_all(&mut self) {
         for slot in 0..self.slots.len() {

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use crate::cid::ConnectionId;
 use crate::crypto::key_update::RemoteKeyChoice;
 use crate::error::{TransportError, TransportErrorCode};
-use crate::frame::{ConnectionClose, Frame};
+use crate::frame::{ConnectionClose, Frame, StreamFrame};
 use crate::packet::header::{parse_packet, PacketKind, ParsedPacket};
 use crate::packet::number::decode_pn;
 use crate::packet::protect::remove_header_protection;
@@ -396,8 +396,30 @@ impl Connection {
             return Err(TransportError::protocol_violation("packet without frames"));
         }
         let mut ack_eliciting = false;
-        for frame in crate::frame::iter_frames(payload) {
-            let frame = frame?;
+        let mut r = crate::coding::Reader::new(payload);
+        while let Some(&byte) = r.peek_rest().first() {
+            if StreamFrame::is_stream_type(byte) {
+                // The common frame of a transfer, handled without the general `Frame`
+                // (same checks and errors as `Frame::decode` and `on_frame`).
+                let ty = u64::from(byte);
+                let _ = r.u8();
+                let s = StreamFrame::decode(ty, &mut r).map_err(|e| e.with_frame(ty))?;
+                if !matches!(level, Level::ZeroRtt | Level::OneRtt) {
+                    return Err(
+                        TransportError::protocol_violation("frame not allowed at this encryption level").with_frame(ty)
+                    );
+                }
+                ack_eliciting = true;
+                self.shared.streams.on_stream_frame(s.id, s.offset, s.data, s.fin).map_err(|e| {
+                    if e.frame_type.is_none() {
+                        e.with_frame(ty)
+                    } else {
+                        e
+                    }
+                })?;
+                continue;
+            }
+            let frame = Frame::decode(&mut r)?;
             if !frame.allowed_in(level) {
                 return Err(TransportError::protocol_violation("frame not allowed at this encryption level")
                     .with_frame(frame.ty()));

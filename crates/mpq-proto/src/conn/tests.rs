@@ -409,6 +409,28 @@ fn malformed_frames_get_the_rfc_error() {
     }
 }
 
+/// STREAM frames take a receive path of their own (without the general `Frame`); their
+/// errors still name the frame type, including one after other frames in the packet.
+#[test]
+fn stream_frame_errors_name_the_frame_type() {
+    use crate::error::TransportErrorCode as C;
+    let cases: &[(&[u8], C, u64)] = &[
+        (&[0x0a, 0x00, 0x40, 0xff, 1, 2, 3], C::FRAME_ENCODING_ERROR, 0x0a),
+        (&[0x01, 0x0f, 0x03, 0x01, 0x01, 0xaa], C::STREAM_STATE_ERROR, 0x0f),
+        (&[0x0e, 0xc0], C::FRAME_ENCODING_ERROR, 0x0e),
+        // Offset + length beyond 2^62-1 (RFC 9000 §19.8).
+        (&[0x0e, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0xaa], C::FRAME_ENCODING_ERROR, 0x0e),
+    ];
+    for &(frames, code, ty) in cases {
+        match server_error_for(frames) {
+            Some(ConnectionError::TransportError(t)) => {
+                assert_eq!((t.code.0, t.frame_type), (code.0, Some(ty)), "{frames:02x?}: {t}")
+            }
+            other => panic!("{frames:02x?}: expected a transport error, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn frames_in_the_wrong_packet_type_are_protocol_violations() {
     use crate::error::TransportErrorCode as C;

@@ -27,8 +27,8 @@ pub use close::ConnectionClose;
 pub use conn_id::NewConnectionId;
 pub use misc::{datagram_header_len, encode_datagram_header};
 pub use stream::{
-    crypto_header_len, encode_crypto_header, encode_stream_header, stream_header_len, MAX_CRYPTO_HEADER_LEN,
-    MAX_STREAM_HEADER_LEN,
+    crypto_header_len, encode_crypto_header, encode_stream_header, stream_header_len, StreamFrame,
+    MAX_CRYPTO_HEADER_LEN, MAX_STREAM_HEADER_LEN,
 };
 
 use frame_type as ft;

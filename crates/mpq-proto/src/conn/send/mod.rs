@@ -610,7 +610,7 @@ impl Connection {
         if ecn {
             path.ecn.on_marked_sent();
         }
-        self.paths.publish(pi);
+        self.paths.publish_sent(pi);
         let sent =
             SentPacket { time_sent: now, size, ack_eliciting: p.ack_eliciting, in_flight, ecn, frames: p.frames };
         if let Some(space) = self.space_mut(p.header.level.space(), pi) {
