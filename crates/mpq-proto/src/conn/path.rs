@@ -188,6 +188,8 @@ pub(crate) struct PathState {
     pub reinjected_below: u64,
     /// Bytes of new application data sent (for the schedulers).
     pub data_bytes_sent: u64,
+    /// The 1-RTT keys leased for the batch being written.
+    pub key_lease: Option<super::send::KeyLease>,
 }
 
 impl PathState {
@@ -223,6 +225,7 @@ impl PathState {
             old_challenge: None,
             reinjected_below: 0,
             data_bytes_sent: 0,
+            key_lease: None,
             ecn: Default::default(),
             ecn_batch: false,
             window_full_at: None,

@@ -409,6 +409,48 @@ fn malformed_frames_get_the_rfc_error() {
     }
 }
 
+/// A batch seals with leased keys; the confidentiality limit (RFC 9001 §6.6) still holds in
+/// the middle of a batch: no key seals more packets than its limit, the connection closes
+/// with AEAD_LIMIT_REACHED, and its CONNECTION_CLOSE still reaches the peer.
+#[test]
+fn confidentiality_limit_is_enforced_within_a_batch() {
+    let mut pair = Pair::new(TransportConfig { key_update_interval: u64::MAX, ..TransportConfig::default() });
+    assert!(confirm_handshake(&mut pair));
+    let now = pair.now;
+    let c = client(&mut pair);
+    let id = c.open_stream(Dir::Uni).expect("stream");
+    c.write(id, &[1u8; 100_000]).expect("write");
+    let keys = c.shared.one_rtt.as_mut().expect("1-RTT keys");
+    let limit = keys.sealed_in_phase() + 20;
+    keys.set_confidentiality_limit(limit);
+    let mut buf = Vec::new();
+    let mut datagrams = 0;
+    while let Some(t) = c.poll_transmit(now, &mut buf) {
+        datagrams += t.segment_size.map_or(1, |s| t.size.div_ceil(s));
+        assert!(datagrams < 100, "kept sending past the limit");
+    }
+    let sealed = c.shared.one_rtt.as_ref().expect("1-RTT keys").sealed_in_phase();
+    // Data up to the reserve, then one CONNECTION_CLOSE from it.
+    assert_eq!(sealed, limit - CLOSE_RESERVE_FOR_TESTS + 1, "data stops where the close reserve starts");
+    match c.error() {
+        Some(ConnectionError::TransportError(t)) => {
+            assert_eq!(t.code, crate::error::TransportErrorCode::AEAD_LIMIT_REACHED, "{t}")
+        }
+        other => panic!("expected AEAD_LIMIT_REACHED, got {other:?}"),
+    }
+    // The peer learns why.
+    match server_error(&mut pair) {
+        Some(ConnectionError::ConnectionClosed(t)) => {
+            assert_eq!(t.code, crate::error::TransportErrorCode::AEAD_LIMIT_REACHED)
+        }
+        other => panic!("the server saw {other:?}"),
+    }
+    let sealed = client(&mut pair).shared.one_rtt.as_ref().expect("1-RTT keys").sealed_in_phase();
+    assert!(sealed <= limit, "{sealed} packets sealed under a limit of {limit}");
+}
+
+const CLOSE_RESERVE_FOR_TESTS: u64 = 16;
+
 /// STREAM frames take a receive path of their own (without the general `Frame`); their
 /// errors still name the frame type, including one after other frames in the packet.
 #[test]

@@ -1,6 +1,9 @@
 //! 1-RTT keys and key updates (RFC 9001 §6), plus the AEAD usage limits (RFC 9001 §6.6).
 //!
-//! Keys come in generations. `OneRttKeys` holds the current generation in both directions,
+//! Keys come in generations ([`KeyGeneration`]: immutable and reference-counted, numbered by
+//! an epoch whose lowest bit is the Key Phase bit), so that whoever seals or opens packets
+//! (a path, later a path's thread) holds the generation for a whole batch without holding
+//! this state. `OneRttKeys` holds the current generation in both directions,
 //! the next generation pre-derived (so that a peer-initiated update, seen as a flipped Key
 //! Phase bit, can be decrypted without deriving keys on the receive path, and so that timing
 //! doesn't reveal a trial decryption), and the previous remote key for packets reordered
@@ -10,6 +13,8 @@
 //! while each path numbers its packets on its own, so every packet-number comparison below
 //! is made within one path: the `*_path` methods take the path ID, and the plain ones are
 //! path 0 (single-path QUIC).
+
+use std::sync::Arc;
 
 use rustls::quic::{HeaderProtectionKey, Keys, PacketKey, PacketKeySet, Secrets};
 use smallvec::SmallVec;
@@ -79,19 +84,53 @@ impl PnMap {
     }
 }
 
+/// One generation of 1-RTT packet keys, both directions (RFC 9001 §6). Immutable once
+/// derived and shared by reference count.
+pub struct KeyGeneration {
+    /// 0 for the first 1-RTT keys, one more per key update.
+    pub epoch: u64,
+    /// Seals our packets.
+    pub local: Box<dyn PacketKey>,
+    /// Opens the peer's packets.
+    pub remote: Box<dyn PacketKey>,
+}
+
+impl KeyGeneration {
+    fn new(epoch: u64, keys: PacketKeySet) -> Arc<Self> {
+        Arc::new(Self { epoch, local: keys.local, remote: keys.remote })
+    }
+
+    /// The Key Phase bit of packets protected with this generation (RFC 9001 §6.1).
+    pub fn phase(&self) -> bool {
+        self.epoch & 1 == 1
+    }
+}
+
+impl std::fmt::Debug for KeyGeneration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyGeneration").field("epoch", &self.epoch).finish_non_exhaustive()
+    }
+}
+
+/// The 1-RTT header protection keys (the same for every generation, RFC 9001 §6).
+pub struct HeaderKeys {
+    /// Protects our headers.
+    pub local: Box<dyn HeaderProtectionKey>,
+    /// Removes the protection of the peer's.
+    pub remote: Box<dyn HeaderProtectionKey>,
+}
+
 /// The 1-RTT packet protection state of a connection.
 pub struct OneRttKeys {
-    local_hp: Box<dyn HeaderProtectionKey>,
-    remote_hp: Box<dyn HeaderProtectionKey>,
+    header: Arc<HeaderKeys>,
     source: KeySource,
-    /// Key Phase bit of `local` and `remote`.
-    phase: bool,
-    local: Box<dyn PacketKey>,
-    remote: Box<dyn PacketKey>,
+    /// The generation in use, both directions.
+    current: Arc<KeyGeneration>,
     /// The generation after the current one, both directions.
-    next: PacketKeySet,
-    /// The remote key of the generation before the current one, until discarded.
-    prev_remote: Option<Box<dyn PacketKey>>,
+    next: Arc<KeyGeneration>,
+    /// The generation before the current one (only its remote key is used), until
+    /// discarded.
+    prev: Option<Arc<KeyGeneration>>,
 
     /// First packet number we sealed in the current phase.
     first_local_pn: PnMap,
@@ -116,8 +155,8 @@ pub struct OneRttKeys {
 impl std::fmt::Debug for OneRttKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OneRttKeys")
-            .field("phase", &self.phase)
-            .field("has_previous", &self.prev_remote.is_some())
+            .field("epoch", &self.current.epoch)
+            .field("has_previous", &self.prev.is_some())
             .field("sealed_in_phase", &self.sealed_in_phase)
             .field("decrypt_failures", &self.decrypt_failures)
             .finish_non_exhaustive()
@@ -145,14 +184,11 @@ impl OneRttKeys {
         let confidentiality_limit = keys.local.packet.confidentiality_limit();
         let integrity_limit = keys.remote.packet.integrity_limit();
         Self {
-            local_hp: keys.local.header,
-            remote_hp: keys.remote.header,
+            header: Arc::new(HeaderKeys { local: keys.local.header, remote: keys.remote.header }),
             source,
-            phase: false,
-            local: keys.local.packet,
-            remote: keys.remote.packet,
-            next,
-            prev_remote: None,
+            current: KeyGeneration::new(0, PacketKeySet { local: keys.local.packet, remote: keys.remote.packet }),
+            next: KeyGeneration::new(1, next),
+            prev: None,
             first_local_pn: PnMap::default(),
             local_phase_acked: false,
             first_remote_pn: PnMap::default(),
@@ -168,22 +204,32 @@ impl OneRttKeys {
 
     /// The Key Phase bit to put in the packets we send.
     pub fn key_phase(&self) -> bool {
-        self.phase
+        self.current.phase()
+    }
+
+    /// The generation in use: a sender holds it for a batch of packets.
+    pub fn current(&self) -> &Arc<KeyGeneration> {
+        &self.current
+    }
+
+    /// The header protection keys, for a batch.
+    pub fn header_keys(&self) -> &Arc<HeaderKeys> {
+        &self.header
     }
 
     /// The key to seal our packets with.
     pub fn local_key(&self) -> &dyn PacketKey {
-        &*self.local
+        &*self.current.local
     }
 
     /// Our header protection key (the same for every generation).
     pub fn local_header_key(&self) -> &dyn HeaderProtectionKey {
-        &*self.local_hp
+        &*self.header.local
     }
 
     /// The peer's header protection key (the same for every generation).
     pub fn remote_header_key(&self) -> &dyn HeaderProtectionKey {
-        &*self.remote_hp
+        &*self.header.remote
     }
 
     /// Chooses the key for a received packet from its Key Phase bit and its full packet
@@ -196,9 +242,9 @@ impl OneRttKeys {
 
     /// [`Self::remote_key_for`] for a packet of path `path`.
     pub fn remote_key_for_path(&self, phase_bit: bool, path: u64, pn: u64) -> RemoteKeyChoice {
-        if phase_bit == self.phase {
+        if phase_bit == self.current.phase() {
             RemoteKeyChoice::Current
-        } else if self.prev_remote.is_some() && self.first_remote_pn.get(path).is_none_or(|f| pn < f) {
+        } else if self.prev.is_some() && self.first_remote_pn.get(path).is_none_or(|f| pn < f) {
             RemoteKeyChoice::Previous
         } else {
             RemoteKeyChoice::Next
@@ -209,9 +255,9 @@ impl OneRttKeys {
     /// drop the packet).
     pub fn remote_key(&self, choice: RemoteKeyChoice) -> Option<&dyn PacketKey> {
         match choice {
-            RemoteKeyChoice::Current => Some(&*self.remote),
+            RemoteKeyChoice::Current => Some(&*self.current.remote),
             RemoteKeyChoice::Next => Some(&*self.next.remote),
-            RemoteKeyChoice::Previous => self.prev_remote.as_deref(),
+            RemoteKeyChoice::Previous => self.prev.as_deref().map(|g| &*g.remote),
         }
     }
 
@@ -265,10 +311,9 @@ impl OneRttKeys {
 
     /// Moves every key one generation forward.
     fn rotate(&mut self) {
-        let next = std::mem::replace(&mut self.next, self.source.next_keys());
-        self.prev_remote = Some(std::mem::replace(&mut self.remote, next.remote));
-        self.local = next.local;
-        self.phase = !self.phase;
+        let after_next = KeyGeneration::new(self.next.epoch + 1, self.source.next_keys());
+        let next = std::mem::replace(&mut self.next, after_next);
+        self.prev = Some(std::mem::replace(&mut self.current, next));
         self.prev_largest_remote_pn = std::mem::take(&mut self.largest_remote_pn);
         self.first_remote_pn.clear();
         self.acked_remote_phase = false;
@@ -298,12 +343,12 @@ impl OneRttKeys {
     /// Discards the previous remote key, which RFC 9001 §6.5 suggests after three PTOs once
     /// a packet of the new phase arrived. Later old-phase packets are then dropped.
     pub fn discard_previous(&mut self) {
-        self.prev_remote = None;
+        self.prev = None;
     }
 
     /// True while the previous remote key is held.
     pub fn has_previous(&self) -> bool {
-        self.prev_remote.is_some()
+        self.prev.is_some()
     }
 
     /// Records that we sealed packet `pn` with [`Self::local_key`]. AEAD_LIMIT_REACHED once
@@ -323,6 +368,25 @@ impl OneRttKeys {
             return Err(TransportError::new(TransportErrorCode::AEAD_LIMIT_REACHED, "confidentiality limit reached"));
         }
         Ok(())
+    }
+
+    /// [`Self::on_packet_sealed_path`] for a batch: `count` packets of path `path` sealed
+    /// with the current key, the first numbered `first_pn`. The caller sealed no more than
+    /// [`Self::seal_allowance`] allowed, so the limit is never passed.
+    pub fn on_packets_sealed_path(&mut self, path: u64, first_pn: u64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        if self.first_local_pn.get(path).is_none() {
+            self.first_local_pn.set(path, first_pn);
+        }
+        self.sealed_in_phase += count;
+    }
+
+    /// How many more packets the current key may seal before its confidentiality limit
+    /// (RFC 9001 §6.6).
+    pub fn seal_allowance(&self) -> u64 {
+        self.confidentiality_limit.saturating_sub(self.sealed_in_phase)
     }
 
     /// True when the local key has sealed three quarters of its confidentiality limit: time
@@ -392,6 +456,12 @@ impl OneRttKeys {
     /// The AEAD's confidentiality limit, in packets per key.
     pub fn confidentiality_limit(&self) -> u64 {
         self.confidentiality_limit
+    }
+
+    /// Lowers the confidentiality limit (tests of what happens when it is reached).
+    #[cfg(test)]
+    pub(crate) fn set_confidentiality_limit(&mut self, limit: u64) {
+        self.confidentiality_limit = limit;
     }
 
     /// The AEAD's integrity limit, in failed packets per connection.

@@ -17,9 +17,13 @@ use super::{Connection, State, Transmit};
 
 mod close;
 mod frames;
+mod lease;
+pub(crate) use lease::KeyLease;
 mod off_path;
 mod reinject;
 
+/// Packets of a key's confidentiality limit kept for CONNECTION_CLOSE (RFC 9001 §6.6).
+const CLOSE_RESERVE: u64 = 16;
 /// AEAD tag length of every QUIC v1 cipher suite.
 const TAG_LEN: usize = 16;
 /// Smallest room worth starting a packet in.
@@ -156,7 +160,15 @@ impl Connection {
     }
 
     /// Writes datagrams of path index `pi` (a GSO batch when several fill up).
+    /// The path leases the 1-RTT keys for the batch and returns the lease after it.
     fn write_batch(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
+        self.lease_keys(pi);
+        let t = self.write_batch_leased(now, buf, pi, allow_data);
+        self.return_keys(pi);
+        t
+    }
+
+    fn write_batch_leased(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
         let max_segments = self.shared.config.max_gso_segments.max(1);
         let mtu = usize::from(self.paths[pi].mtu);
         let mut segment_size: Option<usize> = None;
@@ -531,10 +543,19 @@ impl Connection {
 
     /// Seals a packet and records it for loss detection and congestion control.
     fn seal(&mut self, now: Instant, buf: &mut Vec<u8>, p: OpenPacket, pi: usize) {
+        if p.header.level == Level::OneRtt && !self.within_confidentiality_limit(now, pi) {
+            buf.truncate(p.header.header_start);
+            return;
+        }
+        let leased = p.header.level == Level::OneRtt && self.paths[pi].key_lease.is_some();
+        let lease = self.paths[pi].key_lease.as_ref().filter(|_| leased);
         let sealed = match p.header.level {
             Level::Initial => self.shared.initial_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
             Level::Handshake => self.shared.handshake_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
-            _ => self.shared.one_rtt.as_ref().map(|k| (k.local_key(), k.local_header_key())),
+            _ => match lease {
+                Some(l) => Some((&*l.generation.local, &*l.header.local)),
+                None => self.shared.one_rtt.as_ref().map(|k| (k.local_key(), k.local_header_key())),
+            },
         };
         let Some((key, hp)) = sealed else {
             buf.truncate(p.header.header_start);
@@ -562,7 +583,11 @@ impl Connection {
         }
         let size = (buf.len() - p.header.header_start) as u32;
         let in_flight = p.ack_eliciting || p.padded;
-        if p.header.level == Level::OneRtt {
+        if leased {
+            if let Some(l) = self.paths[pi].key_lease.as_mut() {
+                l.on_sealed(p.header.pn, &p.frames.acks);
+            }
+        } else if p.header.level == Level::OneRtt {
             self.shared.packets_in_phase += 1;
             let sealed = self.shared.one_rtt.as_mut().map(|k| {
                 for &(acked_path, l) in &p.frames.acks {
@@ -621,6 +646,31 @@ impl Connection {
             // Handshake packet.
             self.discard_space(now, SpaceId::Initial);
         }
+    }
+
+    /// RFC 9001 §6.6: a key must not seal more packets than its confidentiality limit. Key
+    /// updates start long before (`should_update`, at three quarters); if the limit comes
+    /// anyway (the peer never acknowledges the new phase), the connection closes with
+    /// AEAD_LIMIT_REACHED while [`CLOSE_RESERVE`] packets are left for its CONNECTION_CLOSE.
+    /// Returns whether packet `pi` may seal one more packet.
+    fn within_confidentiality_limit(&mut self, now: Instant, pi: usize) -> bool {
+        let closing = matches!(self.shared.state, State::Closing { .. });
+        let allowance = match self.paths.get(pi).and_then(|p| p.key_lease.as_ref()) {
+            Some(l) => l.allowance,
+            None => self.shared.one_rtt.as_ref().map_or(u64::MAX, |k| k.seal_allowance()),
+        };
+        let needed = if closing { 1 } else { CLOSE_RESERVE + 1 };
+        if allowance >= needed {
+            return true;
+        }
+        if !closing {
+            let e = crate::error::TransportError::new(
+                crate::error::TransportErrorCode::AEAD_LIMIT_REACHED,
+                "confidentiality limit reached",
+            );
+            self.close_with_error(now, e);
+        }
+        false
     }
 
     /// Starts a key update once enough packets were sent in this phase (RFC 9001 §6.1),
@@ -688,7 +738,11 @@ impl Connection {
         let dcid = self.shared.peer_cids.get(&path_id)?.current().cid;
         let scid =
             self.shared.local_cids.get(&0).and_then(|l| l.active.values().next()).map(|c| c.cid).unwrap_or_default();
-        let key_phase = self.shared.one_rtt.as_ref().is_some_and(|k| k.key_phase());
+        // The phase of the generation the packet will be sealed with.
+        let key_phase = match self.paths.get(pi).and_then(|p| p.key_lease.as_ref()) {
+            Some(l) => l.generation.phase(),
+            None => self.shared.one_rtt.as_ref().is_some_and(|k| k.key_phase()),
+        };
         let space = self.space_mut(space_id, pi)?;
         let pn = space.next_pn;
         let pn_len = encode_pn_len(pn, space.loss.largest_acked());
