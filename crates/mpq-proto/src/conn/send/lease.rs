@@ -3,7 +3,8 @@
 //! allowance of packets under the confidentiality limit (RFC 9001 §6.6). The path seals the
 //! whole batch with them without touching the connection's key state, then returns the lease
 //! once: how many packets it sealed, the first packet number, and the ACKs it sent (which
-//! allow the peer's next key update, RFC 9001 §6.2).
+//! allow the peer's next key update, RFC 9001 §6.2). The lease also carries the peer's
+//! connection ID of the path, so the batch's headers need no lookup.
 
 use std::sync::Arc;
 
@@ -28,6 +29,8 @@ pub(crate) struct KeyLease {
     pub sealed: u64,
     /// (path ID, largest acknowledged) of every (PATH_)ACK frame sent in the batch.
     pub acks_sent: SmallVec<[(u64, u64); 4]>,
+    /// The peer's connection ID the path's 1-RTT packets carry (looked up once per batch).
+    pub dcid: Option<crate::cid::ConnectionId>,
 }
 
 impl std::fmt::Debug for HeaderKeys {
@@ -50,7 +53,9 @@ impl Connection {
     /// Path `pi` leases the 1-RTT keys for a batch (nothing without 1-RTT keys).
     pub(super) fn lease_keys(&mut self, pi: usize) {
         let Some(keys) = self.shared.one_rtt.as_ref() else { return };
+        let path_id = self.paths[pi].id;
         let lease = KeyLease {
+            dcid: self.shared.peer_cids.get(&path_id).map(|c| c.current().cid),
             generation: keys.current().clone(),
             header: keys.header_keys().clone(),
             allowance: keys.seal_allowance(),

@@ -734,12 +734,16 @@ impl Connection {
             SpaceId::Handshake => Level::Handshake,
             SpaceId::Data => Level::OneRtt,
         };
-        let path_id = if level == Level::OneRtt { self.paths.get(pi)?.id } else { 0 };
-        let dcid = self.shared.peer_cids.get(&path_id)?.current().cid;
-        let scid =
-            self.shared.local_cids.get(&0).and_then(|l| l.active.values().next()).map(|c| c.cid).unwrap_or_default();
+        let lease = if level == Level::OneRtt { self.paths.get(pi)?.key_lease.as_ref() } else { None };
+        let dcid = match lease {
+            Some(l) => l.dcid?,
+            None => {
+                let path_id = if level == Level::OneRtt { self.paths.get(pi)?.id } else { 0 };
+                self.shared.peer_cids.get(&path_id)?.current().cid
+            }
+        };
         // The phase of the generation the packet will be sealed with.
-        let key_phase = match self.paths.get(pi).and_then(|p| p.key_lease.as_ref()) {
+        let key_phase = match lease {
             Some(l) => l.generation.phase(),
             None => self.shared.one_rtt.as_ref().is_some_and(|k| k.key_phase()),
         };
@@ -753,6 +757,12 @@ impl Connection {
                 let ty = if level == Level::Initial { LongType::Initial } else { LongType::Handshake };
                 // RFC 9000 §17.2.2: a client's Initials carry its token (from a Retry or NEW_TOKEN).
                 let token: &[u8] = if ty == LongType::Initial { &self.shared.tokens.initial_token } else { &[] };
+                let scid = self
+                    .shared
+                    .local_cids
+                    .get(&0)
+                    .and_then(|l| l.active.values().next())
+                    .map_or_else(crate::cid::ConnectionId::default, |c| c.cid);
                 let o = write_long_header(buf, ty, crate::VERSION_1, &dcid, &scid, token, pn, pn_len);
                 (o.pn_offset, Some(o.len_offset))
             }
