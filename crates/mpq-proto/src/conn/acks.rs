@@ -78,11 +78,10 @@ impl Connection {
         // the frames' fate.
         self.paths[pi].on_packets_acked(now, &result.newly_acked);
         self.paths.publish(pi);
-        let path_id = self.paths[pi].id;
         for (pn, p) in result.newly_acked {
             if space_id == SpaceId::Data {
                 if let Some(k) = self.shared.one_rtt.as_mut() {
-                    k.on_packet_acked_path(path_id, pn);
+                    k.on_packet_acked_path(&mut self.paths[pi].key_marks, pn);
                     if k.can_initiate() && self.shared.phase_acked_at.is_none() {
                         self.shared.phase_acked_at = Some(now);
                     }

@@ -243,6 +243,9 @@ pub(crate) struct ConnShared {
     /// The 1-RTT CRYPTO stream (session tickets). It belongs to the connection, not to a
     /// path: its offsets continue whichever path carries it, and when paths go away.
     one_rtt_crypto: space::CryptoStream,
+    /// The key-phase marks of a packet authenticated for a path not created yet
+    /// (`accept_path` adopts them).
+    new_path_marks: Option<(u64, crate::crypto::key_update::PathKeyMarks)>,
     /// Server: 1-RTT packets that arrived before the handshake completed (RFC 9001 §5.7).
     early_one_rtt: Vec<recv::EarlyPacket>,
     /// Retry and NEW_TOKEN state (RFC 9000 §8.1).
@@ -358,6 +361,7 @@ impl Connection {
             handshake_remote: remote,
             one_rtt_crypto: space::CryptoStream::default(),
             early_one_rtt: Vec::new(),
+            new_path_marks: None,
             tokens,
             probe_from: None,
             mp: multipath::MultipathState::default(),

@@ -116,9 +116,6 @@ impl Connection {
         self.shared.mp.peer_initial_max = peer;
         self.shared.mp.next_path_id = 1;
         self.shared.mp.since = Some(now);
-        if let Some(k) = self.shared.one_rtt.as_mut() {
-            let _ = k; // one key phase for every path: nothing to change (§4.2)
-        }
         tracing::debug!(side = ?self.shared.side, local, peer, "multipath negotiated");
         self.issue_cids(now);
         self.maybe_signal_new_path_allowed();
@@ -244,6 +241,10 @@ impl Connection {
         path.mtu = self.paths.first().map_or(path.mtu, |p| p.mtu);
         path.cc.set_max_datagram_size(u64::from(path.mtu));
         path.peer_backup = self.shared.mp.peer_status.get(&id).is_some_and(|s| s.1);
+        // The key-phase marks its first packet left while it was authenticated.
+        if let Some((_, marks)) = self.shared.new_path_marks.take().filter(|(p, _)| *p == id) {
+            path.key_marks = marks;
+        }
         let slot = self.paths.insert(path);
         tracing::debug!(side = ?self.shared.side, id, remote = %rx.remote, "peer opened a path");
         self.shared.events.push_back(Event::Path(PathEvent::Opened { id, remote: rx.remote }));
@@ -438,9 +439,6 @@ impl Connection {
         self.shared.mp.peer_status.remove(&id);
         self.shared.mp.local_status.remove(&id);
         self.shared.mp.cids_blocked.retain(|(p, _)| *p != id);
-        if let Some(k) = self.shared.one_rtt.as_mut() {
-            k.forget_path(id);
-        }
         if self.shared.mp.enabled && self.shared.mp.local_max < MAX_PATH_ID_LIMIT && !self.is_closed() {
             self.shared.mp.local_max += 1;
             self.shared.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));

@@ -188,6 +188,9 @@ pub(crate) struct PathState {
     pub reinjected_below: u64,
     /// Bytes of new application data sent (for the schedulers).
     pub data_bytes_sent: u64,
+    /// Its packet numbers in the current key phase (RFC 9001 §6; one phase for all paths,
+    /// draft-ietf-quic-multipath-21 §4.2).
+    pub key_marks: crate::crypto::key_update::PathKeyMarks,
     /// The 1-RTT keys leased for the batch being written.
     pub key_lease: Option<super::send::KeyLease>,
 }
@@ -225,6 +228,7 @@ impl PathState {
             old_challenge: None,
             reinjected_below: 0,
             data_bytes_sent: 0,
+            key_marks: Default::default(),
             key_lease: None,
             ecn: Default::default(),
             ecn_batch: false,

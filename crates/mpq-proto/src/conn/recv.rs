@@ -269,7 +269,12 @@ impl Connection {
             }
             _ => {
                 let Some(keys) = self.shared.one_rtt.as_mut() else { return Ok(None) };
-                let choice = keys.remote_key_for_path(key_phase, path_id, pn);
+                let mut new_marks = crate::crypto::key_update::PathKeyMarks::default();
+                let marks = match pi {
+                    Some(pi) => &mut self.paths[pi].key_marks,
+                    None => &mut new_marks,
+                };
+                let choice = keys.remote_key_for_path(key_phase, marks, pn);
                 let Some(key) = keys.remote_key(choice) else { return Ok(None) };
                 // draft-ietf-quic-multipath-21 §4.1: the path ID is part of the nonce.
                 let opened = if multipath {
@@ -285,7 +290,10 @@ impl Connection {
                         return Ok(None);
                     }
                 };
-                keys.on_remote_authenticated_path(choice, path_id, pn)?;
+                keys.on_remote_authenticated_path(choice, marks, pn)?;
+                if pi.is_none() {
+                    self.shared.new_path_marks = Some((path_id, new_marks));
+                }
                 if choice == RemoteKeyChoice::Next {
                     self.on_peer_key_update(now);
                 }

@@ -11,13 +11,12 @@
 //!
 //! With multipath (draft-ietf-quic-multipath-21 §4.2) one key phase is shared by every path
 //! while each path numbers its packets on its own, so every packet-number comparison below
-//! is made within one path: the `*_path` methods take the path ID, and the plain ones are
-//! path 0 (single-path QUIC).
+//! is made within one path: the `*_path` methods take that path's [`PathKeyMarks`], which
+//! the path owns.
 
 use std::sync::Arc;
 
 use rustls::quic::{HeaderProtectionKey, Keys, PacketKey, PacketKeySet, Secrets};
-use smallvec::SmallVec;
 
 use super::null::null_packet_key;
 use crate::{TransportError, TransportErrorCode};
@@ -49,38 +48,44 @@ impl KeySource {
     }
 }
 
-/// A packet number per path ID (few paths: a linear scan beats a map).
-#[derive(Debug, Default, Clone)]
-struct PnMap(SmallVec<[(u64, u64); 4]>);
+/// What one path records about the key phases: with multipath one key phase is shared by
+/// every path while each path numbers its packets on its own (draft-ietf-quic-multipath-21
+/// §4.2), so these packet numbers are per path, and the path holds them ([`PathState`] in
+/// the connection). They belong to the key epoch they name: marks of an older epoch read as
+/// a key update left them (the largest number of the phase that ended becomes the previous
+/// phase's; the rest is cleared), so an update needs no visit to every path.
+///
+/// [`PathState`]: crate::conn::path
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PathKeyMarks {
+    epoch: u64,
+    /// First packet number we sealed in the current phase.
+    first_local_pn: Option<u64>,
+    /// Smallest and largest packet numbers authenticated under the current remote key.
+    first_remote_pn: Option<u64>,
+    largest_remote_pn: Option<u64>,
+    /// Largest packet number authenticated under the previous remote key.
+    prev_largest_remote_pn: Option<u64>,
+}
 
-impl PnMap {
-    fn get(&self, path: u64) -> Option<u64> {
-        self.0.iter().find(|(p, _)| *p == path).map(|(_, pn)| *pn)
-    }
-
-    fn set(&mut self, path: u64, pn: u64) {
-        match self.0.iter_mut().find(|(p, _)| *p == path) {
-            Some(e) => e.1 = pn,
-            None => self.0.push((path, pn)),
+impl PathKeyMarks {
+    /// Brings the marks to `epoch`.
+    fn sync(&mut self, epoch: u64) {
+        if self.epoch == epoch {
+            return;
         }
+        self.prev_largest_remote_pn = if epoch == self.epoch + 1 { self.largest_remote_pn } else { None };
+        self.first_local_pn = None;
+        self.first_remote_pn = None;
+        self.largest_remote_pn = None;
+        self.epoch = epoch;
     }
 
-    fn min_in(&mut self, path: u64, pn: u64) {
-        let v = self.get(path).map_or(pn, |o| o.min(pn));
-        self.set(path, v);
-    }
-
-    fn max_in(&mut self, path: u64, pn: u64) {
-        let v = self.get(path).map_or(pn, |o| o.max(pn));
-        self.set(path, v);
-    }
-
-    fn clear(&mut self) {
-        self.0.clear();
-    }
-
-    fn remove(&mut self, path: u64) {
-        self.0.retain(|(p, _)| *p != path);
+    /// An ACK whose Largest Acknowledged is `largest_acked` covers a packet the peer sent
+    /// in the current phase (`epoch`): the peer may then update again (RFC 9001 §6.2).
+    pub fn ack_covers_remote_phase(&mut self, epoch: u64, largest_acked: u64) -> bool {
+        self.sync(epoch);
+        self.first_remote_pn.is_some_and(|f| largest_acked >= f)
     }
 }
 
@@ -132,16 +137,9 @@ pub struct OneRttKeys {
     /// discarded.
     prev: Option<Arc<KeyGeneration>>,
 
-    /// First packet number we sealed in the current phase.
-    first_local_pn: PnMap,
     /// An acknowledgement arrived for a packet we sealed in the current phase: we may
     /// initiate the next update (RFC 9001 §6.1).
     local_phase_acked: bool,
-    /// Smallest and largest packet numbers authenticated under the current remote key.
-    first_remote_pn: PnMap,
-    largest_remote_pn: PnMap,
-    /// Largest packet number authenticated under the previous remote key.
-    prev_largest_remote_pn: PnMap,
     /// We sent, in the current phase, an ACK covering a packet the peer sent in the current
     /// phase: only then may the peer update again (RFC 9001 §6.2).
     acked_remote_phase: bool,
@@ -150,6 +148,9 @@ pub struct OneRttKeys {
     decrypt_failures: u64,
     confidentiality_limit: u64,
     integrity_limit: u64,
+    /// The marks of the single path of the tests' single-path methods.
+    #[cfg(test)]
+    test_marks: PathKeyMarks,
 }
 
 impl std::fmt::Debug for OneRttKeys {
@@ -189,16 +190,14 @@ impl OneRttKeys {
             current: KeyGeneration::new(0, PacketKeySet { local: keys.local.packet, remote: keys.remote.packet }),
             next: KeyGeneration::new(1, next),
             prev: None,
-            first_local_pn: PnMap::default(),
             local_phase_acked: false,
-            first_remote_pn: PnMap::default(),
-            largest_remote_pn: PnMap::default(),
-            prev_largest_remote_pn: PnMap::default(),
             acked_remote_phase: false,
             sealed_in_phase: 0,
             decrypt_failures: 0,
             confidentiality_limit,
             integrity_limit,
+            #[cfg(test)]
+            test_marks: PathKeyMarks::default(),
         }
     }
 
@@ -232,19 +231,15 @@ impl OneRttKeys {
         &*self.header.remote
     }
 
-    /// Chooses the key for a received packet from its Key Phase bit and its full packet
-    /// number (RFC 9001 §6.3, §6.5). A flipped bit is the previous phase if we still hold
-    /// that key and the packet is older than the first packet of the current phase, and the
-    /// next phase otherwise.
-    pub fn remote_key_for(&self, phase_bit: bool, pn: u64) -> RemoteKeyChoice {
-        self.remote_key_for_path(phase_bit, 0, pn)
-    }
-
-    /// [`Self::remote_key_for`] for a packet of path `path`.
-    pub fn remote_key_for_path(&self, phase_bit: bool, path: u64, pn: u64) -> RemoteKeyChoice {
+    /// Chooses the key for a received packet of the path with `marks` from its Key Phase
+    /// bit and its full packet number (RFC 9001 §6.3, §6.5). A flipped bit is the previous
+    /// phase if we still hold that key and the packet is older than the path's first packet
+    /// of the current phase, and the next phase otherwise.
+    pub fn remote_key_for_path(&self, phase_bit: bool, marks: &mut PathKeyMarks, pn: u64) -> RemoteKeyChoice {
+        marks.sync(self.current.epoch);
         if phase_bit == self.current.phase() {
             RemoteKeyChoice::Current
-        } else if self.prev.is_some() && self.first_remote_pn.get(path).is_none_or(|f| pn < f) {
+        } else if self.prev.is_some() && marks.first_remote_pn.is_none_or(|f| pn < f) {
             RemoteKeyChoice::Previous
         } else {
             RemoteKeyChoice::Next
@@ -261,7 +256,7 @@ impl OneRttKeys {
         }
     }
 
-    /// Records that packet `pn` authenticated under `choice`. For
+    /// Records that packet `pn` of the path with `marks` authenticated under `choice`. For
     /// [`RemoteKeyChoice::Next`] this commits the peer's key update: the next generation
     /// becomes current in both directions (we answer in the new phase, RFC 9001 §6.2), the
     /// old remote key is kept as previous, and a new next generation is derived.
@@ -269,41 +264,38 @@ impl OneRttKeys {
     /// KEY_UPDATE_ERROR (RFC 9001 §6.2, §6.4) when the packet's number contradicts the key
     /// order (a newer key for a lower number than an older key was used for), or when the
     /// peer updates again before we acknowledged a packet of its current phase.
-    pub fn on_remote_authenticated(&mut self, choice: RemoteKeyChoice, pn: u64) -> Result<(), TransportError> {
-        self.on_remote_authenticated_path(choice, 0, pn)
-    }
-
-    /// [`Self::on_remote_authenticated`] for a packet of path `path`.
     pub fn on_remote_authenticated_path(
         &mut self,
         choice: RemoteKeyChoice,
-        path: u64,
+        marks: &mut PathKeyMarks,
         pn: u64,
     ) -> Result<(), TransportError> {
+        marks.sync(self.current.epoch);
         match choice {
             RemoteKeyChoice::Current => {
-                if self.prev_largest_remote_pn.get(path).is_some_and(|p| pn < p) {
+                if marks.prev_largest_remote_pn.is_some_and(|p| pn < p) {
                     return Err(key_update_error("older packet number under newer keys"));
                 }
-                self.first_remote_pn.min_in(path, pn);
-                self.largest_remote_pn.max_in(path, pn);
+                marks.first_remote_pn = Some(marks.first_remote_pn.map_or(pn, |f| f.min(pn)));
+                marks.largest_remote_pn = Some(marks.largest_remote_pn.map_or(pn, |l| l.max(pn)));
             }
             RemoteKeyChoice::Previous => {
-                if self.first_remote_pn.get(path).is_some_and(|f| pn > f) {
+                if marks.first_remote_pn.is_some_and(|f| pn > f) {
                     return Err(key_update_error("newer packet number under older keys"));
                 }
-                self.prev_largest_remote_pn.max_in(path, pn);
+                marks.prev_largest_remote_pn = Some(marks.prev_largest_remote_pn.map_or(pn, |p| p.max(pn)));
             }
             RemoteKeyChoice::Next => {
                 if !self.acked_remote_phase {
                     return Err(key_update_error("consecutive key updates"));
                 }
-                if self.largest_remote_pn.get(path).is_some_and(|l| pn < l) {
+                if marks.largest_remote_pn.is_some_and(|l| pn < l) {
                     return Err(key_update_error("older packet number under newer keys"));
                 }
                 self.rotate();
-                self.first_remote_pn.set(path, pn);
-                self.largest_remote_pn.set(path, pn);
+                marks.sync(self.current.epoch);
+                marks.first_remote_pn = Some(pn);
+                marks.largest_remote_pn = Some(pn);
             }
         }
         Ok(())
@@ -314,10 +306,8 @@ impl OneRttKeys {
         let after_next = KeyGeneration::new(self.next.epoch + 1, self.source.next_keys());
         let next = std::mem::replace(&mut self.next, after_next);
         self.prev = Some(std::mem::replace(&mut self.current, next));
-        self.prev_largest_remote_pn = std::mem::take(&mut self.largest_remote_pn);
-        self.first_remote_pn.clear();
+        // The paths' marks follow lazily (`PathKeyMarks::sync`).
         self.acked_remote_phase = false;
-        self.first_local_pn.clear();
         self.local_phase_acked = false;
         self.sealed_in_phase = 0;
     }
@@ -351,35 +341,26 @@ impl OneRttKeys {
         self.prev.is_some()
     }
 
-    /// Records that we sealed packet `pn` with [`Self::local_key`]. AEAD_LIMIT_REACHED once
-    /// the key exceeded its confidentiality limit (RFC 9001 §6.6: we must have updated
-    /// before; see [`Self::should_update`]).
-    pub fn on_packet_sealed(&mut self, pn: u64) -> Result<(), TransportError> {
-        self.on_packet_sealed_path(0, pn)
-    }
-
-    /// [`Self::on_packet_sealed`] for a packet of path `path` (the limit counts every path).
-    pub fn on_packet_sealed_path(&mut self, path: u64, pn: u64) -> Result<(), TransportError> {
-        if self.first_local_pn.get(path).is_none() {
-            self.first_local_pn.set(path, pn);
-        }
-        self.sealed_in_phase += 1;
+    /// Records that we sealed packet `pn` of the path with `marks` with [`Self::local_key`].
+    /// AEAD_LIMIT_REACHED once the key exceeded its confidentiality limit (RFC 9001 §6.6: we
+    /// must have updated before; see [`Self::should_update`]; the limit counts every path).
+    pub fn on_packet_sealed_path(&mut self, marks: &mut PathKeyMarks, pn: u64) -> Result<(), TransportError> {
+        self.on_packets_sealed_path(marks, pn, 1);
         if self.sealed_in_phase > self.confidentiality_limit {
             return Err(TransportError::new(TransportErrorCode::AEAD_LIMIT_REACHED, "confidentiality limit reached"));
         }
         Ok(())
     }
 
-    /// [`Self::on_packet_sealed_path`] for a batch: `count` packets of path `path` sealed
-    /// with the current key, the first numbered `first_pn`. The caller sealed no more than
-    /// [`Self::seal_allowance`] allowed, so the limit is never passed.
-    pub fn on_packets_sealed_path(&mut self, path: u64, first_pn: u64, count: u64) {
+    /// [`Self::on_packet_sealed_path`] for a batch: `count` packets of the path with
+    /// `marks` sealed with the current key, the first numbered `first_pn`. The caller sealed
+    /// no more than [`Self::seal_allowance`] allowed.
+    pub fn on_packets_sealed_path(&mut self, marks: &mut PathKeyMarks, first_pn: u64, count: u64) {
         if count == 0 {
             return;
         }
-        if self.first_local_pn.get(path).is_none() {
-            self.first_local_pn.set(path, first_pn);
-        }
+        marks.sync(self.current.epoch);
+        marks.first_local_pn.get_or_insert(first_pn);
         self.sealed_in_phase += count;
     }
 
@@ -396,41 +377,24 @@ impl OneRttKeys {
         self.sealed_in_phase >= self.confidentiality_limit - self.confidentiality_limit / 4
     }
 
-    /// Records that the peer acknowledged our packet `pn` (of this space). An ack of a packet
-    /// sealed in the current phase confirms our last update.
-    pub fn on_packet_acked(&mut self, pn: u64) {
-        self.on_packet_acked_path(0, pn)
-    }
-
-    /// Forgets what was recorded for path ID `path`, which is closed for good
-    /// (draft-ietf-quic-multipath-21 §2.2): its packets can no longer arrive, and a peer
-    /// opening and closing paths within one key phase must not grow these tables.
-    pub fn forget_path(&mut self, path: u64) {
-        self.first_local_pn.remove(path);
-        self.first_remote_pn.remove(path);
-        self.largest_remote_pn.remove(path);
-        self.prev_largest_remote_pn.remove(path);
-    }
-
-    /// [`Self::on_packet_acked`] for a packet of path `path`.
-    pub fn on_packet_acked_path(&mut self, path: u64, pn: u64) {
-        if self.first_local_pn.get(path).is_some_and(|f| pn >= f) {
+    /// Records that the peer acknowledged our packet `pn` of the path with `marks`. An ack
+    /// of a packet sealed in the current phase confirms our last update.
+    pub fn on_packet_acked_path(&mut self, marks: &mut PathKeyMarks, pn: u64) {
+        marks.sync(self.current.epoch);
+        if marks.first_local_pn.is_some_and(|f| pn >= f) {
             self.local_phase_acked = true;
         }
     }
 
-    /// Records that we sent a packet in the current phase carrying an ACK frame whose
-    /// Largest Acknowledged is `largest_acked`: once that covers a packet the peer sent in
-    /// the current phase, the peer may update again.
-    pub fn on_ack_sent(&mut self, largest_acked: u64) {
-        self.on_ack_sent_path(0, largest_acked)
+    /// The current epoch (0 for the first 1-RTT keys).
+    pub fn epoch(&self) -> u64 {
+        self.current.epoch
     }
 
-    /// [`Self::on_ack_sent`] for an ACK of path `path`'s packets.
-    pub fn on_ack_sent_path(&mut self, path: u64, largest_acked: u64) {
-        if self.first_remote_pn.get(path).is_some_and(|f| largest_acked >= f) {
-            self.acked_remote_phase = true;
-        }
+    /// We sent, in the current phase, an ACK covering a packet the peer sent in the current
+    /// phase ([`PathKeyMarks::ack_covers_remote_phase`]): the peer may update again.
+    pub fn on_remote_phase_acked(&mut self) {
+        self.acked_remote_phase = true;
     }
 
     /// Records a packet that failed authentication. AEAD_LIMIT_REACHED once the failures of
@@ -456,6 +420,50 @@ impl OneRttKeys {
     /// The AEAD's confidentiality limit, in packets per key.
     pub fn confidentiality_limit(&self) -> u64 {
         self.confidentiality_limit
+    }
+
+    /// Single-path conveniences for the tests: the methods above on one path's marks.
+    #[cfg(test)]
+    pub(crate) fn remote_key_for(&mut self, phase_bit: bool, pn: u64) -> RemoteKeyChoice {
+        let mut m = std::mem::take(&mut self.test_marks);
+        let c = self.remote_key_for_path(phase_bit, &mut m, pn);
+        self.test_marks = m;
+        c
+    }
+
+    /// See [`Self::remote_key_for`].
+    #[cfg(test)]
+    pub(crate) fn on_remote_authenticated(&mut self, choice: RemoteKeyChoice, pn: u64) -> Result<(), TransportError> {
+        let mut m = std::mem::take(&mut self.test_marks);
+        let r = self.on_remote_authenticated_path(choice, &mut m, pn);
+        self.test_marks = m;
+        r
+    }
+
+    /// See [`Self::remote_key_for`].
+    #[cfg(test)]
+    pub(crate) fn on_packet_sealed(&mut self, pn: u64) -> Result<(), TransportError> {
+        let mut m = std::mem::take(&mut self.test_marks);
+        let r = self.on_packet_sealed_path(&mut m, pn);
+        self.test_marks = m;
+        r
+    }
+
+    /// See [`Self::remote_key_for`].
+    #[cfg(test)]
+    pub(crate) fn on_packet_acked(&mut self, pn: u64) {
+        let mut m = std::mem::take(&mut self.test_marks);
+        self.on_packet_acked_path(&mut m, pn);
+        self.test_marks = m;
+    }
+
+    /// See [`Self::remote_key_for`].
+    #[cfg(test)]
+    pub(crate) fn on_ack_sent(&mut self, largest_acked: u64) {
+        let epoch = self.current.epoch;
+        if self.test_marks.ack_covers_remote_phase(epoch, largest_acked) {
+            self.acked_remote_phase = true;
+        }
     }
 
     /// Lowers the confidentiality limit (tests of what happens when it is reached).

@@ -412,3 +412,50 @@ fn aead_limits() {
     assert_eq!(n.sealed_in_phase(), 0, "a new key starts a new count");
     assert_eq!(n.decrypt_failures(), 10, "failures count across keys");
 }
+
+/// Each path keeps its own key-phase marks; a key update reaches the marks of a path that
+/// did not take part lazily, through the epoch (draft-ietf-quic-multipath-21 §4.2: one key
+/// phase, packet numbers per path).
+#[test]
+fn key_phase_marks_are_per_path_and_follow_updates_lazily() {
+    use crate::crypto::key_update::PathKeyMarks;
+    let mut k = OneRttKeys::new_insecure_null();
+    let (mut a, mut b, mut c) = (PathKeyMarks::default(), PathKeyMarks::default(), PathKeyMarks::default());
+    for (m, pn) in [(&mut a, 5), (&mut b, 7), (&mut c, 4)] {
+        assert_eq!(k.remote_key_for_path(false, m, pn), RemoteKeyChoice::Current);
+        k.on_remote_authenticated_path(RemoteKeyChoice::Current, m, pn).unwrap();
+    }
+    assert!(b.ack_covers_remote_phase(k.epoch(), 7));
+    k.on_remote_phase_acked();
+    // The peer updates on path A.
+    assert_eq!(k.remote_key_for_path(true, &mut a, 6), RemoteKeyChoice::Next);
+    k.on_remote_authenticated_path(RemoteKeyChoice::Next, &mut a, 6).unwrap();
+    assert_eq!(k.epoch(), 1);
+    // Path B has not seen the update: an old-phase packet above its last one is still of
+    // the previous phase (B's numbers, not A's, decide).
+    assert_eq!(k.remote_key_for_path(false, &mut b, 8), RemoteKeyChoice::Previous);
+    k.on_remote_authenticated_path(RemoteKeyChoice::Previous, &mut b, 8).unwrap();
+    assert_eq!(k.remote_key_for_path(true, &mut b, 9), RemoteKeyChoice::Current);
+    k.on_remote_authenticated_path(RemoteKeyChoice::Current, &mut b, 9).unwrap();
+    assert_eq!(k.remote_key_for_path(false, &mut b, 3), RemoteKeyChoice::Previous);
+    // New keys for a number below one the old keys opened on this path: KEY_UPDATE_ERROR.
+    let err = k.on_remote_authenticated_path(RemoteKeyChoice::Current, &mut b, 2).unwrap_err();
+    assert_eq!(err.code, TransportErrorCode::KEY_UPDATE_ERROR);
+    // A second update; path C was idle through both: nothing of it is left in the
+    // previous phase, so its low numbers are not held against the new keys.
+    assert!(a.ack_covers_remote_phase(k.epoch(), 6));
+    k.on_remote_phase_acked();
+    k.on_remote_authenticated_path(RemoteKeyChoice::Next, &mut a, 20).unwrap();
+    assert_eq!(k.epoch(), 2);
+    assert_eq!(k.remote_key_for_path(false, &mut c, 1), RemoteKeyChoice::Current);
+    k.on_remote_authenticated_path(RemoteKeyChoice::Current, &mut c, 1).unwrap();
+    // Our side: an acknowledgement confirms the phase only for a packet sealed in it, on
+    // the path that sealed it.
+    k.on_packet_sealed_path(&mut b, 100).unwrap();
+    k.on_packet_acked_path(&mut a, 150);
+    assert!(!k.can_initiate(), "path A sealed nothing in this phase");
+    k.on_packet_acked_path(&mut b, 99);
+    assert!(!k.can_initiate(), "packet 99 of path B is older than the phase");
+    k.on_packet_acked_path(&mut b, 100);
+    assert!(k.can_initiate());
+}

@@ -69,7 +69,6 @@ impl Connection {
     /// Path `pi` returns its lease: the connection's key state learns what the batch did.
     pub(super) fn return_keys(&mut self, pi: usize) {
         let Some(lease) = self.paths.get_mut(pi).and_then(|p| p.key_lease.take()) else { return };
-        let path_id = self.paths[pi].id;
         let Some(keys) = self.shared.one_rtt.as_mut() else { return };
         if lease.generation.epoch != keys.current().epoch {
             // The keys were updated during the batch (not possible with one thread; a
@@ -77,12 +76,25 @@ impl Connection {
             // which is over.
             return;
         }
-        for &(acked_path, largest) in &lease.acks_sent {
-            keys.on_ack_sent_path(acked_path, largest);
-        }
         if let Some(first) = lease.first_pn {
-            keys.on_packets_sealed_path(path_id, first, lease.sealed);
+            keys.on_packets_sealed_path(&mut self.paths[pi].key_marks, first, lease.sealed);
         }
         self.shared.packets_in_phase += lease.sealed;
+        self.on_acks_sent(&lease.acks_sent);
+    }
+
+    /// (PATH_)ACK frames sent in the current key phase, as (acknowledged path ID, Largest
+    /// Acknowledged): one that covers a packet the peer sent in the current phase lets the
+    /// peer update again (RFC 9001 §6.2). The acknowledged path's marks say whether it does.
+    pub(super) fn on_acks_sent(&mut self, acks: &[(u64, u64)]) {
+        let Some(epoch) = self.shared.one_rtt.as_ref().map(|k| k.epoch()) else { return };
+        for &(acked_path, largest) in acks {
+            let Some(qi) = self.path_index(acked_path) else { continue };
+            if self.paths[qi].key_marks.ack_covers_remote_phase(epoch, largest) {
+                if let Some(k) = self.shared.one_rtt.as_mut() {
+                    k.on_remote_phase_acked();
+                }
+            }
+        }
     }
 }

@@ -589,12 +589,9 @@ impl Connection {
             }
         } else if p.header.level == Level::OneRtt {
             self.shared.packets_in_phase += 1;
-            let sealed = self.shared.one_rtt.as_mut().map(|k| {
-                for &(acked_path, l) in &p.frames.acks {
-                    k.on_ack_sent_path(acked_path, l);
-                }
-                k.on_packet_sealed_path(path_id, p.header.pn)
-            });
+            self.on_acks_sent(&p.frames.acks);
+            let marks = &mut self.paths[pi].key_marks;
+            let sealed = self.shared.one_rtt.as_mut().map(|k| k.on_packet_sealed_path(marks, p.header.pn));
             if let Some(Err(e)) = sealed {
                 self.close_with_error(now, e);
             }
