@@ -24,6 +24,20 @@ pub trait Driver {
         ecn: Option<u8>,
         data: &mut [u8],
     );
+    /// The datagrams of one GRO batch (same addresses and ECN codepoint), in order. By
+    /// default each goes to [`Driver::handle_datagram`].
+    fn handle_datagrams(
+        &mut self,
+        now: mpq_proto::Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        datagrams: &mut [&mut [u8]],
+    ) {
+        for d in datagrams.iter_mut() {
+            self.handle_datagram(now, local, remote, ecn, d);
+        }
+    }
     /// Timers due at or before `now`.
     fn handle_timeout(&mut self, now: mpq_proto::Instant);
     /// Earliest timer.
@@ -171,11 +185,10 @@ impl EventLoop {
                         _ => bound,
                     };
                     let stride = m.stride.max(1);
-                    for d in buf[..m.len].chunks_mut(stride) {
-                        self.stats.rx_datagrams += 1;
-                        self.stats.rx_bytes += d.len() as u64;
-                        driver.handle_datagram(now, local, m.addr, m.ecn.map(|e| e as u8), d);
-                    }
+                    let mut batch: smallvec::SmallVec<[&mut [u8]; 64]> = buf[..m.len].chunks_mut(stride).collect();
+                    self.stats.rx_datagrams += batch.len() as u64;
+                    self.stats.rx_bytes += m.len as u64;
+                    driver.handle_datagrams(now, local, m.addr, m.ecn.map(|e| e as u8), &mut batch);
                 }
                 self.flush(driver)?;
             }

@@ -294,6 +294,53 @@ impl Endpoint {
 
     /// Processes one received datagram (decrypted in place). Returns the connection it
     /// went to, if any.
+    /// Processes the datagrams of one receive batch (a GRO batch: same source, destination
+    /// and ECN codepoint), in order. Runs of datagrams for the same connection go to it in
+    /// one call ([`Connection::handle_datagrams`]), which meets its shared state once per run.
+    pub fn handle_datagrams(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        datagrams: &mut [&mut [u8]],
+    ) {
+        let mut i = 0;
+        while i < datagrams.len() {
+            let Some(idx) = self.route_of(datagrams[i]) else {
+                self.handle_datagram(now, local, remote, ecn, datagrams[i]);
+                i += 1;
+                continue;
+            };
+            let mut end = i + 1;
+            while end < datagrams.len() && self.route_of(datagrams[end]) == Some(idx) {
+                end += 1;
+            }
+            if let Some(slot) = self.connections[idx].as_mut() {
+                slot.conn.handle_datagrams(now, local, remote, ecn, &mut datagrams[i..end]);
+                self.after_io(idx);
+                self.schedule.mark_may_send(idx);
+            }
+            i = end;
+        }
+    }
+
+    /// The connection a version 1 datagram is routed to by its destination CID, if any
+    /// (what [`Endpoint::handle_datagram`] does first).
+    fn route_of(&self, data: &[u8]) -> Option<usize> {
+        let first = *data.first()?;
+        if first & 0x80 != 0 {
+            let version = data.get(1..5).map(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
+            if version.is_some_and(|v| v != 0 && v != crate::VERSION_1) {
+                return None;
+            }
+        }
+        let dcid = header::peek_dcid(data, self.config.cid_len)?;
+        let idx = *self.routes.get(&dcid)?;
+        self.connections[idx].as_ref().map(|_| idx)
+    }
+
+    /// Processes one datagram (see [`Endpoint::handle_datagrams`] for a batch).
     pub fn handle_datagram(
         &mut self,
         now: Instant,

@@ -102,6 +102,10 @@ pub struct Pair {
     pub delivered: (u64, u64),
     /// The client's config, to open more connections to the same server.
     pub client_config: ClientConfig,
+    /// Deliver datagrams in batches, as a runtime receives GRO batches: arrivals are
+    /// rounded up to this quantum, and datagrams due together between the same addresses
+    /// go in one call. `None`: one by one, at their exact arrival times.
+    pub gro: Option<Duration>,
 }
 
 impl Pair {
@@ -145,6 +149,7 @@ impl Pair {
             sent: 0,
             delivered: (0, 0),
             client_config,
+            gro: None,
         }
     }
 
@@ -173,7 +178,13 @@ impl Pair {
                     if (self.drop)(self.sent, to_server) || (self.drop_addr)(src, dst) {
                         continue;
                     }
-                    let at = self.now + self.latency + extra;
+                    let mut at = self.now + self.latency + extra;
+                    if let Some(q) = self.gro.filter(|q| !q.is_zero()) {
+                        let since = at.saturating_duration_since(Instant::ZERO).as_nanos();
+                        let q = q.as_nanos();
+                        let rounded = since.div_ceil(q) * q;
+                        at = Instant::ZERO + Duration::from_nanos(rounded as u64);
+                    }
                     let ecn = match (self.ecn, t.ecn) {
                         (PairEcn::Bleach, _) | (_, None) => None,
                         (PairEcn::Pass, e) => e,
@@ -203,6 +214,27 @@ impl Pair {
             return false;
         }
         self.now = self.now.max(next);
+        while self.gro.is_some() && self.in_flight.front().is_some_and(|d| d.0 <= self.now) {
+            let Some(first) = self.in_flight.pop_front() else { break };
+            let (_, to_server, src, dst, ecn, _) = first;
+            let mut batch = vec![first.5];
+            while batch.len() < 64
+                && self
+                    .in_flight
+                    .front()
+                    .is_some_and(|d| d.0 <= self.now && (d.1, d.2, d.3, d.4) == (to_server, src, dst, ecn))
+            {
+                batch.extend(self.in_flight.pop_front().map(|d| d.5));
+            }
+            let mut slices: Vec<&mut [u8]> = batch.iter_mut().map(|d| d.as_mut_slice()).collect();
+            if to_server {
+                self.delivered.1 += slices.len() as u64;
+                self.server.handle_datagrams(self.now, dst, src, ecn, &mut slices);
+            } else {
+                self.delivered.0 += slices.len() as u64;
+                self.client.handle_datagrams(self.now, dst, src, ecn, &mut slices);
+            }
+        }
         while self.in_flight.front().is_some_and(|d| d.0 <= self.now) {
             let Some((_, to_server, src, dst, ecn, mut d)) = self.in_flight.pop_front() else { break };
             if to_server {

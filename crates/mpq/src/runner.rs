@@ -48,6 +48,17 @@ impl<A: App> Driver for Runner<A> {
         self.endpoint.handle_datagram(now, local, remote, ecn, data);
     }
 
+    fn handle_datagrams(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        datagrams: &mut [&mut [u8]],
+    ) {
+        self.endpoint.handle_datagrams(now, local, remote, ecn, datagrams);
+    }
+
     fn handle_timeout(&mut self, now: Instant) {
         self.endpoint.handle_timeout(now);
     }

@@ -33,6 +33,7 @@ mod path_recovery;
 mod path_table;
 mod qlog;
 mod recv;
+mod recv_batch;
 mod reset;
 mod retry;
 mod send;
@@ -69,6 +70,38 @@ pub(crate) use retry::AddressTokens;
 use cids::{LocalCids, PeerCids};
 use path::PathState;
 use space::PacketSpace;
+
+/// Debug builds: how often the batch seams met the shared state (issue C1), so that tests
+/// can hold a steady transfer to a constant number of meetings per batch.
+#[cfg(debug_assertions)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TouchCounts {
+    /// Receive batches ([`Connection::handle_datagrams`] calls).
+    pub recv_batches: u64,
+    /// Times opened packets were applied to the shared state.
+    pub recv_applies: u64,
+    /// Datagrams opened by their path alone.
+    pub recv_opened: u64,
+    /// Datagrams that took the general, per-packet way.
+    pub recv_general: u64,
+    /// Send batches that leased the 1-RTT keys.
+    pub send_leases: u64,
+    /// 1-RTT packets sealed under a lease.
+    pub send_leased: u64,
+    /// 1-RTT packets sealed with the connection's key state directly.
+    pub send_unleased: u64,
+}
+
+/// Counts a meeting of a seam with the shared state (debug builds only).
+macro_rules! touch {
+    ($conn:expr, $field:ident) => {
+        #[cfg(debug_assertions)]
+        {
+            $conn.shared.touches.$field += 1;
+        }
+    };
+}
+pub(crate) use touch;
 
 /// Derives stateless reset tokens (RFC 9000 §10.3.2) from an endpoint-wide secret, so that
 /// an endpoint that lost all state can still produce the token for a CID.
@@ -246,6 +279,9 @@ pub(crate) struct ConnShared {
     /// The key-phase marks of a packet authenticated for a path not created yet
     /// (`accept_path` adopts them).
     new_path_marks: Option<(u64, crate::crypto::key_update::PathKeyMarks)>,
+    /// Debug builds: how the batch seams met this state.
+    #[cfg(debug_assertions)]
+    touches: TouchCounts,
     /// Server: 1-RTT packets that arrived before the handshake completed (RFC 9001 §5.7).
     early_one_rtt: Vec<recv::EarlyPacket>,
     /// Retry and NEW_TOKEN state (RFC 9000 §8.1).
@@ -362,6 +398,8 @@ impl Connection {
             one_rtt_crypto: space::CryptoStream::default(),
             early_one_rtt: Vec::new(),
             new_path_marks: None,
+            #[cfg(debug_assertions)]
+            touches: TouchCounts::default(),
             tokens,
             probe_from: None,
             mp: multipath::MultipathState::default(),

@@ -191,6 +191,8 @@ pub(crate) struct PathState {
     /// Its packet numbers in the current key phase (RFC 9001 §6; one phase for all paths,
     /// draft-ietf-quic-multipath-21 §4.2).
     pub key_marks: crate::crypto::key_update::PathKeyMarks,
+    /// A batch of this path is being written (1-RTT keys are leased at its first packet).
+    pub in_batch: bool,
     /// The 1-RTT keys leased for the batch being written.
     pub key_lease: Option<super::send::KeyLease>,
 }
@@ -229,6 +231,7 @@ impl PathState {
             reinjected_below: 0,
             data_bytes_sent: 0,
             key_marks: Default::default(),
+            in_batch: false,
             key_lease: None,
             ecn: Default::default(),
             ecn_batch: false,

@@ -33,8 +33,21 @@ pub(crate) struct EarlyPacket {
 
 impl Connection {
     /// Processes a datagram from `remote` that arrived at the local address `local` and was
-    /// routed to this connection. `data` is decrypted in place.
+    /// routed to this connection. `data` is decrypted in place. (A batch of one: see
+    /// [`Connection::handle_datagrams`].)
     pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        data: &mut [u8],
+    ) {
+        self.handle_datagrams(now, local, remote, ecn, &mut [data]);
+    }
+
+    /// The general way for one datagram: every packet type, every state.
+    pub(super) fn handle_datagram_one(
         &mut self,
         now: Instant,
         local: SocketAddr,
@@ -76,6 +89,14 @@ impl Connection {
                 return;
             }
         }
+    }
+
+    /// After a batch of datagrams: 1-RTT packets kept while the handshake was incomplete,
+    /// and the timer that drops the previous key.
+    pub(super) fn after_datagrams(&mut self, now: Instant) {
+        if self.shared.state == State::Drained {
+            return;
+        }
         if self.shared.handshake_complete && !self.shared.early_one_rtt.is_empty() {
             for mut p in std::mem::take(&mut self.shared.early_one_rtt) {
                 let Ok(parsed) = parse_packet(&p.bytes, self.shared.local_cid_len) else { continue };
@@ -89,7 +110,7 @@ impl Connection {
     }
 
     /// The path ID a destination CID of ours belongs to.
-    fn path_of_dcid(&self, dcid: &ConnectionId) -> Option<u64> {
+    pub(super) fn path_of_dcid(&self, dcid: &ConnectionId) -> Option<u64> {
         self.shared.local_cids.iter().find(|(_, l)| l.active.values().any(|c| c.cid == *dcid)).map(|(id, _)| *id)
     }
 
@@ -184,13 +205,9 @@ impl Connection {
         // answer ever fewer datagrams (exponential backoff on the number received): each
         // answer costs us a packet, and a peer or spoofer could otherwise make us send one
         // per datagram.
-        if let State::Closing { send_pending, received, answer_at, .. } = &mut self.shared.state {
+        if matches!(self.shared.state, State::Closing { .. }) {
             if rx.datagram_len > 0 {
-                *received += 1;
-                if *received >= *answer_at {
-                    *send_pending = true;
-                    *answer_at = answer_at.saturating_mul(2);
-                }
+                self.on_datagram_while_closing();
             }
             return;
         }
@@ -389,8 +406,20 @@ impl Connection {
         }
     }
 
+    /// A datagram arrived while closing: the 1st, 2nd, 4th, 8th... are answered with
+    /// CONNECTION_CLOSE (RFC 9000 §10.2.1).
+    pub(super) fn on_datagram_while_closing(&mut self) {
+        if let State::Closing { send_pending, received, answer_at, .. } = &mut self.shared.state {
+            *received += 1;
+            if *received >= *answer_at {
+                *send_pending = true;
+                *answer_at = answer_at.saturating_mul(2);
+            }
+        }
+    }
+
     /// Dispatches every frame of a packet; returns whether the packet was ack-eliciting.
-    fn process_frames(
+    pub(super) fn process_frames(
         &mut self,
         now: Instant,
         level: Level,

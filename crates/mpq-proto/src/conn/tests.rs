@@ -549,3 +549,44 @@ fn resumed_handshake_uses_the_new_transport_parameters() {
         pair.run_until(Duration::from_millis(200), |_| false);
     }
 }
+
+/// The batch seams (issue C1): in a steady bulk transfer delivered in GRO batches, the
+/// receiver opens every 1-RTT datagram on its path alone and meets the shared state once per
+/// batch (not per packet), and the sender seals every 1-RTT data packet under its batch's
+/// key lease. Key updates (every 200 packets here) cross the transfer and still leave the
+/// general per-packet way to the few packets of a new key phase.
+#[test]
+fn bulk_transfer_meets_the_shared_state_once_per_batch() {
+    for key_update_interval in [u64::MAX, 200] {
+        // Without pacing the sender writes bursts (with it, a paced burst may be one packet).
+        let cfg = TransportConfig { key_update_interval, pacing: false, ..TransportConfig::default() };
+        let mut pair = Pair::new(cfg);
+        pair.gro = Some(Duration::from_millis(2));
+        assert!(confirm_handshake(&mut pair));
+        let h = pair.server.handles()[0];
+        let before_rx = pair.server.connection(h).expect("server").shared.touches;
+        let before_tx = client(&mut pair).shared.touches;
+        run_upload(&mut pair, 2_000_000, Duration::from_secs(30));
+        let rx = pair.server.connection(h).expect("server").shared.touches;
+        let tx = client(&mut pair).shared.touches;
+        let (batches, applies) = (rx.recv_batches - before_rx.recv_batches, rx.recv_applies - before_rx.recv_applies);
+        let (opened, general) = (rx.recv_opened - before_rx.recv_opened, rx.recv_general - before_rx.recv_general);
+        let what = format!("interval {key_update_interval}: receiver {rx:?}, sender {tx:?}");
+        assert!(opened > 1_000, "{what}");
+        // Datagrams came several per batch, and each batch met the shared state about once.
+        assert!(opened > 3 * batches, "batches of one? {what}");
+        assert!(applies <= batches + general, "{what}");
+        // Only the first packets of a new key phase (and a straggler of the handshake, such
+        // as the packet carrying HANDSHAKE_DONE's acknowledgement) went the general way.
+        let updates = client(&mut pair).stats().key_updates;
+        assert!(general <= 2 + 2 * updates, "{general} general datagrams, {updates} key updates: {what}");
+        if key_update_interval == 200 {
+            assert!(updates >= 3, "{what}");
+        }
+        // The sender: every 1-RTT packet of the transfer was sealed under a lease, several
+        // per lease.
+        let (leases, leased) = (tx.send_leases - before_tx.send_leases, tx.send_leased - before_tx.send_leased);
+        assert_eq!(tx.send_unleased, before_tx.send_unleased, "{what}");
+        assert!(leased > 2 * leases, "{what}");
+    }
+}

@@ -81,6 +81,20 @@ impl PathKeyMarks {
         self.epoch = epoch;
     }
 
+    /// Packet `pn` authenticated under the current remote key of `epoch` (see
+    /// [`OneRttKeys::on_remote_authenticated_path`]): a path records it without the
+    /// connection's key state. KEY_UPDATE_ERROR when the previous key already opened a
+    /// higher number on this path (RFC 9001 §6.4).
+    pub fn on_current_authenticated(&mut self, epoch: u64, pn: u64) -> Result<(), TransportError> {
+        self.sync(epoch);
+        if self.prev_largest_remote_pn.is_some_and(|p| pn < p) {
+            return Err(key_update_error("older packet number under newer keys"));
+        }
+        self.first_remote_pn = Some(self.first_remote_pn.map_or(pn, |f| f.min(pn)));
+        self.largest_remote_pn = Some(self.largest_remote_pn.map_or(pn, |l| l.max(pn)));
+        Ok(())
+    }
+
     /// An ACK whose Largest Acknowledged is `largest_acked` covers a packet the peer sent
     /// in the current phase (`epoch`): the peer may then update again (RFC 9001 §6.2).
     pub fn ack_covers_remote_phase(&mut self, epoch: u64, largest_acked: u64) -> bool {
@@ -272,13 +286,7 @@ impl OneRttKeys {
     ) -> Result<(), TransportError> {
         marks.sync(self.current.epoch);
         match choice {
-            RemoteKeyChoice::Current => {
-                if marks.prev_largest_remote_pn.is_some_and(|p| pn < p) {
-                    return Err(key_update_error("older packet number under newer keys"));
-                }
-                marks.first_remote_pn = Some(marks.first_remote_pn.map_or(pn, |f| f.min(pn)));
-                marks.largest_remote_pn = Some(marks.largest_remote_pn.map_or(pn, |l| l.max(pn)));
-            }
+            RemoteKeyChoice::Current => marks.on_current_authenticated(self.current.epoch, pn)?,
             RemoteKeyChoice::Previous => {
                 if marks.first_remote_pn.is_some_and(|f| pn > f) {
                     return Err(key_update_error("newer packet number under older keys"));

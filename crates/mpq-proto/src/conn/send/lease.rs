@@ -64,6 +64,7 @@ impl Connection {
             acks_sent: SmallVec::new(),
         };
         self.paths[pi].key_lease = Some(lease);
+        super::super::touch!(self, send_leases);
     }
 
     /// Path `pi` returns its lease: the connection's key state learns what the batch did.

@@ -160,10 +160,14 @@ impl Connection {
     }
 
     /// Writes datagrams of path index `pi` (a GSO batch when several fill up).
-    /// The path leases the 1-RTT keys for the batch and returns the lease after it.
+    /// The path leases the 1-RTT keys when the batch writes its first 1-RTT packet and
+    /// returns the lease after the batch.
     fn write_batch(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
-        self.lease_keys(pi);
+        self.paths[pi].in_batch = true;
         let t = self.write_batch_leased(now, buf, pi, allow_data);
+        if let Some(p) = self.paths.get_mut(pi) {
+            p.in_batch = false;
+        }
         self.return_keys(pi);
         t
     }
@@ -584,10 +588,12 @@ impl Connection {
         let size = (buf.len() - p.header.header_start) as u32;
         let in_flight = p.ack_eliciting || p.padded;
         if leased {
+            super::touch!(self, send_leased);
             if let Some(l) = self.paths[pi].key_lease.as_mut() {
                 l.on_sealed(p.header.pn, &p.frames.acks);
             }
         } else if p.header.level == Level::OneRtt {
+            super::touch!(self, send_unleased);
             self.shared.packets_in_phase += 1;
             self.on_acks_sent(&p.frames.acks);
             let marks = &mut self.paths[pi].key_marks;
@@ -731,6 +737,12 @@ impl Connection {
             SpaceId::Handshake => Level::Handshake,
             SpaceId::Data => Level::OneRtt,
         };
+        if level == Level::OneRtt {
+            let p = self.paths.get(pi)?;
+            if p.in_batch && p.key_lease.is_none() {
+                self.lease_keys(pi);
+            }
+        }
         let lease = if level == Level::OneRtt { self.paths.get(pi)?.key_lease.as_ref() } else { None };
         let dcid = match lease {
             Some(l) => l.dcid?,

@@ -1,0 +1,294 @@
+//! The receive batch seam (issue C1): a batch of datagrams (a GRO batch, or one datagram) is
+//! opened path by path without the connection's shared state, then its frames are applied to
+//! the shared side once, in packet order.
+//!
+//! *Opening* is the path's work: header protection removed and the payload decrypted with a
+//! leased key generation ([`RecvLease`]), the packet number decoded against the path's own
+//! received ranges, the path's key-phase marks updated, duplicates dropped, the path's
+//! counters kept. *Applying* is the shared work: the frames (streams, ACKs and what they
+//! release, control frames), then the packet recorded for acknowledgement.
+//!
+//! Only the steady state takes this way: 1-RTT packets of an established connection, on a
+//! known, validated path, from its address, in the current key phase. Anything else (the
+//! handshake, a new path, a migration, a key update, the previous phase, undecryptable
+//! packets) goes through the general per-packet path ([`Connection::handle_datagram_one`]),
+//! after what the batch opened before it was applied, so packet order holds.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::cid::ConnectionId;
+use crate::crypto::key_update::{HeaderKeys, KeyGeneration};
+use crate::error::TransportError;
+use crate::packet::number::decode_pn;
+use crate::packet::protect::{open_payload, remove_header_protection};
+use crate::recovery::received::Ecn;
+use crate::time::Instant;
+use crate::types::{Level, SpaceId};
+
+use super::{Connection, State};
+
+/// The 1-RTT keys a batch opens packets with (the current generation only: packets of
+/// another phase leave the batch).
+struct RecvLease {
+    header: Arc<HeaderKeys>,
+    generation: Arc<KeyGeneration>,
+    multipath: bool,
+}
+
+/// Where [`Connection::open`] left a packet: the plaintext's place in its datagram.
+struct OpenedAt {
+    path_id: u64,
+    pn: u64,
+    payload: std::ops::Range<usize>,
+    dcid: ConnectionId,
+}
+
+/// A packet opened by its path; its frames wait for the shared side.
+struct Opened<'a> {
+    path_id: u64,
+    pn: u64,
+    /// Plaintext frames.
+    payload: &'a [u8],
+    dcid: ConnectionId,
+}
+
+/// Why a datagram left the batch.
+enum NotOpened {
+    /// For the general path, untouched.
+    General,
+    /// A duplicate: nothing more to do.
+    Dropped,
+    /// A connection error.
+    Error(TransportError),
+}
+
+/// The last destination CID seen in the batch and its path (most batches are one path).
+#[derive(Clone, Copy)]
+struct Route {
+    dcid: ConnectionId,
+    path_id: u64,
+    slot: usize,
+}
+
+impl Connection {
+    /// Processes several datagrams from `remote` that arrived at `local` (a GRO batch, all
+    /// routed to this connection), in order. Each is decrypted in place. Equivalent to
+    /// [`Connection::handle_datagram`] on each in turn, but the connection's shared state is
+    /// met once for the batch, not once per packet.
+    pub fn handle_datagrams(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        datagrams: &mut [&mut [u8]],
+    ) {
+        if self.shared.state == State::Drained {
+            return;
+        }
+        let Some(mut lease) = self.lease_recv_keys() else {
+            for d in datagrams.iter_mut() {
+                super::touch!(self, recv_general);
+                self.handle_datagram_one(now, local, remote, ecn, d);
+            }
+            self.after_datagrams(now);
+            return;
+        };
+        super::touch!(self, recv_batches);
+        let ecn_bits = ecn.and_then(Ecn::from_bits);
+        let mut opened: SmallVec<[Opened<'_>; 16]> = SmallVec::new();
+        let mut route: Option<Route> = None;
+        for d in datagrams.iter_mut() {
+            if self.shared.state == State::Drained {
+                return;
+            }
+            let d: &mut [u8] = d;
+            match self.open(&lease, &mut route, remote, d) {
+                Ok(o) => {
+                    super::touch!(self, recv_opened);
+                    self.shared.stats.rx_datagrams += 1;
+                    // The datagram is the packet's from now on (read-only).
+                    let d: &[u8] = d;
+                    let payload = &d[o.payload.clone()];
+                    opened.push(Opened { path_id: o.path_id, pn: o.pn, payload, dcid: o.dcid });
+                }
+                // A duplicate: dropped without a word, as the general path does.
+                Err(NotOpened::Dropped) => self.shared.stats.rx_datagrams += 1,
+                Err(NotOpened::General) => {
+                    super::touch!(self, recv_general);
+                    self.apply_opened(now, ecn_bits, &mut opened);
+                    self.handle_datagram_one(now, local, remote, ecn, d);
+                    // The general path may have changed what the batch relied on: the routes,
+                    // and the keys (a key update): lease the new generation.
+                    route = None;
+                    if !self.recv_lease_valid(&lease) {
+                        if let Some(l) = self.lease_recv_keys() {
+                            lease = l;
+                        }
+                    }
+                }
+                Err(NotOpened::Error(e)) => {
+                    self.shared.stats.rx_datagrams += 1;
+                    self.apply_opened(now, ecn_bits, &mut opened);
+                    self.close_with_error(now, e);
+                }
+            }
+        }
+        self.apply_opened(now, ecn_bits, &mut opened);
+        self.after_datagrams(now);
+    }
+
+    /// The keys for a batch, if the connection is in the state the batch handles.
+    fn lease_recv_keys(&self) -> Option<RecvLease> {
+        if self.shared.state != State::Established || !self.shared.handshake_complete {
+            return None;
+        }
+        let keys = self.shared.one_rtt.as_ref()?;
+        Some(RecvLease {
+            header: keys.header_keys().clone(),
+            generation: keys.current().clone(),
+            multipath: self.shared.mp.enabled,
+        })
+    }
+
+    fn recv_lease_valid(&self, lease: &RecvLease) -> bool {
+        self.shared.state == State::Established
+            && self.shared.one_rtt.as_ref().is_some_and(|k| k.epoch() == lease.generation.epoch)
+    }
+
+    /// The path's part of one datagram: checks, header protection, decryption.
+    fn open(
+        &mut self,
+        lease: &RecvLease,
+        route: &mut Option<Route>,
+        remote: SocketAddr,
+        d: &mut [u8],
+    ) -> Result<OpenedAt, NotOpened> {
+        let datagram_len = d.len();
+        if !self.recv_lease_valid(lease) {
+            return Err(NotOpened::General);
+        }
+        // A short header (RFC 9000 §17.3.1): fixed bit set, long-header bit clear. It runs
+        // to the end of the datagram, so the datagram holds this one packet.
+        let first = *d.first().ok_or(NotOpened::General)?;
+        if first & 0xc0 != 0x40 {
+            return Err(NotOpened::General);
+        }
+        let cid_len = self.shared.local_cid_len;
+        let dcid =
+            ConnectionId::try_from_slice(d.get(1..1 + cid_len).ok_or(NotOpened::General)?).ok_or(NotOpened::General)?;
+        let r = match *route {
+            Some(r) if r.dcid == dcid => r,
+            _ => {
+                let path_id = self.path_of_dcid(&dcid).ok_or(NotOpened::General)?;
+                let slot = self.path_index(path_id).ok_or(NotOpened::General)?;
+                let r = Route { dcid, path_id, slot };
+                *route = Some(r);
+                r
+            }
+        };
+        let Some(path) = self.paths.get_mut(r.slot).filter(|p| p.id == r.path_id) else {
+            return Err(NotOpened::General);
+        };
+        // Validated (no amplification accounting), from the path's own address (no
+        // migration or probing).
+        if !path.validated || path.remote != remote {
+            return Err(NotOpened::General);
+        }
+        let pn_offset = 1 + cid_len;
+        let Ok(hdr) = remove_header_protection(d, pn_offset, &*lease.header.remote) else {
+            return Err(NotOpened::General);
+        };
+        if hdr.key_phase() != lease.generation.phase() {
+            // Another key phase: restore the protection and leave it to the general path.
+            reprotect(d, pn_offset, hdr.pn_len, &*lease.header.remote);
+            return Err(NotOpened::General);
+        }
+        let largest = path.data.received.largest().map(|(pn, _)| pn);
+        let pn = decode_pn(largest, hdr.truncated_pn, hdr.pn_len);
+        let nonce_path = lease.multipath.then_some(r.path_id as u32);
+        let opened = open_payload(d, pn_offset, hdr.pn_len, pn, &*lease.generation.remote, nonce_path);
+        let payload_start = pn_offset + hdr.pn_len;
+        let payload_len = match opened {
+            Ok(p) => p.len(),
+            Err(_) => {
+                // Undecryptable (maybe a stateless reset): the general path counts it
+                // against the integrity limit and checks for a reset token.
+                reprotect(d, pn_offset, hdr.pn_len, &*lease.header.remote);
+                return Err(NotOpened::General);
+            }
+        };
+        // Reserved bits must be zero once protection is removed (RFC 9000 §17.3.1).
+        if hdr.first_byte & 0x18 != 0 {
+            return Err(NotOpened::Error(TransportError::protocol_violation("reserved header bits set")));
+        }
+        path.key_marks.on_current_authenticated(lease.generation.epoch, pn).map_err(NotOpened::Error)?;
+        path.stats.rx_bytes += datagram_len as u64;
+        if path.data.received.is_duplicate(pn) {
+            return Err(NotOpened::Dropped);
+        }
+        path.stats.rx_packets += 1;
+        Ok(OpenedAt { path_id: r.path_id, pn, payload: payload_start..payload_start + payload_len, dcid })
+    }
+
+    /// The shared part of the opened packets, in order: their frames, then each packet
+    /// recorded for acknowledgement.
+    fn apply_opened(&mut self, now: Instant, ecn: Option<Ecn>, opened: &mut SmallVec<[Opened<'_>; 16]>) {
+        if opened.is_empty() {
+            return;
+        }
+        super::touch!(self, recv_applies);
+        self.shared.idle_anchor = now;
+        self.shared.idle_anchor_from_recv = true;
+        for o in opened.drain(..) {
+            match self.shared.state {
+                State::Established | State::Handshake => {}
+                State::Closing { .. } => {
+                    // As the general path does for a datagram in the closing state.
+                    self.on_datagram_while_closing();
+                    continue;
+                }
+                State::Draining { .. } | State::Drained => continue,
+            }
+            // Frames of an earlier packet may have discarded the path.
+            let Some(pi) = self.path_index(o.path_id) else { continue };
+            // An earlier packet of the batch may have been this one (a duplicate datagram).
+            if self.paths[pi].data.received.is_duplicate(o.pn) {
+                continue;
+            }
+            {
+                let path = &mut self.paths[pi];
+                path.last_recv = Some(now);
+            }
+            self.on_path_alive(pi);
+            self.shared.packets_in_phase += 1;
+            match self.process_frames(now, Level::OneRtt, pi, &o.dcid, o.payload) {
+                Ok(ack_eliciting) => {
+                    let Some(pi) = self.path_index(o.path_id) else { continue };
+                    if let Some(space) = self.space_mut(SpaceId::Data, pi) {
+                        space.received.on_packet(o.pn, ack_eliciting, now, ecn);
+                        space.ack_pending = true;
+                        space.ack_carried_on.clear();
+                    }
+                    self.qlog_packet_received(now, Level::OneRtt, o.path_id, o.pn, o.payload.len());
+                }
+                Err(e) => self.close_with_error(now, e),
+            }
+        }
+    }
+}
+
+/// Puts header protection back on a packet whose protection `remove_header_protection`
+/// removed (the mask is an XOR: applying it again restores the bytes as received).
+fn reprotect(packet: &mut [u8], pn_offset: usize, pn_len: usize, hp: &dyn rustls::quic::HeaderProtectionKey) {
+    use crate::packet::header::MAX_PN_LEN;
+    let sample_len = hp.sample_len();
+    let (head, rest) = packet.split_at_mut(pn_offset + MAX_PN_LEN);
+    let sample = &rest[..sample_len];
+    let (before_pn, pn_field) = head.split_at_mut(pn_offset);
+    // Cannot fail: the same key and sample just removed the protection.
+    let _ = hp.encrypt_in_place(sample, &mut before_pn[0], &mut pn_field[..pn_len]);
+}
