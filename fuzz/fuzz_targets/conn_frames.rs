@@ -136,6 +136,9 @@ impl Harness {
         let payloads = packetize(frames, 1150, budget);
         let now = self.pair.now;
         let default_src = self.default_addr(sender);
+        // The packets of one op arrive together, in one receive batch (as a GRO batch).
+        let mut batch: Vec<Vec<u8>> = Vec::new();
+        let mut batch_addrs = None;
         for payload in payloads {
             self.forged += payload.len();
             let Some(conn) = self.conn(sender) else { return };
@@ -151,8 +154,20 @@ impl Harness {
             };
             let dst = slot.remote;
             let pkt = null_one_rtt_packet(&slot.dcid, slot.key_phase ^ flip, spin, slot.pn, pid, &payload);
-            self.deliver(to_server, from, dst, pkt);
+            if batch_addrs.is_some_and(|a| a != (from, dst)) {
+                self.flush_batch(to_server, batch_addrs, &mut batch);
+            }
+            batch_addrs = Some((from, dst));
+            batch.push(pkt);
         }
+        self.flush_batch(to_server, batch_addrs, &mut batch);
+    }
+
+    fn flush_batch(&mut self, to_server: bool, addrs: Option<(SocketAddr, SocketAddr)>, batch: &mut Vec<Vec<u8>>) {
+        if let Some((src, dst)) = addrs.filter(|_| !batch.is_empty()) {
+            self.pair.inject_batch(to_server, src, dst, batch);
+        }
+        batch.clear();
     }
 
     fn forge_to_cid(&mut self, to_server: bool, cid: u8, pn: u32, path_id: u8, flip: bool, frames: &[FuzzFrame]) {
@@ -290,9 +305,11 @@ impl Harness {
 
 fuzz_target!(|input: Input| {
     let (cc, sc) = configs();
-    let Some(pair) = Pair::handshaken_null(cc, sc.clone(), 1) else {
+    let Some(mut pair) = Pair::handshaken_null(cc, sc.clone(), 1) else {
         panic!("handshake did not complete");
     };
+    // The link delivers what arrives within a millisecond in one receive batch.
+    pair.gro = Some(Duration::from_millis(1));
     let server_conn = pair.server.handles()[0];
     let mut h = Harness {
         pair,
