@@ -4,7 +4,7 @@
 //! peer's stateless resets (§10.3.1).
 //!
 //! One wake of a runtime costs O(log n) in the number of connections, not a scan of all of
-//! them: a [`schedule::Schedule`] files each connection's timer in deadline order and queues
+//! them: a `schedule::Schedule` files each connection's timer in deadline order and queues
 //! the connections that something happened to, for transmit and for events.
 
 mod reset_tokens;

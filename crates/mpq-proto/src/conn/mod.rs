@@ -1,8 +1,10 @@
 //! The connection: the sans-IO state machine of one QUIC connection.
 //!
 //! # Contract
-//! *Inputs*: [`Connection::handle_datagram`] (a datagram routed to this connection) and
-//! [`Connection::handle_timeout`] (when [`Connection::poll_timeout`] is reached).
+//! *Inputs*: [`Connection::handle_datagram`] (a datagram routed to this connection),
+//! [`Connection::handle_datagrams`] (a receive batch of them, such as a GRO batch: the
+//! connection's shared state is met once per batch) and [`Connection::handle_timeout`] (when
+//! [`Connection::poll_timeout`] is reached).
 //! *Outputs*: [`Connection::poll_transmit`] (datagrams to send, possibly a GSO batch),
 //! [`Connection::poll_event`] (application events) and [`Connection::poll_endpoint_event`]
 //! (connection IDs to route).
@@ -12,9 +14,11 @@
 //! After any input or application action, drain `poll_transmit` until it returns `None`,
 //! then `poll_event`, then re-arm the timer with `poll_timeout`.
 //!
-//! The connection-wide state (TLS, streams, connection IDs, close state) lives here; the
-//! state of each network path (packet number space, recovery, congestion control, pacing,
-//! amplification, statistics) lives in [`path::PathState`].
+//! The connection-wide state (TLS, streams, connection IDs, close state) lives in
+//! `ConnShared`; the state of each network path (packet number space, recovery, congestion
+//! control, pacing, amplification, key-phase marks, statistics) lives in `path::PathState`,
+//! in a table of stable slots with a board of published views and per-path inboxes
+//! (`board.rs`). `docs/connection-split.md` describes the split and its batch seams.
 
 mod acks;
 mod board;
@@ -183,10 +187,8 @@ pub(crate) struct CloseFrame {
 
 /// A QUIC connection (either side). See the module documentation for the contract.
 ///
-/// Two halves: [`ConnShared`], what the whole connection shares, and the [`PathTable`] of
-/// per-path state ([`PathState`]) with its board and inboxes.
-///
-/// [`PathTable`]: path_table::PathTable
+/// Two halves: `ConnShared`, what the whole connection shares, and the `PathTable` of
+/// per-path state (`PathState`) with its board and inboxes.
 pub struct Connection {
     shared: ConnShared,
     paths: path_table::PathTable,

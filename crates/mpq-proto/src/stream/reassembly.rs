@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 /// (multipath delivers whole batches out of order), and read from there: one copy in, and
 /// none out with [`RecvBuffer::read_with`]. Which bytes beyond the contiguous end arrived is
 /// kept as a short list of ranges, or, once the peer cut the data into many pieces, as a
-/// bitmap of one bit per offset ([`Presence`]). Memory therefore depends only on the span of
+/// bitmap of one bit per offset (`Presence`). Memory therefore depends only on the span of
 /// offsets held, never on how the peer cut the data: at most about 1.13 bytes per offset
 /// spanned (plus the ring's growth slack), not a heap allocation per frame. Overlapping and
 /// duplicate data is simply written again (overlaps are assumed identical, as RFC 9000 §2.2
