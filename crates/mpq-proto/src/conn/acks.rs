@@ -24,6 +24,9 @@ impl Connection {
     ) -> Result<(), TransportError> {
         let r = self.process_ack_frame(now, space_id, pi, ack);
         self.paths.publish(pi);
+        if r.is_ok() && self.shared.mp.enabled {
+            self.size_send_buffers();
+        }
         r
     }
 
@@ -53,8 +56,8 @@ impl Connection {
             space.loss.on_ack_received(ack.iter(), ack_delay, now, &mut path.rtt, max_ack_delay, confirmed)
         };
         let result = result.map_err(|_| TransportError::protocol_violation("ACK of an unsent packet number"))?;
-        // A new RTT sample.
-        self.paths.publish(pi);
+        // (The path publishes its new view once, when the frame is done: what runs before
+        // reads only the other paths' views.)
         if result.newly_acked.is_empty() && result.lost.is_empty() {
             return Ok(());
         }
@@ -62,7 +65,6 @@ impl Connection {
             if let Some((sent, newly_ce)) = self.paths[pi].on_ack_ecn(&result.newly_acked, ack.ecn) {
                 self.set_coupling(pi);
                 self.paths[pi].on_ce(now, sent, newly_ce);
-                self.paths.publish(pi);
             }
         }
         // RFC 9002 §6.2.1: reset the backoff, except at a client that does not yet know
@@ -77,7 +79,6 @@ impl Connection {
         // The path's own part first (flight, window), then the shared part: key phases and
         // the frames' fate.
         self.paths[pi].on_packets_acked(now, &result.newly_acked);
-        self.paths.publish(pi);
         for (pn, p) in result.newly_acked {
             if space_id == SpaceId::Data {
                 if let Some(k) = self.shared.one_rtt.as_mut() {
@@ -90,9 +91,6 @@ impl Connection {
             self.on_frames_acked(space_id, p.frames);
         }
         self.on_packets_lost(now, space_id, pi, result.lost, result.persistent_congestion);
-        if self.shared.mp.enabled {
-            self.size_send_buffers();
-        }
         Ok(())
     }
 

@@ -610,7 +610,7 @@ impl Connection {
             return;
         }
         let views: smallvec::SmallVec<[CouplingView; 8]> =
-            self.paths.views().filter(|&(i, v)| i != pi && v.is_active()).map(|(_, v)| v.coupling).collect();
+            self.paths.other_views(pi).filter(|(_, v)| v.is_active()).map(|(_, v)| v.coupling).collect();
         self.paths[pi].cc.set_coupling(&views);
     }
 

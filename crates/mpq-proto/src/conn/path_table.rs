@@ -147,6 +147,12 @@ impl PathTable {
         self.board.iter().inspect(|&(slot, v)| self.check_fresh(slot, Some(v)))
     }
 
+    /// The published views of every path but the one in `slot` (which may be in the middle
+    /// of a change), in slot order.
+    pub fn other_views(&self, slot: usize) -> impl Iterator<Item = (usize, &PathView)> + '_ {
+        self.board.iter().filter(move |&(i, _)| i != slot).inspect(|&(i, v)| self.check_fresh(i, Some(v)))
+    }
+
     /// Debug builds, single thread: a view read must be what the path would publish now;
     /// a mismatch means a change was not followed by [`PathTable::publish`].
     fn check_fresh(&self, slot: usize, v: Option<&PathView>) {

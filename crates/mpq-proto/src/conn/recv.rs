@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use crate::cid::ConnectionId;
 use crate::crypto::key_update::RemoteKeyChoice;
 use crate::error::{TransportError, TransportErrorCode};
-use crate::frame::{ConnectionClose, Frame, StreamFrame};
+use crate::frame::{frame_type as ft, AckFrame, ConnectionClose, Frame, StreamFrame};
 use crate::packet::header::{parse_packet, PacketKind, ParsedPacket};
 use crate::packet::number::decode_pn;
 use crate::packet::protect::remove_header_protection;
@@ -456,6 +456,38 @@ impl Connection {
                 })?;
                 continue;
             }
+            match u64::from(byte) {
+                ft::PADDING => {
+                    // The zero bytes after it belong to it (RFC 9000 §19.1).
+                    let n = r.peek_rest().iter().take_while(|b| **b == 0).count();
+                    let _ = r.bytes(n);
+                    continue;
+                }
+                ty @ (ft::ACK | ft::ACK_ECN | ft::PATH_ACK | ft::PATH_ACK_ECN) => {
+                    // Also without the general `Frame`: most packets of a transfer carry one.
+                    let _ = r.u8();
+                    let path = matches!(ty, ft::PATH_ACK | ft::PATH_ACK_ECN);
+                    let ecn = matches!(ty, ft::ACK_ECN | ft::PATH_ACK_ECN);
+                    let ack = AckFrame::decode(&mut r, path, ecn).map_err(|e| e.with_frame(ty))?;
+                    let allowed = if path { level == Level::OneRtt } else { level != Level::ZeroRtt };
+                    if !allowed {
+                        return Err(TransportError::protocol_violation("frame not allowed at this encryption level")
+                            .with_frame(ty));
+                    }
+                    self.on_ack_received(now, level, path_id, &ack).map_err(|e| {
+                        if e.frame_type.is_none() {
+                            e.with_frame(ty)
+                        } else {
+                            e
+                        }
+                    })?;
+                    if self.is_closed() {
+                        break;
+                    }
+                    continue;
+                }
+                _ => {}
+            }
             let frame = Frame::decode(&mut r)?;
             if !frame.allowed_in(level) {
                 return Err(TransportError::protocol_violation("frame not allowed at this encryption level")
@@ -487,31 +519,7 @@ impl Connection {
     ) -> Result<(), TransportError> {
         match frame {
             Frame::Padding { .. } | Frame::Ping => {}
-            Frame::Ack(ack) => {
-                // An ACK frame is a PATH_ACK for path 0 (draft-ietf-quic-multipath-21 §4.3).
-                let acked_path = match ack.path_id {
-                    None => 0,
-                    Some(id) => {
-                        self.check_mp_path_id(id)?;
-                        id
-                    }
-                };
-                if level == Level::OneRtt && acked_path != path_id {
-                    if let Some(carrier) = self.path_index(path_id) {
-                        self.paths[carrier].stats.rx_acks_for_other_paths += 1;
-                    }
-                }
-                let pi = if level == Level::OneRtt {
-                    // PATH_ACKs naming an unknown or discarded path are ignored.
-                    match self.path_index(acked_path) {
-                        Some(pi) => pi,
-                        None => return Ok(()),
-                    }
-                } else {
-                    self.primary_path()
-                };
-                self.on_ack_frame(now, level.space(), pi, &ack)?;
-            }
+            Frame::Ack(ack) => self.on_ack_received(now, level, path_id, &ack)?,
             Frame::Crypto { offset, data } if level == Level::OneRtt => {
                 self.shared.one_rtt_crypto.on_recv(offset, data)?;
                 while let Some(bytes) = self.shared.one_rtt_crypto.take_contiguous() {
@@ -616,6 +624,39 @@ impl Connection {
             }
         }
         Ok(())
+    }
+
+    /// An ACK or PATH_ACK frame arrived on path `path_id` at `level`.
+    fn on_ack_received(
+        &mut self,
+        now: Instant,
+        level: Level,
+        path_id: u64,
+        ack: &crate::frame::AckFrame<'_>,
+    ) -> Result<(), TransportError> {
+        // An ACK frame is a PATH_ACK for path 0 (draft-ietf-quic-multipath-21 §4.3).
+        let acked_path = match ack.path_id {
+            None => 0,
+            Some(id) => {
+                self.check_mp_path_id(id)?;
+                id
+            }
+        };
+        if level == Level::OneRtt && acked_path != path_id {
+            if let Some(carrier) = self.path_index(path_id) {
+                self.paths[carrier].stats.rx_acks_for_other_paths += 1;
+            }
+        }
+        let pi = if level == Level::OneRtt {
+            // PATH_ACKs naming an unknown or discarded path are ignored.
+            match self.path_index(acked_path) {
+                Some(pi) => pi,
+                None => return Ok(()),
+            }
+        } else {
+            self.primary_path()
+        };
+        self.on_ack_frame(now, level.space(), pi, ack)
     }
 
     fn on_connection_close(&mut self, now: Instant, c: &ConnectionClose<'_>) {

@@ -53,7 +53,10 @@ pub struct AckFrame<'a> {
 
 impl<'a> AckFrame<'a> {
     /// Decodes the body after the type. `path`: PATH_ACK; `ecn`: ECN variant.
-    pub(super) fn decode(r: &mut Reader<'a>, path: bool, ecn: bool) -> Result<Self, TransportError> {
+    /// (Public to the crate for the receive path, which decodes ACK frames without the
+    /// general `Frame`.)
+    #[inline]
+    pub(crate) fn decode(r: &mut Reader<'a>, path: bool, ecn: bool) -> Result<Self, TransportError> {
         let path_id = if path { Some(vi(r)?) } else { None };
         let largest = vi(r)?;
         let delay = vi(r)?;
