@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Categorised CPU profile of one process from a `perf record` file.
+
+Reads `perf report --no-children --sort sym` of PERF_DATA (self time per symbol) and sums the
+shares by category: crypto (AEAD, header protection), memory copies (user memmove and the
+kernel's copies to and from user space), hashing, allocation, QUIC logic (the rest of mpq's or
+quinn's protocol code), packet I/O in user space, kernel UDP / syscalls / scheduling, other.
+Several files give one column each, for before / after tables.
+
+Record with `perf record -e cpu-clock -g -o FILE -- mpq perf server ...` (on VMs without
+hardware counters `cpu-clock` is the event that works).
+
+Usage: scripts/perf_categories.py [--markdown] LABEL=PERF_DATA [LABEL=PERF_DATA ...]
+"""
+
+import argparse
+import re
+import subprocess
+import sys
+
+# First match wins; patterns are matched against the symbol name (kernel symbols are
+# reported with their "[k]" marker by perf and handled separately below).
+CATEGORIES = [
+    ("crypto (AEAD, header protection)", r"aes|gcm|aead|ghash|chacha|poly1305|PacketKey|HeaderProtection|seal_packet|open_payload|remove_header_protection|skip_iv|CRYPTO_memcmp|EVP_|aws_lc_rs|ring::"),
+    ("memory copies", r"memmove|memcpy|_copy_to_iter|_copy_from_iter|copy_user|rep_movs"),
+    ("hashing", r"hash|SipHasher|foldhash|FxHasher"),
+    ("allocation", r"malloc|free|realloc|calloc|alloc::alloc|__rust_alloc|__rust_dealloc|_int_malloc|_int_free|cfree"),
+    ("packet I/O in user space", r"mpq_io|quinn_udp|event_loop|recvmmsg|sendmsg|sendmmsg"),
+    ("QUIC logic", r"mpq_proto|mpq::|quinn_proto|quinn::|perf::"),
+]
+
+
+def symbols(path):
+    """(share in %, is_kernel, symbol) per line of perf's flat report."""
+    out = subprocess.run(
+        ["perf", "report", "-i", path, "--no-children", "--sort", "sym", "--stdio", "-g", "none", "--percent-limit", "0"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"\s*([0-9.]+)%\s+\[(.)\]\s+(.*)", line)
+        if m:
+            rows.append((float(m.group(1)), m.group(2) == "k", m.group(3).strip()))
+    return rows
+
+
+def categorise(rows):
+    totals = {name: 0.0 for name, _ in CATEGORIES}
+    totals["kernel UDP, syscalls, scheduling"] = 0.0
+    totals["other"] = 0.0
+    for share, kernel, sym in rows:
+        for name, pattern in CATEGORIES:
+            if re.search(pattern, sym, re.IGNORECASE):
+                # Kernel copies count as copies; other kernel time below.
+                if kernel and name != "memory copies":
+                    continue
+                totals[name] += share
+                break
+        else:
+            totals["kernel UDP, syscalls, scheduling" if kernel else "other"] += share
+    return totals
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--markdown", action="store_true", help="a Markdown table (default: plain columns)")
+    ap.add_argument("files", nargs="+", metavar="LABEL=PERF_DATA")
+    args = ap.parse_args()
+    columns = []
+    for spec in args.files:
+        label, sep, path = spec.partition("=")
+        if not sep:
+            label, path = spec, spec
+        try:
+            columns.append((label, categorise(symbols(path))))
+        except (subprocess.CalledProcessError, FileNotFoundError) as e:
+            sys.exit(f"perf report failed on {path}: {e} (is it a perf.data file, and is perf installed?)")
+    names = list(columns[0][1].keys())
+    if args.markdown:
+        print("| category | " + " | ".join(l for l, _ in columns) + " |")
+        print("| --- |" + " --- |" * len(columns))
+        for n in names:
+            print(f"| {n} | " + " | ".join(f"{c[n]:.1f} %" for _, c in columns) + " |")
+    else:
+        width = max(len(n) for n in names)
+        print(" " * width + "  " + "  ".join(f"{l:>12}" for l, _ in columns))
+        for n in names:
+            print(f"{n:<{width}}  " + "  ".join(f"{c[n]:>11.1f}%" for _, c in columns))
+
+
+if __name__ == "__main__":
+    main()
