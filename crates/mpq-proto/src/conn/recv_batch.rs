@@ -230,7 +230,6 @@ impl Connection {
         if path.data.received.is_duplicate(pn) {
             return Err(NotOpened::Dropped);
         }
-        path.stats.rx_packets += 1;
         Ok(OpenedAt { path_id: r.path_id, pn, payload: payload_start..payload_start + payload_len, dcid })
     }
 
@@ -261,6 +260,7 @@ impl Connection {
             }
             {
                 let path = &mut self.paths[pi];
+                path.stats.rx_packets += 1;
                 path.last_recv = Some(now);
             }
             self.on_path_alive(pi);
