@@ -55,6 +55,10 @@ struct Opened<'a> {
     dcid: ConnectionId,
 }
 
+/// The packets opened in a batch, inline up to the largest GRO batch (64 segments), so a
+/// batch allocates nothing.
+type OpenedBatch<'a> = SmallVec<[Opened<'a>; 64]>;
+
 /// Why a datagram left the batch.
 enum NotOpened {
     /// For the general path, untouched.
@@ -99,7 +103,7 @@ impl Connection {
         };
         super::touch!(self, recv_batches);
         let ecn_bits = ecn.and_then(Ecn::from_bits);
-        let mut opened: SmallVec<[Opened<'_>; 16]> = SmallVec::new();
+        let mut opened: OpenedBatch<'_> = SmallVec::new();
         let mut route: Option<Route> = None;
         for d in datagrams.iter_mut() {
             if self.shared.state == State::Drained {
@@ -235,7 +239,7 @@ impl Connection {
 
     /// The shared part of the opened packets, in order: their frames, then each packet
     /// recorded for acknowledgement.
-    fn apply_opened(&mut self, now: Instant, ecn: Option<Ecn>, opened: &mut SmallVec<[Opened<'_>; 16]>) {
+    fn apply_opened(&mut self, now: Instant, ecn: Option<Ecn>, opened: &mut OpenedBatch<'_>) {
         if opened.is_empty() {
             return;
         }
