@@ -35,6 +35,7 @@ mod path_api;
 mod path_ids;
 mod path_recovery;
 mod path_table;
+mod path_timers;
 mod qlog;
 mod recv;
 mod recv_batch;

@@ -10,17 +10,9 @@ use crate::types::{Side, SpaceId};
 
 use super::events::PathEvent;
 use super::multipath::{DEAD_PATH_PTOS, PATH_UNSTABLE_OR_POOR};
-use super::path::PathPhase;
 use super::{Connection, ConnectionError, Event, State};
 
-/// What a path's loss-detection deadline is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PathTimer {
-    /// Time-threshold loss detection.
-    Loss,
-    /// Probe timeout.
-    Pto,
-}
+use super::path_timers::PathTimer;
 
 impl Connection {
     /// Earliest time `handle_timeout` must be called, if any.
@@ -73,7 +65,7 @@ impl Connection {
                 // must wait for the peer's next datagram, RFC 9000 §8.1). A retry deadline
                 // already past would make the timer fire again and again without progress.
                 if !c.send_pending {
-                    merge(c.sent_at.map(|s| s + self.challenge_retry(p)));
+                    merge(c.sent_at.map(|s| s + p.challenge_retry(self.peer_max_ack_delay())));
                 }
             }
             merge(p.discard_at);
@@ -157,17 +149,8 @@ impl Connection {
 
     /// PTO of path `pi` for `space`, with backoff.
     fn pto_duration(&self, space: SpaceId, pi: usize) -> Duration {
-        let path = &self.paths[pi];
-        let mut d = path.pto_base();
-        if space == SpaceId::Data {
-            d += self.peer_max_ack_delay();
-        }
-        d * 2u32.saturating_pow(path.pto_count.min(16))
-    }
-
-    /// How long to wait for a PATH_RESPONSE before challenging again (RFC 9000 §8.2.4).
-    fn challenge_retry(&self, p: &super::path::PathState) -> Duration {
-        (p.pto_base() + self.peer_max_ack_delay()) * 2u32.saturating_pow(p.pto_count.min(8))
+        let mad = if space == SpaceId::Data { self.peer_max_ack_delay() } else { Duration::ZERO };
+        self.paths[pi].pto(mad)
     }
 
     /// Retransmits PATH_CHALLENGEs and gives up on paths that never answered.
@@ -175,7 +158,7 @@ impl Connection {
         let initial_rtt = self.shared.config.initial_rtt;
         let mut failed = Vec::new();
         for pi in self.paths.slots() {
-            let retry = self.challenge_retry(&self.paths[pi]);
+            let retry = self.paths[pi].challenge_retry(self.peer_max_ack_delay());
             let fail_after = (3 * (self.paths[pi].pto_base() + self.peer_max_ack_delay())).max(6 * initial_rtt);
             let Some(c) = self.paths[pi].challenge.as_mut() else { continue };
             if let Some(sent) = c.sent_at {
@@ -248,21 +231,8 @@ impl Connection {
     /// Loss or PTO deadline of path `pi`'s data space. Application data PTOs wait for the
     /// handshake to be confirmed (RFC 9002 §6.2.1).
     fn path_loss_deadline(&self, pi: usize) -> Option<(Instant, PathTimer)> {
-        let path = &self.paths[pi];
-        if path.phase == PathPhase::Abandoned {
-            return None;
-        }
-        if let Some(t) = path.data.loss.loss_time() {
-            return Some((t, PathTimer::Loss));
-        }
-        if !self.shared.handshake_confirmed || !path.data.loss.has_ack_eliciting_in_flight() {
-            return None;
-        }
-        if self.shared.side == Side::Server && path.amplification_budget() == 0 {
-            return None;
-        }
-        let t = path.data.loss.time_of_last_ack_eliciting()?;
-        Some((t + self.pto_duration(SpaceId::Data, pi), PathTimer::Pto))
+        let is_server = self.shared.side == Side::Server;
+        self.paths[pi].loss_deadline(self.shared.handshake_confirmed, is_server, self.peer_max_ack_delay())
     }
 
     /// RFC 9002 Appendix A.9 for the handshake spaces.

@@ -290,25 +290,7 @@ impl Connection {
     /// ignore both).
     fn can_send_data(&mut self, now: Instant, pi: usize) -> bool {
         let pacing = self.shared.config.pacing;
-        let path = &mut self.paths[pi];
-        let mtu = u64::from(path.mtu);
-        if path.bytes_in_flight + mtu > path.cc.window() {
-            return false;
-        }
-        if pacing {
-            let srtt = path.rtt.smoothed();
-            if let Some(at) = path.pacer.delay(now, mtu, mtu, path.cc.window(), srtt) {
-                if at > now {
-                    path.pacing_until = Some(at);
-                    // The pacer spreads the window over the RTT: held back by it, the path
-                    // is limited by its window, not by the application (RFC 9002 §7.8).
-                    path.window_full_at = Some(now);
-                    return false;
-                }
-            }
-        }
-        path.pacing_until = None;
-        true
+        self.paths[pi].can_send_data(now, pacing)
     }
 
     fn has_keys(&self, space_id: SpaceId) -> bool {
