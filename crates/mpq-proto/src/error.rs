@@ -113,6 +113,16 @@ impl TransportError {
         self
     }
 
+    /// Records the frame type that caused the error unless a more precise one (set deeper
+    /// down, e.g. by the frame's decoder) is there already.
+    pub fn or_frame(self, frame_type: u64) -> Self {
+        if self.frame_type.is_none() {
+            self.with_frame(frame_type)
+        } else {
+            self
+        }
+    }
+
     /// FRAME_ENCODING_ERROR with a reason.
     pub fn frame_encoding(reason: impl Into<String>) -> Self {
         Self::new(TransportErrorCode::FRAME_ENCODING_ERROR, reason)

@@ -447,13 +447,7 @@ impl Connection {
                     );
                 }
                 ack_eliciting = true;
-                self.shared.streams.on_stream_frame(s.id, s.offset, s.data, s.fin).map_err(|e| {
-                    if e.frame_type.is_none() {
-                        e.with_frame(ty)
-                    } else {
-                        e
-                    }
-                })?;
+                self.shared.streams.on_stream_frame(s.id, s.offset, s.data, s.fin).map_err(|e| e.or_frame(ty))?;
                 continue;
             }
             match u64::from(byte) {
@@ -474,13 +468,7 @@ impl Connection {
                         return Err(TransportError::protocol_violation("frame not allowed at this encryption level")
                             .with_frame(ty));
                     }
-                    self.on_ack_received(now, level, path_id, &ack).map_err(|e| {
-                        if e.frame_type.is_none() {
-                            e.with_frame(ty)
-                        } else {
-                            e
-                        }
-                    })?;
+                    self.on_ack_received(now, level, path_id, &ack).map_err(|e| e.or_frame(ty))?;
                     if self.is_closed() {
                         break;
                     }
@@ -495,13 +483,7 @@ impl Connection {
             }
             ack_eliciting |= frame.is_ack_eliciting();
             let ty = frame.ty();
-            self.on_frame(now, level, path_id, dcid, frame).map_err(|e| {
-                if e.frame_type.is_none() {
-                    e.with_frame(ty)
-                } else {
-                    e
-                }
-            })?;
+            self.on_frame(now, level, path_id, dcid, frame).map_err(|e| e.or_frame(ty))?;
             if self.is_closed() {
                 break;
             }

@@ -23,7 +23,7 @@ use crate::cid::ConnectionId;
 use crate::crypto::key_update::{HeaderKeys, KeyGeneration};
 use crate::error::TransportError;
 use crate::packet::number::decode_pn;
-use crate::packet::protect::{open_payload, remove_header_protection};
+use crate::packet::protect::{apply_header_protection, open_payload, remove_header_protection};
 use crate::recovery::received::Ecn;
 use crate::time::Instant;
 use crate::types::{Level, SpaceId};
@@ -208,7 +208,8 @@ impl Connection {
         };
         if hdr.key_phase() != lease.generation.phase() {
             // Another key phase: restore the protection and leave it to the general path.
-            reprotect(d, pn_offset, hdr.pn_len, &*lease.header.remote);
+            // Cannot fail: the same key and sample just removed the protection.
+            let _ = apply_header_protection(d, 0, pn_offset, hdr.pn_len, &*lease.header.remote);
             return Err(NotOpened::General);
         }
         let largest = path.data.received.largest().map(|(pn, _)| pn);
@@ -221,7 +222,8 @@ impl Connection {
             Err(_) => {
                 // Undecryptable (maybe a stateless reset): the general path counts it
                 // against the integrity limit and checks for a reset token.
-                reprotect(d, pn_offset, hdr.pn_len, &*lease.header.remote);
+                // Cannot fail: the same key and sample just removed the protection.
+                let _ = apply_header_protection(d, 0, pn_offset, hdr.pn_len, &*lease.header.remote);
                 return Err(NotOpened::General);
             }
         };
@@ -283,16 +285,4 @@ impl Connection {
             }
         }
     }
-}
-
-/// Puts header protection back on a packet whose protection `remove_header_protection`
-/// removed (the mask is an XOR: applying it again restores the bytes as received).
-fn reprotect(packet: &mut [u8], pn_offset: usize, pn_len: usize, hp: &dyn rustls::quic::HeaderProtectionKey) {
-    use crate::packet::header::MAX_PN_LEN;
-    let sample_len = hp.sample_len();
-    let (head, rest) = packet.split_at_mut(pn_offset + MAX_PN_LEN);
-    let sample = &rest[..sample_len];
-    let (before_pn, pn_field) = head.split_at_mut(pn_offset);
-    // Cannot fail: the same key and sample just removed the protection.
-    let _ = hp.encrypt_in_place(sample, &mut before_pn[0], &mut pn_field[..pn_len]);
 }

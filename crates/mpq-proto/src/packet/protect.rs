@@ -87,9 +87,25 @@ pub fn seal_packet(
     }
     .map_err(|_| ProtectError::Crypto)?;
     packet.extend_from_slice(tag.as_ref());
+    apply_header_protection(packet, header_start, pn_offset, pn_len, hp)
+}
 
+/// Masks the first byte (at `header_start`) and the `pn_len` packet number bytes at
+/// `pn_offset` (RFC 9001 §5.4.1), sampling the ciphertext after the packet number. The mask
+/// is an XOR, so this also restores the protection [`remove_header_protection`] removed.
+pub fn apply_header_protection(
+    packet: &mut [u8],
+    header_start: usize,
+    pn_offset: usize,
+    pn_len: usize,
+    hp: &dyn HeaderProtectionKey,
+) -> Result<(), ProtectError> {
+    let sample_end = pn_offset + MAX_PN_LEN + hp.sample_len();
+    if packet.len() < sample_end || pn_len > MAX_PN_LEN || header_start >= pn_offset {
+        return Err(ProtectError::TooShort);
+    }
     let (head, rest) = packet.split_at_mut(pn_offset + MAX_PN_LEN);
-    let sample = &rest[..sample_len];
+    let sample = &rest[..hp.sample_len()];
     let (before_pn, pn_field) = head.split_at_mut(pn_offset);
     hp.encrypt_in_place(sample, &mut before_pn[header_start], &mut pn_field[..pn_len]).map_err(|_| ProtectError::Crypto)
 }
