@@ -6,15 +6,28 @@ use std::time::Duration;
 use crate::error::TransportError;
 use crate::frame::AckFrame;
 use crate::time::Instant;
-use crate::types::{Side, SpaceId};
+use crate::types::SpaceId;
 
-use super::path::PathState;
+use super::events::{Event, PathEvent};
+use super::path_ack::{AckParams, Fated, PacketFates};
 use super::space::{Control, SentFrames};
-use super::Connection;
+use super::{touch, Connection};
 
 impl Connection {
-    /// Handles ACK and PATH_ACK frames (RFC 9002 §6) for the space of path index `pi`;
-    /// the path then publishes its new window, flight and RTT on the board.
+    /// What the shared side fixes for a path's ACK processing.
+    pub(super) fn ack_params(&self) -> AckParams {
+        AckParams {
+            ack_delay_exponent: self.peer_ack_delay_exponent(),
+            max_ack_delay: self.peer_max_ack_delay(),
+            handshake_confirmed: self.shared.handshake_confirmed,
+            side: self.shared.side,
+            key_epoch: self.shared.one_rtt.as_ref().map(|k| k.epoch()),
+        }
+    }
+
+    /// Handles ACK and PATH_ACK frames (RFC 9002 §6) for the space of path index `pi`: the
+    /// path's part (its ledger, RTT, loss detection, window, view on the board) by the path,
+    /// then the frames' fate here.
     pub(super) fn on_ack_frame(
         &mut self,
         now: Instant,
@@ -22,76 +35,75 @@ impl Connection {
         pi: usize,
         ack: &AckFrame<'_>,
     ) -> Result<(), TransportError> {
-        let r = self.process_ack_frame(now, space_id, pi, ack);
-        self.paths.publish(pi);
-        if r.is_ok() && self.shared.mp.enabled {
-            self.size_send_buffers();
-        }
-        r
-    }
-
-    fn process_ack_frame(
-        &mut self,
-        now: Instant,
-        space_id: SpaceId,
-        pi: usize,
-        ack: &AckFrame<'_>,
-    ) -> Result<(), TransportError> {
-        let ack_delay = if space_id == SpaceId::Data {
-            let exp = u32::from(self.peer_ack_delay_exponent());
-            Duration::from_micros(ack.delay.checked_shl(exp).filter(|v| v >> exp == ack.delay).unwrap_or(u64::MAX >> 1))
-        } else {
-            Duration::ZERO
-        };
-        let max_ack_delay = self.peer_max_ack_delay();
-        let confirmed = self.shared.handshake_confirmed;
-        let result = {
-            let path = &mut self.paths[pi];
-            let space = match space_id {
-                SpaceId::Initial => self.shared.initial.as_mut(),
-                SpaceId::Handshake => self.shared.handshake.as_mut(),
-                SpaceId::Data => Some(&mut path.data),
-            };
-            let Some(space) = space else { return Ok(()) };
-            space.loss.on_ack_received(ack.iter(), ack_delay, now, &mut path.rtt, max_ack_delay, confirmed)
-        };
-        let result = result.map_err(|_| TransportError::protocol_violation("ACK of an unsent packet number"))?;
-        // (The path publishes its new view once, when the frame is done: what runs before
-        // reads only the other paths' views.)
-        if result.newly_acked.is_empty() && result.lost.is_empty() {
-            return Ok(());
-        }
-        if space_id == SpaceId::Data {
-            if let Some((sent, newly_ce)) = self.paths[pi].on_ack_ecn(&result.newly_acked, ack.ecn) {
-                self.set_coupling(pi);
-                self.paths[pi].on_ce(now, sent, newly_ce);
-            }
-        }
-        // RFC 9002 §6.2.1: reset the backoff, except at a client that does not yet know
-        // the server validated its address.
-        if !result.newly_acked.is_empty() && (self.shared.side == Side::Server || space_id != SpaceId::Initial) {
-            self.paths[pi].pto_count = 0;
-            self.on_path_alive(pi);
-        }
-        if !result.newly_acked.is_empty() {
-            self.set_coupling(pi);
-        }
-        // The path's own part first (flight, window), then the shared part: key phases and
-        // the frames' fate.
-        self.paths[pi].on_packets_acked(now, &result.newly_acked);
-        for (pn, p) in result.newly_acked {
-            if space_id == SpaceId::Data {
-                if let Some(k) = self.shared.one_rtt.as_mut() {
-                    k.on_packet_acked_path(&mut self.paths[pi].key_marks, pn);
-                    if k.can_initiate() && self.shared.phase_acked_at.is_none() {
-                        self.shared.phase_acked_at = Some(now);
-                    }
+        let params = self.ack_params();
+        let fates = {
+            let Some((path, mut seat)) = self.paths.seat(pi) else { return Ok(()) };
+            match space_id {
+                SpaceId::Data => path.on_path_ack(now, ack, &params, &mut seat)?,
+                SpaceId::Initial | SpaceId::Handshake => {
+                    let space = match space_id {
+                        SpaceId::Initial => self.shared.initial.as_mut(),
+                        _ => self.shared.handshake.as_mut(),
+                    };
+                    let Some(space) = space else { return Ok(()) };
+                    // No ACK delay in the handshake spaces (RFC 9002 §5.3).
+                    let result = space
+                        .loss
+                        .on_ack_received(
+                            ack.iter(),
+                            Duration::ZERO,
+                            now,
+                            &mut path.rtt,
+                            params.max_ack_delay,
+                            params.handshake_confirmed,
+                        )
+                        .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet number"))?;
+                    path.on_ack_result(now, space_id, result, ack.ecn, &params, &mut seat)
                 }
             }
-            self.on_frames_acked(space_id, p.frames);
-        }
-        self.on_packets_lost(now, space_id, pi, result.lost, result.persistent_congestion);
+        };
+        self.apply_fates(now, pi, fates);
         Ok(())
+    }
+
+    /// The shared part of an ACK or a loss timer a path handled: the frames of packets
+    /// acknowledged and lost (streams, CRYPTO, control frames), the key phase, events;
+    /// with several paths, the send buffers sized to the new windows.
+    pub(super) fn apply_fates(&mut self, now: Instant, pi: usize, fates: PacketFates) {
+        touch!(self, fates_applied);
+        let path_id = self.paths.get(pi).map(|p| p.id);
+        if fates.recovered {
+            if let Some(id) = path_id {
+                tracing::debug!(id, "path recovered");
+                self.shared.events.push_back(Event::Path(PathEvent::Recovered { id }));
+            }
+        }
+        if let Some(epoch) = fates.phase_acked {
+            if let Some(k) = self.shared.one_rtt.as_mut() {
+                k.on_local_phase_acked(epoch);
+            }
+        }
+        if fates.space == SpaceId::Data && !fates.acked.is_empty() {
+            if let Some(k) = self.shared.one_rtt.as_ref() {
+                if k.can_initiate() && self.shared.phase_acked_at.is_none() {
+                    self.shared.phase_acked_at = Some(now);
+                }
+            }
+        }
+        for (_, p) in fates.acked {
+            self.on_frames_acked(fates.space, p.frames);
+        }
+        if let Some(id) = path_id {
+            for (pn, _) in &fates.lost {
+                self.qlog_packet_lost(now, fates.space, id, *pn);
+            }
+        }
+        for (_, p) in fates.lost {
+            self.on_frames_lost(fates.space, p.frames);
+        }
+        if self.shared.mp.enabled {
+            self.size_send_buffers();
+        }
     }
 
     /// With several active paths a stream's oldest unacknowledged byte may sit on the
@@ -148,31 +160,18 @@ impl Connection {
         }
     }
 
-    /// Lost packets of path index `pi`: congestion response once per event, frames queued
-    /// for retransmission (on any path).
-    pub(crate) fn on_packets_lost(
-        &mut self,
-        now: Instant,
-        space_id: SpaceId,
-        pi: usize,
-        lost: Vec<(u64, crate::recovery::sent::SentPacket<SentFrames>)>,
-        persistent: bool,
-    ) {
+    /// Packets of path index `pi` its loss timer declared lost: the path's congestion
+    /// response, then their frames queued for retransmission (on any path).
+    pub(crate) fn on_packets_lost(&mut self, now: Instant, space_id: SpaceId, pi: usize, lost: Fated) {
         if lost.is_empty() {
             return;
         }
-        let path_id = self.paths[pi].id;
-        for (pn, _) in &lost {
-            self.qlog_packet_lost(now, space_id, path_id, *pn);
+        let mut fates = PacketFates::none(space_id);
+        if let Some((path, mut seat)) = self.paths.seat(pi) {
+            path.on_lost(now, lost, false, &mut seat, &mut fates);
+            seat.publish(path);
         }
-        if PathState::loss_is_congestion(&lost) {
-            self.set_coupling(pi);
-        }
-        self.paths[pi].on_packets_lost(now, &lost, persistent);
-        self.paths.publish(pi);
-        for (_, p) in lost {
-            self.on_frames_lost(space_id, p.frames);
-        }
+        self.apply_fates(now, pi, fates);
     }
 
     pub(crate) fn on_frames_lost(&mut self, space_id: SpaceId, frames: SentFrames) {

@@ -197,6 +197,36 @@ impl Board {
     }
 }
 
+/// A path's seat at the board while it works alone (opening a receive batch, handling its
+/// own ACKs and timers): it reads the other paths' views and publishes its own, and touches
+/// nothing else of the board.
+pub(crate) struct Seat<'a> {
+    board: &'a mut Board,
+    slot: usize,
+}
+
+impl<'a> Seat<'a> {
+    /// The seat of the path in `slot`.
+    pub fn new(board: &'a mut Board, slot: usize) -> Self {
+        Self { board, slot }
+    }
+
+    /// What coupled congestion control needs of the other active paths, or `None` when the
+    /// path is alone on the board (nothing to couple with).
+    pub fn coupling_views(&self) -> Option<smallvec::SmallVec<[CouplingView; 8]>> {
+        if self.board.iter().nth(1).is_none() {
+            return None;
+        }
+        let others = self.board.iter().filter(|&(i, v)| i != self.slot && v.is_active());
+        Some(others.map(|(_, v)| v.coupling).collect())
+    }
+
+    /// The path publishes its current view.
+    pub fn publish(&mut self, path: &PathState) {
+        self.board.publish(self.slot, path.view());
+    }
+}
+
 impl PathState {
     /// What this path publishes on the board.
     pub(crate) fn view(&self) -> PathView {

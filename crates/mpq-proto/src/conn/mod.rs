@@ -31,6 +31,7 @@ mod handshake;
 mod info;
 mod multipath;
 pub mod path;
+mod path_ack;
 mod path_api;
 mod path_ids;
 mod path_recovery;
@@ -95,6 +96,10 @@ pub(crate) struct TouchCounts {
     pub send_leased: u64,
     /// 1-RTT packets sealed with the connection's key state directly.
     pub send_unleased: u64,
+    /// ACK frames (and loss timers) whose packets' fate the shared side applied.
+    pub fates_applied: u64,
+    /// ACK frames a path handled alone while opening a receive batch.
+    pub acks_in_batch: u64,
 }
 
 /// Counts a meeting of a seam with the shared state (debug builds only).

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use rand::RngCore;
 
-use crate::cc::CouplingView;
 use crate::cid::ConnectionId;
 use crate::error::TransportError;
 use crate::frame::NewConnectionId;
@@ -601,17 +600,6 @@ impl Connection {
             Control::MaxPathId(v) if v == self.shared.mp.local_max => self.shared.mp.pending.push(c),
             _ => {}
         }
-    }
-
-    /// Gives the congestion controller of path `pi` a view of the connection's other open
-    /// paths (coupled algorithms: LIA, OLIA).
-    pub(crate) fn set_coupling(&mut self, pi: usize) {
-        if self.paths.len() < 2 {
-            return;
-        }
-        let views: smallvec::SmallVec<[CouplingView; 8]> =
-            self.paths.other_views(pi).filter(|(_, v)| v.is_active()).map(|(_, v)| v.coupling).collect();
-        self.paths[pi].cc.set_coupling(&views);
     }
 
     /// The largest PTO of all open paths (closing, draining, key updates and path state

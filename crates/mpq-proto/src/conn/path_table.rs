@@ -8,7 +8,7 @@
 
 use smallvec::SmallVec;
 
-use super::board::{Board, Inbox, PathView};
+use super::board::{Board, Inbox, PathView, Seat};
 use super::path::PathState;
 
 /// Live slots, copied out so that the caller may change the connection while it walks them.
@@ -135,6 +135,12 @@ impl PathTable {
         }
     }
 
+    /// The path in `slot` with its seat at the board, for the work a path does alone.
+    pub fn seat(&mut self, slot: usize) -> Option<(&mut PathState, Seat<'_>)> {
+        let path = self.slots.get_mut(slot).and_then(Option::as_mut)?;
+        Some((path, Seat::new(&mut self.board, slot)))
+    }
+
     /// The published view of the path in `slot`.
     pub fn view(&self, slot: usize) -> Option<&PathView> {
         let v = self.board.get(slot);
@@ -145,12 +151,6 @@ impl PathTable {
     /// The published views with their slots, in slot order.
     pub fn views(&self) -> impl Iterator<Item = (usize, &PathView)> + '_ {
         self.board.iter().inspect(|&(slot, v)| self.check_fresh(slot, Some(v)))
-    }
-
-    /// The published views of every path but the one in `slot` (which may be in the middle
-    /// of a change), in slot order.
-    pub fn other_views(&self, slot: usize) -> impl Iterator<Item = (usize, &PathView)> + '_ {
-        self.board.iter().filter(move |&(i, _)| i != slot).inspect(|&(i, v)| self.check_fresh(i, Some(v)))
     }
 
     /// Debug builds, single thread: a view read must be what the path would publish now;

@@ -244,7 +244,7 @@ impl Connection {
             _ => None,
         };
         if let Some(lost) = lost {
-            self.on_packets_lost(now, space_id, pi, lost, false);
+            self.on_packets_lost(now, space_id, pi, lost);
             return;
         }
         let path = &mut self.paths[pi];
@@ -268,7 +268,7 @@ impl Connection {
         if kind == PathTimer::Loss {
             let rtt = self.paths[pi].rtt.clone();
             let lost = self.paths[pi].data.loss.detect_lost(now, &rtt);
-            self.on_packets_lost(now, SpaceId::Data, pi, lost, false);
+            self.on_packets_lost(now, SpaceId::Data, pi, lost);
             return;
         }
         let id = self.paths[pi].id;

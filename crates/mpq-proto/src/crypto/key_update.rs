@@ -95,6 +95,13 @@ impl PathKeyMarks {
         Ok(())
     }
 
+    /// The peer acknowledged our packet `pn`: true if we sealed it in the phase of `epoch`
+    /// (which confirms that phase, RFC 9001 §6.1).
+    pub fn acks_local_phase(&mut self, epoch: u64, pn: u64) -> bool {
+        self.sync(epoch);
+        self.first_local_pn.is_some_and(|f| pn >= f)
+    }
+
     /// An ACK whose Largest Acknowledged is `largest_acked` covers a packet the peer sent
     /// in the current phase (`epoch`): the peer may then update again (RFC 9001 §6.2).
     pub fn ack_covers_remote_phase(&mut self, epoch: u64, largest_acked: u64) -> bool {
@@ -388,8 +395,16 @@ impl OneRttKeys {
     /// Records that the peer acknowledged our packet `pn` of the path with `marks`. An ack
     /// of a packet sealed in the current phase confirms our last update.
     pub fn on_packet_acked_path(&mut self, marks: &mut PathKeyMarks, pn: u64) {
-        marks.sync(self.current.epoch);
-        if marks.first_local_pn.is_some_and(|f| pn >= f) {
+        if marks.acks_local_phase(self.current.epoch, pn) {
+            self.local_phase_acked = true;
+        }
+    }
+
+    /// A path found ([`PathKeyMarks::acks_local_phase`]) that the peer acknowledged one of
+    /// our packets sealed in the phase of `epoch`: if that is still the current phase, our
+    /// last update is confirmed. (A path works out the ack alone and reports it here.)
+    pub fn on_local_phase_acked(&mut self, epoch: u64) {
+        if epoch == self.current.epoch {
             self.local_phase_acked = true;
         }
     }

@@ -1,0 +1,174 @@
+//! A path's own part of ACK processing (RFC 9002 §6-7): it takes the acknowledged packets
+//! out of its ledger, samples its RTT, runs its loss detection, congestion control and ECN
+//! validation, and publishes its new view, all without the connection's shared state. What
+//! is left for the shared side, the fate of the packets' frames, goes back as
+//! [`PacketFates`], applied by `Connection::apply_fates` (`conn/acks.rs`).
+//!
+//! The same method serves a PATH_ACK met while the path opens a receive batch
+//! (`conn/recv_batch.rs`) and one met on the general, per-packet way.
+
+use std::time::Duration;
+
+use crate::error::TransportError;
+use crate::frame::{AckFrame, EcnCounts};
+use crate::recovery::loss::AckResult;
+use crate::recovery::sent::SentPacket;
+use crate::time::Instant;
+use crate::types::{Side, SpaceId};
+
+use super::board::Seat;
+use super::path::PathState;
+use super::space::SentFrames;
+
+/// What the shared side fixes for a path's ACK processing: the peer's transport parameters
+/// and the connection's progress. Copied for a receive batch; none of it changes within one
+/// (the batch only runs once the handshake is confirmed).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AckParams {
+    /// The peer's ack_delay_exponent (RFC 9000 §18.2).
+    pub ack_delay_exponent: u8,
+    /// The peer's max_ack_delay.
+    pub max_ack_delay: Duration,
+    /// The handshake is confirmed (RFC 9002 §5.3 caps the ACK delay from then on).
+    pub handshake_confirmed: bool,
+    /// Our side (a client does not reset the PTO backoff on Initial ACKs, RFC 9002 §6.2.1).
+    pub side: Side,
+    /// The epoch of the current 1-RTT keys, if any (key-phase confirmation).
+    pub key_epoch: Option<u64>,
+}
+
+/// Packets by number, as loss detection reports them.
+pub(crate) type Fated = Vec<(u64, SentPacket<SentFrames>)>;
+
+/// The packets a path found acknowledged or lost, handed to the shared side for their
+/// frames (returned to the streams and queues), with the events the path saw.
+#[derive(Debug)]
+pub(crate) struct PacketFates {
+    /// The packet number space they belong to.
+    pub space: SpaceId,
+    /// Newly acknowledged, ascending.
+    pub acked: Fated,
+    /// Declared lost, ascending.
+    pub lost: Fated,
+    /// A packet sealed in the current key phase was acknowledged: that phase is confirmed
+    /// (RFC 9001 §6.1), if it is still current. The epoch the path checked against.
+    pub phase_acked: Option<u64>,
+    /// The path was potentially failed and is alive again (an event for the application).
+    pub recovered: bool,
+}
+
+impl PacketFates {
+    /// No packet changed fate.
+    pub fn none(space: SpaceId) -> Self {
+        Self { space, acked: Vec::new(), lost: Vec::new(), phase_acked: None, recovered: false }
+    }
+}
+
+impl PathState {
+    /// Coupled congestion control takes the other paths' published views.
+    pub(crate) fn couple(&mut self, seat: &Seat<'_>) {
+        if let Some(views) = seat.coupling_views() {
+            self.cc.set_coupling(&views);
+        }
+    }
+
+    /// An ACK or PATH_ACK frame acknowledging packets of this path's data space. Fails with
+    /// PROTOCOL_VIOLATION, changing nothing, if it acknowledges a number never sent.
+    pub(crate) fn on_path_ack(
+        &mut self,
+        now: Instant,
+        ack: &AckFrame<'_>,
+        params: &AckParams,
+        seat: &mut Seat<'_>,
+    ) -> Result<PacketFates, TransportError> {
+        let exp = u32::from(params.ack_delay_exponent);
+        // RFC 9000 §19.3: the field is scaled by 2^exponent; an overflow means "very long".
+        let ack_delay = Duration::from_micros(
+            ack.delay.checked_shl(exp).filter(|v| v >> exp == ack.delay).unwrap_or(u64::MAX >> 1),
+        );
+        let result = self
+            .data
+            .loss
+            .on_ack_received(
+                ack.iter(),
+                ack_delay,
+                now,
+                &mut self.rtt,
+                params.max_ack_delay,
+                params.handshake_confirmed,
+            )
+            .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet number"))?;
+        Ok(self.on_ack_result(now, SpaceId::Data, result, ack.ecn, params, seat))
+    }
+
+    /// The path's part of an ACK whose loss detection already ran (for the data space in
+    /// [`PathState::on_path_ack`]; for the handshake spaces, whose ledgers are shared, by the
+    /// connection): ECN validation, the PTO backoff, flight and window, the key-phase mark,
+    /// then the lost packets; the path publishes its view at the end if anything changed.
+    pub(crate) fn on_ack_result(
+        &mut self,
+        now: Instant,
+        space: SpaceId,
+        result: AckResult<SentFrames>,
+        ecn: Option<EcnCounts>,
+        params: &AckParams,
+        seat: &mut Seat<'_>,
+    ) -> PacketFates {
+        let mut fates = PacketFates::none(space);
+        if result.newly_acked.is_empty() && result.lost.is_empty() {
+            return fates;
+        }
+        let acked = result.newly_acked;
+        if space == SpaceId::Data {
+            if let Some((sent, newly_ce)) = self.on_ack_ecn(&acked, ecn) {
+                self.couple(seat);
+                self.on_ce(now, sent, newly_ce);
+            }
+        }
+        if !acked.is_empty() {
+            // RFC 9002 §6.2.1: reset the backoff, except at a client that does not yet know
+            // the server validated its address.
+            if params.side == Side::Server || space != SpaceId::Initial {
+                self.pto_count = 0;
+                if self.potentially_failed {
+                    self.potentially_failed = false;
+                    fates.recovered = true;
+                }
+            }
+            self.couple(seat);
+            self.on_packets_acked(now, &acked);
+            if space == SpaceId::Data {
+                if let Some(epoch) = params.key_epoch {
+                    if acked.iter().any(|(pn, _)| self.key_marks.acks_local_phase(epoch, *pn)) {
+                        fates.phase_acked = Some(epoch);
+                    }
+                }
+            }
+        }
+        fates.acked = acked;
+        self.on_lost(now, result.lost, result.persistent_congestion, seat, &mut fates);
+        seat.publish(self);
+        fates
+    }
+
+    /// Packets of this path declared lost (by an ACK or the loss timer): congestion
+    /// response and statistics here, the packets into `fates` for their frames. (The caller
+    /// publishes the path's view.)
+    pub(crate) fn on_lost(
+        &mut self,
+        now: Instant,
+        lost: Fated,
+        persistent: bool,
+        seat: &mut Seat<'_>,
+        fates: &mut PacketFates,
+    ) {
+        if lost.is_empty() {
+            return;
+        }
+        if PathState::loss_is_congestion(&lost) {
+            self.couple(seat);
+        }
+        self.on_packets_lost(now, &lost, persistent);
+        fates.lost = lost;
+    }
+}
