@@ -214,9 +214,7 @@ impl<'a> Seat<'a> {
     /// What coupled congestion control needs of the other active paths, or `None` when the
     /// path is alone on the board (nothing to couple with).
     pub fn coupling_views(&self) -> Option<smallvec::SmallVec<[CouplingView; 8]>> {
-        if self.board.iter().nth(1).is_none() {
-            return None;
-        }
+        self.board.iter().nth(1)?;
         let others = self.board.iter().filter(|&(i, v)| i != self.slot && v.is_active());
         Some(others.map(|(_, v)| v.coupling).collect())
     }
