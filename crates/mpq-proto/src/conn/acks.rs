@@ -62,21 +62,19 @@ impl Connection {
                 }
             }
         };
-        self.apply_fates(now, pi, fates);
+        let path_id = self.paths[pi].id;
+        self.apply_fates(now, path_id, fates);
         Ok(())
     }
 
     /// The shared part of an ACK or a loss timer a path handled: the frames of packets
     /// acknowledged and lost (streams, CRYPTO, control frames), the key phase, events;
     /// with several paths, the send buffers sized to the new windows.
-    pub(super) fn apply_fates(&mut self, now: Instant, pi: usize, fates: PacketFates) {
+    pub(super) fn apply_fates(&mut self, now: Instant, path_id: u64, fates: PacketFates) {
         touch!(self, fates_applied);
-        let path_id = self.paths.get(pi).map(|p| p.id);
         if fates.recovered {
-            if let Some(id) = path_id {
-                tracing::debug!(id, "path recovered");
-                self.shared.events.push_back(Event::Path(PathEvent::Recovered { id }));
-            }
+            tracing::debug!(id = path_id, "path recovered");
+            self.shared.events.push_back(Event::Path(PathEvent::Recovered { id: path_id }));
         }
         if let Some(epoch) = fates.phase_acked {
             if let Some(k) = self.shared.one_rtt.as_mut() {
@@ -93,10 +91,8 @@ impl Connection {
         for (_, p) in fates.acked {
             self.on_frames_acked(fates.space, p.frames);
         }
-        if let Some(id) = path_id {
-            for (pn, _) in &fates.lost {
-                self.qlog_packet_lost(now, fates.space, id, *pn);
-            }
+        for (pn, _) in &fates.lost {
+            self.qlog_packet_lost(now, fates.space, path_id, *pn);
         }
         for (_, p) in fates.lost {
             self.on_frames_lost(fates.space, p.frames);
@@ -167,11 +163,11 @@ impl Connection {
             return;
         }
         let mut fates = PacketFates::none(space_id);
-        if let Some((path, mut seat)) = self.paths.seat(pi) {
-            path.on_lost(now, lost, false, &mut seat, &mut fates);
-            seat.publish(path);
-        }
-        self.apply_fates(now, pi, fates);
+        let Some((path, mut seat)) = self.paths.seat(pi) else { return };
+        path.on_lost(now, lost, false, &mut seat, &mut fates);
+        seat.publish(path);
+        let path_id = path.id;
+        self.apply_fates(now, path_id, fates);
     }
 
     pub(crate) fn on_frames_lost(&mut self, space_id: SpaceId, frames: SentFrames) {

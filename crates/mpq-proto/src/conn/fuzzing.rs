@@ -117,7 +117,7 @@ pub struct Footprint {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use crate::conn::{ClientConfig, ServerConfig, TransportConfig};
@@ -127,14 +127,14 @@ mod tests {
     use crate::testing::Pair;
     use crate::types::Dir;
 
-    fn null_pair() -> Pair {
+    pub(crate) fn null_pair() -> Pair {
         let transport = TransportConfig { initial_max_path_id: Some(4), ..TransportConfig::default() };
         let (cc, sc): (ClientConfig, ServerConfig) = crate::testing::configs(transport);
         Pair::handshaken_null(&cc, sc, 1).expect("handshake")
     }
 
     /// Forges a 1-RTT packet in the client's name on its `index`-th path, delivers it.
-    fn forge_to_server(pair: &mut Pair, index: usize, flip_phase: bool, frames: &[u8]) {
+    pub(crate) fn forge_to_server(pair: &mut Pair, index: usize, flip_phase: bool, frames: &[u8]) {
         let now = pair.now;
         let h = pair.client_conn;
         let conn = pair.client.connection_mut(h).expect("client");

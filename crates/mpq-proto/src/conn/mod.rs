@@ -33,6 +33,7 @@ mod multipath;
 pub mod path;
 mod path_ack;
 mod path_api;
+mod path_frames;
 mod path_ids;
 mod path_recovery;
 mod path_table;
@@ -701,6 +702,8 @@ mod tests_multipath;
 mod tests_multipath_rules;
 #[cfg(test)]
 mod tests_packet_rules;
+#[cfg(test)]
+mod tests_path_frames;
 #[cfg(test)]
 mod tests_peer_limits;
 #[cfg(test)]

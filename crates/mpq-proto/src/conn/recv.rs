@@ -16,10 +16,14 @@ use crate::types::{Level, Side, SpaceId};
 
 use super::events::ConnectionError;
 use super::path::OffPathResponse;
+use super::path_ack::PacketFates;
+use super::path_frames::MAX_PENDING_PATH_RESPONSES;
 use super::{Connection, State};
 
+/// The fates of the own ACK frames a path walked in a packet, in frame order.
+pub(super) type WalkedFates = smallvec::IntoIter<[PacketFates; 1]>;
+
 /// Most PATH_RESPONSEs we queue; further challenges are answered once these are sent.
-const MAX_PENDING_PATH_RESPONSES: usize = 4;
 /// Most 1-RTT packets a server keeps while its handshake is incomplete, and their bytes.
 const MAX_EARLY_ONE_RTT: usize = 16;
 const MAX_EARLY_ONE_RTT_BYTES: usize = 32 * 1024;
@@ -389,7 +393,7 @@ impl Connection {
         // A packet that did not move its path (probing, or older than the newest) from
         // another address: PATH_RESPONSEs go back there (RFC 9000 §8.2.2).
         self.shared.probe_from = (level == Level::OneRtt && self.paths[pi].remote != rx.remote).then_some(*rx);
-        let processed = self.process_frames(now, level, pi, &parsed.dcid, payload);
+        let processed = self.process_frames(now, level, pi, &parsed.dcid, payload, None);
         self.shared.probe_from = None;
         match processed {
             Ok(ack_eliciting) => {
@@ -419,6 +423,9 @@ impl Connection {
     }
 
     /// Dispatches every frame of a packet; returns whether the packet was ack-eliciting.
+    /// `walked`: the path already handled its own frames before this payload offset while
+    /// opening the packet in a receive batch (`conn/path_frames.rs`); the fates of its own
+    /// ACK frames there, in order, are applied where those frames stand.
     pub(super) fn process_frames(
         &mut self,
         now: Instant,
@@ -426,6 +433,7 @@ impl Connection {
         pi: usize,
         dcid: &ConnectionId,
         payload: &[u8],
+        mut walked: Option<(usize, &mut WalkedFates)>,
     ) -> Result<bool, TransportError> {
         let path_id = self.paths[pi].id;
         if payload.is_empty() {
@@ -435,6 +443,8 @@ impl Connection {
         let mut ack_eliciting = false;
         let mut r = crate::coding::Reader::new(payload);
         while let Some(&byte) = r.peek_rest().first() {
+            let at = r.position();
+            let own_walked = walked.as_ref().is_some_and(|(end, _)| at < *end);
             if StreamFrame::is_stream_type(byte) {
                 // The common frame of a transfer, handled without the general `Frame`
                 // (same checks and errors as `Frame::decode` and `on_frame`).
@@ -468,6 +478,14 @@ impl Connection {
                         return Err(TransportError::protocol_violation("frame not allowed at this encryption level")
                             .with_frame(ty));
                     }
+                    if own_walked && self.paths[pi].owns_ack(ack.path_id, self.shared.mp.enabled) {
+                        // The path handled it while opening the packet: its shared part now.
+                        super::touch!(self, acks_in_batch);
+                        if let Some(f) = walked.as_mut().and_then(|(_, f)| f.next()) {
+                            self.apply_fates(now, path_id, f);
+                        }
+                        continue;
+                    }
                     self.on_ack_received(now, level, path_id, &ack).map_err(|e| e.or_frame(ty))?;
                     if self.is_closed() {
                         break;
@@ -482,6 +500,10 @@ impl Connection {
                     .with_frame(frame.ty()));
             }
             ack_eliciting |= frame.is_ack_eliciting();
+            if own_walked && matches!(frame, Frame::PathChallenge(_)) {
+                // Answered by the path while opening the packet.
+                continue;
+            }
             let ty = frame.ty();
             self.on_frame(now, level, path_id, dcid, frame).map_err(|e| e.or_frame(ty))?;
             if self.is_closed() {
@@ -565,11 +587,7 @@ impl Connection {
                     let budget = 3 * rx.datagram_len;
                     path.off_path_responses.push(OffPathResponse { remote: rx.remote, local: rx.local, data, budget });
                 } else if let Some(pi) = self.path_index(path_id) {
-                    let path = &mut self.paths[pi];
-                    if path.path_responses.len() >= MAX_PENDING_PATH_RESPONSES {
-                        path.path_responses.remove(0);
-                    }
-                    path.path_responses.push(data);
+                    self.paths[pi].queue_path_response(data);
                 }
             }
             Frame::PathResponse(data) => self.on_path_response(now, path_id, data),

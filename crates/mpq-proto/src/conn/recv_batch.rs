@@ -28,6 +28,8 @@ use crate::recovery::received::Ecn;
 use crate::time::Instant;
 use crate::types::{Level, SpaceId};
 
+use super::path_ack::AckParams;
+use super::path_frames::OwnFrames;
 use super::{Connection, State};
 
 /// The 1-RTT keys a batch opens packets with (the current generation only: packets of
@@ -36,6 +38,11 @@ struct RecvLease {
     header: Arc<HeaderKeys>,
     generation: Arc<KeyGeneration>,
     multipath: bool,
+    /// What a path needs to handle its own ACKs (`conn/path_frames.rs`).
+    ack: AckParams,
+    /// The paths handle their own frames while opening (only once the handshake is
+    /// confirmed, which fixes everything in `ack`).
+    walk: bool,
 }
 
 /// Where [`Connection::open`] left a packet: the plaintext's place in its datagram.
@@ -44,6 +51,7 @@ struct OpenedAt {
     pn: u64,
     payload: std::ops::Range<usize>,
     dcid: ConnectionId,
+    own: OwnFrames,
 }
 
 /// A packet opened by its path; its frames wait for the shared side.
@@ -53,6 +61,8 @@ struct Opened<'a> {
     /// Plaintext frames.
     payload: &'a [u8],
     dcid: ConnectionId,
+    /// What the path did with its own frames.
+    own: OwnFrames,
 }
 
 /// The packets opened in a batch, inline up to the largest GRO batch (64 segments), so a
@@ -110,14 +120,14 @@ impl Connection {
                 return;
             }
             let d: &mut [u8] = d;
-            match self.open(&lease, &mut route, remote, d) {
+            match self.open(now, &lease, &mut route, remote, d) {
                 Ok(o) => {
                     super::touch!(self, recv_opened);
                     self.shared.stats.rx_datagrams += 1;
                     // The datagram is the packet's from now on (read-only).
                     let d: &[u8] = d;
                     let payload = &d[o.payload.clone()];
-                    opened.push(Opened { path_id: o.path_id, pn: o.pn, payload, dcid: o.dcid });
+                    opened.push(Opened { path_id: o.path_id, pn: o.pn, payload, dcid: o.dcid, own: o.own });
                 }
                 // A duplicate: dropped without a word, as the general path does.
                 Err(NotOpened::Dropped) => self.shared.stats.rx_datagrams += 1,
@@ -155,6 +165,8 @@ impl Connection {
             header: keys.header_keys().clone(),
             generation: keys.current().clone(),
             multipath: self.shared.mp.enabled,
+            ack: self.ack_params(),
+            walk: self.shared.handshake_confirmed,
         })
     }
 
@@ -166,6 +178,7 @@ impl Connection {
     /// The path's part of one datagram: checks, header protection, decryption.
     fn open(
         &mut self,
+        now: Instant,
         lease: &RecvLease,
         route: &mut Option<Route>,
         remote: SocketAddr,
@@ -194,7 +207,7 @@ impl Connection {
                 r
             }
         };
-        let Some(path) = self.paths.get_mut(r.slot).filter(|p| p.id == r.path_id) else {
+        let Some((path, mut seat)) = self.paths.seat(r.slot).filter(|(p, _)| p.id == r.path_id) else {
             return Err(NotOpened::General);
         };
         // Validated (no amplification accounting), from the path's own address (no
@@ -236,7 +249,13 @@ impl Connection {
         if path.data.received.is_duplicate(pn) {
             return Err(NotOpened::Dropped);
         }
-        Ok(OpenedAt { path_id: r.path_id, pn, payload: payload_start..payload_start + payload_len, dcid })
+        let payload = payload_start..payload_start + payload_len;
+        let own = if lease.walk {
+            path.walk_own_frames(now, &d[payload.clone()], &lease.ack, lease.multipath, &mut seat)
+        } else {
+            OwnFrames::default()
+        };
+        Ok(OpenedAt { path_id: r.path_id, pn, payload, dcid, own })
     }
 
     /// The shared part of the opened packets, in order: their frames, then each packet
@@ -249,21 +268,27 @@ impl Connection {
         self.shared.idle_anchor = now;
         self.shared.idle_anchor_from_recv = true;
         for o in opened.drain(..) {
-            match self.shared.state {
-                State::Established | State::Handshake => {}
+            let mut fates = o.own.fates.into_iter();
+            let skip = match self.shared.state {
+                State::Established | State::Handshake => false,
                 State::Closing { .. } => {
                     // As the general path does for a datagram in the closing state.
                     self.on_datagram_while_closing();
-                    continue;
+                    true
                 }
-                State::Draining { .. } | State::Drained => continue,
-            }
-            // Frames of an earlier packet may have discarded the path.
-            let Some(pi) = self.path_index(o.path_id) else { continue };
-            // An earlier packet of the batch may have been this one (a duplicate datagram).
-            if self.paths[pi].data.received.is_duplicate(o.pn) {
+                State::Draining { .. } | State::Drained => true,
+            };
+            // Frames of an earlier packet may have discarded the path; an earlier packet
+            // of the batch may have been this one (a duplicate datagram).
+            let pi = self.path_index(o.path_id).filter(|&pi| !self.paths[pi].data.received.is_duplicate(o.pn));
+            let Some(pi) = pi.filter(|_| !skip) else {
+                // The packet is not processed, but what its path already did with its ACKs
+                // stands: their packets left the ledger, so their frames' fate is due.
+                for f in fates {
+                    self.apply_fates(now, o.path_id, f);
+                }
                 continue;
-            }
+            };
             {
                 let path = &mut self.paths[pi];
                 path.stats.rx_packets += 1;
@@ -271,7 +296,17 @@ impl Connection {
             }
             self.on_path_alive(pi);
             self.shared.packets_in_phase += 1;
-            match self.process_frames(now, Level::OneRtt, pi, &o.dcid, o.payload) {
+            let processed = if o.own.only_own {
+                // Nothing for the shared side but the fates of the path's ACKs.
+                for f in fates {
+                    super::touch!(self, acks_in_batch);
+                    self.apply_fates(now, o.path_id, f);
+                }
+                Ok(o.own.ack_eliciting)
+            } else {
+                self.process_frames(now, Level::OneRtt, pi, &o.dcid, o.payload, Some((o.own.walked, &mut fates)))
+            };
+            match processed {
                 Ok(ack_eliciting) => {
                     let Some(pi) = self.path_index(o.path_id) else { continue };
                     if let Some(space) = self.space_mut(SpaceId::Data, pi) {

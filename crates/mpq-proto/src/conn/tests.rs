@@ -588,9 +588,18 @@ fn bulk_transfer_meets_the_shared_state_once_per_batch() {
         let (leases, leased) = (tx.send_leases - before_tx.send_leases, tx.send_leased - before_tx.send_leased);
         assert_eq!(tx.send_unleased, before_tx.send_unleased, "{what}");
         assert!(leased > 2 * leases, "{what}");
+        // The sender's ACKs: its path handled them while opening the batches (loss
+        // detection, RTT, window); the shared side only applied their packets' fates. Only
+        // ACKs in packets of the general way (the new key phases' first) went through the
+        // shared side whole.
+        let fates = tx.fates_applied - before_tx.fates_applied;
+        let by_path = tx.acks_in_batch - before_tx.acks_in_batch;
+        assert!(by_path > 0 && by_path * 2 > fates, "{what}");
+        assert!(fates - by_path <= 2 + 2 * updates, "{by_path} of {fates} ACKs handled by the path: {what}");
         eprintln!(
             "interval {key_update_interval}: receiver {batches} batches, {opened} datagrams opened alone, \
-             {applies} shared applies, {general} general; sender {leases} leases, {leased} packets leased"
+             {applies} shared applies, {general} general; sender {leases} leases, {leased} packets leased, \
+             {by_path} of {fates} ACKs handled by their path"
         );
     }
 }
