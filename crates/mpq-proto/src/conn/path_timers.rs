@@ -6,9 +6,27 @@
 
 use std::time::Duration;
 
+use crate::stream::StreamChunk;
 use crate::time::Instant;
+use crate::types::SpaceId;
 
+use super::board::Seat;
+use super::multipath::DEAD_PATH_PTOS;
 use super::path::{PathPhase, PathState};
+use super::path_ack::PacketFates;
+
+/// What a probe timeout of a path (RFC 9002 §6.2.4) leaves for the shared side.
+#[derive(Debug, Default)]
+pub(crate) struct PtoVerdict {
+    /// The path just became potentially failed (De Coninck and Bonaventure, "Multipath
+    /// QUIC: Design and Evaluation", CoNEXT 2017, §4.3): an event, and these STREAM chunks
+    /// it has in flight to resend on the working paths now (draft-ietf-quic-multipath-21
+    /// §5.7). The packets stay in its ledger and may still be acknowledged.
+    pub newly_failed: Option<Vec<StreamChunk>>,
+    /// The path timed out `DEAD_PATH_PTOS` times in a row while another path works: to be
+    /// abandoned.
+    pub dead: bool,
+}
 
 /// What a path's loss-detection deadline is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +38,42 @@ pub(crate) enum PathTimer {
 }
 
 impl PathState {
+    /// The loss timer of the data space fired (RFC 9002 §6.1.2, Appendix A.10): the packets
+    /// now too old are lost; their frames go back as fates. Publishes the path's view.
+    pub(crate) fn on_loss_timer(&mut self, now: Instant, seat: &mut Seat<'_>) -> PacketFates {
+        let lost = self.data.loss.detect_lost(now, &self.rtt);
+        let mut fates = PacketFates::none(SpaceId::Data);
+        self.on_lost(now, lost, false, seat, &mut fates);
+        seat.publish(self);
+        fates
+    }
+
+    /// The probe timeout of the data space fired (RFC 9002 §6.2.4): backoff and two probes.
+    /// With multipath and another path working (`others_work`), a path that showed no sign
+    /// of life since the probed packet left is potentially failed, and after
+    /// `DEAD_PATH_PTOS` timeouts dead. Publishes the path's view.
+    pub(crate) fn on_pto(&mut self, others_work: bool, seat: &mut Seat<'_>) -> PtoVerdict {
+        self.pto_count += 1;
+        self.stats.pto_count += 1;
+        self.data.probes = 2;
+        let mut verdict = PtoVerdict::default();
+        if others_work {
+            // Packets still arriving on the path since the probed one was sent: it is slow
+            // or its ACKs are queued, not dead.
+            let sent = self.data.loss.time_of_last_ack_eliciting();
+            let alive = matches!((self.last_recv, sent), (Some(r), Some(s)) if r >= s);
+            if !self.potentially_failed && !alive {
+                self.potentially_failed = true;
+                let chunks =
+                    self.data.loss.iter_outstanding().flat_map(|(_, p)| p.frames.stream.iter().copied()).collect();
+                verdict.newly_failed = Some(chunks);
+            }
+            verdict.dead = self.pto_count >= DEAD_PATH_PTOS;
+        }
+        seat.publish(self);
+        verdict
+    }
+
     /// The probe timeout (RFC 9002 §6.2.1): PTO base plus `max_ack_delay` (zero for the
     /// handshake spaces), doubled per consecutive PTO.
     pub(crate) fn pto(&self, max_ack_delay: Duration) -> Duration {
@@ -111,6 +165,85 @@ mod tests {
         assert_eq!(p.loss_deadline(true, true, Duration::ZERO), None, "nothing in flight");
         p.phase = PathPhase::Abandoned;
         assert_eq!(p.loss_deadline(true, false, Duration::ZERO), None);
+    }
+
+    /// Sends an ack-eliciting packet carrying one STREAM chunk at `at_ms`.
+    fn send_chunk(p: &mut PathState, at_ms: u64, offset: u64) -> u64 {
+        use crate::conn::space::SentFrames;
+        use crate::recovery::sent::SentPacket;
+        let pn = p.data.take_pn();
+        let mut frames = SentFrames::default();
+        frames.stream.push(StreamChunk { id: crate::types::StreamId(0), offset, len: 1000, fin: false });
+        let time_sent = Instant::ZERO + Duration::from_millis(at_ms);
+        let sent = SentPacket { time_sent, size: 1200, ack_eliciting: true, in_flight: true, ecn: false, frames };
+        p.data.loss.on_packet_sent(pn, sent);
+        p.bytes_in_flight += 1200;
+        pn
+    }
+
+    #[test]
+    fn a_timeout_fails_a_silent_path_then_declares_it_dead() {
+        let mut board = super::super::board::Board::default();
+        let mut p = path(true);
+        board.publish(0, p.view());
+        send_chunk(&mut p, 0, 0);
+        send_chunk(&mut p, 1, 1000);
+        // Alone (or with no other working path): backoff only.
+        let v = p.on_pto(false, &mut Seat::new(&mut board, 0));
+        assert!(v.newly_failed.is_none() && !v.dead);
+        assert_eq!((p.pto_count, p.data.probes), (1, 2));
+        // Another path works and nothing arrived since the probed packet left: potentially
+        // failed once, with its in-flight chunks to resend elsewhere; dead after
+        // DEAD_PATH_PTOS timeouts in a row.
+        let v = p.on_pto(true, &mut Seat::new(&mut board, 0));
+        let chunks = v.newly_failed.expect("newly failed");
+        assert_eq!(chunks.iter().map(|c| c.offset).collect::<Vec<_>>(), [0, 1000]);
+        assert!(p.potentially_failed && board.get(0).is_some_and(|v| v.potentially_failed), "published");
+        let mut dead = v.dead;
+        while p.pto_count < DEAD_PATH_PTOS {
+            let v = p.on_pto(true, &mut Seat::new(&mut board, 0));
+            assert!(v.newly_failed.is_none(), "failed only once");
+            dead = v.dead;
+        }
+        assert!(dead);
+    }
+
+    #[test]
+    fn a_path_hearing_from_its_peer_is_slow_not_failed() {
+        let mut board = super::super::board::Board::default();
+        let mut p = path(true);
+        board.publish(0, p.view());
+        send_chunk(&mut p, 0, 0);
+        p.last_recv = Some(Instant::ZERO + Duration::from_millis(5));
+        let v = p.on_pto(true, &mut Seat::new(&mut board, 0));
+        assert!(v.newly_failed.is_none() && !p.potentially_failed);
+    }
+
+    #[test]
+    fn the_loss_timer_hands_lost_packets_back_as_fates() {
+        let mut board = super::super::board::Board::default();
+        let mut p = path(true);
+        board.publish(0, p.view());
+        let first = send_chunk(&mut p, 0, 0);
+        for i in 1..=3 {
+            send_chunk(&mut p, i, 1000 * i);
+        }
+        // Nothing acknowledged yet: the timer finds nothing lost.
+        let fates = p.on_loss_timer(Instant::ZERO + Duration::from_secs(1), &mut Seat::new(&mut board, 0));
+        assert!(fates.lost.is_empty() && fates.acked.is_empty());
+        assert_eq!(fates.space, SpaceId::Data);
+        // Acknowledge the last packet; the first is then lost by the packet threshold.
+        let ack_time = Instant::ZERO + Duration::from_millis(50);
+        let r =
+            p.data.loss.on_ack_received([3..4].into_iter(), Duration::ZERO, ack_time, &mut p.rtt, Duration::ZERO, true);
+        let lost: Vec<u64> = r.expect("ack").lost.iter().map(|(pn, _)| *pn).collect();
+        assert_eq!(lost, [first]);
+        // Packets 1 and 2 are too recent for the time threshold at the ACK (9/8 of the
+        // 50 ms RTT); a second later the timer declares them lost.
+        let fates = p.on_loss_timer(Instant::ZERO + Duration::from_secs(1), &mut Seat::new(&mut board, 0));
+        assert_eq!(fates.lost.iter().map(|(pn, _)| *pn).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(p.stats.lost_packets, 2);
+        assert_eq!(p.bytes_in_flight, 2 * 1200, "the timer's losses left the flight");
     }
 
     #[test]

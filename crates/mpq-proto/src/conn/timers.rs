@@ -9,7 +9,7 @@ use crate::time::Instant;
 use crate::types::{Side, SpaceId};
 
 use super::events::PathEvent;
-use super::multipath::{DEAD_PATH_PTOS, PATH_UNSTABLE_OR_POOR};
+use super::multipath::PATH_UNSTABLE_OR_POOR;
 use super::{Connection, ConnectionError, Event, State};
 
 use super::path_timers::PathTimer;
@@ -265,47 +265,30 @@ impl Connection {
     /// in-flight data is resent on the other paths (draft-ietf-quic-multipath-21 §5.7), and
     /// after `DEAD_PATH_PTOS` it is abandoned when another path works.
     fn on_path_loss_timeout(&mut self, now: Instant, pi: usize, kind: PathTimer) {
+        let mp = self.shared.mp.enabled;
+        // Another active path that is not itself potentially failed, as the board shows it.
+        let others_work = mp && self.paths.views().any(|(i, v)| i != pi && v.is_active() && !v.potentially_failed);
+        let Some((path, mut seat)) = self.paths.seat(pi) else { return };
+        let id = path.id;
         if kind == PathTimer::Loss {
-            let rtt = self.paths[pi].rtt.clone();
-            let lost = self.paths[pi].data.loss.detect_lost(now, &rtt);
-            self.on_packets_lost(now, SpaceId::Data, pi, lost);
+            let fates = path.on_loss_timer(now, &mut seat);
+            if !fates.lost.is_empty() {
+                self.apply_fates(now, id, fates);
+            }
             return;
         }
-        let id = self.paths[pi].id;
-        let others_work = self.paths.enumerate().any(|(i, p)| i != pi && p.is_active() && !p.potentially_failed);
-        let path = &mut self.paths[pi];
-        path.pto_count += 1;
-        path.stats.pto_count += 1;
-        path.data.probes = 2;
+        let verdict = path.on_pto(others_work, &mut seat);
         self.shared.last_send_anchor = now;
         self.qlog_pto(now, SpaceId::Data, id);
-        if !self.shared.mp.enabled || !others_work {
-            return;
-        }
-        let path = &mut self.paths[pi];
-        // Packets still arriving on the path since the probed one was sent: it is slow or
-        // its ACKs are queued, not dead.
-        let sent = path.data.loss.time_of_last_ack_eliciting();
-        let alive = matches!((path.last_recv, sent), (Some(r), Some(s)) if r >= s);
-        if !path.potentially_failed && !alive {
-            path.potentially_failed = true;
-            self.paths.publish(pi);
+        if let Some(chunks) = verdict.newly_failed {
             tracing::debug!(id, "path potentially failed");
             self.shared.events.push_back(Event::Path(PathEvent::PotentiallyFailed { id }));
             self.qlog_path(now, id, "potentially_failed");
-            // Resend what is in flight on the working paths now rather than after the
-            // PTOs: the packets stay in the ledger and may still be acknowledged.
-            let chunks: Vec<_> = self.paths[pi]
-                .data
-                .loss
-                .iter_outstanding()
-                .flat_map(|(_, p)| p.frames.stream.iter().copied())
-                .collect();
             for c in &chunks {
                 self.shared.streams.on_stream_chunk_lost(c);
             }
         }
-        if self.paths[pi].pto_count >= DEAD_PATH_PTOS {
+        if verdict.dead {
             self.abandon(now, pi, PATH_UNSTABLE_OR_POOR, false);
         }
     }
