@@ -234,8 +234,14 @@ mod tests {
         assert_eq!(fates.space, SpaceId::Data);
         // Acknowledge the last packet; the first is then lost by the packet threshold.
         let ack_time = Instant::ZERO + Duration::from_millis(50);
-        let r =
-            p.data.loss.on_ack_received([3..4].into_iter(), Duration::ZERO, ack_time, &mut p.rtt, Duration::ZERO, true);
+        let r = p.data.loss.on_ack_received(
+            std::iter::once(3..4),
+            Duration::ZERO,
+            ack_time,
+            &mut p.rtt,
+            Duration::ZERO,
+            true,
+        );
         let lost: Vec<u64> = r.expect("ack").lost.iter().map(|(pn, _)| *pn).collect();
         assert_eq!(lost, [first]);
         // Packets 1 and 2 are too recent for the time threshold at the ACK (9/8 of the
