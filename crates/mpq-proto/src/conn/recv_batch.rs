@@ -15,6 +15,7 @@
 //! after what the batch opened before it was applied, so packet order holds.
 
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
@@ -28,6 +29,8 @@ use crate::recovery::received::Ecn;
 use crate::time::Instant;
 use crate::types::{Level, SpaceId};
 
+use super::board::Seat;
+use super::path::PathState;
 use super::path_ack::AckParams;
 use super::path_frames::OwnFrames;
 use super::{Connection, State};
@@ -43,6 +46,8 @@ struct RecvLease {
     /// The paths handle their own frames while opening (only once the handshake is
     /// confirmed, which fixes everything in `ack`).
     walk: bool,
+    /// Length of our CIDs (the short header's).
+    cid_len: usize,
 }
 
 /// Where [`Connection::open`] left a packet: the plaintext's place in its datagram.
@@ -167,6 +172,7 @@ impl Connection {
             multipath: self.shared.mp.enabled,
             ack: self.ack_params(),
             walk: self.shared.handshake_confirmed,
+            cid_len: self.shared.local_cid_len,
         })
     }
 
@@ -175,7 +181,9 @@ impl Connection {
             && self.shared.one_rtt.as_ref().is_some_and(|k| k.epoch() == lease.generation.epoch)
     }
 
-    /// The path's part of one datagram: checks, header protection, decryption.
+    /// One datagram of the batch: the shared side's checks (the lease still valid, a short
+    /// header) and its route to a path (by destination CID, cached for the batch); then
+    /// the path opens it alone ([`PathState::open_packet`]).
     fn open(
         &mut self,
         now: Instant,
@@ -184,7 +192,6 @@ impl Connection {
         remote: SocketAddr,
         d: &mut [u8],
     ) -> Result<OpenedAt, NotOpened> {
-        let datagram_len = d.len();
         if !self.recv_lease_valid(lease) {
             return Err(NotOpened::General);
         }
@@ -194,9 +201,8 @@ impl Connection {
         if first & 0xc0 != 0x40 {
             return Err(NotOpened::General);
         }
-        let cid_len = self.shared.local_cid_len;
-        let dcid =
-            ConnectionId::try_from_slice(d.get(1..1 + cid_len).ok_or(NotOpened::General)?).ok_or(NotOpened::General)?;
+        let dcid = ConnectionId::try_from_slice(d.get(1..1 + lease.cid_len).ok_or(NotOpened::General)?)
+            .ok_or(NotOpened::General)?;
         let r = match *route {
             Some(r) if r.dcid == dcid => r,
             _ => {
@@ -210,12 +216,31 @@ impl Connection {
         let Some((path, mut seat)) = self.paths.seat(r.slot).filter(|(p, _)| p.id == r.path_id) else {
             return Err(NotOpened::General);
         };
+        let (pn, payload, own) = path.open_packet(now, lease, remote, d, &mut seat)?;
+        Ok(OpenedAt { path_id: r.path_id, pn, payload, dcid, own })
+    }
+}
+
+impl PathState {
+    /// The path's own part of one datagram routed to it, with nothing of the connection but
+    /// the lease and its seat at the board: header protection, decryption, the packet
+    /// number against its received ranges, its key-phase marks, duplicates, its counters,
+    /// then its own frames ([`PathState::walk_own_frames`]). Returns the packet number,
+    /// where the plaintext frames are in `d`, and what the path did with its own frames.
+    fn open_packet(
+        &mut self,
+        now: Instant,
+        lease: &RecvLease,
+        remote: SocketAddr,
+        d: &mut [u8],
+        seat: &mut Seat<'_>,
+    ) -> Result<(u64, Range<usize>, OwnFrames), NotOpened> {
         // Validated (no amplification accounting), from the path's own address (no
         // migration or probing).
-        if !path.validated || path.remote != remote {
+        if !self.validated || self.remote != remote {
             return Err(NotOpened::General);
         }
-        let pn_offset = 1 + cid_len;
+        let pn_offset = 1 + lease.cid_len;
         let Ok(hdr) = remove_header_protection(d, pn_offset, &*lease.header.remote) else {
             return Err(NotOpened::General);
         };
@@ -225,9 +250,10 @@ impl Connection {
             let _ = apply_header_protection(d, 0, pn_offset, hdr.pn_len, &*lease.header.remote);
             return Err(NotOpened::General);
         }
-        let largest = path.data.received.largest().map(|(pn, _)| pn);
+        let largest = self.data.received.largest().map(|(pn, _)| pn);
         let pn = decode_pn(largest, hdr.truncated_pn, hdr.pn_len);
-        let nonce_path = lease.multipath.then_some(r.path_id as u32);
+        let nonce_path = lease.multipath.then_some(self.id as u32);
+        let datagram_len = d.len();
         let opened = open_payload(d, pn_offset, hdr.pn_len, pn, &*lease.generation.remote, nonce_path);
         let payload_start = pn_offset + hdr.pn_len;
         let payload_len = match opened {
@@ -244,20 +270,22 @@ impl Connection {
         if hdr.first_byte & 0x18 != 0 {
             return Err(NotOpened::Error(TransportError::protocol_violation("reserved header bits set")));
         }
-        path.key_marks.on_current_authenticated(lease.generation.epoch, pn).map_err(NotOpened::Error)?;
-        path.stats.rx_bytes += datagram_len as u64;
-        if path.data.received.is_duplicate(pn) {
+        self.key_marks.on_current_authenticated(lease.generation.epoch, pn).map_err(NotOpened::Error)?;
+        self.stats.rx_bytes += datagram_len as u64;
+        if self.data.received.is_duplicate(pn) {
             return Err(NotOpened::Dropped);
         }
         let payload = payload_start..payload_start + payload_len;
         let own = if lease.walk {
-            path.walk_own_frames(now, &d[payload.clone()], &lease.ack, lease.multipath, &mut seat)
+            self.walk_own_frames(now, &d[payload.clone()], &lease.ack, lease.multipath, seat)
         } else {
             OwnFrames::default()
         };
-        Ok(OpenedAt { path_id: r.path_id, pn, payload, dcid, own })
+        Ok((pn, payload, own))
     }
+}
 
+impl Connection {
     /// The shared part of the opened packets, in order: their frames, then each packet
     /// recorded for acknowledgement.
     fn apply_opened(&mut self, now: Instant, ecn: Option<Ecn>, opened: &mut OpenedBatch<'_>) {
