@@ -97,6 +97,13 @@ pub(crate) struct TouchCounts {
     pub send_leased: u64,
     /// 1-RTT packets sealed with the connection's key state directly.
     pub send_unleased: u64,
+    /// Stream data leases taken by send batches.
+    pub send_data_leases: u64,
+    /// STREAM chunks taken from the shared stream table one by one (not from a lease).
+    pub send_chunks_unleased: u64,
+    /// Packets whose connection-wide frames were written from the shared state (the
+    /// batch's lease was not quiet, or it had none).
+    pub send_connection_frames: u64,
     /// ACK frames (and loss timers) whose packets' fate the shared side applied.
     pub fates_applied: u64,
     /// ACK frames a path handled alone while opening a receive batch.

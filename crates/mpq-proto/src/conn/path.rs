@@ -194,7 +194,7 @@ pub(crate) struct PathState {
     /// A batch of this path is being written (1-RTT keys are leased at its first packet).
     pub in_batch: bool,
     /// The 1-RTT keys leased for the batch being written.
-    pub key_lease: Option<super::send::KeyLease>,
+    pub send_lease: Option<super::send::SendLease>,
 }
 
 impl PathState {
@@ -232,7 +232,7 @@ impl PathState {
             data_bytes_sent: 0,
             key_marks: Default::default(),
             in_batch: false,
-            key_lease: None,
+            send_lease: None,
             ecn: Default::default(),
             ecn_batch: false,
             window_full_at: None,

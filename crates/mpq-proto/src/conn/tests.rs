@@ -592,6 +592,14 @@ fn bulk_transfer_meets_the_shared_state_once_per_batch() {
         // detection, RTT, window); the shared side only applied their packets' fates. Only
         // ACKs in packets of the general way (the new key phases' first) went through the
         // shared side whole.
+        // Its stream data came from per-batch leases, not chunk by chunk from the stream
+        // table, and its packets did not look at the connection-wide frames (none waited).
+        let data_leases = tx.send_data_leases - before_tx.send_data_leases;
+        let unleased_chunks = tx.send_chunks_unleased - before_tx.send_chunks_unleased;
+        let conn_frames = tx.send_connection_frames - before_tx.send_connection_frames;
+        assert!(data_leases <= leases + 2 * updates + 4, "{what}");
+        assert!(unleased_chunks <= 2 + updates, "{unleased_chunks} chunks one by one: {what}");
+        assert!(conn_frames <= 2 + 2 * updates, "{conn_frames} packets wrote connection frames: {what}");
         let fates = tx.fates_applied - before_tx.fates_applied;
         let by_path = tx.acks_in_batch - before_tx.acks_in_batch;
         assert!(by_path > 0 && by_path * 2 > fates, "{what}");
@@ -599,7 +607,8 @@ fn bulk_transfer_meets_the_shared_state_once_per_batch() {
         eprintln!(
             "interval {key_update_interval}: receiver {batches} batches, {opened} datagrams opened alone, \
              {applies} shared applies, {general} general; sender {leases} leases, {leased} packets leased, \
-             {by_path} of {fates} ACKs handled by their path"
+             {by_path} of {fates} ACKs handled by their path, {data_leases} data leases, {unleased_chunks} chunks \
+             one by one, {conn_frames} packets with connection frames"
         );
     }
 }

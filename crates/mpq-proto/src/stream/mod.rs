@@ -9,6 +9,7 @@
 //! connection and dispatched to the `on_*` methods.
 
 mod flow;
+mod lease;
 mod map;
 mod reassembly;
 mod recv;
@@ -18,6 +19,7 @@ mod send_buffer;
 mod tests;
 
 pub use flow::{RecvCredit, SendCredit};
+pub use lease::DataLease;
 pub use map::Streams;
 pub use recv::{RecvBuffer, RecvState, RecvStream};
 pub use send::{Chunk, SendBuffer, SendState, SendStream};

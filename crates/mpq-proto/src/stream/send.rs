@@ -174,6 +174,23 @@ impl SendStream {
         Some(Chunk { offset: r.start, len: r.end - r.start, fin })
     }
 
+    /// Gives back the unused end of a send batch's lease (`conn/send/lease.rs`): new data
+    /// from `from` on is unsent again, and the FIN pending again if `fin` (the lease held it
+    /// and did not send it). `before`: the state before the lease, restored if the lease
+    /// sent nothing at all.
+    pub fn unlease(&mut self, from: u64, fin: bool, before: SendState, sent_nothing: bool) {
+        self.buf.unsend(from);
+        if fin && self.fin == Fin::Sent {
+            self.fin = Fin::Pending;
+            if self.state == SendState::DataSent {
+                self.state = SendState::Send;
+            }
+        }
+        if sent_nothing && matches!(before, SendState::Ready | SendState::Send) {
+            self.state = before;
+        }
+    }
+
     /// Records an acknowledgement. Returns true when this completed the stream (all data and
     /// the FIN acknowledged: the state becomes DataRecvd).
     pub fn on_ack(&mut self, offset: u64, len: u64, fin: bool) -> bool {

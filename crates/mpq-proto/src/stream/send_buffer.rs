@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 
 use bytes::{Buf, Bytes, BytesMut};
+use smallvec::SmallVec;
 
 use crate::range_set::RangeSet;
 
@@ -130,6 +131,38 @@ impl SendBuffer {
         let end = self.offset().min(start + max_len);
         self.unsent = end;
         start..end
+    }
+
+    /// Gives back never-used new bytes from `to` on (the unused end of a send batch's
+    /// lease): they count as unsent again.
+    pub fn unsend(&mut self, to: u64) {
+        debug_assert!(to >= self.base && to <= self.unsent, "unsend {to} outside {}..={}", self.base, self.unsent);
+        self.unsent = to.clamp(self.base, self.unsent);
+    }
+
+    /// The bytes `[offset, offset + len)` as reference-counted slices of the buffer's
+    /// chunks, each with its stream offset (the copied-writes tail becomes a chunk first).
+    /// A send batch holds them so that it builds packets without the stream.
+    pub fn slices(&mut self, offset: u64, len: u64) -> SmallVec<[(u64, Bytes); 2]> {
+        debug_assert!(self.contains(offset, len), "range not buffered");
+        let end = offset + len;
+        if end > self.tail_start && !self.tail.is_empty() {
+            self.seal_tail();
+        }
+        let mut out = SmallVec::new();
+        let mut i = self.starts.partition_point(|&s| s <= offset).saturating_sub(1);
+        let mut pos = offset;
+        while pos < end && i < self.chunks.len() {
+            let (start, c) = (self.starts[i], &self.chunks[i]);
+            let from = (pos - start) as usize;
+            if from < c.len() {
+                let to = c.len().min((end - start) as usize);
+                out.push((pos, c.slice(from..to)));
+                pos = start + to as u64;
+            }
+            i += 1;
+        }
+        out
     }
 
     /// True while `[offset, offset + len)` is still buffered.

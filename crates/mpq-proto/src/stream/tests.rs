@@ -9,6 +9,7 @@ use crate::time::Instant;
 use crate::types::Side;
 
 mod e2e;
+mod lease;
 
 fn apply_params(from: &Streams, to: &mut Streams) {
     let p = from.local_params();

@@ -143,6 +143,69 @@ impl Connection {
         if !data_ok {
             return out;
         }
+        let quiet = self.paths[pi].send_lease.as_ref().is_some_and(|l| l.quiet);
+        if !quiet {
+            self.write_connection_frames(now, pi, buf, end, frames, &mut out);
+            // Once what waited is written, the rest of the batch is quiet.
+            let quiet_now = !self.connection_frames_pending();
+            if let Some(l) = self.paths[pi].send_lease.as_mut() {
+                l.quiet = quiet_now;
+            }
+        }
+        if !self.shared.handshake_complete {
+            return out;
+        }
+        // STREAM frames fill the rest. They always carry a Length: the packet may still be
+        // padded after them (coalesced Initials, the header protection sample).
+        let pinned = self.shared.mp.enabled && self.paths.len() > 1;
+        let path_id = self.paths[pi].id;
+        while room(buf) > frame::MAX_STREAM_HEADER_LEN {
+            let max = room(buf) - frame::MAX_STREAM_HEADER_LEN;
+            // From the batch's lease while it has data (renewed when spent), else one by
+            // one from the shared side.
+            if let Some(chunk) = self.take_leased_chunk(pi, max) {
+                frame::encode_stream_header(buf, chunk.id, chunk.offset, Some(chunk.len), chunk.fin);
+                if let Some(d) = self.paths[pi].send_lease.as_ref().and_then(|l| l.data.as_ref()) {
+                    d.copy(chunk.offset, chunk.len, buf);
+                }
+                frames.stream.push(chunk);
+                out.eliciting = true;
+                continue;
+            }
+            super::super::touch!(self, send_chunks_unleased);
+            let chunk = if pinned {
+                let sched = &self.shared.scheduler;
+                let snaps = &self.shared.sched_snapshots;
+                self.shared.streams.next_stream_chunk_where(max, &|id| sched.stream_allowed(id, path_id, snaps))
+            } else {
+                self.shared.streams.next_stream_chunk(max)
+            };
+            let Some(chunk) = chunk else { break };
+            frame::encode_stream_header(buf, chunk.id, chunk.offset, Some(chunk.len), chunk.fin);
+            self.shared.streams.copy_stream_data(chunk.id, chunk.offset, chunk.len, buf);
+            frames.stream.push(chunk);
+            if self.shared.collect_chunks {
+                self.shared.batch_chunks.push(chunk);
+            }
+            out.eliciting = true;
+        }
+        out
+    }
+
+    /// Connection-wide frames of a packet on path `pi`, ahead of its stream data:
+    /// HANDSHAKE_DONE, NEW_TOKEN, 1-RTT CRYPTO, CID and multipath control frames, and the
+    /// streams' control frames (flow control, resets). A quiet lease skips this: none waits.
+    fn write_connection_frames(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        buf: &mut Vec<u8>,
+        end: usize,
+        frames: &mut SentFrames,
+        out: &mut AppFrames,
+    ) {
+        super::super::touch!(self, send_connection_frames);
+        let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
         if self.shared.handshake_done_pending && room(buf) >= 1 {
             Frame::HandshakeDone.encode(buf);
             frames.control.push(Control::HandshakeDone);
@@ -168,7 +231,7 @@ impl Connection {
         out.eliciting |= self.write_cid_frames(buf, end, frames);
         out.eliciting |= self.write_mp_control(buf, end, frames);
         if !self.shared.handshake_complete {
-            return out;
+            return;
         }
         // Flow-control windows must cover the slowest path's data in flight, or data stuck
         // on it blocks the fast paths (the receive-window problem of MPTCP).
@@ -189,29 +252,6 @@ impl Connection {
             frames.control.push(Control::Stream(c));
             out.eliciting = true;
         }
-        // STREAM frames fill the rest. They always carry a Length: the packet may still be
-        // padded after them (coalesced Initials, the header protection sample).
-        let pinned = self.shared.mp.enabled && self.paths.len() > 1;
-        let path_id = self.paths[pi].id;
-        while room(buf) > frame::MAX_STREAM_HEADER_LEN {
-            let max = room(buf) - frame::MAX_STREAM_HEADER_LEN;
-            let chunk = if pinned {
-                let sched = &self.shared.scheduler;
-                let snaps = &self.shared.sched_snapshots;
-                self.shared.streams.next_stream_chunk_where(max, &|id| sched.stream_allowed(id, path_id, snaps))
-            } else {
-                self.shared.streams.next_stream_chunk(max)
-            };
-            let Some(chunk) = chunk else { break };
-            frame::encode_stream_header(buf, chunk.id, chunk.offset, Some(chunk.len), chunk.fin);
-            self.shared.streams.copy_stream_data(chunk.id, chunk.offset, chunk.len, buf);
-            frames.stream.push(chunk);
-            if self.shared.collect_chunks {
-                self.shared.batch_chunks.push(chunk);
-            }
-            out.eliciting = true;
-        }
-        out
     }
 
     /// (PATH_)NEW_CONNECTION_ID and (PATH_)RETIRE_CONNECTION_ID frames of every path ID.

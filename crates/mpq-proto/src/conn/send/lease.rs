@@ -1,22 +1,31 @@
-//! The keys a path leases for a batch of packets (issue C1's send seam, first part): the
-//! current 1-RTT key generation and the header protection keys, reference-counted, with an
-//! allowance of packets under the confidentiality limit (RFC 9001 §6.6). The path seals the
-//! whole batch with them without touching the connection's key state, then returns the lease
-//! once: how many packets it sealed, the first packet number, and the ACKs it sent (which
-//! allow the peer's next key update, RFC 9001 §6.2). The lease also carries the peer's
-//! connection ID of the path, so the batch's headers need no lookup.
+//! What a path leases for a batch of packets (issue C1's send seam): the current 1-RTT key
+//! generation and the header protection keys, reference-counted, with an allowance of
+//! packets under the confidentiality limit (RFC 9001 §6.6); the peer's connection ID of the
+//! path; and, when nothing connection-wide waits to be sent (no control frame, no CRYPTO,
+//! no CID or multipath frame: the lease is *quiet*), new stream data as reference-counted
+//! slices of the send buffer ([`DataLease`]), its connection credit counted.
+//!
+//! The path builds, seals and records the whole batch with the lease alone: STREAM chunks
+//! come from the data lease, keys and CID from the lease, and what the batch did for the
+//! shared side (packets sealed, ACKs sent, whether something ack-eliciting left, the sizes
+//! of the packets with stream data for the scheduler) is counted in it. Then the lease is
+//! returned once: unused data goes back to its stream, the key state and the scheduler learn
+//! what the batch did. A lease that is not quiet, or a batch that runs out of leased data
+//! when no new lease can be had (several streams, data to retransmit), takes frames from the
+//! shared side packet by packet, as before.
 
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 
 use crate::crypto::key_update::{HeaderKeys, KeyGeneration};
+use crate::stream::{DataLease, StreamChunk};
 
 use super::super::Connection;
 
-/// 1-RTT keys held by a path for one batch.
+/// What a path holds for one batch.
 #[derive(Debug)]
-pub(crate) struct KeyLease {
+pub(crate) struct SendLease {
     /// The generation the batch seals with.
     pub generation: Arc<KeyGeneration>,
     /// Header protection keys.
@@ -31,6 +40,20 @@ pub(crate) struct KeyLease {
     pub acks_sent: SmallVec<[(u64, u64); 4]>,
     /// The peer's connection ID the path's 1-RTT packets carry (looked up once per batch).
     pub dcid: Option<crate::cid::ConnectionId>,
+    /// Multipath is on: the path ID enters the nonce.
+    pub multipath: bool,
+    /// Nothing connection-wide waits to be sent: the batch's packets carry only the path's
+    /// own frames and stream data.
+    pub quiet: bool,
+    /// Stream data for the batch.
+    pub data: Option<DataLease>,
+    /// No more stream data can be leased in this batch (take chunks one by one).
+    pub data_unavailable: bool,
+    /// An ack-eliciting packet left in the batch (the idle timer restarts, RFC 9000 §10.1;
+    /// the handshake PTO anchor moves).
+    pub ack_eliciting_sent: bool,
+    /// Sizes of the batch's packets with stream data, in order, for the scheduler.
+    pub stream_packets: SmallVec<[u32; 16]>,
 }
 
 impl std::fmt::Debug for HeaderKeys {
@@ -39,13 +62,18 @@ impl std::fmt::Debug for HeaderKeys {
     }
 }
 
-impl KeyLease {
+impl SendLease {
     /// Records a packet sealed under the lease.
     pub fn on_sealed(&mut self, pn: u64, acks: &[(u64, u64)]) {
         self.first_pn.get_or_insert(pn);
         self.sealed += 1;
         self.allowance -= 1;
         self.acks_sent.extend_from_slice(acks);
+    }
+
+    /// Stream data left in the data lease.
+    pub fn has_data(&self) -> bool {
+        self.data.as_ref().is_some_and(|d| !d.is_spent())
     }
 }
 
@@ -54,7 +82,7 @@ impl Connection {
     pub(super) fn lease_keys(&mut self, pi: usize) {
         let Some(keys) = self.shared.one_rtt.as_ref() else { return };
         let path_id = self.paths[pi].id;
-        let lease = KeyLease {
+        let lease = SendLease {
             dcid: self.shared.peer_cids.get(&path_id).map(|c| c.current().cid),
             generation: keys.current().clone(),
             header: keys.header_keys().clone(),
@@ -62,14 +90,113 @@ impl Connection {
             first_pn: None,
             sealed: 0,
             acks_sent: SmallVec::new(),
+            multipath: self.shared.mp.enabled,
+            quiet: !self.connection_frames_pending(),
+            data: None,
+            data_unavailable: false,
+            ack_eliciting_sent: false,
+            stream_packets: SmallVec::new(),
         };
-        self.paths[pi].key_lease = Some(lease);
+        self.paths[pi].send_lease = Some(lease);
         super::super::touch!(self, send_leases);
     }
 
-    /// Path `pi` returns its lease: the connection's key state learns what the batch did.
-    pub(super) fn return_keys(&mut self, pi: usize) {
-        let Some(lease) = self.paths.get_mut(pi).and_then(|p| p.key_lease.take()) else { return };
+    /// Connection-wide frames wait to be sent (anything but stream data and the paths' own
+    /// frames): a batch leased now could not carry them without asking the shared side.
+    pub(super) fn connection_frames_pending(&self) -> bool {
+        #[cfg(test)]
+        if !self.shared.injected.is_empty() {
+            return true;
+        }
+        let s = &self.shared;
+        // (A PING the key update asks for is not among them: every packet checks for it
+        // ahead of its data, lease or not.)
+        !s.handshake_complete
+            || s.handshake_done_pending
+            || s.tokens.new_token_pending
+            || s.one_rtt_crypto.has_pending()
+            || s.streams.has_control_pending()
+            || s.local_cids.values().any(|l| !l.to_advertise.is_empty())
+            || s.peer_cids.values().any(|p| !p.to_retire.is_empty())
+            || (s.mp.enabled
+                && (!s.mp.pending.is_empty() || s.mp.paths_blocked.is_some() || !s.mp.cids_blocked.is_empty()))
+    }
+
+    /// The next STREAM chunk of at most `max` bytes for path `pi`'s batch from its data
+    /// lease, renewed once if it cannot give one. `None`: take chunks one by one.
+    pub(super) fn take_leased_chunk(&mut self, pi: usize, max: usize) -> Option<StreamChunk> {
+        let take = |p: &mut super::super::path::PathState| p.send_lease.as_mut()?.data.as_mut()?.take(max);
+        if let Some(chunk) = take(&mut self.paths[pi]) {
+            return Some(chunk);
+        }
+        if !self.renew_data_lease(pi) {
+            return None;
+        }
+        if let Some(chunk) = take(&mut self.paths[pi]) {
+            return Some(chunk);
+        }
+        // A fresh lease that cannot serve this room: give it back for this batch.
+        let lease = self.paths[pi].send_lease.as_mut()?;
+        lease.data_unavailable = true;
+        if let Some(d) = lease.data.take() {
+            self.shared.streams.return_stream_data(d);
+        }
+        None
+    }
+
+    /// Path `pi`'s batch needs more stream data: the data lease it holds (spent) goes back
+    /// and a new one is taken, up to a full batch of packets. False if none can be had;
+    /// the batch then takes chunks from the shared side one by one.
+    pub(super) fn renew_data_lease(&mut self, pi: usize) -> bool {
+        let Some(lease) = self.paths[pi].send_lease.as_mut() else { return false };
+        if !lease.quiet || lease.data_unavailable {
+            return false;
+        }
+        let old = lease.data.take();
+        if let Some(old) = old {
+            self.shared.streams.return_stream_data(old);
+        }
+        super::super::touch!(self, send_data_leases);
+        let path = &self.paths[pi];
+        let max = u64::from(path.mtu) * self.shared.config.max_gso_segments.max(1) as u64;
+        let path_id = path.id;
+        let data = if self.shared.collect_chunks {
+            // Redundant scheduling records every chunk sent: one by one.
+            None
+        } else if self.shared.mp.enabled && self.paths.len() > 1 {
+            let sched = &self.shared.scheduler;
+            let snaps = &self.shared.sched_snapshots;
+            self.shared.streams.lease_stream_data(max, &|id| sched.stream_allowed(id, path_id, snaps))
+        } else {
+            self.shared.streams.lease_stream_data(max, &|_| true)
+        };
+        let lease = self.paths[pi].send_lease.as_mut().expect("checked above");
+        lease.data_unavailable = data.is_none();
+        lease.data = data;
+        !lease.data_unavailable
+    }
+
+    /// Path `pi` returns its lease at the end of a batch sent at `now`: unused stream data
+    /// goes back to its stream; the idle timer, the scheduler and the key state learn what
+    /// the batch did.
+    pub(super) fn return_lease(&mut self, now: crate::time::Instant, pi: usize) {
+        let Some(mut lease) = self.paths.get_mut(pi).and_then(|p| p.send_lease.take()) else { return };
+        if let Some(d) = lease.data.take() {
+            self.shared.streams.return_stream_data(d);
+        }
+        if lease.ack_eliciting_sent {
+            // RFC 9000 §10.1: sending an ack-eliciting packet restarts the idle timer, but
+            // only the first one after a receipt.
+            if self.shared.idle_anchor_from_recv {
+                self.shared.idle_anchor = now;
+                self.shared.idle_anchor_from_recv = false;
+            }
+            self.shared.last_send_anchor = now;
+        }
+        let path_id = self.paths[pi].id;
+        for &size in &lease.stream_packets {
+            self.shared.scheduler.on_sent(path_id, u64::from(size));
+        }
         let Some(keys) = self.shared.one_rtt.as_mut() else { return };
         if lease.generation.epoch != keys.current().epoch {
             // The keys were updated during the batch (not possible with one thread; a

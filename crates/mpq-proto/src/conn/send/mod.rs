@@ -18,7 +18,7 @@ use super::{Connection, State, Transmit};
 mod close;
 mod frames;
 mod lease;
-pub(crate) use lease::KeyLease;
+pub(crate) use lease::SendLease;
 mod off_path;
 mod reinject;
 
@@ -168,7 +168,7 @@ impl Connection {
         if let Some(p) = self.paths.get_mut(pi) {
             p.in_batch = false;
         }
-        self.return_keys(pi);
+        self.return_lease(now, pi);
         t
     }
 
@@ -188,13 +188,13 @@ impl Connection {
                 break;
             }
             count += 1;
-            self.shared.stats.tx_datagrams += 1;
             let seg = *segment_size.get_or_insert(written);
             // Batch only full-sized short-header datagrams; a shorter one ends the batch.
             if written < seg || coalesced_long || written < mtu || count >= max_segments {
                 break;
             }
         }
+        self.shared.stats.tx_datagrams += count as u64;
         if buf.is_empty() {
             return None;
         }
@@ -330,7 +330,9 @@ impl Connection {
             if !self.paths.inbox(pi).is_empty() {
                 return true;
             }
-            return allow_data && self.has_app_space_data();
+            // Stream data the batch holds answers without the shared side.
+            let leased = self.paths[pi].send_lease.as_ref().is_some_and(|l| l.has_data());
+            return allow_data && (leased || self.has_app_space_data());
         }
         let ack_due = self.ack_due(now, space_id, pi);
         let Some(space) = self.space_mut(space_id, pi) else { return false };
@@ -533,8 +535,8 @@ impl Connection {
             buf.truncate(p.header.header_start);
             return;
         }
-        let leased = p.header.level == Level::OneRtt && self.paths[pi].key_lease.is_some();
-        let lease = self.paths[pi].key_lease.as_ref().filter(|_| leased);
+        let leased = p.header.level == Level::OneRtt && self.paths[pi].send_lease.is_some();
+        let lease = self.paths[pi].send_lease.as_ref().filter(|_| leased);
         let sealed = match p.header.level {
             Level::Initial => self.shared.initial_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
             Level::Handshake => self.shared.handshake_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
@@ -549,8 +551,11 @@ impl Connection {
         };
         let path_id = self.paths[pi].id;
         // draft-ietf-quic-multipath-21 §4.1: once negotiated, the path ID enters the nonce.
-        let nonce_path =
-            if self.shared.mp.enabled && p.header.level == Level::OneRtt { Some(path_id as u32) } else { None };
+        let multipath = match lease {
+            Some(l) => l.multipath,
+            None => self.shared.mp.enabled,
+        };
+        let nonce_path = if multipath && p.header.level == Level::OneRtt { Some(path_id as u32) } else { None };
         if seal_packet(
             buf,
             p.header.header_start,
@@ -571,8 +576,13 @@ impl Connection {
         let in_flight = p.ack_eliciting || p.padded;
         if leased {
             super::touch!(self, send_leased);
-            if let Some(l) = self.paths[pi].key_lease.as_mut() {
+            if let Some(l) = self.paths[pi].send_lease.as_mut() {
                 l.on_sealed(p.header.pn, &p.frames.acks);
+                // What the shared side learns when the lease returns.
+                l.ack_eliciting_sent |= p.ack_eliciting;
+                if !p.frames.stream.is_empty() {
+                    l.stream_packets.push(size);
+                }
             }
         } else if p.header.level == Level::OneRtt {
             super::touch!(self, send_unleased);
@@ -584,19 +594,19 @@ impl Connection {
                 self.close_with_error(now, e);
             }
         }
-        if p.ack_eliciting {
+        if p.ack_eliciting && !leased {
             // RFC 9000 §10.1: sending an ack-eliciting packet restarts the idle timer, but
-            // only the first one after a receipt.
+            // only the first one after a receipt. (A leased batch does it when it returns.)
             if self.shared.idle_anchor_from_recv {
                 self.shared.idle_anchor = now;
                 self.shared.idle_anchor_from_recv = false;
             }
         }
         self.qlog_packet_sent(now, p.header.level, pi, p.header.pn, size as usize, &p.frames);
-        if p.ack_eliciting {
+        if p.ack_eliciting && !leased {
             self.shared.last_send_anchor = now;
         }
-        if !p.frames.stream.is_empty() {
+        if !p.frames.stream.is_empty() && !leased {
             self.shared.scheduler.on_sent(path_id, u64::from(size));
         }
         let path = &mut self.paths[pi];
@@ -640,7 +650,7 @@ impl Connection {
     /// Returns whether packet `pi` may seal one more packet.
     fn within_confidentiality_limit(&mut self, now: Instant, pi: usize) -> bool {
         let closing = matches!(self.shared.state, State::Closing { .. });
-        let allowance = match self.paths.get(pi).and_then(|p| p.key_lease.as_ref()) {
+        let allowance = match self.paths.get(pi).and_then(|p| p.send_lease.as_ref()) {
             Some(l) => l.allowance,
             None => self.shared.one_rtt.as_ref().map_or(u64::MAX, |k| k.seal_allowance()),
         };
@@ -721,11 +731,11 @@ impl Connection {
         };
         if level == Level::OneRtt {
             let p = self.paths.get(pi)?;
-            if p.in_batch && p.key_lease.is_none() {
+            if p.in_batch && p.send_lease.is_none() {
                 self.lease_keys(pi);
             }
         }
-        let lease = if level == Level::OneRtt { self.paths.get(pi)?.key_lease.as_ref() } else { None };
+        let lease = if level == Level::OneRtt { self.paths.get(pi)?.send_lease.as_ref() } else { None };
         let dcid = match lease {
             Some(l) => l.dcid?,
             None => {

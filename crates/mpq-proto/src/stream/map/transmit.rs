@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{di, Streams, DIRS};
 use crate::frame::Frame;
-use crate::stream::{StreamChunk, StreamEvent};
+use crate::stream::{DataLease, StreamChunk, StreamEvent};
 use crate::time::Instant;
 use crate::types::StreamId;
 
@@ -94,6 +94,74 @@ impl Streams {
             }
         }
         None
+    }
+
+    /// Leases up to `max_len` new bytes for a send batch (`conn/send/lease.rs`) in the
+    /// common case of a transfer: one stream waiting to send, `allowed` on this path, and
+    /// nothing lost to resend first. Otherwise `None`, and the batch takes chunks one by one
+    /// with [`Self::next_stream_chunk_where`]. The queues and the connection credit are left
+    /// as a run of `next_stream_chunk` calls over the same bytes would leave them.
+    pub fn lease_stream_data(&mut self, max_len: u64, allowed: &dyn Fn(StreamId) -> bool) -> Option<DataLease> {
+        if !self.lost_queue.is_empty() || self.send_queue.len() != 1 {
+            return None;
+        }
+        let id = *self.send_queue.front()?;
+        if !allowed(id) {
+            return None;
+        }
+        let avail = self.conn_avail();
+        let s = self.streams.get_mut(&id)?;
+        let send = s.send.as_mut()?;
+        let state_before = send.state();
+        let c = send.next_new(max_len, avail)?;
+        self.send_queue.pop_front();
+        s.in_send_queue = false;
+        if send.has_new(avail) {
+            s.in_send_queue = true;
+            self.send_queue.push_back(id);
+        }
+        self.conn_sent += c.len;
+        let parts = send.buf.slices(c.offset, c.len);
+        let end = c.offset + c.len;
+        let capped = c.len == max_len && end < send.buf.offset();
+        Some(DataLease {
+            id,
+            start: c.offset,
+            next: c.offset,
+            end,
+            fin: c.fin,
+            fin_taken: false,
+            capped,
+            state_before,
+            parts,
+        })
+    }
+
+    /// Takes back what a send batch did not use of its lease: those bytes (and the FIN)
+    /// are unsent again, their connection credit free again.
+    pub fn return_stream_data(&mut self, lease: DataLease) {
+        let unused = lease.end - lease.next;
+        let fin_unused = lease.fin && !lease.fin_taken;
+        if unused == 0 && !fin_unused {
+            return;
+        }
+        self.conn_sent -= unused;
+        let Some(send) = self.streams.get_mut(&lease.id).and_then(|s| s.send.as_mut()) else { return };
+        send.unlease(lease.next, fin_unused, lease.state_before, lease.next == lease.start && !lease.fin_taken);
+        self.schedule(lease.id);
+    }
+
+    /// A frame of the transmit side's control queue is waiting (what
+    /// [`Self::poll_control`] would look at); a send batch with none may skip it.
+    pub fn has_control_pending(&self) -> bool {
+        !self.reset_queue.is_empty()
+            || !self.stop_queue.is_empty()
+            || self.max_data_pending
+            || !self.msd_queue.is_empty()
+            || self.max_streams_pending.iter().any(|&p| p)
+            || self.data_blocked.is_some()
+            || !self.stream_data_blocked.is_empty()
+            || self.streams_blocked.iter().any(Option::is_some)
     }
 
     /// Appends exactly `len` bytes of stream `id` at `offset` to `out`.
