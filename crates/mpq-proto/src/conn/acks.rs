@@ -124,12 +124,12 @@ impl Connection {
         }
     }
 
-    pub(super) fn on_frames_acked(&mut self, space_id: SpaceId, frames: SentFrames) {
+    pub(super) fn on_frames_acked(&mut self, space_id: SpaceId, mut frames: SentFrames) {
         for c in &frames.stream {
             self.shared.streams.on_stream_chunk_acked(c);
         }
         if let Some(crypto) = self.crypto_stream_mut(space_id) {
-            for r in &frames.crypto {
+            for r in frames.crypto() {
                 crypto.on_acked(r);
             }
         }
@@ -140,7 +140,7 @@ impl Connection {
             }
         }
         let mut cid_acked = false;
-        for c in frames.control {
+        for c in frames.take_control() {
             match c {
                 Control::Stream(s) => self.shared.streams.on_control_acked(&s),
                 Control::NewCid(path_id, seq) => {
@@ -170,16 +170,16 @@ impl Connection {
         self.apply_fates(now, path_id, fates);
     }
 
-    pub(crate) fn on_frames_lost(&mut self, space_id: SpaceId, frames: SentFrames) {
+    pub(crate) fn on_frames_lost(&mut self, space_id: SpaceId, mut frames: SentFrames) {
         for c in &frames.stream {
             self.shared.streams.on_stream_chunk_lost(c);
         }
         if let Some(crypto) = self.crypto_stream_mut(space_id) {
-            for r in &frames.crypto {
+            for r in frames.crypto() {
                 crypto.on_lost(r);
             }
         }
-        for c in frames.control {
+        for c in frames.take_control() {
             match c {
                 Control::Stream(s) => self.shared.streams.on_control_lost(&s),
                 Control::HandshakeDone => self.shared.handshake_done_pending = true,

@@ -24,7 +24,7 @@ impl Connection {
         for (path_id, l) in &frames.acks {
             fr.push(json!({"frame_type": "ack", "path_id": path_id, "largest_acknowledged": l}));
         }
-        for c in &frames.crypto {
+        for c in frames.crypto() {
             fr.push(json!({"frame_type": "crypto", "offset": c.start, "length": c.end - c.start}));
         }
         for s in &frames.stream {
@@ -32,7 +32,7 @@ impl Connection {
                 json!({"frame_type": "stream", "stream_id": s.id.0, "offset": s.offset, "length": s.len, "fin": s.fin}),
             );
         }
-        for c in &frames.control {
+        for c in frames.control() {
             fr.push(json!({"frame_type": format!("{c:?}")}));
         }
         let Some(path) = self.paths.get(pi) else { return };

@@ -17,18 +17,55 @@ const MAX_CRYPTO_BUFFER: u64 = 64 * 1024;
 
 /// What a sent packet carried that needs action when it is acknowledged or lost.
 ///
-/// Kept small and allocation-free for the common case (one STREAM chunk per packet).
+/// Kept small and allocation-free for the common case (one STREAM chunk or one ACK per
+/// packet): every sent packet's record is moved into the ledger and out of it again, so its
+/// size is paid per packet. CRYPTO ranges and control frames, rare after the handshake, sit
+/// behind one pointer.
 #[derive(Debug, Default)]
 pub(crate) struct SentFrames {
     /// STREAM chunks.
     pub stream: SmallVec<[StreamChunk; 1]>,
-    /// CRYPTO ranges at this packet's level.
-    pub crypto: SmallVec<[Range<u64>; 1]>,
-    /// Retransmittable control frames (rare: empty Vec does not allocate).
-    pub control: Vec<Control>,
     /// ACK / PATH_ACK frames in this packet: (path ID of the acknowledged packets, their
     /// Largest Acknowledged), for ack-of-ack pruning. Initial and Handshake use path 0.
     pub acks: SmallVec<[(u64, u64); 1]>,
+    /// CRYPTO ranges and control frames, if any.
+    rare: Option<Box<RareFrames>>,
+}
+
+/// The rarely present part of [`SentFrames`].
+#[derive(Debug, Default)]
+pub(crate) struct RareFrames {
+    /// CRYPTO ranges at this packet's level.
+    pub crypto: Vec<Range<u64>>,
+    /// Retransmittable control frames.
+    pub control: Vec<Control>,
+}
+
+impl SentFrames {
+    /// Records a CRYPTO range sent in the packet.
+    pub fn push_crypto(&mut self, r: Range<u64>) {
+        self.rare.get_or_insert_with(Box::default).crypto.push(r);
+    }
+
+    /// Records a control frame sent in the packet.
+    pub fn push_control(&mut self, c: Control) {
+        self.rare.get_or_insert_with(Box::default).control.push(c);
+    }
+
+    /// The CRYPTO ranges sent in the packet.
+    pub fn crypto(&self) -> &[Range<u64>] {
+        self.rare.as_ref().map_or(&[], |r| &r.crypto)
+    }
+
+    /// The control frames sent in the packet.
+    pub fn control(&self) -> &[Control] {
+        self.rare.as_ref().map_or(&[], |r| &r.control)
+    }
+
+    /// Takes the control frames out (to return them to their queues).
+    pub fn take_control(&mut self) -> Vec<Control> {
+        self.rare.as_mut().map(|r| std::mem::take(&mut r.control)).unwrap_or_default()
+    }
 }
 
 /// Retransmittable control frames other than stream data.
@@ -283,5 +320,25 @@ mod tests {
         c.on_acked(&(30..60));
         assert!(c.all_acked());
         assert!(!c.has_pending());
+    }
+}
+
+#[cfg(test)]
+mod sent_frames_tests {
+    use super::*;
+
+    /// A sent packet's record is moved per packet (into the ledger, out of it): it must
+    /// stay small. CRYPTO and control frames live behind one pointer.
+    #[test]
+    fn sent_packet_records_stay_small() {
+        assert!(std::mem::size_of::<SentFrames>() <= 88, "{}", std::mem::size_of::<SentFrames>());
+        let mut f = SentFrames::default();
+        assert!(f.crypto().is_empty() && f.control().is_empty());
+        f.push_crypto(0..10);
+        f.push_control(Control::HandshakeDone);
+        assert_eq!(f.crypto(), &[0..10]);
+        assert!(matches!(f.control(), [Control::HandshakeDone]));
+        assert!(matches!(f.take_control()[..], [Control::HandshakeDone]));
+        assert!(f.control().is_empty() && f.crypto() == [0..10]);
     }
 }

@@ -225,10 +225,9 @@ fn lost_new_token_is_sent_again() {
     // Every NEW_TOKEN sent so far is declared lost: a fresh one is queued.
     let s = p.server.handles()[0];
     let conn = p.server.connection_mut(s).unwrap();
-    conn.on_frames_lost(
-        SpaceId::Data,
-        space::SentFrames { control: vec![space::Control::NewToken], ..Default::default() },
-    );
+    let mut lost = space::SentFrames::default();
+    lost.push_control(space::Control::NewToken);
+    conn.on_frames_lost(SpaceId::Data, lost);
     assert!(conn.shared.tokens.new_token_pending);
     assert!(p.run_until(Duration::from_secs(1), |p| p.client.token_store().count("localhost") == 2));
 }

@@ -208,14 +208,14 @@ impl Connection {
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
         if self.shared.handshake_done_pending && room(buf) >= 1 {
             Frame::HandshakeDone.encode(buf);
-            frames.control.push(Control::HandshakeDone);
+            frames.push_control(Control::HandshakeDone);
             self.shared.handshake_done_pending = false;
             out.eliciting = true;
         }
         if self.shared.tokens.new_token_pending && room(buf) >= 1 + 2 + crate::token::MAX_TOKEN_LEN {
             if let Some(token) = self.take_new_token(now) {
                 Frame::NewToken { token: &token }.encode(buf);
-                frames.control.push(Control::NewToken);
+                frames.push_control(Control::NewToken);
                 out.eliciting = true;
             }
         }
@@ -225,7 +225,7 @@ impl Connection {
             let Some(r) = self.shared.one_rtt_crypto.next_range((end - buf.len()).saturating_sub(hdr)) else { break };
             frame::encode_crypto_header(buf, r.start, (r.end - r.start) as usize);
             buf.extend_from_slice(self.shared.one_rtt_crypto.data(&r));
-            frames.crypto.push(r);
+            frames.push_crypto(r);
             out.eliciting = true;
         }
         out.eliciting |= self.write_cid_frames(buf, end, frames);
@@ -249,7 +249,7 @@ impl Connection {
                     }
                 }
             }
-            frames.control.push(Control::Stream(c));
+            frames.push_control(Control::Stream(c));
             out.eliciting = true;
         }
     }
@@ -277,7 +277,7 @@ impl Connection {
                 }
                 f.encode(buf);
                 l.to_advertise.remove(&seq);
-                frames.control.push(Control::NewCid(path, seq));
+                frames.push_control(Control::NewCid(path, seq));
                 eliciting = true;
             }
         }
@@ -290,7 +290,7 @@ impl Connection {
                 }
                 f.encode(buf);
                 p.to_retire.remove(&seq);
-                frames.control.push(Control::RetireCid(path, seq));
+                frames.push_control(Control::RetireCid(path, seq));
                 eliciting = true;
             }
         }
@@ -322,7 +322,7 @@ impl Connection {
             }
             f.encode(buf);
             self.shared.mp.pending.remove(0);
-            frames.control.push(c);
+            frames.push_control(c);
             eliciting = true;
         }
         if let Some(max) = self.shared.mp.paths_blocked {

@@ -492,7 +492,7 @@ impl Connection {
                 let Some(r) = space.crypto.next_range(room.saturating_sub(hdr)) else { break };
                 frame::encode_crypto_header(buf, r.start, (r.end - r.start) as usize);
                 buf.extend_from_slice(space.crypto.data(&r));
-                frames.crypto.push(r);
+                frames.push_crypto(r);
                 ack_eliciting = true;
             }
         }
