@@ -44,6 +44,7 @@ mod recv_batch;
 mod reset;
 mod retry;
 mod send;
+mod shared;
 mod space;
 mod timers;
 

@@ -74,6 +74,24 @@ impl PathState {
         verdict
     }
 
+    /// Path validation's timer (RFC 9000 §8.2.4): our PATH_CHALLENGE is sent again after
+    /// [`PathState::challenge_retry`], and validation fails three PTOs (at least six initial
+    /// RTTs) after the first one. Returns true when it failed.
+    pub(crate) fn on_validation_timer(&mut self, now: Instant, max_ack_delay: Duration, initial_rtt: Duration) -> bool {
+        let retry = self.challenge_retry(max_ack_delay);
+        let fail_after = (3 * (self.pto_base() + max_ack_delay)).max(6 * initial_rtt);
+        let Some(c) = self.challenge.as_mut() else { return false };
+        let Some(sent) = c.sent_at else { return false };
+        let fail_at = *c.fail_at.get_or_insert(sent + fail_after);
+        if now >= fail_at {
+            return true;
+        }
+        if !c.send_pending && now >= sent + retry {
+            c.send_pending = true;
+        }
+        false
+    }
+
     /// The probe timeout (RFC 9002 §6.2.1): PTO base plus `max_ack_delay` (zero for the
     /// handshake spaces), doubled per consecutive PTO.
     pub(crate) fn pto(&self, max_ack_delay: Duration) -> Duration {
@@ -250,6 +268,27 @@ mod tests {
         assert_eq!(fates.lost.iter().map(|(pn, _)| *pn).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(p.stats.lost_packets, 2);
         assert_eq!(p.bytes_in_flight, 2 * 1200, "the timer's losses left the flight");
+    }
+
+    #[test]
+    fn an_unanswered_challenge_is_repeated_then_fails() {
+        use super::super::path::Challenge;
+        let mut p = path(false);
+        let (mad, irtt) = (Duration::from_millis(25), Duration::from_millis(100));
+        assert!(!p.on_validation_timer(Instant::ZERO, mad, irtt), "no challenge, no timer");
+        let c = Challenge { data: [1; 8], send_pending: false, sent_at: None, fail_at: None, full_size: true };
+        p.challenge = Some(c);
+        assert!(!p.on_validation_timer(Instant::ZERO, mad, irtt), "not sent yet");
+        p.challenge.as_mut().expect("challenge").sent_at = Some(Instant::ZERO);
+        let retry = p.challenge_retry(mad);
+        assert!(!p.on_validation_timer(Instant::ZERO + retry / 2, mad, irtt));
+        assert!(!p.challenge.expect("challenge").send_pending);
+        assert!(!p.on_validation_timer(Instant::ZERO + retry, mad, irtt));
+        assert!(p.challenge.expect("challenge").send_pending, "sent again after the retry time");
+        // Fails at max(3 PTOs, 6 initial RTTs) after the first one.
+        let fail_after = (3 * (p.pto_base() + mad)).max(6 * irtt);
+        assert!(!p.on_validation_timer(Instant::ZERO + fail_after - Duration::from_millis(1), mad, irtt));
+        assert!(p.on_validation_timer(Instant::ZERO + fail_after, mad, irtt));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::types::{Side, SpaceId};
 
 use super::events::PathEvent;
 use super::multipath::PATH_UNSTABLE_OR_POOR;
+use super::path_table::Slots;
 use super::{Connection, ConnectionError, Event, State};
 
 use super::path_timers::PathTimer;
@@ -155,23 +156,13 @@ impl Connection {
 
     /// Retransmits PATH_CHALLENGEs and gives up on paths that never answered.
     fn path_validation_timers(&mut self, now: Instant) {
-        let initial_rtt = self.shared.config.initial_rtt;
-        let mut failed = Vec::new();
-        for pi in self.paths.slots() {
-            let retry = self.paths[pi].challenge_retry(self.peer_max_ack_delay());
-            let fail_after = (3 * (self.paths[pi].pto_base() + self.peer_max_ack_delay())).max(6 * initial_rtt);
-            let Some(c) = self.paths[pi].challenge.as_mut() else { continue };
-            if let Some(sent) = c.sent_at {
-                let fail_at = *c.fail_at.get_or_insert(sent + fail_after);
-                if now >= fail_at {
-                    failed.push(pi);
-                    continue;
-                }
-                if !c.send_pending && now >= sent + retry {
-                    c.send_pending = true;
-                }
-            }
-        }
+        let (initial_rtt, mad) = (self.shared.config.initial_rtt, self.peer_max_ack_delay());
+        let failed: Slots = self
+            .paths
+            .slots()
+            .into_iter()
+            .filter(|&pi| self.paths[pi].on_validation_timer(now, mad, initial_rtt))
+            .collect();
         for pi in failed.into_iter().rev() {
             self.on_validation_failed(now, pi);
         }

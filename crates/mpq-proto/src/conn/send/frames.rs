@@ -147,7 +147,7 @@ impl Connection {
         if !quiet {
             self.write_connection_frames(now, pi, buf, end, frames, &mut out);
             // Once what waited is written, the rest of the batch is quiet.
-            let quiet_now = !self.connection_frames_pending();
+            let quiet_now = self.shared.quiet_for_lease();
             if let Some(l) = self.paths[pi].send_lease.as_mut() {
                 l.quiet = quiet_now;
             }

@@ -91,7 +91,7 @@ impl Connection {
             sealed: 0,
             acks_sent: SmallVec::new(),
             multipath: self.shared.mp.enabled,
-            quiet: !self.connection_frames_pending(),
+            quiet: self.shared.quiet_for_lease(),
             data: None,
             data_unavailable: false,
             ack_eliciting_sent: false,
@@ -99,27 +99,6 @@ impl Connection {
         };
         self.paths[pi].send_lease = Some(lease);
         super::super::touch!(self, send_leases);
-    }
-
-    /// Connection-wide frames wait to be sent (anything but stream data and the paths' own
-    /// frames): a batch leased now could not carry them without asking the shared side.
-    pub(super) fn connection_frames_pending(&self) -> bool {
-        #[cfg(test)]
-        if !self.shared.injected.is_empty() {
-            return true;
-        }
-        let s = &self.shared;
-        // (A PING the key update asks for is not among them: every packet checks for it
-        // ahead of its data, lease or not.)
-        !s.handshake_complete
-            || s.handshake_done_pending
-            || s.tokens.new_token_pending
-            || s.one_rtt_crypto.has_pending()
-            || s.streams.has_control_pending()
-            || s.local_cids.values().any(|l| !l.to_advertise.is_empty())
-            || s.peer_cids.values().any(|p| !p.to_retire.is_empty())
-            || (s.mp.enabled
-                && (!s.mp.pending.is_empty() || s.mp.paths_blocked.is_some() || !s.mp.cids_blocked.is_empty()))
     }
 
     /// The next STREAM chunk of at most `max` bytes for path `pi`'s batch from its data

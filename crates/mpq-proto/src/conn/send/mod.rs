@@ -344,23 +344,12 @@ impl Connection {
 
     /// Connection-wide frames are waiting (stream data, flow control, CIDs, multipath control).
     pub(crate) fn has_app_space_data(&self) -> bool {
-        #[cfg(test)]
-        if !self.shared.injected.is_empty() {
-            return true;
-        }
         // Stream data first: in a bulk transfer it answers at once, before the scans of
         // every path's CID tables.
         (self.shared.handshake_complete && self.shared.streams.has_pending_data())
-            || self.shared.handshake_done_pending
-            || self.shared.tokens.new_token_pending
             || self.shared.ping_pending
-            || !self.shared.mp.pending.is_empty()
-            || self.shared.mp.paths_blocked.is_some()
-            || !self.shared.mp.cids_blocked.is_empty()
-            || self.shared.one_rtt_crypto.has_pending()
+            || self.shared.connection_frames_waiting()
             || (!self.shared.mp.enabled && self.paths.iter().any(|p| !p.path_responses.is_empty()))
-            || self.shared.local_cids.values().any(|l| !l.to_advertise.is_empty())
-            || self.shared.peer_cids.values().any(|p| !p.to_retire.is_empty())
     }
 
     /// An ACK must go out now in a handshake space, or in the data space of path `pi`

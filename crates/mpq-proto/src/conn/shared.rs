@@ -1,0 +1,31 @@
+//! What the shared half of a connection answers by itself, without any path.
+
+use super::ConnShared;
+
+impl ConnShared {
+    /// Connection-wide frames wait to be sent on whichever path goes next: HANDSHAKE_DONE,
+    /// NEW_TOKEN, 1-RTT CRYPTO, CID advertisements and retirements, multipath control. (Not
+    /// stream data or the streams' control frames, which the stream table answers for.)
+    pub(crate) fn connection_frames_waiting(&self) -> bool {
+        #[cfg(test)]
+        if !self.injected.is_empty() {
+            return true;
+        }
+        self.handshake_done_pending
+            || self.tokens.new_token_pending
+            || self.one_rtt_crypto.has_pending()
+            || !self.mp.pending.is_empty()
+            || self.mp.paths_blocked.is_some()
+            || !self.mp.cids_blocked.is_empty()
+            || self.local_cids.values().any(|l| !l.to_advertise.is_empty())
+            || self.peer_cids.values().any(|p| !p.to_retire.is_empty())
+    }
+
+    /// A send batch leased now would be *quiet* (`conn/send/lease.rs`): the handshake is
+    /// complete and nothing connection-wide waits, so its packets carry only their path's
+    /// frames and stream data. (A PING the key update asks for is not counted: every packet
+    /// checks for it ahead of its data, lease or not.)
+    pub(crate) fn quiet_for_lease(&self) -> bool {
+        self.handshake_complete && !self.streams.has_control_pending() && !self.connection_frames_waiting()
+    }
+}
