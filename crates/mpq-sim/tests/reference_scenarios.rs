@@ -33,8 +33,9 @@ fn link(s: &str) -> LinkConfig {
 
 /// The scenarios: two homogeneous paths, the heterogeneous pair (bandwidth balance 0.9, RTT
 /// balance 0.1, "The Packet Number Space Debate in Multipath QUIC" §3.2), the same pair with
-/// random loss and with coupled congestion control, redundant scheduling, and the handover of seed 002 ("Multipath QUIC: Design and Evaluation",
-/// CoNEXT 2017, §4.3: the first of two paths dies at 3 s under request/response traffic).
+/// random loss and with coupled congestion control, redundant scheduling, and the handover of
+/// "Multipath QUIC: Design and Evaluation" (CoNEXT 2017, §4.3: the first of two paths dies at
+/// 3 s under request/response traffic).
 fn scenarios() -> Vec<(&'static str, Scenario)> {
     vec![
         (
