@@ -120,3 +120,31 @@ fn errors_after_an_own_ack_are_those_of_the_general_way() {
     let slot = s.path_index(0).expect("path 0");
     assert!(s.paths[slot].data.loss.iter_outstanding().any(|(p, _)| p == pn), "the ACK after the close was ignored");
 }
+
+/// A send batch's lease fixes which paths' ACKs its path carries: with ACKs on their own
+/// path (the default) only its own, so its packets read no other path's ACK state; with
+/// the lowest-RTT policy the fastest path carries every path's and the other none.
+#[test]
+fn a_batch_carries_the_acks_its_policy_places_on_its_path() {
+    use crate::conn::config::AckPolicy;
+    use crate::conn::TransportConfig;
+    for policy in [AckPolicy::SamePath, AckPolicy::LowestRtt] {
+        let transport =
+            TransportConfig { initial_max_path_id: Some(4), ack_policy: policy, ..TransportConfig::default() };
+        let (cc, sc) = crate::testing::configs(transport);
+        let mut pair = Pair::handshaken_null(&cc, sc, 1).expect("handshake");
+        let conn = server(&mut pair);
+        let slots = conn.paths.slots();
+        assert_eq!(slots.len(), 2, "two paths");
+        let placed: Vec<Vec<usize>> =
+            slots.iter().map(|&pi| conn.ack_slots_carried_by(pi).iter().map(|(j, _)| *j).collect()).collect();
+        match policy {
+            AckPolicy::SamePath => assert_eq!(placed, slots.iter().map(|&s| vec![s]).collect::<Vec<_>>()),
+            _ => {
+                let mut sizes: Vec<usize> = placed.iter().map(Vec::len).collect();
+                sizes.sort_unstable();
+                assert_eq!(sizes, [0, 2], "{policy:?}: {placed:?}");
+            }
+        }
+    }
+}

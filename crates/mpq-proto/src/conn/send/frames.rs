@@ -1,8 +1,6 @@
 //! The frames of a 1-RTT packet: (PATH_)ACKs, path-local frames, copies, connection-wide
 //! control (CIDs, multipath control, flow control) and STREAM data.
 
-use smallvec::SmallVec;
-
 use crate::frame::{self, Frame};
 use crate::time::Instant;
 use crate::types::SpaceId;
@@ -26,7 +24,13 @@ impl Connection {
         let ack_delay_exponent = self.shared.config.ack_delay_exponent;
         let carrier = self.paths[pi].id;
         let multipath = self.shared.mp.enabled;
-        for j in 0..self.paths.slot_bound() {
+        // The batch's lease fixed which paths' ACKs this path carries; without one (a
+        // packet outside a batch), ask the policy now.
+        let placed = match self.paths[pi].send_lease.as_ref() {
+            Some(l) => l.ack_slots.clone(),
+            None => self.ack_slots_carried_by(pi),
+        };
+        for (j, carrier_ids) in placed {
             {
                 let Some(s) = self.paths.get(j).map(|p| &p.data) else { continue };
                 if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
@@ -37,12 +41,7 @@ impl Connection {
             if !(due || send_data) {
                 continue;
             }
-            let carriers = self.ack_carriers(j);
-            if !carriers.contains(&pi) {
-                continue;
-            }
             let path_id = self.paths[j].id;
-            let carrier_ids: SmallVec<[u64; 4]> = carriers.iter().map(|&c| self.paths[c].id).collect();
             let space = &mut self.paths[j].data;
             let delay = space.received.ack_delay(now).as_micros() as u64 >> ack_delay_exponent;
             let largest = space.received.ranges().max();

@@ -54,6 +54,11 @@ pub(crate) struct SendLease {
     pub ack_eliciting_sent: bool,
     /// Sizes of the batch's packets with stream data, in order, for the scheduler.
     pub stream_packets: SmallVec<[u32; 16]>,
+    /// The paths whose ACKs this path carries in the batch (the ACK policy's choice, fixed
+    /// for the batch), by slot, each with the IDs of all its carriers. With ACKs on their
+    /// own path, the default, only the path itself: its packets read no other path's ACK
+    /// state.
+    pub ack_slots: SmallVec<[(usize, SmallVec<[u64; 4]>); 2]>,
 }
 
 impl std::fmt::Debug for HeaderKeys {
@@ -96,9 +101,27 @@ impl Connection {
             data_unavailable: false,
             ack_eliciting_sent: false,
             stream_packets: SmallVec::new(),
+            ack_slots: self.ack_slots_carried_by(pi),
         };
         self.paths[pi].send_lease = Some(lease);
         super::super::touch!(self, send_leases);
+    }
+
+    /// The paths (slots) whose ACKs path `pi` carries under the ACK policy, each with the IDs
+    /// of all its carriers. Nothing a batch does changes the choice (the board's views, the
+    /// peer's CIDs and the paths' amplification room: a path out of room writes no packet).
+    pub(crate) fn ack_slots_carried_by(&self, pi: usize) -> SmallVec<[(usize, SmallVec<[u64; 4]>); 2]> {
+        let mut out = SmallVec::new();
+        for j in 0..self.paths.slot_bound() {
+            if self.paths.get(j).is_none() {
+                continue;
+            }
+            let carriers = self.ack_carriers(j);
+            if carriers.contains(&pi) {
+                out.push((j, carriers.iter().map(|&c| self.paths[c].id).collect()));
+            }
+        }
+        out
     }
 
     /// The next STREAM chunk of at most `max` bytes for path `pi`'s batch from its data

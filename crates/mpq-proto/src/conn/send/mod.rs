@@ -411,15 +411,21 @@ impl Connection {
         out
     }
 
-    /// Some path's ACK is due and placed on path `pi`.
+    /// Some path's ACK is due and placed on path `pi` (in a batch, among the paths its
+    /// lease names).
     fn acks_due_on(&mut self, now: Instant, pi: usize) -> bool {
         let carrier = self.paths[pi].id;
-        for j in 0..self.paths.slot_bound() {
+        let leased: Option<SmallVec<[usize; 4]>> =
+            self.paths[pi].send_lease.as_ref().map(|l| l.ack_slots.iter().map(|(j, _)| *j).collect());
+        let n = leased.as_ref().map_or(self.paths.slot_bound(), |s| s.len());
+        for k in 0..n {
+            let j = leased.as_ref().map_or(k, |s| s[k]);
             let Some(s) = self.paths.get(j).map(|p| &p.data) else { continue };
             if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
                 continue;
             }
-            if self.ack_due(now, SpaceId::Data, j) && self.ack_carriers(j).contains(&pi) {
+            // (The policy is asked only for a pending ACK, and not at all in a batch.)
+            if self.ack_due(now, SpaceId::Data, j) && (leased.is_some() || self.ack_carriers(j).contains(&pi)) {
                 return true;
             }
         }
