@@ -21,16 +21,38 @@ impl Connection {
         send_data: bool,
         frames: &mut SentFrames,
     ) {
+        // The batch's lease fixed which paths' ACKs this path carries (taken out of the
+        // lease for the loop and put back: no copy per packet); without one (a packet
+        // outside a batch), ask the policy now.
+        let leased = self.paths[pi].send_lease.as_mut().map(|l| std::mem::take(&mut l.ack_slots));
+        let placed = match leased {
+            Some(slots) => slots,
+            None => self.ack_slots_carried_by(pi),
+        };
+        self.write_placed_acks(now, pi, buf, payload_end, send_data, frames, &placed);
+        if let Some(l) = self.paths[pi].send_lease.as_mut() {
+            l.ack_slots = placed;
+        }
+    }
+
+    /// The (PATH_)ACK frames of the paths in `placed` (slots with their carriers) that path
+    /// `pi` carries now.
+    #[allow(clippy::too_many_arguments)]
+    fn write_placed_acks(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        buf: &mut Vec<u8>,
+        payload_end: usize,
+        send_data: bool,
+        frames: &mut SentFrames,
+        placed: &[(usize, smallvec::SmallVec<[u64; 4]>)],
+    ) {
         let ack_delay_exponent = self.shared.config.ack_delay_exponent;
         let carrier = self.paths[pi].id;
         let multipath = self.shared.mp.enabled;
-        // The batch's lease fixed which paths' ACKs this path carries; without one (a
-        // packet outside a batch), ask the policy now.
-        let placed = match self.paths[pi].send_lease.as_ref() {
-            Some(l) => l.ack_slots.clone(),
-            None => self.ack_slots_carried_by(pi),
-        };
-        for (j, carrier_ids) in placed {
+        for (j, carrier_ids) in placed.iter() {
+            let j = *j;
             {
                 let Some(s) = self.paths.get(j).map(|p| &p.data) else { continue };
                 if !s.ack_pending || s.ack_carried_on.contains(&carrier) {

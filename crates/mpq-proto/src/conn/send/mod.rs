@@ -415,11 +415,26 @@ impl Connection {
     /// lease names).
     fn acks_due_on(&mut self, now: Instant, pi: usize) -> bool {
         let carrier = self.paths[pi].id;
-        let leased: Option<SmallVec<[usize; 4]>> =
-            self.paths[pi].send_lease.as_ref().map(|l| l.ack_slots.iter().map(|(j, _)| *j).collect());
-        let n = leased.as_ref().map_or(self.paths.slot_bound(), |s| s.len());
+        // In a batch: the paths its lease names (taken out for the loop, put back after).
+        let leased = self.paths[pi].send_lease.as_mut().map(|l| std::mem::take(&mut l.ack_slots));
+        let due = self.acks_due_among(now, pi, carrier, leased.as_deref());
+        if let (Some(slots), Some(l)) = (leased, self.paths[pi].send_lease.as_mut()) {
+            l.ack_slots = slots;
+        }
+        due
+    }
+
+    /// [`Self::acks_due_on`] over the paths `leased` names, or all paths without a lease.
+    fn acks_due_among(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        carrier: u64,
+        leased: Option<&[(usize, SmallVec<[u64; 4]>)]>,
+    ) -> bool {
+        let n = leased.map_or(self.paths.slot_bound(), |s| s.len());
         for k in 0..n {
-            let j = leased.as_ref().map_or(k, |s| s[k]);
+            let j = leased.map_or(k, |s| s[k].0);
             let Some(s) = self.paths.get(j).map(|p| &p.data) else { continue };
             if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
                 continue;
