@@ -46,7 +46,7 @@ impl Connection {
         payload_end: usize,
         send_data: bool,
         frames: &mut SentFrames,
-        placed: &[(usize, smallvec::SmallVec<[u64; 4]>)],
+        placed: &super::AckSlots,
     ) {
         let ack_delay_exponent = self.shared.config.ack_delay_exponent;
         let carrier = self.paths[pi].id;

@@ -23,6 +23,9 @@ use crate::stream::{DataLease, StreamChunk};
 
 use super::super::Connection;
 
+/// The paths whose ACKs a path carries, by slot, each with the IDs of all its carriers.
+pub(crate) type AckSlots = SmallVec<[(usize, SmallVec<[u64; 4]>); 2]>;
+
 /// What a path holds for one batch.
 #[derive(Debug)]
 pub(crate) struct SendLease {
@@ -58,7 +61,7 @@ pub(crate) struct SendLease {
     /// for the batch), by slot, each with the IDs of all its carriers. With ACKs on their
     /// own path, the default, only the path itself: its packets read no other path's ACK
     /// state.
-    pub ack_slots: SmallVec<[(usize, SmallVec<[u64; 4]>); 2]>,
+    pub ack_slots: AckSlots,
 }
 
 impl std::fmt::Debug for HeaderKeys {
@@ -110,7 +113,7 @@ impl Connection {
     /// The paths (slots) whose ACKs path `pi` carries under the ACK policy, each with the IDs
     /// of all its carriers. Nothing a batch does changes the choice (the board's views, the
     /// peer's CIDs and the paths' amplification room: a path out of room writes no packet).
-    pub(crate) fn ack_slots_carried_by(&self, pi: usize) -> SmallVec<[(usize, SmallVec<[u64; 4]>); 2]> {
+    pub(crate) fn ack_slots_carried_by(&self, pi: usize) -> AckSlots {
         let mut out = SmallVec::new();
         for j in 0..self.paths.slot_bound() {
             if self.paths.get(j).is_none() {

@@ -18,6 +18,7 @@ use super::{Connection, State, Transmit};
 mod close;
 mod frames;
 mod lease;
+use lease::AckSlots;
 pub(crate) use lease::SendLease;
 mod off_path;
 mod reinject;
@@ -417,7 +418,7 @@ impl Connection {
         let carrier = self.paths[pi].id;
         // In a batch: the paths its lease names (taken out for the loop, put back after).
         let leased = self.paths[pi].send_lease.as_mut().map(|l| std::mem::take(&mut l.ack_slots));
-        let due = self.acks_due_among(now, pi, carrier, leased.as_deref());
+        let due = self.acks_due_among(now, pi, carrier, leased.as_ref());
         if let (Some(slots), Some(l)) = (leased, self.paths[pi].send_lease.as_mut()) {
             l.ack_slots = slots;
         }
@@ -425,13 +426,7 @@ impl Connection {
     }
 
     /// [`Self::acks_due_on`] over the paths `leased` names, or all paths without a lease.
-    fn acks_due_among(
-        &mut self,
-        now: Instant,
-        pi: usize,
-        carrier: u64,
-        leased: Option<&[(usize, SmallVec<[u64; 4]>)]>,
-    ) -> bool {
+    fn acks_due_among(&mut self, now: Instant, pi: usize, carrier: u64, leased: Option<&AckSlots>) -> bool {
         let n = leased.map_or(self.paths.slot_bound(), |s| s.len());
         for k in 0..n {
             let j = leased.map_or(k, |s| s[k].0);
