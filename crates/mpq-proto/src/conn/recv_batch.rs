@@ -2,11 +2,13 @@
 //! opened path by path without the connection's shared state, then its frames are applied to
 //! the shared side once, in packet order.
 //!
-//! *Opening* is the path's work: header protection removed and the payload decrypted with a
-//! leased key generation ([`RecvLease`]), the packet number decoded against the path's own
-//! received ranges, the path's key-phase marks updated, duplicates dropped, the path's
-//! counters kept. *Applying* is the shared work: the frames (streams, ACKs and what they
-//! release, control frames), then the packet recorded for acknowledgement.
+//! *Opening* is the path's work ([`PathState::open_packet`]): header protection removed and
+//! the payload decrypted with a leased key generation ([`RecvLease`]), the packet number
+//! decoded against the path's own received ranges, the path's key-phase marks updated,
+//! duplicates dropped, the path's counters kept, and its own frames handled (its ACKs,
+//! PATH_CHALLENGE, PING, PADDING: `conn/path_frames.rs`). *Applying* is the shared work: the
+//! other frames (streams, other paths' ACKs, control frames) and the fates of the path's
+//! ACKs where those frames stand, then the packet recorded for acknowledgement.
 //!
 //! Only the steady state takes this way: 1-RTT packets of an established connection, on a
 //! known, validated path, from its address, in the current key phase. Anything else (the
