@@ -145,10 +145,30 @@ impl PathState {
                 }
             }
         }
+        let mut acked = acked;
+        if space == SpaceId::Data {
+            self.on_own_acks_acked(&mut acked);
+        }
         fates.acked = acked;
         self.on_lost(now, result.lost, result.persistent_congestion, seat, &mut fates);
         seat.publish(self);
         fates
+    }
+
+    /// Of the newly acknowledged packets, the (PATH_)ACK frames that acknowledged this
+    /// path's own packets: the peer has seen them, so their ranges need not be reported again
+    /// (RFC 9000 §13.2.4). The path prunes its own received ranges here and drops those
+    /// entries; ACKs it carried for other paths stay for the shared side.
+    fn on_own_acks_acked(&mut self, acked: &mut Fated) {
+        let own = self.id;
+        for (_, p) in acked.iter_mut() {
+            if p.frames.acks.iter().any(|&(id, _)| id == own) {
+                for &(_, largest) in p.frames.acks.iter().filter(|&&(id, _)| id == own) {
+                    self.data.received.on_ack_of_ack(largest);
+                }
+                p.frames.acks.retain(|&mut (id, _)| id != own);
+            }
+        }
     }
 
     /// Packets of this path declared lost (by an ACK or the loss timer): congestion
@@ -170,5 +190,44 @@ impl PathState {
         }
         self.on_packets_lost(now, &lost, persistent);
         fates.lost = lost;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::config::TransportConfig;
+    use crate::conn::space::SentFrames;
+    use crate::recovery::received::PRUNE_AFTER_RANGES;
+
+    /// When a packet that carried ACKs is acknowledged, the path prunes its own received
+    /// ranges below the ACK it sent (RFC 9000 §13.2.4) and leaves the ACKs it carried for
+    /// other paths to the shared side.
+    #[test]
+    fn acknowledged_own_acks_prune_the_path_and_leave_the_others() {
+        let mut p = PathState::new(3, "127.0.0.1:1".parse().expect("addr"), &TransportConfig::default(), true);
+        // Enough gaps that pruning applies: every other packet number received.
+        let ranges = 2 * PRUNE_AFTER_RANGES as u64;
+        for pn in (0..ranges).map(|i| i * 2) {
+            p.data.received.on_packet(pn, true, Instant::ZERO, None);
+        }
+        let before = p.data.received.ranges().len();
+        let mut frames = SentFrames::default();
+        frames.acks.push((3, ranges)); // our own ACK, Largest Acknowledged `ranges`
+        frames.acks.push((7, 40)); // an ACK carried for path 7
+        let sent = SentPacket {
+            time_sent: Instant::ZERO,
+            size: 100,
+            ack_eliciting: false,
+            in_flight: false,
+            ecn: false,
+            frames,
+        };
+        let mut acked: Fated = vec![(0, sent)];
+        p.on_own_acks_acked(&mut acked);
+        assert_eq!(acked[0].1.frames.acks.as_slice(), &[(7, 40)], "the other path's entry stays");
+        let after = p.data.received.ranges().len();
+        assert!(after < before, "own ranges below the acknowledged ACK pruned: {before} -> {after}");
+        assert!(p.data.received.ranges().min().is_some_and(|m| m >= ranges), "{:?}", p.data.received.ranges().min());
     }
 }
