@@ -29,25 +29,6 @@ impl Connection {
             Some(slots) => slots,
             None => self.ack_slots_carried_by(pi),
         };
-        self.write_placed_acks(now, pi, buf, payload_end, send_data, frames, &placed);
-        if let Some(l) = self.paths[pi].send_lease.as_mut() {
-            l.ack_slots = placed;
-        }
-    }
-
-    /// The (PATH_)ACK frames of the paths in `placed` (slots with their carriers) that path
-    /// `pi` carries now.
-    #[allow(clippy::too_many_arguments)]
-    fn write_placed_acks(
-        &mut self,
-        now: Instant,
-        pi: usize,
-        buf: &mut Vec<u8>,
-        payload_end: usize,
-        send_data: bool,
-        frames: &mut SentFrames,
-        placed: &super::AckSlots,
-    ) {
         let ack_delay_exponent = self.shared.config.ack_delay_exponent;
         let carrier = self.paths[pi].id;
         let multipath = self.shared.mp.enabled;
@@ -85,6 +66,9 @@ impl Connection {
                     self.paths[pi].stats.acks_for_other_paths += 1;
                 }
             }
+        }
+        if let Some(l) = self.paths[pi].send_lease.as_mut() {
+            l.ack_slots = placed;
         }
     }
 

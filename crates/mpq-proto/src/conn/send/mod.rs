@@ -18,7 +18,6 @@ use super::{Connection, State, Transmit};
 mod close;
 mod frames;
 mod lease;
-use lease::AckSlots;
 pub(crate) use lease::SendLease;
 mod off_path;
 mod reinject;
@@ -418,28 +417,25 @@ impl Connection {
         let carrier = self.paths[pi].id;
         // In a batch: the paths its lease names (taken out for the loop, put back after).
         let leased = self.paths[pi].send_lease.as_mut().map(|l| std::mem::take(&mut l.ack_slots));
-        let due = self.acks_due_among(now, pi, carrier, leased.as_ref());
-        if let (Some(slots), Some(l)) = (leased, self.paths[pi].send_lease.as_mut()) {
-            l.ack_slots = slots;
-        }
-        due
-    }
-
-    /// [`Self::acks_due_on`] over the paths `leased` names, or all paths without a lease.
-    fn acks_due_among(&mut self, now: Instant, pi: usize, carrier: u64, leased: Option<&AckSlots>) -> bool {
-        let n = leased.map_or(self.paths.slot_bound(), |s| s.len());
+        let placed = leased.as_ref();
+        let n = placed.map_or(self.paths.slot_bound(), |s| s.len());
+        let mut due = false;
         for k in 0..n {
-            let j = leased.map_or(k, |s| s[k].0);
+            let j = placed.map_or(k, |s| s[k].0);
             let Some(s) = self.paths.get(j).map(|p| &p.data) else { continue };
             if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
                 continue;
             }
             // (The policy is asked only for a pending ACK, and not at all in a batch.)
-            if self.ack_due(now, SpaceId::Data, j) && (leased.is_some() || self.ack_carriers(j).contains(&pi)) {
-                return true;
+            if self.ack_due(now, SpaceId::Data, j) && (placed.is_some() || self.ack_carriers(j).contains(&pi)) {
+                due = true;
+                break;
             }
         }
-        false
+        if let (Some(slots), Some(l)) = (leased, self.paths[pi].send_lease.as_mut()) {
+            l.ack_slots = slots;
+        }
+        due
     }
 
     /// Writes one packet of `space_id` on path `pi` ending before `max_end`; None if

@@ -335,13 +335,6 @@ impl Streams {
         let send = |id: &StreamId| self.streams.get(id).and_then(|s| s.send.as_ref());
         self.lost_queue.iter().any(|id| send(id).is_some_and(|s| s.has_lost()))
             || self.send_queue.iter().any(|id| send(id).is_some_and(|s| s.has_new(avail)))
-            || !self.reset_queue.is_empty()
-            || !self.stop_queue.is_empty()
-            || self.max_data_pending
-            || !self.msd_queue.is_empty()
-            || self.max_streams_pending.iter().any(|&p| p)
-            || self.data_blocked.is_some()
-            || !self.stream_data_blocked.is_empty()
-            || self.streams_blocked.iter().any(Option::is_some)
+            || self.has_control_pending()
     }
 }
