@@ -21,7 +21,12 @@
 //! **Inboxes.** What one path's processing produces for another path goes into that path's
 //! [`Inbox`] and is taken out by the owning path when it builds packets: copies of
 //! flow-control frames (MAX_DATA / MAX_STREAM_DATA sent on all paths) and STREAM chunks to
-//! duplicate (redundant scheduling, reinjection).
+//! duplicate (redundant scheduling, reinjection), and the mail of `conn/mail.rs` (ACKs
+//! carried for it and their acknowledgement, challenge answers, abandonment, reinjection
+//! requests), which the path handles itself.
+//!
+//! **ACK offers.** With multipath, a path with an ACK pending publishes an `AckOffer` here:
+//! the paths that carry its ACKs (ACK placement) read the offer, never its received ranges.
 //!
 //! [`PathState`]: super::path::PathState
 
@@ -32,6 +37,9 @@ use crate::cc::CouplingView;
 use crate::frame::Frame;
 use crate::stream::StreamChunk;
 
+use smallvec::SmallVec;
+
+use super::mail::{AckOffer, Mail};
 use super::path::{PathPhase, PathState};
 
 /// Most flow-control copies waiting in one inbox (they are refreshed by newer frames).
@@ -73,6 +81,12 @@ pub(crate) struct PathView {
     pub amp_room: bool,
     /// What coupled congestion controllers see of this path.
     pub coupling: CouplingView,
+    /// The payload of our PATH_CHALLENGE on this path, if one is outstanding: a
+    /// PATH_RESPONSE arriving on any path finds the path it answers here.
+    pub challenge: Option<[u8; 8]>,
+    /// The payload of the challenge to the address the path used before an apparent
+    /// migration (RFC 9000 §9.3.3), if outstanding.
+    pub old_challenge: Option<[u8; 8]>,
 }
 
 impl PathView {
@@ -96,6 +110,9 @@ pub(crate) struct Inbox {
     /// STREAM chunks to duplicate on this path, sent when its congestion window allows;
     /// those no longer buffered (acknowledged meanwhile) are skipped.
     pub dup_chunks: VecDeque<StreamChunk>,
+    /// Messages the path handles itself (`conn/mail.rs`): its ACKs carried elsewhere and
+    /// acknowledged, challenge answers, abandonment, reinjection requests.
+    pub mail: Mail,
 }
 
 impl Inbox {
@@ -125,7 +142,7 @@ impl Inbox {
         self.dup_chunks.extend(chunks);
     }
 
-    /// Drops everything (the path was abandoned).
+    /// Drops the frames and chunks waiting (the path was abandoned); its mail stays for it.
     pub fn clear(&mut self) {
         self.fc_copies.clear();
         self.dup_chunks.clear();
@@ -137,6 +154,12 @@ impl Inbox {
 pub(crate) struct Board {
     views: Vec<Option<PathView>>,
     inboxes: Vec<Inbox>,
+    /// Each path's pending ACK, for the paths that may carry it (multipath only).
+    offers: Vec<Option<AckOffer>>,
+    /// Paths publish ACK offers (multipath is in use).
+    pub offers_on: bool,
+    /// Slots with mail waiting, in the order it was posted.
+    mail_waiting: SmallVec<[usize; 4]>,
     /// Every read must match the path's current state (one thread: the connection
     /// publishes after each change). Checked in debug builds.
     pub strict: bool,
@@ -144,7 +167,14 @@ pub(crate) struct Board {
 
 impl Default for Board {
     fn default() -> Self {
-        Self { views: Vec::new(), inboxes: Vec::new(), strict: true }
+        Self {
+            views: Vec::new(),
+            inboxes: Vec::new(),
+            offers: Vec::new(),
+            offers_on: false,
+            mail_waiting: SmallVec::new(),
+            strict: true,
+        }
     }
 }
 
@@ -154,8 +184,39 @@ impl Board {
         if self.views.len() <= slot {
             self.views.resize(slot + 1, None);
             self.inboxes.resize_with(slot + 1, Inbox::default);
+            self.offers.resize(slot + 1, None);
         }
         self.views[slot] = Some(view);
+    }
+
+    /// Publishes the ACK offer of `slot` (`None`: no ACK pending). Only while offers are on.
+    pub fn publish_offer(&mut self, slot: usize, offer: Option<AckOffer>) {
+        if let Some(o) = self.offers.get_mut(slot) {
+            *o = offer;
+        }
+    }
+
+    /// The ACK offer of `slot`.
+    pub fn offer(&self, slot: usize) -> Option<&AckOffer> {
+        self.offers.get(slot).and_then(Option::as_ref)
+    }
+
+    /// Mail for `slot`, to be filled; the slot is marked as having mail waiting.
+    pub fn post(&mut self, slot: usize) -> &mut Mail {
+        if !self.mail_waiting.contains(&slot) {
+            self.mail_waiting.push(slot);
+        }
+        &mut self.inboxes[slot].mail
+    }
+
+    /// The next slot with mail waiting (the mark is removed).
+    pub fn take_mail_waiting(&mut self) -> Option<usize> {
+        (!self.mail_waiting.is_empty()).then(|| self.mail_waiting.remove(0))
+    }
+
+    /// Some path has mail waiting.
+    pub fn has_mail_waiting(&self) -> bool {
+        !self.mail_waiting.is_empty()
     }
 
     /// The view of `slot`, mutably, for the per-packet updates of a few fields (cheaper
@@ -169,6 +230,9 @@ impl Board {
         if let Some(v) = self.views.get_mut(slot) {
             *v = None;
             self.inboxes[slot].clear();
+            self.inboxes[slot].mail = Mail::default();
+            self.offers[slot] = None;
+            self.mail_waiting.retain(|s| *s != slot);
         }
     }
 
@@ -219,9 +283,12 @@ impl<'a> Seat<'a> {
         Some(others.map(|(_, v)| v.coupling).collect())
     }
 
-    /// The path publishes its current view.
+    /// The path publishes its current view (and its ACK offer while offers are on).
     pub fn publish(&mut self, path: &PathState) {
         self.board.publish(self.slot, path.view());
+        if self.board.offers_on {
+            self.board.publish_offer(self.slot, path.ack_offer());
+        }
     }
 }
 
@@ -245,6 +312,8 @@ impl PathState {
             data_bytes_sent: self.data_bytes_sent,
             amp_room: self.amplification_budget() >= super::send::MIN_PACKET_ROOM as u64,
             coupling: self.cc.coupling_view(srtt.as_secs_f64()),
+            challenge: self.challenge.map(|c| c.data),
+            old_challenge: self.old_challenge.map(|c| c.data),
         }
     }
 }

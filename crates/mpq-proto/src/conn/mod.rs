@@ -29,6 +29,7 @@ pub mod events;
 mod fuzzing;
 mod handshake;
 mod info;
+mod mail;
 mod multipath;
 pub mod path;
 mod path_ack;
@@ -704,6 +705,8 @@ impl Connection {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_mail;
 #[cfg(test)]
 mod tests_multipath;
 #[cfg(test)]

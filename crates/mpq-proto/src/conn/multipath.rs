@@ -18,7 +18,9 @@ use crate::types::{Side, SpaceId};
 
 use super::cids::PeerCids;
 use super::events::PathEvent;
+use super::mail::{AbandonOrder, ChallengeAnswer};
 use super::path::{Challenge, OldPathChallenge, PathPhase, PathState};
+use super::path_ack::Fated;
 use super::recv::Rx;
 use super::space::Control;
 use super::{Connection, EndpointEvent, Event, State};
@@ -110,6 +112,8 @@ impl Connection {
             return;
         };
         self.shared.mp.enabled = true;
+        // Other paths may carry a path's ACKs from now on: they read its offers.
+        self.paths.enable_offers();
         self.shared.mp.local_max = local.min(MAX_PATH_ID_LIMIT);
         self.shared.mp.peer_max = peer;
         self.shared.mp.peer_initial_max = peer;
@@ -302,51 +306,23 @@ impl Connection {
 
     /// PATH_RESPONSE (RFC 9000 §8.2.3): validates the path when it echoes our challenge.
     pub(crate) fn on_path_response(&mut self, now: Instant, path_id: u64, data: [u8; 8]) {
-        // The response may arrive on any path of ours; it validates the path it answers.
-        let Some(pi) = self.paths.position(|p| p.challenge.is_some_and(|c| c.data == data)) else {
-            // The peer is still reachable at the address it had before an apparent
-            // migration (RFC 9000 §9.3.3): its next non-probing packet from there moves
-            // the path back (on_peer_address_change).
-            if let Some(p) = self.paths.iter_mut().find(|p| p.old_challenge.is_some_and(|c| c.data == data)) {
-                tracing::debug!(id = p.id, "previous peer address still answers");
-                p.old_challenge = None;
-            }
-            return;
-        };
+        // The response may arrive on any path of ours; it validates the path it answers,
+        // found by the challenge payload that path published on the board. That path
+        // handles the answer itself (mail).
         let _ = path_id;
-        let initial_rtt = self.shared.config.initial_rtt;
-        let recheck = self.new_challenge();
-        let path = &mut self.paths[pi];
-        let full_size = path.challenge.is_some_and(|c| c.full_size);
-        path.challenge = None;
-        path.validated = true;
-        if !full_size {
-            // The address is validated, but the anti-amplification limit kept the challenge
-            // under 1200 bytes: challenge again, padded now that the limit is lifted
-            // (RFC 9000 §8.2.1, draft-ietf-quic-multipath-21 §3.1.2).
-            tracing::debug!(id = path.id, "address validated; checking 1200-byte datagrams");
-            path.challenge = Some(recheck);
-            self.paths.publish(pi);
-            return;
-        }
-        if path.rebind_from.take().is_some() {
-            // §3.1.3: after a rebinding, the new address gets fresh congestion and RTT state.
-            path.cc = crate::cc::build(self.shared.config.cc, &self.shared.config.cc_config, u64::from(path.mtu));
-            path.rtt = crate::recovery::rtt::RttEstimator::new(initial_rtt);
-            // The new network path may treat ECN differently: validate it again.
-            path.ecn = Default::default();
-        }
-        let id = path.id;
-        let newly_active = path.phase == PathPhase::Validating;
-        if newly_active {
-            path.phase = PathPhase::Active;
-        }
-        self.paths.publish(pi);
-        if newly_active {
-            tracing::debug!(side = ?self.shared.side, id, "path validated");
-            self.shared.events.push_back(Event::Path(PathEvent::Validated { id }));
-            self.qlog_path(now, id, "validated");
-        }
+        let target = self.paths.views().find(|(_, v)| v.challenge == Some(data)).map(|(slot, _)| slot);
+        let (slot, recheck) = match target {
+            Some(slot) => (slot, Some(self.new_challenge())),
+            None => {
+                // Maybe the previous peer address still answers (RFC 9000 §9.3.3): its next
+                // non-probing packet from there moves the path back (on_peer_address_change).
+                let old = self.paths.views().find(|(_, v)| v.old_challenge == Some(data));
+                let Some((slot, _)) = old else { return };
+                (slot, None)
+            }
+        };
+        self.paths.post(slot).push_challenge_answer(ChallengeAnswer { data, recheck });
+        self.deliver_mail(now);
     }
 
     /// Path validation timed out.
@@ -361,6 +337,7 @@ impl Connection {
             return;
         }
         tracing::debug!(id = path.id, "path validation failed");
+        self.paths.publish(pi);
         self.abandon(now, pi, PATH_UNSTABLE_OR_POOR, false);
     }
 
@@ -368,10 +345,10 @@ impl Connection {
     /// CIDs for it are retired, in-flight frames are resent elsewhere, the state stays for
     /// three PTOs to acknowledge late packets.
     pub(crate) fn abandon(&mut self, now: Instant, pi: usize, error_code: u64, by_peer: bool) {
-        if !self.paths[pi].is_open() {
+        if !self.paths.view(pi).is_some_and(|v| v.is_open()) {
             return;
         }
-        if !self.paths.enumerate().any(|(i, p)| i != pi && p.is_open()) {
+        if !self.paths.views().any(|(i, v)| i != pi && v.is_open()) {
             // §3.4: the last path is going: the connection cannot continue. Close it on this
             // path while the peer's CIDs for it are still at hand, so CONNECTION_CLOSE can
             // be sent (a PATH_ABANDON would add nothing).
@@ -383,20 +360,24 @@ impl Connection {
             return;
         }
         let keep = 3 * self.max_pto();
-        let path = &mut self.paths[pi];
-        let id = path.id;
-        path.phase = PathPhase::Abandoned;
-        path.challenge = None;
-        path.discard_at = Some(now + keep);
-        path.path_responses.clear();
-        path.off_path_responses.clear();
-        path.data.probes = 0;
-        let send_abandon = !path.abandon_sent;
-        path.abandon_sent = true;
-        let lost = path.data.loss.discard_all();
-        path.bytes_in_flight = 0;
-        self.paths.inbox_mut(pi).clear();
-        self.paths.publish(pi);
+        // The path stops itself (mail), then `on_abandoned` does the shared part.
+        self.paths.post(pi).abandon = Some(AbandonOrder { keep, by_peer, error_code });
+        self.deliver_mail(now);
+    }
+
+    /// The shared part of a path's abandonment, after the path stopped itself: our
+    /// PATH_ABANDON queued, the peer's CIDs for it retired (§3.4), the frames it had in
+    /// flight back in the send queues, the application told.
+    pub(crate) fn on_abandoned(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        order: AbandonOrder,
+        send_abandon: bool,
+        lost: Fated,
+    ) {
+        let id = self.paths[slot].id;
+        let (error_code, by_peer) = (order.error_code, order.by_peer);
         if send_abandon {
             self.shared.mp.pending.push(Control::PathAbandon(id, error_code));
         }
@@ -524,11 +505,12 @@ impl Connection {
             }
             return Ok(());
         };
-        if !self.paths[pi].is_open() {
-            // We abandoned it first: keep its state for three PTOs from the peer's answer.
-            let until = now + 3 * self.max_pto();
-            let path = &mut self.paths[pi];
-            path.discard_at = Some(path.discard_at.map_or(until, |t| t.max(until)));
+        if !self.paths.view(pi).is_some_and(|v| v.is_open()) {
+            // We abandoned it first: the path keeps its state for three PTOs from the
+            // peer's answer (mail).
+            let keep = 3 * self.max_pto();
+            self.paths.post(pi).abandon = Some(AbandonOrder { keep, by_peer: true, error_code });
+            self.deliver_mail(now);
             return Ok(());
         }
         self.abandon(now, pi, error_code, true);

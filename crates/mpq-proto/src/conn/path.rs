@@ -195,6 +195,9 @@ pub(crate) struct PathState {
     pub in_batch: bool,
     /// The 1-RTT keys leased for the batch being written.
     pub send_lease: Option<super::send::SendLease>,
+    /// The other paths' ACK offers this path carried: (path ID, offer version), at most
+    /// [`super::mail::MAX_CARRIED_RECORDS`].
+    pub carried_acks: smallvec::SmallVec<[(u64, u64); 4]>,
 }
 
 impl PathState {
@@ -233,6 +236,7 @@ impl PathState {
             key_marks: Default::default(),
             in_batch: false,
             send_lease: None,
+            carried_acks: smallvec::SmallVec::new(),
             ecn: Default::default(),
             ecn_batch: false,
             window_full_at: None,

@@ -9,6 +9,7 @@
 use smallvec::SmallVec;
 
 use super::board::{Board, Inbox, PathView, Seat};
+use super::mail::{AckOffer, Mail};
 use super::path::PathState;
 
 /// Live slots, copied out so that the caller may change the connection while it walks them.
@@ -111,8 +112,59 @@ impl PathTable {
     pub fn publish(&mut self, slot: usize) {
         if let Some(p) = self.get(slot) {
             let view = p.view();
+            let offer = self.board.offers_on.then(|| p.ack_offer());
             self.board.publish(slot, view);
+            if let Some(offer) = offer {
+                self.board.publish_offer(slot, offer);
+            }
         }
+    }
+
+    /// The path in `slot` publishes its ACK offer (after its received packets or its ACK
+    /// state changed), while offers are on.
+    pub fn publish_offer(&mut self, slot: usize) {
+        if !self.board.offers_on {
+            return;
+        }
+        if let Some(p) = self.get(slot) {
+            let offer = p.ack_offer();
+            self.board.publish_offer(slot, offer);
+        }
+    }
+
+    /// Paths publish ACK offers from now on (multipath is in use), starting now.
+    pub fn enable_offers(&mut self) {
+        if !self.board.offers_on {
+            self.board.offers_on = true;
+            for slot in self.slots() {
+                self.publish_offer(slot);
+            }
+        }
+    }
+
+    /// The ACK offer of the path in `slot`: its pending ACK, for a path that carries it.
+    pub fn offer(&self, slot: usize) -> Option<&AckOffer> {
+        let o = self.board.offer(slot);
+        if cfg!(debug_assertions) && self.board.strict && self.board.offers_on {
+            let now = self.get(slot).and_then(PathState::ack_offer);
+            debug_assert_eq!(o, now.as_ref(), "stale ACK offer of slot {slot}");
+        }
+        o
+    }
+
+    /// Mail for the path in `slot`, to be filled (handled by `Connection::deliver_mail`).
+    pub fn post(&mut self, slot: usize) -> &mut Mail {
+        self.board.post(slot)
+    }
+
+    /// The next slot with mail waiting.
+    pub fn take_mail_waiting(&mut self) -> Option<usize> {
+        self.board.take_mail_waiting()
+    }
+
+    /// Some path has mail waiting.
+    pub fn has_mail_waiting(&self) -> bool {
+        self.board.has_mail_waiting()
     }
 
     /// The path in `slot` sent a packet: publishes what that changes (flight, data sent,

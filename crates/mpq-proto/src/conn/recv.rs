@@ -401,8 +401,10 @@ impl Connection {
                 let Some(pi) = self.path_index(path_id) else { return };
                 if let Some(space) = self.space_mut(space_id, pi) {
                     space.received.on_packet(pn, ack_eliciting, now, rx.ecn);
-                    space.ack_pending = true;
-                    space.ack_carried_on.clear();
+                    space.on_packet_recorded();
+                }
+                if space_id == SpaceId::Data {
+                    self.paths.publish_offer(pi);
                 }
                 self.qlog_packet_received(now, level, path_id, pn, payload.len());
             }

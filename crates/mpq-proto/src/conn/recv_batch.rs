@@ -107,6 +107,7 @@ impl Connection {
         ecn: Option<u8>,
         datagrams: &mut [&mut [u8]],
     ) {
+        self.debug_assert_mail_delivered();
         if self.shared.state == State::Drained {
             return;
         }
@@ -297,6 +298,8 @@ impl Connection {
         super::touch!(self, recv_applies);
         self.shared.idle_anchor = now;
         self.shared.idle_anchor_from_recv = true;
+        // The paths that recorded packets publish their ACK offers once, after the batch.
+        let mut recorded: SmallVec<[usize; 2]> = SmallVec::new();
         for o in opened.drain(..) {
             let mut fates = o.own.fates.into_iter();
             let skip = match self.shared.state {
@@ -341,13 +344,18 @@ impl Connection {
                     let Some(pi) = self.path_index(o.path_id) else { continue };
                     if let Some(space) = self.space_mut(SpaceId::Data, pi) {
                         space.received.on_packet(o.pn, ack_eliciting, now, ecn);
-                        space.ack_pending = true;
-                        space.ack_carried_on.clear();
+                        space.on_packet_recorded();
+                    }
+                    if !recorded.contains(&pi) {
+                        recorded.push(pi);
                     }
                     self.qlog_packet_received(now, Level::OneRtt, o.path_id, o.pn, o.payload.len());
                 }
                 Err(e) => self.close_with_error(now, e),
             }
+        }
+        for slot in recorded {
+            self.paths.publish_offer(slot);
         }
     }
 }

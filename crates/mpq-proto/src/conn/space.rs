@@ -234,6 +234,9 @@ pub(crate) struct PacketSpace {
     /// Path IDs whose packets already carried the pending ACK (multipath ACK placement can
     /// put one ACK on several paths).
     pub ack_carried_on: SmallVec<[u64; 4]>,
+    /// Counts the packets recorded for acknowledgement: the version of the pending ACK that
+    /// other paths carry (`conn/mail.rs`).
+    pub ack_version: u64,
 }
 
 impl PacketSpace {
@@ -249,7 +252,16 @@ impl PacketSpace {
             probes: 0,
             ack_pending: false,
             ack_carried_on: SmallVec::new(),
+            ack_version: 0,
         }
+    }
+
+    /// A packet was recorded in `received`: an ACK is pending, a new version of it that no
+    /// path carried yet.
+    pub fn on_packet_recorded(&mut self) {
+        self.ack_pending = true;
+        self.ack_carried_on.clear();
+        self.ack_version += 1;
     }
 
     /// Takes the next packet number.

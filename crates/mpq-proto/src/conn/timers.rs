@@ -77,6 +77,7 @@ impl Connection {
 
     /// Handles every timer that expired at or before `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.debug_assert_mail_delivered();
         match self.shared.state {
             State::Drained => return,
             State::Closing { until, .. } | State::Draining { until } => {

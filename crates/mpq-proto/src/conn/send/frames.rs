@@ -3,8 +3,8 @@
 
 use crate::frame::{self, Frame};
 use crate::time::Instant;
-use crate::types::SpaceId;
 
+use super::super::mail::AckCarried;
 use super::super::space::{Control, SentFrames};
 use super::super::Connection;
 use super::AppFrames;
@@ -30,42 +30,71 @@ impl Connection {
             None => self.ack_slots_carried_by(pi),
         };
         let ack_delay_exponent = self.shared.config.ack_delay_exponent;
+        let max_ack_delay = self.shared.config.max_ack_delay;
         let carrier = self.paths[pi].id;
         let multipath = self.shared.mp.enabled;
+        let mut own_written = false;
         for (j, carrier_ids) in placed.iter() {
             let j = *j;
-            {
-                let Some(s) = self.paths.get(j).map(|p| &p.data) else { continue };
-                if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
+            let room = payload_end.saturating_sub(buf.len());
+            if j == pi {
+                // The path's own ACK, from its own received ranges.
+                let path = &mut self.paths[pi];
+                let space = &mut path.data;
+                if !space.ack_pending || space.ack_carried_on.contains(&carrier) {
                     continue;
                 }
-            }
-            let due = self.ack_due(now, SpaceId::Data, j);
-            if !(due || send_data) {
+                let due = space.received.wants_immediate_ack()
+                    || space.received.ack_deadline(max_ack_delay).is_some_and(|t| t <= now);
+                if !(due || send_data) {
+                    continue;
+                }
+                let delay = space.received.ack_delay(now).as_micros() as u64 >> ack_delay_exponent;
+                let largest = space.received.ranges().max();
+                let ecn = space.received.ecn_counts();
+                let frame_path = if multipath { Some(carrier) } else { None };
+                if frame::encode_ack_bounded(buf, frame_path, space.received.ranges(), delay, ecn.as_ref(), room) {
+                    if let Some(l) = largest {
+                        frames.acks.push((carrier, l));
+                    }
+                    space.ack_carried_on.push(carrier);
+                    if carrier_ids.iter().all(|c| space.ack_carried_on.contains(c)) {
+                        space.ack_pending = false;
+                        space.ack_carried_on.clear();
+                        space.received.on_ack_sent(now);
+                    }
+                    own_written = true;
+                }
                 continue;
             }
-            let path_id = self.paths[j].id;
-            let space = &mut self.paths[j].data;
-            let delay = space.received.ack_delay(now).as_micros() as u64 >> ack_delay_exponent;
-            let largest = space.received.ranges().max();
-            let ecn = space.received.ecn_counts();
-            let room = payload_end.saturating_sub(buf.len());
-            let frame_path = if multipath { Some(path_id) } else { None };
-            if frame::encode_ack_bounded(buf, frame_path, space.received.ranges(), delay, ecn.as_ref(), room) {
-                if let Some(l) = largest {
-                    frames.acks.push((path_id, l));
+            // Another path's ACK, from the offer it published (never its own state); the
+            // owner learns by mail that it went out.
+            let carried = {
+                let Some(offer) = self.paths.offer(j) else { continue };
+                if offer.carried_on.contains(&carrier) || self.paths[pi].has_carried(offer.path_id, offer.version) {
+                    continue;
                 }
-                space.ack_carried_on.push(carrier);
-                let other_path = j != pi;
-                if carrier_ids.iter().all(|c| space.ack_carried_on.contains(c)) {
-                    space.ack_pending = false;
-                    space.ack_carried_on.clear();
-                    space.received.on_ack_sent(now);
+                if !(offer.due(now, max_ack_delay) || send_data) {
+                    continue;
                 }
-                if other_path {
-                    self.paths[pi].stats.acks_for_other_paths += 1;
-                }
+                let delay = offer.ack_delay(now).as_micros() as u64 >> ack_delay_exponent;
+                let frame_path = if multipath { Some(offer.path_id) } else { None };
+                let written =
+                    frame::encode_ack_bounded(buf, frame_path, &offer.ranges, delay, offer.ecn.as_ref(), room);
+                written.then(|| (offer.path_id, offer.version, offer.ranges.max()))
+            };
+            let Some((owner, version, largest)) = carried else { continue };
+            if let Some(l) = largest {
+                frames.acks.push((owner, l));
             }
+            let path = &mut self.paths[pi];
+            path.note_carried(owner, version);
+            path.stats.acks_for_other_paths += 1;
+            let notice = AckCarried { carrier, version, at: now, carriers: carrier_ids.clone() };
+            self.paths.post(j).push_ack_carried(notice);
+        }
+        if own_written {
+            self.paths.publish_offer(pi);
         }
         if let Some(l) = self.paths[pi].send_lease.as_mut() {
             l.ack_slots = placed;

@@ -57,6 +57,7 @@ impl Connection {
     /// path, PTO probes, copies) goes first, path by path in turn; new data then goes on
     /// the path the scheduler picks.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.debug_assert_mail_delivered();
         buf.clear();
         match self.shared.state {
             State::Drained | State::Draining { .. } => return None,
@@ -169,6 +170,8 @@ impl Connection {
             p.in_batch = false;
         }
         self.return_lease(now, pi);
+        // The mail the batch posted (ACKs carried for other paths) reaches them now.
+        self.deliver_mail(now);
         t
     }
 
@@ -415,6 +418,7 @@ impl Connection {
     /// lease names).
     fn acks_due_on(&mut self, now: Instant, pi: usize) -> bool {
         let carrier = self.paths[pi].id;
+        let max_ack_delay = self.shared.config.max_ack_delay;
         // In a batch: the paths its lease names (taken out for the loop, put back after).
         let leased = self.paths[pi].send_lease.as_mut().map(|l| std::mem::take(&mut l.ack_slots));
         let placed = leased.as_ref();
@@ -422,12 +426,19 @@ impl Connection {
         let mut due = false;
         for k in 0..n {
             let j = placed.map_or(k, |s| s[k].0);
-            let Some(s) = self.paths.get(j).map(|p| &p.data) else { continue };
-            if !s.ack_pending || s.ack_carried_on.contains(&carrier) {
-                continue;
-            }
+            let pending_here = if j == pi {
+                let s = &self.paths[pi].data;
+                s.ack_pending && !s.ack_carried_on.contains(&carrier) && self.ack_due(now, SpaceId::Data, pi)
+            } else {
+                // Another path's ACK: its offer (without multipath no other path exists).
+                self.paths.offer(j).is_some_and(|o| {
+                    !o.carried_on.contains(&carrier)
+                        && !self.paths[pi].has_carried(o.path_id, o.version)
+                        && o.due(now, max_ack_delay)
+                })
+            };
             // (The policy is asked only for a pending ACK, and not at all in a batch.)
-            if self.ack_due(now, SpaceId::Data, j) && (placed.is_some() || self.ack_carriers(j).contains(&pi)) {
+            if pending_here && (placed.is_some() || self.ack_carriers(j).contains(&pi)) {
                 due = true;
                 break;
             }

@@ -4,6 +4,7 @@
 use crate::sched::PathSnapshot;
 use crate::time::Instant;
 
+use super::super::mail::ReinjectRequest;
 use super::super::Connection;
 
 impl Connection {
@@ -43,41 +44,15 @@ impl Connection {
             if !(qv.potentially_failed || qv.srtt > fast_rtt + fast_rtt / 3) {
                 continue;
             }
-            let slow_rtt = qv.srtt;
-            let failing = qv.potentially_failed;
-            // The slow path's own ledger says what is still in flight on it.
-            let q = &self.paths[qi];
-            let from = q.reinjected_below;
-            let mut last = None;
-            let mut chunks = Vec::new();
-            for (pn, p) in q.data.loss.iter_outstanding() {
-                if pn < from {
-                    continue;
-                }
-                if budget == 0 {
-                    break;
-                }
-                // Only what a copy on the fast path would deliver clearly earlier (by a
-                // quarter of its RTT) than the slow path is expected to.
-                if !failing && now + fast_rtt + fast_rtt / 4 >= p.time_sent + slow_rtt {
-                    continue;
-                }
-                last = Some(pn);
-                for c in &p.frames.stream {
-                    if self.shared.streams.chunk_buffered(c) {
-                        budget = budget.saturating_sub(c.len + 32);
-                        chunks.push(*c);
-                    }
-                }
-            }
-            if let Some(l) = last {
-                self.paths[qi].reinjected_below = l + 1;
-            }
-            if !chunks.is_empty() {
-                queued = true;
-                self.shared.stats.reinjected_chunks += chunks.len() as u64;
-                self.paths.inbox_mut(fi).push_reinjected(chunks);
-            }
+            // The slow path reads its own ledger for what is still in flight on it and
+            // hands copies to the fast path's inbox (mail, handled at once here).
+            let before = self.paths.inbox(fi).dup_chunks.len();
+            self.paths.post(qi).reinject = Some(ReinjectRequest { to: fi, fast_rtt, budget });
+            self.deliver_mail(now);
+            let added = self.paths.inbox(fi).dup_chunks.iter().skip(before);
+            let used: usize = added.map(|c| c.len + 32).sum();
+            queued |= used > 0;
+            budget = budget.saturating_sub(used);
         }
         queued
     }

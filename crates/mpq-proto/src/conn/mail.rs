@@ -1,0 +1,447 @@
+//! Mail between the paths of a connection: what one path's processing (or the shared side's)
+//! asks of another path, as messages that path handles itself, never as writes into it.
+//!
+//! - **ACK offers** (on the board): a path whose ACK is pending publishes an [`AckOffer`], a
+//!   copy of what its ACK would say. A path that carries it (ACK placement under the
+//!   lowest-RTT and all-paths policies, or for a path that cannot send, draft-ietf-quic-
+//!   multipath-21 §4.3) encodes the PATH_ACK from the offer and mails back
+//!   [`AckCarried`]; the owner then counts the ACK as sent. The carrier remembers the
+//!   offer's version it carried, so it does not carry the same one twice before the owner
+//!   reads its mail.
+//! - **Acknowledged ACKs**: when a packet that carried another path's PATH_ACK is
+//!   acknowledged, that path gets the Largest Acknowledged of the ACK and prunes its own
+//!   received ranges (RFC 9000 §13.2.4).
+//! - **Challenge answers**: a PATH_RESPONSE may arrive on any path (RFC 9000 §8.2.2 and
+//!   draft-ietf-quic-multipath-21 §3.1); the path whose challenge it answers (found by the
+//!   challenge data it published on the board) validates itself.
+//! - **Abandon** (draft-ietf-quic-multipath-21 §3.4): the path stops, hands back what it had
+//!   in flight and keeps its state for three PTOs.
+//! - **Reinjection requests**: a path much slower than another gives copies of the STREAM
+//!   chunks still in flight on it, read from its own ledger, to the faster path's inbox.
+//!
+//! With one thread the connection delivers mail as soon as it is posted, or at the end of
+//! the send batch that posted it ([`Connection::deliver_mail`]); the results are the same as
+//! if the sender had written into the path, which the reference scenarios check
+//! bit-for-bit. With a thread per path (issue C2) a path handles its mail at the start of
+//! its next batch. Every message is safe to handle late: an ACK carried while the owner has
+//! not heard of it yet may be sent once more by the owner (a duplicate ACK is harmless,
+//! RFC 9000 §13.2); pruning later only means larger ACK frames meanwhile; a late challenge
+//! answer or abandon behaves as if the frame had arrived later; a late reinjection request
+//! copies what is still in flight then.
+//!
+//! Every part of the mail is bounded: a flood of frames from the peer cannot make it grow.
+
+use std::time::Duration;
+
+use smallvec::SmallVec;
+
+use crate::frame::EcnCounts;
+use crate::range_set::RangeSet;
+use crate::stream::StreamChunk;
+use crate::time::Instant;
+
+use super::config::TransportConfig;
+use super::path::{Challenge, PathPhase, PathState};
+use super::path_ack::Fated;
+use super::Connection;
+
+/// Most "ACK carried" notices waiting for one path (the oldest go: losing one only means
+/// the owner may send its ACK once more).
+pub(crate) const MAX_ACKS_CARRIED: usize = 8;
+/// Most acknowledged-ACK notices waiting for one path; beyond it they are merged into the
+/// newest (pruning below the larger of two is what both ask for).
+pub(crate) const MAX_ACKS_ACKED: usize = 8;
+/// Most records a carrier keeps of the ACK offers it carried (one per owner path; the
+/// oldest owner goes first).
+pub(crate) const MAX_CARRIED_RECORDS: usize = 8;
+/// Most challenge answers waiting for one path (one challenge is outstanding at a time).
+pub(crate) const MAX_CHALLENGE_ANSWERS: usize = 2;
+
+/// What a path's pending ACK would say, published for the paths that may carry it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AckOffer {
+    /// The owner's path ID.
+    pub path_id: u64,
+    /// Bumped by every packet the owner records: a carrier carries each version once.
+    pub version: u64,
+    /// Path IDs that already carried this version (the owner's record).
+    pub carried_on: SmallVec<[u64; 4]>,
+    /// Packet numbers to acknowledge.
+    pub ranges: RangeSet,
+    /// Largest packet number received and when (for the ACK Delay field).
+    pub largest: Option<(u64, Instant)>,
+    /// ECN counts, once any ECN-marked packet arrived.
+    pub ecn: Option<EcnCounts>,
+    /// An ACK should go out without waiting (RFC 9000 §13.2.1).
+    pub immediate: bool,
+    /// Receive time of the first ack-eliciting packet not yet acknowledged.
+    pub first_eliciting_at: Option<Instant>,
+}
+
+impl AckOffer {
+    /// The ACK must go out now, given our max_ack_delay (RFC 9000 §13.2.1).
+    pub fn due(&self, now: Instant, max_ack_delay: Duration) -> bool {
+        self.immediate || self.first_eliciting_at.is_some_and(|t| t + max_ack_delay <= now)
+    }
+
+    /// The ACK Delay to report now: time since the largest packet arrived.
+    pub fn ack_delay(&self, now: Instant) -> Duration {
+        self.largest.map_or(Duration::ZERO, |(_, t)| now - t)
+    }
+}
+
+/// "Your ACK went out on my path."
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AckCarried {
+    /// The carrier's path ID.
+    pub carrier: u64,
+    /// The version of the offer it carried.
+    pub version: u64,
+    /// When.
+    pub at: Instant,
+    /// Every path meant to carry this ACK (the ACK policy's choice at the carrier's batch):
+    /// once all did, the ACK counts as sent.
+    pub carriers: SmallVec<[u64; 4]>,
+}
+
+/// "The peer has the PATH_ACK of yours I carried."
+pub(crate) type AckAcked = u64;
+
+/// A PATH_RESPONSE arrived that may answer this path's challenge (or the one to its previous
+/// address).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChallengeAnswer {
+    /// The response's payload.
+    pub data: [u8; 8],
+    /// A fresh challenge in case the answered one was sent in a datagram under 1200 bytes
+    /// (RFC 9000 §8.2.1; drawn by the shared side, which owns the randomness). `None` for
+    /// an answer meant for the challenge to the previous address.
+    pub recheck: Option<Challenge>,
+}
+
+/// "Stop: you are abandoned."
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AbandonOrder {
+    /// How long to keep the state for late packets (three PTOs, §3.4).
+    pub keep: Duration,
+    /// The order answers the peer's PATH_ABANDON: a path we abandoned first keeps its state
+    /// three PTOs from now.
+    pub by_peer: bool,
+    /// The error code of the PATH_ABANDON (ours or the peer's).
+    pub error_code: u64,
+}
+
+/// "Give the path in `to` copies of what is stuck on you."
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReinjectRequest {
+    /// The fast path's slot.
+    pub to: usize,
+    /// Its RTT.
+    pub fast_rtt: Duration,
+    /// Bytes the fast path's window has room for.
+    pub budget: usize,
+}
+
+/// The mail waiting for one path.
+#[derive(Debug, Default)]
+pub(crate) struct Mail {
+    /// Its ACK went out on other paths.
+    pub acks_carried: SmallVec<[AckCarried; 2]>,
+    /// Its PATH_ACKs carried by other paths were acknowledged (their Largest Acknowledged).
+    pub acks_acked: SmallVec<[AckAcked; 4]>,
+    /// PATH_RESPONSEs that may answer its challenges.
+    pub challenge_answers: SmallVec<[ChallengeAnswer; 1]>,
+    /// It is abandoned.
+    pub abandon: Option<AbandonOrder>,
+    /// A faster path asks for copies of its data in flight.
+    pub reinject: Option<ReinjectRequest>,
+}
+
+impl Mail {
+    /// Nothing waiting.
+    pub fn is_empty(&self) -> bool {
+        self.acks_carried.is_empty()
+            && self.acks_acked.is_empty()
+            && self.challenge_answers.is_empty()
+            && self.abandon.is_none()
+            && self.reinject.is_none()
+    }
+
+    /// Posts an "ACK carried" notice (bounded, oldest dropped).
+    pub fn push_ack_carried(&mut self, m: AckCarried) {
+        if self.acks_carried.len() >= MAX_ACKS_CARRIED {
+            self.acks_carried.remove(0);
+        }
+        self.acks_carried.push(m);
+    }
+
+    /// Posts an acknowledged ACK (bounded, merged into the newest beyond the bound).
+    pub fn push_ack_acked(&mut self, largest: AckAcked) {
+        let full = self.acks_acked.len() >= MAX_ACKS_ACKED;
+        match self.acks_acked.last_mut() {
+            Some(last) if full => *last = (*last).max(largest),
+            _ => self.acks_acked.push(largest),
+        }
+    }
+
+    /// Posts a challenge answer (bounded, extra answers dropped: at most one can match).
+    pub fn push_challenge_answer(&mut self, a: ChallengeAnswer) {
+        if self.challenge_answers.len() < MAX_CHALLENGE_ANSWERS {
+            self.challenge_answers.push(a);
+        }
+    }
+}
+
+/// What a path did with a challenge answer, for the shared side.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ChallengeOutcome {
+    /// It answers neither of the path's challenges.
+    NotMine,
+    /// The previous address still answers (RFC 9000 §9.3.3).
+    OldAddressAnswers,
+    /// The address is validated but the challenge went in a small datagram: challenging
+    /// again, padded.
+    Rechecking,
+    /// Validated; `newly_active` if the path just became usable for data.
+    Validated {
+        /// The path was validating and is active now.
+        newly_active: bool,
+    },
+}
+
+/// What abandoning did to a path, for the shared side.
+#[derive(Debug)]
+pub(crate) enum AbandonOutcome {
+    /// It was abandoned already (its state deadline may have moved).
+    AlreadyAbandoned,
+    /// It is abandoned now.
+    Abandoned {
+        /// Our PATH_ABANDON still has to be sent.
+        send_abandon: bool,
+        /// Its packets in flight, whose frames go back to the send queues.
+        lost: Fated,
+    },
+}
+
+impl PathState {
+    /// The path's pending ACK as an offer to the paths that may carry it; `None` when no
+    /// ACK is pending.
+    pub(crate) fn ack_offer(&self) -> Option<AckOffer> {
+        let s = &self.data;
+        s.ack_pending.then(|| AckOffer {
+            path_id: self.id,
+            version: s.ack_version,
+            carried_on: s.ack_carried_on.clone(),
+            ranges: s.received.ranges().clone(),
+            largest: s.received.largest(),
+            ecn: s.received.ecn_counts(),
+            immediate: s.received.wants_immediate_ack(),
+            first_eliciting_at: s.received.ack_deadline(Duration::ZERO),
+        })
+    }
+
+    /// This path carried version `version` of the ACK offer of path `owner`.
+    pub(crate) fn has_carried(&self, owner: u64, version: u64) -> bool {
+        self.carried_acks.contains(&(owner, version))
+    }
+
+    /// Records that this path carried version `version` of path `owner`'s ACK offer, so
+    /// that it does not carry it again before the owner reads its mail.
+    pub(crate) fn note_carried(&mut self, owner: u64, version: u64) {
+        self.carried_acks.retain(|(o, _)| *o != owner);
+        if self.carried_acks.len() >= MAX_CARRIED_RECORDS {
+            self.carried_acks.remove(0);
+        }
+        self.carried_acks.push((owner, version));
+    }
+
+    /// Another path carried this path's ACK. Once every path meant to carry the current
+    /// version did, the ACK counts as sent (a notice about an older version is stale: newer
+    /// packets arrived since).
+    pub(crate) fn on_ack_carried(&mut self, m: &AckCarried) {
+        let s = &mut self.data;
+        if !s.ack_pending || m.version != s.ack_version {
+            return;
+        }
+        if !s.ack_carried_on.contains(&m.carrier) {
+            s.ack_carried_on.push(m.carrier);
+        }
+        if m.carriers.iter().all(|c| s.ack_carried_on.contains(c)) {
+            s.ack_pending = false;
+            s.ack_carried_on.clear();
+            s.received.on_ack_sent(m.at);
+        }
+    }
+
+    /// A PATH_RESPONSE that may answer this path's challenge, or the one to the address it
+    /// used before an apparent migration.
+    pub(crate) fn on_challenge_answer(&mut self, a: ChallengeAnswer, config: &TransportConfig) -> ChallengeOutcome {
+        if self.challenge.is_none_or(|c| c.data != a.data) {
+            if self.old_challenge.is_some_and(|c| c.data == a.data) {
+                // The peer is still reachable at the address it had before (RFC 9000
+                // §9.3.3): its next non-probing packet from there moves the path back.
+                self.old_challenge = None;
+                return ChallengeOutcome::OldAddressAnswers;
+            }
+            return ChallengeOutcome::NotMine;
+        }
+        let full_size = self.challenge.is_some_and(|c| c.full_size);
+        if !full_size {
+            // The address is validated, but the anti-amplification limit kept the challenge
+            // under 1200 bytes: challenge again, padded now that the limit is lifted
+            // (RFC 9000 §8.2.1, draft-ietf-quic-multipath-21 §3.1.2).
+            let Some(recheck) = a.recheck else { return ChallengeOutcome::NotMine };
+            self.validated = true;
+            self.challenge = Some(recheck);
+            return ChallengeOutcome::Rechecking;
+        }
+        self.challenge = None;
+        self.validated = true;
+        if self.rebind_from.take().is_some() {
+            // §3.1.3: after a rebinding, the new address gets fresh congestion and RTT state.
+            self.cc = crate::cc::build(config.cc, &config.cc_config, u64::from(self.mtu));
+            self.rtt = crate::recovery::rtt::RttEstimator::new(config.initial_rtt);
+            // The new network path may treat ECN differently: validate it again.
+            self.ecn = Default::default();
+        }
+        let newly_active = self.phase == PathPhase::Validating;
+        if newly_active {
+            self.phase = PathPhase::Active;
+        }
+        ChallengeOutcome::Validated { newly_active }
+    }
+
+    /// The path is abandoned (draft-ietf-quic-multipath-21 §3.4): nothing more is sent on it,
+    /// its packets in flight are handed back, its state stays until `now + keep` to
+    /// acknowledge late packets.
+    pub(crate) fn on_abandon(&mut self, now: Instant, order: AbandonOrder) -> AbandonOutcome {
+        if !self.is_open() {
+            if order.by_peer {
+                // We abandoned it first: keep its state for three PTOs from the peer's answer.
+                let until = now + order.keep;
+                self.discard_at = Some(self.discard_at.map_or(until, |t| t.max(until)));
+            }
+            return AbandonOutcome::AlreadyAbandoned;
+        }
+        self.phase = PathPhase::Abandoned;
+        self.challenge = None;
+        self.discard_at = Some(now + order.keep);
+        self.path_responses.clear();
+        self.off_path_responses.clear();
+        self.data.probes = 0;
+        let send_abandon = !self.abandon_sent;
+        self.abandon_sent = true;
+        let lost = self.data.loss.discard_all();
+        self.bytes_in_flight = 0;
+        AbandonOutcome::Abandoned { send_abandon, lost }
+    }
+
+    /// Copies of the STREAM chunks still in flight on this (slow) path that a copy on the
+    /// fast path would deliver clearly earlier, within the request's budget, read from the
+    /// path's own ledger; `buffered` says which chunks still wait for acknowledgement.
+    /// Returns the chunks and the budget they used.
+    pub(crate) fn reinjection_copies(
+        &mut self,
+        now: Instant,
+        req: &ReinjectRequest,
+        buffered: impl Fn(&StreamChunk) -> bool,
+    ) -> (Vec<StreamChunk>, usize) {
+        let slow_rtt = self.rtt.smoothed();
+        let failing = self.potentially_failed;
+        let fast_rtt = req.fast_rtt;
+        let mut budget = req.budget;
+        let mut last = None;
+        let mut chunks = Vec::new();
+        for (pn, p) in self.data.loss.iter_outstanding() {
+            if pn < self.reinjected_below {
+                continue;
+            }
+            if budget == 0 {
+                break;
+            }
+            // Only what a copy on the fast path would deliver clearly earlier (by a quarter
+            // of its RTT) than the slow path is expected to.
+            if !failing && now + fast_rtt + fast_rtt / 4 >= p.time_sent + slow_rtt {
+                continue;
+            }
+            last = Some(pn);
+            for c in &p.frames.stream {
+                if buffered(c) {
+                    budget = budget.saturating_sub(c.len + 32);
+                    chunks.push(*c);
+                }
+            }
+        }
+        if let Some(l) = last {
+            self.reinjected_below = l + 1;
+        }
+        (chunks, req.budget - budget)
+    }
+}
+
+impl Connection {
+    /// One thread: every operation delivers the mail it posted before it returns, so none
+    /// is waiting when the next one starts (checked in debug builds).
+    pub(crate) fn debug_assert_mail_delivered(&self) {
+        debug_assert!(!self.paths.has_mail_waiting(), "mail posted but not delivered");
+    }
+
+    /// Hands the mail waiting for the paths to them (one thread: at once, in slot order),
+    /// then does the shared side's part of what they did.
+    pub(crate) fn deliver_mail(&mut self, now: Instant) {
+        while let Some(slot) = self.paths.take_mail_waiting() {
+            let mail = std::mem::take(&mut self.paths.inbox_mut(slot).mail);
+            if mail.is_empty() || self.paths.get(slot).is_none() {
+                continue;
+            }
+            self.handle_mail(now, slot, mail);
+        }
+    }
+
+    fn handle_mail(&mut self, now: Instant, slot: usize, mail: Mail) {
+        let path = &mut self.paths[slot];
+        for largest in mail.acks_acked {
+            path.data.received.on_ack_of_ack(largest);
+        }
+        for m in &mail.acks_carried {
+            path.on_ack_carried(m);
+        }
+        if let Some(req) = mail.reinject {
+            let streams = &self.shared.streams;
+            let (chunks, _) = path.reinjection_copies(now, &req, |c| streams.chunk_buffered(c));
+            if !chunks.is_empty() && self.paths.get(req.to).is_some() {
+                self.shared.stats.reinjected_chunks += chunks.len() as u64;
+                self.paths.inbox_mut(req.to).push_reinjected(chunks);
+            }
+        }
+        for a in mail.challenge_answers {
+            let Some(path) = self.paths.get_mut(slot) else { return };
+            let id = path.id;
+            match path.on_challenge_answer(a, &self.shared.config) {
+                ChallengeOutcome::NotMine => {}
+                ChallengeOutcome::OldAddressAnswers => tracing::debug!(id, "previous peer address still answers"),
+                ChallengeOutcome::Rechecking => {
+                    tracing::debug!(id, "address validated; checking 1200-byte datagrams")
+                }
+                ChallengeOutcome::Validated { newly_active } => {
+                    if newly_active {
+                        tracing::debug!(side = ?self.shared.side, id, "path validated");
+                        self.shared.events.push_back(super::Event::Path(super::PathEvent::Validated { id }));
+                        self.qlog_path(now, id, "validated");
+                    }
+                }
+            }
+            self.paths.publish(slot);
+        }
+        if let Some(order) = mail.abandon {
+            let Some(path) = self.paths.get_mut(slot) else { return };
+            let outcome = path.on_abandon(now, order);
+            self.paths.publish(slot);
+            if let AbandonOutcome::Abandoned { send_abandon, lost } = outcome {
+                self.paths.inbox_mut(slot).clear();
+                self.on_abandoned(now, slot, order, send_abandon, lost);
+            }
+        }
+        self.paths.publish_offer(slot);
+    }
+}

@@ -1,0 +1,257 @@
+//! Mail between paths (`conn/mail.rs`): each message handled by its path alone, bounded, and
+//! the connection-level flows that use it (ACKs carried for another path and their
+//! acknowledgement).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::config::{AckPolicy, TransportConfig};
+use super::fuzzing::tests::{forge_to_server, null_pair};
+use super::mail::*;
+use super::path::{Challenge, OldPathChallenge, PathPhase, PathState};
+use super::space::SentFrames;
+use super::Connection;
+use crate::coding::write_varint;
+use crate::frame::frame_type as ft;
+use crate::recovery::received::PRUNE_AFTER_RANGES;
+use crate::recovery::sent::SentPacket;
+use crate::stream::StreamChunk;
+use crate::testing::Pair;
+use crate::time::Instant;
+use crate::types::StreamId;
+
+fn path(id: u64) -> PathState {
+    PathState::new(id, "127.0.0.1:1".parse().expect("addr"), &TransportConfig::default(), true)
+}
+
+fn challenge(data: u8, full_size: bool) -> Challenge {
+    Challenge { data: [data; 8], send_pending: false, sent_at: None, fail_at: None, full_size }
+}
+
+fn notice(carrier: u64, version: u64, carriers: &[u64]) -> AckCarried {
+    AckCarried { carrier, version, at: Instant::ZERO, carriers: carriers.iter().copied().collect() }
+}
+
+/// Records packet `pn` on path `p` for acknowledgement, as the receive path does.
+fn receive(p: &mut PathState, pn: u64) {
+    p.data.received.on_packet(pn, true, Instant::ZERO, None);
+    p.data.on_packet_recorded();
+}
+
+#[test]
+fn an_ack_counts_as_sent_once_every_carrier_of_its_version_reported() {
+    let mut p = path(1);
+    assert!(p.ack_offer().is_none(), "nothing pending, nothing offered");
+    receive(&mut p, 0);
+    let v = p.ack_offer().expect("offer").version;
+    // Path 0 and path 2 are meant to carry it; path 0 reports first.
+    p.on_ack_carried(&notice(0, v, &[0, 2]));
+    assert!(p.data.ack_pending, "path 2 has not carried it yet");
+    assert_eq!(p.ack_offer().expect("offer").carried_on.as_slice(), &[0]);
+    // A notice about an older version is stale: a packet arrived since.
+    receive(&mut p, 1);
+    p.on_ack_carried(&notice(2, v, &[0, 2]));
+    assert!(p.data.ack_pending && p.data.ack_carried_on.is_empty(), "stale notice ignored");
+    let v2 = p.ack_offer().expect("offer").version;
+    assert_eq!(v2, v + 1);
+    p.on_ack_carried(&notice(0, v2, &[0, 2]));
+    p.on_ack_carried(&notice(2, v2, &[0, 2]));
+    assert!(!p.data.ack_pending && p.ack_offer().is_none(), "sent once both carried it");
+    assert!(!p.data.received.wants_immediate_ack(), "the ACK timer was reset");
+}
+
+#[test]
+fn a_carrier_carries_each_version_once_and_keeps_bounded_records() {
+    let mut c = path(0);
+    c.note_carried(1, 5);
+    assert!(c.has_carried(1, 5) && !c.has_carried(1, 6));
+    c.note_carried(1, 6);
+    assert!(c.has_carried(1, 6) && !c.has_carried(1, 5), "one record per owner");
+    for owner in 10..10 + 2 * MAX_CARRIED_RECORDS as u64 {
+        c.note_carried(owner, 1);
+    }
+    assert_eq!(c.carried_acks.len(), MAX_CARRIED_RECORDS);
+}
+
+#[test]
+fn mail_is_bounded() {
+    let mut m = Mail::default();
+    assert!(m.is_empty());
+    for v in 0..2 * MAX_ACKS_CARRIED as u64 {
+        m.push_ack_carried(notice(0, v, &[0]));
+    }
+    assert_eq!(m.acks_carried.len(), MAX_ACKS_CARRIED);
+    assert_eq!(m.acks_carried[0].version, MAX_ACKS_CARRIED as u64, "the oldest went");
+    for l in 0..3 * MAX_ACKS_ACKED as u64 {
+        m.push_ack_acked(l);
+    }
+    assert_eq!(m.acks_acked.len(), MAX_ACKS_ACKED);
+    assert_eq!(m.acks_acked.last(), Some(&(3 * MAX_ACKS_ACKED as u64 - 1)), "merged into the newest");
+    for d in 0..5 {
+        m.push_challenge_answer(ChallengeAnswer { data: [d; 8], recheck: None });
+    }
+    assert_eq!(m.challenge_answers.len(), MAX_CHALLENGE_ANSWERS);
+    assert!(!m.is_empty());
+}
+
+#[test]
+fn a_challenge_answer_validates_only_its_path() {
+    let cfg = TransportConfig::default();
+    let mut p = path(1);
+    p.phase = PathPhase::Validating;
+    p.validated = false;
+    p.challenge = Some(challenge(1, true));
+    let answer = |d: u8, recheck: Option<Challenge>| ChallengeAnswer { data: [d; 8], recheck };
+    assert_eq!(p.on_challenge_answer(answer(9, None), &cfg), ChallengeOutcome::NotMine);
+    assert!(p.challenge.is_some() && !p.validated);
+    assert_eq!(
+        p.on_challenge_answer(answer(1, Some(challenge(2, false))), &cfg),
+        ChallengeOutcome::Validated { newly_active: true }
+    );
+    assert!(p.validated && p.challenge.is_none() && p.phase == PathPhase::Active);
+
+    // A challenge that went in a datagram under 1200 bytes: validated, then checked again.
+    let mut q = path(2);
+    q.phase = PathPhase::Validating;
+    q.challenge = Some(challenge(3, false));
+    assert_eq!(q.on_challenge_answer(answer(3, Some(challenge(4, false))), &cfg), ChallengeOutcome::Rechecking);
+    assert_eq!(q.challenge.map(|c| c.data), Some([4; 8]));
+    assert_eq!(q.phase, PathPhase::Validating, "not usable before 1200 bytes got through");
+
+    // The previous address answers (RFC 9000 §9.3.3).
+    let old = OldPathChallenge { remote: q.remote, local: None, data: [5; 8], send_pending: false };
+    q.old_challenge = Some(old);
+    assert_eq!(q.on_challenge_answer(answer(5, None), &cfg), ChallengeOutcome::OldAddressAnswers);
+    assert!(q.old_challenge.is_none());
+}
+
+fn sent(frames: SentFrames) -> SentPacket<SentFrames> {
+    SentPacket { time_sent: Instant::ZERO, size: 1200, ack_eliciting: true, in_flight: true, ecn: false, frames }
+}
+
+fn stream_frames(offset: u64) -> SentFrames {
+    let mut f = SentFrames::default();
+    f.stream.push(StreamChunk { id: StreamId(0), offset, len: 1000, fin: false });
+    f
+}
+
+#[test]
+fn an_abandoned_path_hands_back_its_flight_and_a_late_order_only_extends_its_state() {
+    let mut p = path(1);
+    for pn in 0..3 {
+        p.data.loss.on_packet_sent(pn, sent(stream_frames(pn * 1000)));
+    }
+    p.bytes_in_flight = 3 * 1200;
+    let t0 = Instant::ZERO + Duration::from_secs(1);
+    let order = AbandonOrder { keep: Duration::from_secs(3), by_peer: false, error_code: 0 };
+    match p.on_abandon(t0, order) {
+        AbandonOutcome::Abandoned { send_abandon, lost } => {
+            assert!(send_abandon);
+            assert_eq!(lost.iter().map(|(pn, _)| *pn).collect::<Vec<_>>(), [0, 1, 2]);
+        }
+        o => panic!("{o:?}"),
+    }
+    assert_eq!((p.phase, p.bytes_in_flight, p.discard_at), (PathPhase::Abandoned, 0, Some(t0 + order.keep)));
+    // The peer's PATH_ABANDON arrives later: the state stays three PTOs from then.
+    let t1 = t0 + Duration::from_secs(2);
+    let answer = AbandonOrder { by_peer: true, ..order };
+    assert!(matches!(p.on_abandon(t1, answer), AbandonOutcome::AlreadyAbandoned));
+    assert_eq!(p.discard_at, Some(t1 + order.keep));
+    // Our own second order changes nothing.
+    assert!(matches!(p.on_abandon(t1 + order.keep, order), AbandonOutcome::AlreadyAbandoned));
+    assert_eq!(p.discard_at, Some(t1 + order.keep));
+}
+
+#[test]
+fn reinjection_copies_what_a_faster_path_delivers_earlier_within_the_budget() {
+    let mut slow = path(1);
+    for pn in 0..4 {
+        slow.data.loss.on_packet_sent(pn, sent(stream_frames(pn * 1000)));
+    }
+    // Sent at 0 on a path with the initial RTT (333 ms): a 10 ms path delivers a copy
+    // sent at 100 ms clearly earlier.
+    let now = Instant::ZERO + Duration::from_millis(100);
+    let req = ReinjectRequest { to: 0, fast_rtt: Duration::from_millis(10), budget: 2 * 1032 };
+    let unacked = |c: &StreamChunk| c.offset != 1000; // the chunk at 1000 was acknowledged
+    let (chunks, used) = slow.reinjection_copies(now, &req, unacked);
+    assert_eq!(chunks.iter().map(|c| c.offset).collect::<Vec<_>>(), [0, 2000], "skips the acknowledged chunk");
+    assert_eq!(used, 2 * 1032);
+    assert_eq!(slow.reinjected_below, 3);
+    // Asked again: only what was not copied yet.
+    let (chunks, _) = slow.reinjection_copies(now, &req, unacked);
+    assert_eq!(chunks.iter().map(|c| c.offset).collect::<Vec<_>>(), [3000]);
+    // Nothing that the slow path would deliver about as soon.
+    let mut late = path(2);
+    late.data.loss.on_packet_sent(0, sent(stream_frames(0)));
+    let later = Instant::ZERO + Duration::from_millis(330);
+    assert!(late.reinjection_copies(later, &req, |_| true).0.is_empty());
+}
+
+fn server(pair: &mut Pair) -> &mut Connection {
+    let sh = pair.server.handles()[0];
+    pair.server.connection_mut(sh).expect("server")
+}
+
+/// A PATH_ACK for path 0 acknowledging exactly packet `pn`.
+fn path0_ack_of(pn: u64) -> Vec<u8> {
+    let mut f = Vec::new();
+    write_varint(&mut f, ft::PATH_ACK);
+    for v in [0, pn, 0, 0, 0] {
+        write_varint(&mut f, v); // path 0, largest, delay, range count, first range
+    }
+    f
+}
+
+/// Under the all-paths ACK policy path 0 carries path 1's ACK from path 1's offer; path 1
+/// learns by mail that it went out, and by mail again when the peer acknowledged it, which
+/// prunes path 1's ranges (RFC 9000 §13.2.4).
+#[test]
+fn an_ack_carried_for_another_path_is_reported_to_it_and_its_acknowledgement_prunes_it() {
+    let mut pair = null_pair();
+    {
+        let s = server(&mut pair);
+        let cfg = TransportConfig { ack_policy: AckPolicy::AllPaths, ..(*s.shared.config).clone() };
+        s.shared.config = Arc::new(cfg);
+    }
+    // Path 1 of the server receives packets with many gaps (the client burns a packet
+    // number between PINGs), so that pruning applies.
+    let gaps = 2 * PRUNE_AFTER_RANGES;
+    for _ in 0..gaps {
+        let (now, h) = (pair.now, pair.client_conn);
+        let c = pair.client.connection_mut(h).expect("client");
+        let id = c.fuzz_path_ids()[1];
+        c.fuzz_forge_slot(now, id).expect("slot");
+        forge_to_server(&mut pair, 1, false, &[ft::PING as u8]);
+    }
+    let now = pair.now;
+    let s = server(&mut pair);
+    let (s0, s1) = (s.path_index(0).expect("path 0"), s.path_index(1).expect("path 1"));
+    let ranges_before = s.paths[s1].data.received.ranges().len();
+    assert!(ranges_before > PRUNE_AFTER_RANGES, "{ranges_before} ranges");
+    let offer = s.paths.offer(s1).expect("path 1 offers its pending ACK").clone();
+    assert_eq!(offer.ranges.len(), ranges_before);
+    let carried_before = s.paths[s0].stats.acks_for_other_paths;
+
+    // The server sends: path 0 carries path 1's ACK, path 1 its own.
+    let mut buf = Vec::new();
+    while s.poll_transmit(now, &mut buf).is_some() {}
+    assert_eq!(s.paths[s0].stats.acks_for_other_paths, carried_before + 1, "path 0 carried it once");
+    assert!(s.paths[s0].has_carried(1, offer.version));
+    assert!(!s.paths[s1].data.ack_pending, "both carriers reported: the ACK counts as sent");
+    assert!(s.paths.offer(s1).is_none());
+    assert!(!s.paths.has_mail_waiting());
+
+    // The client acknowledges the path-0 packet that carried path 1's ACK.
+    let carrier_pn = s.paths[s0]
+        .data
+        .loss
+        .iter_outstanding()
+        .find(|(_, p)| p.frames.acks.iter().any(|&(id, _)| id == 1))
+        .map(|(pn, _)| pn)
+        .expect("path 0 packet with path 1's ACK");
+    forge_to_server(&mut pair, 0, false, &path0_ack_of(carrier_pn));
+    let s = server(&mut pair);
+    assert!(s.error().is_none(), "{:?}", s.error());
+    let ranges_after = s.paths[s1].data.received.ranges().len();
+    assert!(ranges_after < ranges_before, "path 1 pruned by mail: {ranges_before} -> {ranges_after}");
+}
