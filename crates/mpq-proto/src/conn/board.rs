@@ -225,6 +225,22 @@ impl Board {
         self.views.get_mut(slot).and_then(Option::as_mut)
     }
 
+    /// One past the highest slot that ever published.
+    pub fn slot_bound(&self) -> usize {
+        self.views.len()
+    }
+
+    /// The path in `slot` sent a packet: publishes what that changes (flight, data sent,
+    /// amplification room) without rebuilding the whole view.
+    pub fn publish_sent(&mut self, slot: usize, p: &PathState) {
+        let Some(v) = self.get_mut(slot) else { return };
+        v.bytes_in_flight = p.bytes_in_flight;
+        v.data_bytes_sent = p.data_bytes_sent;
+        if !p.validated {
+            v.amp_room = p.amplification_budget() >= super::send::MIN_PACKET_ROOM as u64;
+        }
+    }
+
     /// Forgets `slot` (its path was discarded): no view, an empty inbox.
     pub fn remove(&mut self, slot: usize) {
         if let Some(v) = self.views.get_mut(slot) {

@@ -95,6 +95,9 @@ pub(crate) struct TouchCounts {
     pub recv_general: u64,
     /// Send batches that leased the 1-RTT keys.
     pub send_leases: u64,
+    /// Send batches a path built by itself (`PathState::build_batch`), not coalescing
+    /// Initial or Handshake packets.
+    pub send_path_batches: u64,
     /// 1-RTT packets sealed under a lease.
     pub send_leased: u64,
     /// 1-RTT packets sealed with the connection's key state directly.

@@ -170,13 +170,8 @@ impl PathTable {
     /// The path in `slot` sent a packet: publishes what that changes (flight, data sent,
     /// amplification room) without rebuilding the whole view.
     pub fn publish_sent(&mut self, slot: usize) {
-        let (Some(p), Some(v)) = (self.slots.get(slot).and_then(Option::as_ref), self.board.get_mut(slot)) else {
-            return;
-        };
-        v.bytes_in_flight = p.bytes_in_flight;
-        v.data_bytes_sent = p.data_bytes_sent;
-        if !p.validated {
-            v.amp_room = p.amplification_budget() >= super::send::MIN_PACKET_ROOM as u64;
+        if let Some(p) = self.slots.get(slot).and_then(Option::as_ref) {
+            self.board.publish_sent(slot, p);
         }
     }
 
@@ -191,6 +186,29 @@ impl PathTable {
     pub fn seat(&mut self, slot: usize) -> Option<(&mut PathState, Seat<'_>)> {
         let path = self.slots.get_mut(slot).and_then(Option::as_mut)?;
         Some((path, Seat::new(&mut self.board, slot)))
+    }
+
+    /// The path in `slot` and the board, apart (a path building its packets reaches the
+    /// other paths only through the board).
+    pub fn path_and_board(&mut self, slot: usize) -> Option<(&mut PathState, &mut Board)> {
+        let path = self.slots.get_mut(slot).and_then(Option::as_mut)?;
+        Some((path, &mut self.board))
+    }
+
+    /// The board (views, inboxes, offers), without the freshness checks of
+    /// [`PathTable::view`].
+    pub fn board(&self) -> &Board {
+        &self.board
+    }
+
+    /// Debug builds, single thread: every published ACK offer is what its path would
+    /// publish now (checked before a path builds a batch from the board alone).
+    pub fn check_offers_fresh(&self) {
+        if cfg!(debug_assertions) {
+            for slot in self.slots() {
+                let _ = self.offer(slot);
+            }
+        }
     }
 
     /// The published view of the path in `slot`.

@@ -6,51 +6,11 @@ use crate::qlog::packet_type_name;
 use crate::time::Instant;
 use crate::types::{Level, SpaceId};
 
+use super::path::PathState;
 use super::space::SentFrames;
-use super::{CloseFrame, Connection};
+use super::{CloseFrame, ConnShared, Connection};
 
 impl Connection {
-    pub(crate) fn qlog_packet_sent(
-        &mut self,
-        now: Instant,
-        level: Level,
-        pi: usize,
-        pn: u64,
-        size: usize,
-        frames: &SentFrames,
-    ) {
-        let Some(q) = self.shared.qlog.as_mut() else { return };
-        let mut fr = Vec::new();
-        for (path_id, l) in &frames.acks {
-            fr.push(json!({"frame_type": "ack", "path_id": path_id, "largest_acknowledged": l}));
-        }
-        for c in frames.crypto() {
-            fr.push(json!({"frame_type": "crypto", "offset": c.start, "length": c.end - c.start}));
-        }
-        for s in &frames.stream {
-            fr.push(
-                json!({"frame_type": "stream", "stream_id": s.id.0, "offset": s.offset, "length": s.len, "fin": s.fin}),
-            );
-        }
-        for c in frames.control() {
-            fr.push(json!({"frame_type": format!("{c:?}")}));
-        }
-        let Some(path) = self.paths.get(pi) else { return };
-        q.emit(
-            now,
-            "transport:packet_sent",
-            json!({"header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": path.id}, "raw": {"length": size}, "frames": fr}),
-        );
-        let cwnd = path.cc.window();
-        let inflight = path.bytes_in_flight;
-        let srtt = path.rtt.smoothed().as_secs_f64() * 1e3;
-        q.emit(
-            now,
-            "recovery:metrics_updated",
-            json!({"congestion_window": cwnd, "bytes_in_flight": inflight, "smoothed_rtt": srtt, "path_id": path.id}),
-        );
-    }
-
     pub(crate) fn qlog_packet_received(&mut self, now: Instant, level: Level, path_id: u64, pn: u64, size: usize) {
         let Some(q) = self.shared.qlog.as_mut() else { return };
         q.emit(now, "transport:packet_received", json!({"header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": path_id}, "raw": {"payload_length": size}}));
@@ -118,5 +78,48 @@ impl Connection {
     pub(crate) fn qlog_key_update(&mut self, now: Instant, trigger: &str) {
         let Some(q) = self.shared.qlog.as_mut() else { return };
         q.emit(now, "security:key_updated", json!({"key_type": "1RTT", "trigger": trigger}));
+    }
+}
+
+impl ConnShared {
+    /// qlog `transport:packet_sent` and `recovery:metrics_updated` for a packet of `path`.
+    pub(crate) fn qlog_packet_sent(
+        &mut self,
+        now: Instant,
+        level: Level,
+        path: &PathState,
+        pn: u64,
+        size: usize,
+        frames: &SentFrames,
+    ) {
+        let Some(q) = self.qlog.as_mut() else { return };
+        let mut fr = Vec::new();
+        for (path_id, l) in &frames.acks {
+            fr.push(json!({"frame_type": "ack", "path_id": path_id, "largest_acknowledged": l}));
+        }
+        for c in frames.crypto() {
+            fr.push(json!({"frame_type": "crypto", "offset": c.start, "length": c.end - c.start}));
+        }
+        for s in &frames.stream {
+            fr.push(
+                json!({"frame_type": "stream", "stream_id": s.id.0, "offset": s.offset, "length": s.len, "fin": s.fin}),
+            );
+        }
+        for c in frames.control() {
+            fr.push(json!({"frame_type": format!("{c:?}")}));
+        }
+        q.emit(
+            now,
+            "transport:packet_sent",
+            json!({"header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": path.id}, "raw": {"length": size}, "frames": fr}),
+        );
+        let cwnd = path.cc.window();
+        let inflight = path.bytes_in_flight;
+        let srtt = path.rtt.smoothed().as_secs_f64() * 1e3;
+        q.emit(
+            now,
+            "recovery:metrics_updated",
+            json!({"congestion_window": cwnd, "bytes_in_flight": inflight, "smoothed_rtt": srtt, "path_id": path.id}),
+        );
     }
 }

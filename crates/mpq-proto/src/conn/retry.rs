@@ -9,7 +9,7 @@ use crate::time::Instant;
 use crate::token::{TokenKey, TokenStore};
 use crate::types::Side;
 
-use super::Connection;
+use super::{ConnShared, Connection};
 
 /// What a connection knows about address validation tokens.
 #[derive(Debug, Default)]
@@ -96,16 +96,18 @@ impl Connection {
             self.shared.tokens.new_token_pending = true;
         }
     }
+}
 
-    /// Server: seals a fresh NEW_TOKEN token for the client's current address, if one is
-    /// due. Each (re)transmission gets a fresh token rather than a copy of the lost one.
-    pub(super) fn take_new_token(&mut self, now: Instant) -> Option<Vec<u8>> {
-        if !self.shared.tokens.new_token_pending {
+impl ConnShared {
+    /// Server: seals a fresh NEW_TOKEN token for the client's address `ip` (on the primary
+    /// path), if one is due. Each (re)transmission gets a fresh token rather than a copy of
+    /// the lost one.
+    pub(super) fn take_new_token(&mut self, now: Instant, ip: std::net::IpAddr) -> Option<Vec<u8>> {
+        if !self.tokens.new_token_pending {
             return None;
         }
-        let key = self.shared.tokens.issuer.clone()?;
-        let ip = self.paths[self.primary_path()].remote.ip();
-        self.shared.tokens.new_token_pending = false;
-        Some(key.seal_new_token(&mut self.shared.rng, ip, now))
+        let key = self.tokens.issuer.clone()?;
+        self.tokens.new_token_pending = false;
+        Some(key.seal_new_token(&mut self.rng, ip, now))
     }
 }

@@ -21,6 +21,15 @@ impl ConnShared {
             || self.peer_cids.values().any(|p| !p.to_retire.is_empty())
     }
 
+    /// Connection-wide frames or stream data are waiting to be sent.
+    pub(crate) fn has_app_space_data(&self) -> bool {
+        // Stream data first: in a bulk transfer it answers at once, before the scans of
+        // every path's CID tables.
+        (self.handshake_complete && self.streams.has_pending_data())
+            || self.ping_pending
+            || self.connection_frames_waiting()
+    }
+
     /// A send batch leased now would be *quiet* (`conn/send/lease.rs`): the handshake is
     /// complete and nothing connection-wide waits, so its packets carry only their path's
     /// frames and stream data. (A PING the key update asks for is not counted: every packet

@@ -588,6 +588,9 @@ fn bulk_transfer_meets_the_shared_state_once_per_batch() {
         let (leases, leased) = (tx.send_leases - before_tx.send_leases, tx.send_leased - before_tx.send_leased);
         assert_eq!(tx.send_unleased, before_tx.send_unleased, "{what}");
         assert!(leased > 2 * leases, "{what}");
+        // Every batch after the handshake was built by its path itself.
+        let path_batches = tx.send_path_batches - before_tx.send_path_batches;
+        assert!(path_batches >= leases && path_batches > 0, "{path_batches} batches built by the path: {what}");
         // The sender's ACKs: its path handled them while opening the batches (loss
         // detection, RTT, window); the shared side only applied their packets' fates. Only
         // ACKs in packets of the general way (the new key phases' first) went through the

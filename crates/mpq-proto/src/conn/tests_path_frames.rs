@@ -136,8 +136,13 @@ fn a_batch_carries_the_acks_its_policy_places_on_its_path() {
         let conn = server(&mut pair);
         let slots = conn.paths.slots();
         assert_eq!(slots.len(), 2, "two paths");
-        let placed: Vec<Vec<usize>> =
-            slots.iter().map(|&pi| conn.ack_slots_carried_by(pi).iter().map(|(j, _)| *j).collect()).collect();
+        let placed: Vec<Vec<usize>> = slots
+            .iter()
+            .map(|&pi| {
+                let carried = crate::conn::send::ack_slots_carried_by(&conn.shared, conn.paths.board(), pi);
+                carried.iter().map(|(j, _)| *j).collect()
+            })
+            .collect();
         match policy {
             AckPolicy::SamePath => assert_eq!(placed, slots.iter().map(|&s| vec![s]).collect::<Vec<_>>()),
             _ => {

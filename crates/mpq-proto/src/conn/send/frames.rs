@@ -1,21 +1,26 @@
-//! The frames of a 1-RTT packet: (PATH_)ACKs, path-local frames, copies, connection-wide
-//! control (CIDs, multipath control, flow control) and STREAM data.
+//! The frames of a 1-RTT packet, written by its path: (PATH_)ACKs (its own and those it
+//! carries from other paths' offers), path-local frames, copies from its inbox, the
+//! connection-wide frames through the host when a batch is not quiet, and STREAM data from
+//! the batch's lease (or one by one through the host).
 
 use crate::frame::{self, Frame};
 use crate::time::Instant;
 
 use super::super::mail::AckCarried;
+use super::super::path::PathState;
 use super::super::space::{Control, SentFrames};
-use super::super::Connection;
+use super::super::ConnShared;
+use super::host::{ack_slots_carried_by, SendHost};
 use super::AppFrames;
 
-impl Connection {
-    /// (PATH_)ACK frames placed on path `pi`: due ones, and any pending one when the packet
-    /// goes out anyway.
+impl PathState {
+    /// (PATH_)ACK frames placed on this path: due ones, and any pending one when the packet
+    /// goes out anyway. Its own from its received ranges; other paths' from the offers they
+    /// published, which learn by mail that their ACK went out.
     pub(super) fn write_acks(
         &mut self,
+        host: &mut SendHost<'_>,
         now: Instant,
-        pi: usize,
         buf: &mut Vec<u8>,
         payload_end: usize,
         send_data: bool,
@@ -24,31 +29,28 @@ impl Connection {
         // The batch's lease fixed which paths' ACKs this path carries (taken out of the
         // lease for the loop and put back: no copy per packet); without one (a packet
         // outside a batch), ask the policy now.
-        let leased = self.paths[pi].send_lease.as_mut().map(|l| std::mem::take(&mut l.ack_slots));
+        let leased = self.send_lease.as_mut().map(|l| std::mem::take(&mut l.ack_slots));
         let placed = match leased {
             Some(slots) => slots,
-            None => self.ack_slots_carried_by(pi),
+            None => ack_slots_carried_by(host.shared, host.board, host.slot),
         };
-        let ack_delay_exponent = self.shared.config.ack_delay_exponent;
-        let max_ack_delay = self.shared.config.max_ack_delay;
-        let carrier = self.paths[pi].id;
-        let multipath = self.shared.mp.enabled;
+        let ack_delay_exponent = host.config().ack_delay_exponent;
+        let max_ack_delay = host.config().max_ack_delay;
+        let carrier = self.id;
+        let multipath = host.shared.mp.enabled;
         let mut own_written = false;
         for (j, carrier_ids) in placed.iter() {
             let j = *j;
             let room = payload_end.saturating_sub(buf.len());
-            if j == pi {
+            if j == host.slot {
                 // The path's own ACK, from its own received ranges.
-                let path = &mut self.paths[pi];
-                let space = &mut path.data;
-                if !space.ack_pending || space.ack_carried_on.contains(&carrier) {
+                if !self.data.ack_pending || self.data.ack_carried_on.contains(&carrier) {
                     continue;
                 }
-                let due = space.received.wants_immediate_ack()
-                    || space.received.ack_deadline(max_ack_delay).is_some_and(|t| t <= now);
-                if !(due || send_data) {
+                if !(self.own_ack_due(now, max_ack_delay) || send_data) {
                     continue;
                 }
+                let space = &mut self.data;
                 let delay = space.received.ack_delay(now).as_micros() as u64 >> ack_delay_exponent;
                 let largest = space.received.ranges().max();
                 let ecn = space.received.ecn_counts();
@@ -70,8 +72,8 @@ impl Connection {
             // Another path's ACK, from the offer it published (never its own state); the
             // owner learns by mail that it went out.
             let carried = {
-                let Some(offer) = self.paths.offer(j) else { continue };
-                if offer.carried_on.contains(&carrier) || self.paths[pi].has_carried(offer.path_id, offer.version) {
+                let Some(offer) = host.board.offer(j) else { continue };
+                if offer.carried_on.contains(&carrier) || self.has_carried(offer.path_id, offer.version) {
                     continue;
                 }
                 if !(offer.due(now, max_ack_delay) || send_data) {
@@ -87,26 +89,25 @@ impl Connection {
             if let Some(l) = largest {
                 frames.acks.push((owner, l));
             }
-            let path = &mut self.paths[pi];
-            path.note_carried(owner, version);
-            path.stats.acks_for_other_paths += 1;
+            self.note_carried(owner, version);
+            self.stats.acks_for_other_paths += 1;
             let notice = AckCarried { carrier, version, at: now, carriers: carrier_ids.clone() };
-            self.paths.post(j).push_ack_carried(notice);
+            host.board.post(j).push_ack_carried(notice);
         }
-        if own_written {
-            self.paths.publish_offer(pi);
+        if own_written && host.board.offers_on {
+            host.board.publish_offer(host.slot, self.ack_offer());
         }
-        if let Some(l) = self.paths[pi].send_lease.as_mut() {
+        if let Some(l) = self.send_lease.as_mut() {
             l.ack_slots = placed;
         }
     }
 
-    /// Application-space frames for a packet on path `pi`, in priority order.
+    /// Application-space frames for a packet on this path, in priority order.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn write_app_frames(
         &mut self,
+        host: &mut SendHost<'_>,
         now: Instant,
-        pi: usize,
         buf: &mut Vec<u8>,
         end: usize,
         frames: &mut SentFrames,
@@ -116,16 +117,16 @@ impl Connection {
         let mut out = AppFrames::default();
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
         // Path-local frames: validation of this path.
-        while let Some(data) = self.paths[pi].path_responses.first().copied() {
+        while let Some(data) = self.path_responses.first().copied() {
             if room(buf) < 9 {
                 break;
             }
             Frame::PathResponse(data).encode(buf);
-            self.paths[pi].path_responses.remove(0);
+            self.path_responses.remove(0);
             out.eliciting = true;
             out.path_validation = true;
         }
-        if let Some(c) = self.paths[pi].challenge.as_mut().filter(|c| c.send_pending) {
+        if let Some(c) = self.challenge.as_mut().filter(|c| c.send_pending) {
             if room(buf) >= 9 {
                 Frame::PathChallenge(c.data).encode(buf);
                 c.send_pending = false;
@@ -135,18 +136,17 @@ impl Connection {
             }
         }
         #[cfg(test)]
-        if !self.shared.injected.is_empty() && room(buf) >= self.shared.injected.len() {
-            buf.append(&mut self.shared.injected);
+        if !host.shared.injected.is_empty() && room(buf) >= host.shared.injected.len() {
+            buf.append(&mut host.shared.injected);
             out.eliciting = true;
         }
-        if self.shared.ping_pending && room(buf) >= 1 {
+        if host.shared.ping_pending && room(buf) >= 1 && host.take_ping() {
             Frame::Ping.encode(buf);
-            self.shared.ping_pending = false;
             out.eliciting = true;
         }
         if cwnd_ok {
             // Copies of flow-control frames sent on another path (not retransmitted).
-            let inbox = self.paths.inbox_mut(pi);
+            let inbox = host.board.inbox_mut(host.slot);
             let mut copies = 0;
             while let Some(f) = inbox.fc_copies.last() {
                 if f.encoded_len() > room(buf) {
@@ -157,19 +157,19 @@ impl Connection {
                 copies += 1;
                 out.eliciting = true;
             }
-            self.paths[pi].stats.flow_control_copies += copies;
+            self.stats.flow_control_copies += copies;
             // Redundant copies of STREAM chunks first sent on another path.
-            while let Some(c) = self.paths.inbox(pi).dup_chunks.front().copied() {
-                if !self.shared.streams.chunk_buffered(&c) {
-                    self.paths.inbox_mut(pi).dup_chunks.pop_front();
+            while let Some(c) = host.board.inbox(host.slot).dup_chunks.front().copied() {
+                if !host.chunk_buffered(&c) {
+                    host.board.inbox_mut(host.slot).dup_chunks.pop_front();
                     continue;
                 }
                 if room(buf) < c.len + frame::MAX_STREAM_HEADER_LEN {
                     break;
                 }
-                self.paths.inbox_mut(pi).dup_chunks.pop_front();
+                host.board.inbox_mut(host.slot).dup_chunks.pop_front();
                 frame::encode_stream_header(buf, c.id, c.offset, Some(c.len), c.fin);
-                self.shared.streams.copy_stream_data(c.id, c.offset, c.len, buf);
+                host.copy_chunk(&c, buf);
                 frames.stream.push(c);
                 out.eliciting = true;
             }
@@ -177,123 +177,68 @@ impl Connection {
         if !data_ok {
             return out;
         }
-        let quiet = self.paths[pi].send_lease.as_ref().is_some_and(|l| l.quiet);
+        let quiet = self.send_lease.as_ref().is_some_and(|l| l.quiet);
         if !quiet {
-            self.write_connection_frames(now, pi, buf, end, frames, &mut out);
+            host.write_connection_frames(now, buf, end, frames, &mut out);
             // Once what waited is written, the rest of the batch is quiet.
-            let quiet_now = self.shared.quiet_for_lease();
-            if let Some(l) = self.paths[pi].send_lease.as_mut() {
+            let quiet_now = host.shared.quiet_for_lease();
+            if let Some(l) = self.send_lease.as_mut() {
                 l.quiet = quiet_now;
             }
         }
-        if !self.shared.handshake_complete {
+        if !host.shared.handshake_complete {
             return out;
         }
         // STREAM frames fill the rest. They always carry a Length: the packet may still be
         // padded after them (coalesced Initials, the header protection sample).
-        let pinned = self.shared.mp.enabled && self.paths.len() > 1;
-        let path_id = self.paths[pi].id;
         while room(buf) > frame::MAX_STREAM_HEADER_LEN {
             let max = room(buf) - frame::MAX_STREAM_HEADER_LEN;
             // From the batch's lease while it has data (renewed when spent), else one by
-            // one from the shared side.
-            if let Some(chunk) = self.take_leased_chunk(pi, max) {
+            // one through the host.
+            if let Some(chunk) = self.take_leased_chunk(host, max) {
                 frame::encode_stream_header(buf, chunk.id, chunk.offset, Some(chunk.len), chunk.fin);
-                if let Some(d) = self.paths[pi].send_lease.as_ref().and_then(|l| l.data.as_ref()) {
+                if let Some(d) = self.send_lease.as_ref().and_then(|l| l.data.as_ref()) {
                     d.copy(chunk.offset, chunk.len, buf);
                 }
                 frames.stream.push(chunk);
                 out.eliciting = true;
                 continue;
             }
-            super::super::touch!(self, send_chunks_unleased);
-            let chunk = if pinned {
-                let sched = &self.shared.scheduler;
-                let snaps = &self.shared.sched_snapshots;
-                self.shared.streams.next_stream_chunk_where(max, &|id| sched.stream_allowed(id, path_id, snaps))
-            } else {
-                self.shared.streams.next_stream_chunk(max)
-            };
-            let Some(chunk) = chunk else { break };
+            let Some(chunk) = host.next_chunk(max, self.id) else { break };
             frame::encode_stream_header(buf, chunk.id, chunk.offset, Some(chunk.len), chunk.fin);
-            self.shared.streams.copy_stream_data(chunk.id, chunk.offset, chunk.len, buf);
+            host.copy_chunk(&chunk, buf);
             frames.stream.push(chunk);
-            if self.shared.collect_chunks {
-                self.shared.batch_chunks.push(chunk);
-            }
             out.eliciting = true;
         }
         out
     }
 
-    /// Connection-wide frames of a packet on path `pi`, ahead of its stream data:
-    /// HANDSHAKE_DONE, NEW_TOKEN, 1-RTT CRYPTO, CID and multipath control frames, and the
-    /// streams' control frames (flow control, resets). A quiet lease skips this: none waits.
-    fn write_connection_frames(
-        &mut self,
-        now: Instant,
-        pi: usize,
-        buf: &mut Vec<u8>,
-        end: usize,
-        frames: &mut SentFrames,
-        out: &mut AppFrames,
-    ) {
-        super::super::touch!(self, send_connection_frames);
-        let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
-        if self.shared.handshake_done_pending && room(buf) >= 1 {
-            Frame::HandshakeDone.encode(buf);
-            frames.push_control(Control::HandshakeDone);
-            self.shared.handshake_done_pending = false;
-            out.eliciting = true;
+    /// The next STREAM chunk of at most `max` bytes for this path's batch from its data
+    /// lease, renewed once if it cannot give one. `None`: take chunks one by one.
+    fn take_leased_chunk(&mut self, host: &mut SendHost<'_>, max: usize) -> Option<crate::stream::StreamChunk> {
+        let take = |p: &mut PathState| p.send_lease.as_mut()?.data.as_mut()?.take(max);
+        if let Some(chunk) = take(self) {
+            return Some(chunk);
         }
-        if self.shared.tokens.new_token_pending && room(buf) >= 1 + 2 + crate::token::MAX_TOKEN_LEN {
-            if let Some(token) = self.take_new_token(now) {
-                Frame::NewToken { token: &token }.encode(buf);
-                frames.push_control(Control::NewToken);
-                out.eliciting = true;
-            }
+        if !host.renew_data_lease(self) {
+            return None;
         }
-        // 1-RTT CRYPTO (session tickets), on whichever path sends first.
-        while end > buf.len() + 16 {
-            let hdr = 1 + 8 + 4; // type, offset, length: the worst case
-            let Some(r) = self.shared.one_rtt_crypto.next_range((end - buf.len()).saturating_sub(hdr)) else { break };
-            frame::encode_crypto_header(buf, r.start, (r.end - r.start) as usize);
-            buf.extend_from_slice(self.shared.one_rtt_crypto.data(&r));
-            frames.push_crypto(r);
-            out.eliciting = true;
+        if let Some(chunk) = take(self) {
+            return Some(chunk);
         }
-        out.eliciting |= self.write_cid_frames(buf, end, frames);
-        out.eliciting |= self.write_mp_control(buf, end, frames);
-        if !self.shared.handshake_complete {
-            return;
-        }
-        // Flow-control windows must cover the slowest path's data in flight, or data stuck
-        // on it blocks the fast paths (the receive-window problem of MPTCP).
-        let rtt = self.paths.views().filter(|(_, v)| v.is_active()).map(|(_, v)| v.srtt).max().unwrap_or_default();
-        let all_paths_fc = self.shared.mp.enabled && self.shared.config.flow_control_on_all_paths;
-        while room(buf) > 32 {
-            let Some(c) = self.shared.streams.poll_control(now, rtt) else { break };
-            c.encode(buf);
-            if all_paths_fc && matches!(c, Frame::MaxData(_) | Frame::MaxStreamData { .. }) {
-                // A lossy path must not hold back the peer's credit (MPQUIC sends its
-                // WINDOW_UPDATE frames on all paths, CoNEXT 2017 §3).
-                for q in self.paths.slots() {
-                    if q != pi && self.paths.view(q).is_some_and(|v| v.is_active()) {
-                        self.paths.inbox_mut(q).push_fc_copy(c.clone());
-                    }
-                }
-            }
-            frames.push_control(Control::Stream(c));
-            out.eliciting = true;
-        }
+        // A fresh lease that cannot serve this room: give it back for this batch.
+        host.give_back_data(self.send_lease.as_mut()?);
+        None
     }
+}
 
+impl ConnShared {
     /// (PATH_)NEW_CONNECTION_ID and (PATH_)RETIRE_CONNECTION_ID frames of every path ID.
-    pub(super) fn write_cid_frames(&mut self, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames) -> bool {
+    pub(crate) fn write_cid_frames(&mut self, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames) -> bool {
         let mut eliciting = false;
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
-        let multipath = self.shared.mp.enabled;
-        for (&path, l) in self.shared.local_cids.iter_mut() {
+        let multipath = self.mp.enabled;
+        for (&path, l) in self.local_cids.iter_mut() {
             while let Some(&seq) = l.to_advertise.first() {
                 let Some(c) = l.active.get(&seq).copied() else {
                     l.to_advertise.remove(&seq);
@@ -315,7 +260,7 @@ impl Connection {
                 eliciting = true;
             }
         }
-        for (&path, p) in self.shared.peer_cids.iter_mut() {
+        for (&path, p) in self.peer_cids.iter_mut() {
             while let Some(&seq) = p.to_retire.first() {
                 let f =
                     Frame::RetireConnectionId { path_id: if multipath && path != 0 { Some(path) } else { None }, seq };
@@ -332,22 +277,22 @@ impl Connection {
     }
 
     /// PATH_ABANDON, PATH_STATUS_*, MAX_PATH_ID, PATHS_BLOCKED and PATH_CIDS_BLOCKED.
-    pub(super) fn write_mp_control(&mut self, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames) -> bool {
-        if !self.shared.mp.enabled {
+    pub(crate) fn write_mp_control(&mut self, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames) -> bool {
+        if !self.mp.enabled {
             return false;
         }
         let mut eliciting = false;
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
-        while let Some(c) = self.shared.mp.pending.first().cloned() {
+        while let Some(c) = self.mp.pending.first().cloned() {
             let f = match c {
                 Control::PathAbandon(path_id, error_code) => Frame::PathAbandon { path_id, error_code },
                 Control::PathStatus(path_id, seq) => {
-                    let backup = self.shared.mp.local_status.get(&path_id).is_some_and(|s| s.1);
+                    let backup = self.mp.local_status.get(&path_id).is_some_and(|s| s.1);
                     Frame::PathStatus { path_id, seq, backup }
                 }
                 Control::MaxPathId(v) => Frame::MaxPathId(v),
                 _ => {
-                    self.shared.mp.pending.remove(0);
+                    self.mp.pending.remove(0);
                     continue;
                 }
             };
@@ -355,30 +300,29 @@ impl Connection {
                 return eliciting;
             }
             f.encode(buf);
-            self.shared.mp.pending.remove(0);
+            self.mp.pending.remove(0);
             frames.push_control(c);
             eliciting = true;
         }
-        if let Some(max) = self.shared.mp.paths_blocked {
+        if let Some(max) = self.mp.paths_blocked {
             let f = Frame::PathsBlocked(max);
             if f.encoded_len() <= room(buf) {
                 f.encode(buf);
-                self.shared.mp.paths_blocked = None;
-                self.shared.mp.paths_blocked_sent = Some(max);
-                self.shared.stats.paths_blocked_sent += 1;
+                self.mp.paths_blocked = None;
+                self.mp.paths_blocked_sent = Some(max);
+                self.stats.paths_blocked_sent += 1;
                 eliciting = true;
             }
         }
-        while let Some(&(path_id, _)) = self.shared.mp.cids_blocked.first() {
-            let next_seq =
-                self.shared.peer_cids.get(&path_id).map_or(0, |p| p.active.keys().max().map_or(0, |m| m + 1));
+        while let Some(&(path_id, _)) = self.mp.cids_blocked.first() {
+            let next_seq = self.peer_cids.get(&path_id).map_or(0, |p| p.active.keys().max().map_or(0, |m| m + 1));
             let f = Frame::PathCidsBlocked { path_id, next_seq };
             if f.encoded_len() > room(buf) {
                 break;
             }
             f.encode(buf);
-            self.shared.mp.cids_blocked.remove(0);
-            self.shared.stats.path_cids_blocked_sent += 1;
+            self.mp.cids_blocked.remove(0);
+            self.stats.path_cids_blocked_sent += 1;
             eliciting = true;
         }
         eliciting

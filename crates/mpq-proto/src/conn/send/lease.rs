@@ -19,7 +19,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::crypto::key_update::{HeaderKeys, KeyGeneration};
-use crate::stream::{DataLease, StreamChunk};
+use crate::stream::DataLease;
 
 use super::super::Connection;
 
@@ -86,101 +86,6 @@ impl SendLease {
 }
 
 impl Connection {
-    /// Path `pi` leases the 1-RTT keys for a batch (nothing without 1-RTT keys).
-    pub(super) fn lease_keys(&mut self, pi: usize) {
-        let Some(keys) = self.shared.one_rtt.as_ref() else { return };
-        let path_id = self.paths[pi].id;
-        let lease = SendLease {
-            dcid: self.shared.peer_cids.get(&path_id).map(|c| c.current().cid),
-            generation: keys.current().clone(),
-            header: keys.header_keys().clone(),
-            allowance: keys.seal_allowance(),
-            first_pn: None,
-            sealed: 0,
-            acks_sent: SmallVec::new(),
-            multipath: self.shared.mp.enabled,
-            quiet: self.shared.quiet_for_lease(),
-            data: None,
-            data_unavailable: false,
-            ack_eliciting_sent: false,
-            stream_packets: SmallVec::new(),
-            ack_slots: self.ack_slots_carried_by(pi),
-        };
-        self.paths[pi].send_lease = Some(lease);
-        super::super::touch!(self, send_leases);
-    }
-
-    /// The paths (slots) whose ACKs path `pi` carries under the ACK policy, each with the IDs
-    /// of all its carriers. Nothing a batch does changes the choice (the board's views, the
-    /// peer's CIDs and the paths' amplification room: a path out of room writes no packet).
-    pub(crate) fn ack_slots_carried_by(&self, pi: usize) -> AckSlots {
-        let mut out = SmallVec::new();
-        for j in 0..self.paths.slot_bound() {
-            if self.paths.get(j).is_none() {
-                continue;
-            }
-            let carriers = self.ack_carriers(j);
-            if carriers.contains(&pi) {
-                out.push((j, carriers.iter().map(|&c| self.paths[c].id).collect()));
-            }
-        }
-        out
-    }
-
-    /// The next STREAM chunk of at most `max` bytes for path `pi`'s batch from its data
-    /// lease, renewed once if it cannot give one. `None`: take chunks one by one.
-    pub(super) fn take_leased_chunk(&mut self, pi: usize, max: usize) -> Option<StreamChunk> {
-        let take = |p: &mut super::super::path::PathState| p.send_lease.as_mut()?.data.as_mut()?.take(max);
-        if let Some(chunk) = take(&mut self.paths[pi]) {
-            return Some(chunk);
-        }
-        if !self.renew_data_lease(pi) {
-            return None;
-        }
-        if let Some(chunk) = take(&mut self.paths[pi]) {
-            return Some(chunk);
-        }
-        // A fresh lease that cannot serve this room: give it back for this batch.
-        let lease = self.paths[pi].send_lease.as_mut()?;
-        lease.data_unavailable = true;
-        if let Some(d) = lease.data.take() {
-            self.shared.streams.return_stream_data(d);
-        }
-        None
-    }
-
-    /// Path `pi`'s batch needs more stream data: the data lease it holds (spent) goes back
-    /// and a new one is taken, up to a full batch of packets. False if none can be had;
-    /// the batch then takes chunks from the shared side one by one.
-    pub(super) fn renew_data_lease(&mut self, pi: usize) -> bool {
-        let Some(lease) = self.paths[pi].send_lease.as_mut() else { return false };
-        if !lease.quiet || lease.data_unavailable {
-            return false;
-        }
-        let old = lease.data.take();
-        if let Some(old) = old {
-            self.shared.streams.return_stream_data(old);
-        }
-        super::super::touch!(self, send_data_leases);
-        let path = &self.paths[pi];
-        let max = u64::from(path.mtu) * self.shared.config.max_gso_segments.max(1) as u64;
-        let path_id = path.id;
-        let data = if self.shared.collect_chunks {
-            // Redundant scheduling records every chunk sent: one by one.
-            None
-        } else if self.shared.mp.enabled && self.paths.len() > 1 {
-            let sched = &self.shared.scheduler;
-            let snaps = &self.shared.sched_snapshots;
-            self.shared.streams.lease_stream_data(max, &|id| sched.stream_allowed(id, path_id, snaps))
-        } else {
-            self.shared.streams.lease_stream_data(max, &|_| true)
-        };
-        let lease = self.paths[pi].send_lease.as_mut().expect("checked above");
-        lease.data_unavailable = data.is_none();
-        lease.data = data;
-        !lease.data_unavailable
-    }
-
     /// Path `pi` returns its lease at the end of a batch sent at `now`: unused stream data
     /// goes back to its stream; the idle timer, the scheduler and the key state learn what
     /// the batch did.

@@ -1,0 +1,262 @@
+//! The shared side as a path's send batch sees it: [`SendHost`], the only way a path that
+//! builds its packets (`PathState::build_batch`, `conn/send/path_packet.rs`) reaches
+//! connection-wide state. It holds the shared half and the board, never another path.
+//!
+//! In a quiet batch of a steady transfer the path meets the host once for its lease (keys,
+//! CID, ACK placement, stream data) and once more each time the data lease is spent; the
+//! rest of the batch reads the lease. A runtime with a thread per path (issue C2) implements
+//! these same calls under its lock.
+
+use std::net::IpAddr;
+
+use smallvec::SmallVec;
+
+use crate::frame::Frame;
+use crate::stream::StreamChunk;
+use crate::time::Instant;
+
+use super::super::board::Board;
+use super::super::config::{AckPolicy, TransportConfig};
+use super::super::path::PathState;
+use super::super::space::{Control, SentFrames};
+use super::super::{touch, ConnShared};
+use super::lease::{AckSlots, SendLease};
+use super::AppFrames;
+
+/// The shared half and the board, lent to the path in `slot` while it builds packets.
+pub(crate) struct SendHost<'a> {
+    /// The shared half.
+    pub shared: &'a mut ConnShared,
+    /// The paths' views, inboxes and ACK offers.
+    pub board: &'a mut Board,
+    /// The building path's slot.
+    pub slot: usize,
+    /// The peer's address on the primary path, when a NEW_TOKEN frame is due (the token is
+    /// bound to it, RFC 9000 §8.1.3).
+    pub token_ip: Option<IpAddr>,
+}
+
+impl SendHost<'_> {
+    /// The transport configuration.
+    pub fn config(&self) -> &TransportConfig {
+        &self.shared.config
+    }
+
+    /// 1-RTT keys, the path's peer CID, ACK placement and (for a quiet lease, later) stream
+    /// data for a batch of `path`; `None` without 1-RTT keys.
+    pub fn lease_keys(&mut self, path: &PathState) -> Option<SendLease> {
+        let keys = self.shared.one_rtt.as_ref()?;
+        let lease = SendLease {
+            dcid: self.shared.peer_cids.get(&path.id).map(|c| c.current().cid),
+            generation: keys.current().clone(),
+            header: keys.header_keys().clone(),
+            allowance: keys.seal_allowance(),
+            first_pn: None,
+            sealed: 0,
+            acks_sent: SmallVec::new(),
+            multipath: self.shared.mp.enabled,
+            quiet: self.shared.quiet_for_lease(),
+            data: None,
+            data_unavailable: false,
+            ack_eliciting_sent: false,
+            stream_packets: SmallVec::new(),
+            ack_slots: ack_slots_carried_by(self.shared, self.board, self.slot),
+        };
+        touch!(self, send_leases);
+        Some(lease)
+    }
+
+    /// The batch of `path` needs more stream data: the data lease it holds (spent) goes
+    /// back and a new one is taken, up to a full batch of packets. False if none can be
+    /// had; the batch then takes chunks one by one ([`SendHost::next_chunk`]).
+    pub fn renew_data_lease(&mut self, path: &mut PathState) -> bool {
+        let (mtu, path_id) = (path.mtu, path.id);
+        let Some(lease) = path.send_lease.as_mut() else { return false };
+        if !lease.quiet || lease.data_unavailable {
+            return false;
+        }
+        if let Some(old) = lease.data.take() {
+            self.shared.streams.return_stream_data(old);
+        }
+        touch!(self, send_data_leases);
+        let max = u64::from(mtu) * self.shared.config.max_gso_segments.max(1) as u64;
+        let shared = &mut *self.shared;
+        let data = if shared.collect_chunks {
+            // Redundant scheduling records every chunk sent: one by one.
+            None
+        } else if shared.mp.enabled && self.board.iter().nth(1).is_some() {
+            let (sched, snaps) = (&shared.scheduler, &shared.sched_snapshots);
+            shared.streams.lease_stream_data(max, &|id| sched.stream_allowed(id, path_id, snaps))
+        } else {
+            shared.streams.lease_stream_data(max, &|_| true)
+        };
+        lease.data_unavailable = data.is_none();
+        lease.data = data;
+        !lease.data_unavailable
+    }
+
+    /// A fresh data lease that cannot serve the batch's room goes back for this batch.
+    pub fn give_back_data(&mut self, lease: &mut SendLease) {
+        lease.data_unavailable = true;
+        if let Some(d) = lease.data.take() {
+            self.shared.streams.return_stream_data(d);
+        }
+    }
+
+    /// The next STREAM chunk of at most `max` bytes for path `path_id`, from the shared
+    /// stream table (retransmissions, several streams, no lease), with its bytes appended
+    /// to `buf` after its header by the caller's `write_header`.
+    pub fn next_chunk(&mut self, max: usize, path_id: u64) -> Option<StreamChunk> {
+        touch!(self, send_chunks_unleased);
+        let shared = &mut *self.shared;
+        let pinned = shared.mp.enabled && self.board.iter().nth(1).is_some();
+        let chunk = if pinned {
+            let (sched, snaps) = (&shared.scheduler, &shared.sched_snapshots);
+            shared.streams.next_stream_chunk_where(max, &|id| sched.stream_allowed(id, path_id, snaps))
+        } else {
+            shared.streams.next_stream_chunk(max)
+        }?;
+        if shared.collect_chunks {
+            shared.batch_chunks.push(chunk);
+        }
+        Some(chunk)
+    }
+
+    /// Appends the bytes of `chunk` from its stream's send buffer.
+    pub fn copy_chunk(&self, chunk: &StreamChunk, buf: &mut Vec<u8>) {
+        self.shared.streams.copy_stream_data(chunk.id, chunk.offset, chunk.len, buf);
+    }
+
+    /// The chunk still waits for acknowledgement (a copy of it is worth sending).
+    pub fn chunk_buffered(&self, chunk: &StreamChunk) -> bool {
+        self.shared.streams.chunk_buffered(chunk)
+    }
+
+    /// Takes the PING the key update asked for, if any (RFC 9001 §6.1).
+    pub fn take_ping(&mut self) -> bool {
+        std::mem::take(&mut self.shared.ping_pending)
+    }
+
+    /// Connection-wide frames are waiting to be sent (stream data included).
+    pub fn has_app_space_data(&self) -> bool {
+        self.shared.has_app_space_data()
+    }
+
+    /// Connection-wide frames of a packet on the path, ahead of its stream data:
+    /// HANDSHAKE_DONE, NEW_TOKEN, 1-RTT CRYPTO, CID and multipath control frames, and the
+    /// streams' control frames (flow control, resets). A quiet lease skips this: none waits.
+    pub(super) fn write_connection_frames(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        end: usize,
+        frames: &mut SentFrames,
+        out: &mut AppFrames,
+    ) {
+        touch!(self, send_connection_frames);
+        let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
+        let shared = &mut *self.shared;
+        if shared.handshake_done_pending && room(buf) >= 1 {
+            Frame::HandshakeDone.encode(buf);
+            frames.push_control(Control::HandshakeDone);
+            shared.handshake_done_pending = false;
+            out.eliciting = true;
+        }
+        if shared.tokens.new_token_pending && room(buf) >= 1 + 2 + crate::token::MAX_TOKEN_LEN {
+            if let Some(token) = self.token_ip.and_then(|ip| shared.take_new_token(now, ip)) {
+                Frame::NewToken { token: &token }.encode(buf);
+                frames.push_control(Control::NewToken);
+                out.eliciting = true;
+            }
+        }
+        // 1-RTT CRYPTO (session tickets), on whichever path sends first.
+        while end > buf.len() + 16 {
+            let hdr = 1 + 8 + 4; // type, offset, length: the worst case
+            let Some(r) = shared.one_rtt_crypto.next_range((end - buf.len()).saturating_sub(hdr)) else { break };
+            crate::frame::encode_crypto_header(buf, r.start, (r.end - r.start) as usize);
+            buf.extend_from_slice(shared.one_rtt_crypto.data(&r));
+            frames.push_crypto(r);
+            out.eliciting = true;
+        }
+        out.eliciting |= shared.write_cid_frames(buf, end, frames);
+        out.eliciting |= shared.write_mp_control(buf, end, frames);
+        if !shared.handshake_complete {
+            return;
+        }
+        // Flow-control windows must cover the slowest path's data in flight, or data stuck
+        // on it blocks the fast paths (the receive-window problem of MPTCP).
+        let rtt = self.board.iter().filter(|(_, v)| v.is_active()).map(|(_, v)| v.srtt).max().unwrap_or_default();
+        let all_paths_fc = shared.mp.enabled && shared.config.flow_control_on_all_paths;
+        while room(buf) > 32 {
+            let Some(c) = shared.streams.poll_control(now, rtt) else { break };
+            c.encode(buf);
+            if all_paths_fc && matches!(c, Frame::MaxData(_) | Frame::MaxStreamData { .. }) {
+                // A lossy path must not hold back the peer's credit (MPQUIC sends its
+                // WINDOW_UPDATE frames on all paths, CoNEXT 2017 §3): a copy in every
+                // other active path's inbox.
+                let others: SmallVec<[usize; 4]> =
+                    self.board.iter().filter(|&(q, v)| q != self.slot && v.is_active()).map(|(q, _)| q).collect();
+                for q in others {
+                    self.board.inbox_mut(q).push_fc_copy(c.clone());
+                }
+            }
+            frames.push_control(Control::Stream(c));
+            out.eliciting = true;
+        }
+    }
+}
+
+/// Path `i` can carry a packet now as far as its peer CID and the anti-amplification limit
+/// (RFC 9000 §8.1) go: an address being validated after a NAT rebinding may have spent its
+/// budget until the peer sends again.
+pub(crate) fn can_carry(shared: &ConnShared, board: &Board, i: usize) -> bool {
+    board.get(i).is_some_and(|v| v.is_open() && v.amp_room && shared.peer_cids.get(&v.id).is_some_and(|c| c.has_cid()))
+}
+
+/// The paths (slots) that should carry the ACK of path `j`'s packets (the ACK policy,
+/// draft-ietf-quic-multipath-21 §4.3: PATH_ACKs may go on any path, so a path that cannot
+/// send now does not hold them back).
+pub(crate) fn ack_carriers(shared: &ConnShared, board: &Board, j: usize) -> SmallVec<[usize; 4]> {
+    let mut out = SmallVec::new();
+    if !shared.mp.enabled {
+        out.push(j);
+        return out;
+    }
+    let sendable = |i: usize| can_carry(shared, board, i);
+    // Only the policies that look at other paths pay for the scan (the default, same-path,
+    // is O(1) while its own path can send).
+    match shared.config.ack_policy {
+        AckPolicy::SamePath if sendable(j) => out.push(j),
+        AckPolicy::SamePath | AckPolicy::LowestRtt => {
+            let fastest = board
+                .iter()
+                .filter(|&(i, v)| v.is_active() && !v.potentially_failed && sendable(i))
+                .min_by_key(|(_, v)| v.srtt)
+                .map(|(i, _)| i);
+            if let Some(f) = fastest.or(if sendable(j) { Some(j) } else { None }) {
+                out.push(f);
+            }
+        }
+        AckPolicy::AllPaths => {
+            out.extend(board.iter().filter(|&(i, v)| v.is_active() && sendable(i)).map(|(i, _)| i));
+            if out.is_empty() && sendable(j) {
+                out.push(j);
+            }
+        }
+    }
+    out
+}
+
+/// The paths (slots) whose ACKs path `pi` carries under the ACK policy, each with the IDs of
+/// all its carriers. Nothing a batch does changes the choice (the board's views, the peer's
+/// CIDs and the paths' amplification room: a path out of room writes no packet).
+pub(crate) fn ack_slots_carried_by(shared: &ConnShared, board: &Board, pi: usize) -> AckSlots {
+    let mut out = SmallVec::new();
+    for (j, _) in board.iter() {
+        let carriers = ack_carriers(shared, board, j);
+        if carriers.contains(&pi) {
+            out.push((j, carriers.iter().filter_map(|&c| board.get(c).map(|v| v.id)).collect()));
+        }
+    }
+    out
+}

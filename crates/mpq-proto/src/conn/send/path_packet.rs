@@ -1,0 +1,429 @@
+//! A path builds its 1-RTT packets itself (issue C1's send seam): header, frames, sealing
+//! under the batch's lease and recording in its own ledger are `PathState` methods, given a
+//! [`SendHost`] for what is connection-wide. [`PathState::build_batch`] writes a whole GSO
+//! batch of one path this way; the connection only takes over for datagrams that coalesce
+//! Initial or Handshake packets (the handshake path) and for the closing state.
+
+use smallvec::SmallVec;
+
+use crate::error::TransportError;
+use crate::frame::Frame;
+use crate::packet::header::write_short_header;
+use crate::packet::number::encode_pn_len;
+use crate::packet::protect::seal_packet;
+use crate::recovery::sent::SentPacket;
+use crate::time::Instant;
+use crate::types::Level;
+
+use super::super::path::PathState;
+use super::super::space::SentFrames;
+use super::super::{touch, State};
+use super::host::{ack_carriers, SendHost};
+use super::{pad_for_sample, Header, OpenPacket, CLOSE_RESERVE, GSO_PAD_SLACK, MIN_PACKET_ROOM, TAG_LEN};
+
+/// What the connection does after a 1-RTT packet was sealed (or not).
+#[derive(Debug, Default)]
+pub(crate) struct AfterSeal {
+    /// The packet was sealed without a lease: its (PATH_)ACKs, for the key update's
+    /// bookkeeping (`Connection::on_acks_sent`).
+    pub unleased_acks: Option<SmallVec<[(u64, u64); 1]>>,
+    /// The connection must close (the confidentiality limit, RFC 9001 §6.6).
+    pub close: Option<TransportError>,
+}
+
+/// What a batch written by a path produced.
+#[derive(Debug, Default)]
+pub(crate) struct BatchWritten {
+    /// Datagrams written.
+    pub count: usize,
+    /// The size of each but perhaps the last (GSO), when several.
+    pub segment_size: Option<usize>,
+    /// The connection must close (the confidentiality limit).
+    pub close: Option<TransportError>,
+}
+
+impl PathState {
+    /// Writes the datagrams of a batch of this path, all 1-RTT (a GSO batch when several
+    /// fill up), into `buf`, with the host for what is connection-wide.
+    pub(super) fn build_batch(
+        &mut self,
+        host: &mut SendHost<'_>,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        allow_data: bool,
+    ) -> BatchWritten {
+        let max_segments = host.config().max_gso_segments.max(1);
+        let mtu = usize::from(self.mtu);
+        let mut out = BatchWritten::default();
+        loop {
+            let limit = out.segment_size.unwrap_or(mtu);
+            let mut after = AfterSeal::default();
+            let written = self.write_1rtt_datagram(host, now, buf, limit, allow_data, &mut after);
+            if after.close.is_some() {
+                out.close = after.close;
+                break;
+            }
+            if written == 0 {
+                break;
+            }
+            out.count += 1;
+            let seg = *out.segment_size.get_or_insert(written);
+            // Batch only full-sized datagrams; a shorter one ends the batch.
+            if !batch_goes_on(written, seg, false, mtu, out.count, max_segments) {
+                break;
+            }
+        }
+        if out.count <= 1 {
+            out.segment_size = None;
+        }
+        out
+    }
+
+    /// One datagram of at most `limit` bytes holding one 1-RTT packet of this path; its
+    /// size (0: nothing to send).
+    fn write_1rtt_datagram(
+        &mut self,
+        host: &mut SendHost<'_>,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        limit: usize,
+        allow_data: bool,
+        after: &mut AfterSeal,
+    ) -> usize {
+        let dg_start = buf.len();
+        let limit = (limit as u64).min(self.amplification_budget()) as usize;
+        if limit < MIN_PACKET_ROOM {
+            return 0;
+        }
+        let cwnd_ok = self.can_send_data(now, host.config().pacing);
+        if !self.wants_send_1rtt(host, now, cwnd_ok, allow_data) {
+            return 0;
+        }
+        let Some(mut p) = self.write_1rtt_packet(host, now, buf, dg_start + limit, cwnd_ok, allow_data) else {
+            return 0;
+        };
+        // RFC 9000 §8.2.1: path validation also checks that 1200 bytes get through.
+        let pad = p.probing_path;
+        self.finish_datagram(now, buf, dg_start, limit, &mut p, false, pad);
+        *after = self.seal_1rtt(host, now, buf, p);
+        buf.len() - dg_start
+    }
+
+    /// The last packet of a datagram is padded: to 1200 bytes when the datagram must be
+    /// (`pad`: Initials, path validation), and a short-header datagram that ran out of room,
+    /// not data, to exactly `limit`, so that the next one can join it in a GSO batch of
+    /// equal segments.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn finish_datagram(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        dg_start: usize,
+        limit: usize,
+        p: &mut OpenPacket,
+        long: bool,
+        pad: bool,
+    ) {
+        let room_limited = !long && buf.len() + TAG_LEN + GSO_PAD_SLACK >= dg_start + limit;
+        let target = if pad {
+            (dg_start + crate::MIN_INITIAL_SIZE).min(dg_start + limit)
+        } else if room_limited {
+            dg_start + limit
+        } else {
+            0
+        };
+        let end = buf.len() + TAG_LEN;
+        if end < target {
+            buf.resize(buf.len() + (target - end), 0);
+            p.padded = true;
+        }
+        if p.probing_path {
+            // Whether this PATH_CHALLENGE also shows that 1200 bytes get through.
+            let size = buf.len() + TAG_LEN - dg_start;
+            if let Some(c) = self.challenge.as_mut().filter(|c| c.sent_at == Some(now)) {
+                c.full_size = size >= crate::MIN_INITIAL_SIZE;
+            }
+        }
+    }
+
+    /// Whether the path has anything to send in its data space now.
+    pub(super) fn wants_send_1rtt(
+        &mut self,
+        host: &mut SendHost<'_>,
+        now: Instant,
+        cwnd_ok: bool,
+        allow_data: bool,
+    ) -> bool {
+        if host.shared.one_rtt.is_none() || !self.is_open() {
+            return false;
+        }
+        if self.data.probes > 0 || self.challenge.is_some_and(|c| c.send_pending) || !self.path_responses.is_empty() {
+            return true;
+        }
+        if self.acks_due(host, now) {
+            return true;
+        }
+        if !cwnd_ok {
+            return false;
+        }
+        if !host.board.inbox(host.slot).is_empty() {
+            return true;
+        }
+        // Stream data the batch holds answers without the shared side.
+        let leased = self.send_lease.as_ref().is_some_and(|l| l.has_data());
+        allow_data && (leased || host.has_app_space_data())
+    }
+
+    /// Some path's ACK is due and placed on this path (in a batch, among the paths its lease
+    /// names): its own, from its state; another's, from its offer.
+    pub(super) fn acks_due(&mut self, host: &SendHost<'_>, now: Instant) -> bool {
+        let carrier = self.id;
+        let max_ack_delay = host.config().max_ack_delay;
+        let placed = self.send_lease.as_ref().map(|l| &l.ack_slots);
+        let n = placed.map_or(host.board.slot_bound(), |s| s.len());
+        for k in 0..n {
+            let j = placed.map_or(k, |s| s[k].0);
+            let pending_here = if j == host.slot {
+                !self.data.ack_carried_on.contains(&carrier) && self.own_ack_due(now, max_ack_delay)
+            } else {
+                host.board.offer(j).is_some_and(|o| {
+                    !o.carried_on.contains(&carrier)
+                        && !self.has_carried(o.path_id, o.version)
+                        && o.due(now, max_ack_delay)
+                })
+            };
+            // (The policy is asked only for a pending ACK, and not at all in a batch.)
+            if pending_here && (placed.is_some() || ack_carriers(host.shared, host.board, j).contains(&host.slot)) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The path's own ACK is pending and must go out now (RFC 9000 §13.2.1): at once after
+    /// out-of-order or enough ack-eliciting packets, else at our max_ack_delay.
+    pub(super) fn own_ack_due(&self, now: Instant, max_ack_delay: std::time::Duration) -> bool {
+        let s = &self.data;
+        s.ack_pending
+            && (s.received.wants_immediate_ack() || s.received.ack_deadline(max_ack_delay).is_some_and(|t| t <= now))
+    }
+
+    /// Writes the header of this path's next 1-RTT packet (its packet number is not taken
+    /// yet: the caller takes it once the packet holds something). A batch leases the keys
+    /// at its first packet.
+    pub(super) fn write_1rtt_header(&mut self, host: &mut SendHost<'_>, buf: &mut Vec<u8>) -> Option<Header> {
+        if self.in_batch && self.send_lease.is_none() {
+            self.send_lease = host.lease_keys(self);
+        }
+        let lease = self.send_lease.as_ref();
+        let dcid = match lease {
+            Some(l) => l.dcid?,
+            None => host.shared.peer_cids.get(&self.id)?.current().cid,
+        };
+        // The phase of the generation the packet will be sealed with.
+        let key_phase = match lease {
+            Some(l) => l.generation.phase(),
+            None => host.shared.one_rtt.as_ref().is_some_and(|k| k.key_phase()),
+        };
+        let pn = self.data.next_pn;
+        let pn_len = encode_pn_len(pn, self.data.loss.largest_acked());
+        let header_start = buf.len();
+        let pn_offset = write_short_header(buf, &dcid, key_phase, false, pn, pn_len);
+        Some(Header { level: Level::OneRtt, header_start, pn_offset, pn_len, pn, len_offset: None })
+    }
+
+    /// Writes this path's next 1-RTT packet ending before `max_end`; `None` if nothing fit.
+    pub(super) fn write_1rtt_packet(
+        &mut self,
+        host: &mut SendHost<'_>,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        max_end: usize,
+        cwnd_ok: bool,
+        allow_data: bool,
+    ) -> Option<OpenPacket> {
+        let header = self.write_1rtt_header(host, buf)?;
+        let (header_start, pn_offset, pn_len) = (header.header_start, header.pn_offset, header.pn_len);
+        let payload_end = max_end.saturating_sub(TAG_LEN);
+        if buf.len() + 8 > payload_end {
+            buf.truncate(header_start);
+            return None;
+        }
+        let mut frames = SentFrames::default();
+        let probing = self.data.probes > 0;
+        let send_data = cwnd_ok || probing;
+        // ACKs first: they are what the peer's loss detection waits for.
+        self.write_acks(host, now, buf, payload_end, send_data, &mut frames);
+        // A probe on a potentially failed path carries a PING only: data waits elsewhere.
+        let data_ok = (allow_data && cwnd_ok) || (probing && !self.potentially_failed);
+        let w = self.write_app_frames(host, now, buf, payload_end, &mut frames, cwnd_ok, data_ok);
+        let mut ack_eliciting = w.eliciting;
+        if probing && !ack_eliciting && payload_end > buf.len() {
+            Frame::Ping.encode(buf);
+            ack_eliciting = true;
+        }
+        if buf.len() == pn_offset + pn_len {
+            // Nothing but the header: drop the packet.
+            buf.truncate(header_start);
+            return None;
+        }
+        if ack_eliciting && self.data.probes > 0 {
+            self.data.probes -= 1;
+        }
+        let padded = pad_for_sample(buf, &header);
+        self.data.take_pn();
+        Some(OpenPacket { header, frames, ack_eliciting, padded, probing_path: w.path_validation })
+    }
+
+    /// RFC 9001 §6.6: a key must not seal more packets than its confidentiality limit. Key
+    /// updates start long before (`should_update`, at three quarters); if the limit comes
+    /// anyway (the peer never acknowledges the new phase), the connection closes with
+    /// AEAD_LIMIT_REACHED while [`CLOSE_RESERVE`] packets are left for its CONNECTION_CLOSE.
+    /// `Ok(false)`: no more packets (in the closing state); `Err`: close now.
+    fn within_confidentiality_limit(&self, host: &SendHost<'_>) -> Result<bool, TransportError> {
+        let closing = matches!(host.shared.state, State::Closing { .. });
+        let allowance = match self.send_lease.as_ref() {
+            Some(l) => l.allowance,
+            None => host.shared.one_rtt.as_ref().map_or(u64::MAX, |k| k.seal_allowance()),
+        };
+        let needed = if closing { 1 } else { CLOSE_RESERVE + 1 };
+        if allowance >= needed {
+            return Ok(true);
+        }
+        if closing {
+            return Ok(false);
+        }
+        Err(TransportError::new(crate::error::TransportErrorCode::AEAD_LIMIT_REACHED, "confidentiality limit reached"))
+    }
+
+    /// Seals a 1-RTT packet of this path (with the batch's lease, or the connection's key
+    /// state outside a batch) and records it in the path's ledger, congestion control and
+    /// counters.
+    pub(super) fn seal_1rtt(
+        &mut self,
+        host: &mut SendHost<'_>,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        p: OpenPacket,
+    ) -> AfterSeal {
+        let mut after = AfterSeal::default();
+        match self.within_confidentiality_limit(host) {
+            Ok(true) => {}
+            Ok(false) => {
+                buf.truncate(p.header.header_start);
+                return after;
+            }
+            Err(e) => {
+                buf.truncate(p.header.header_start);
+                after.close = Some(e);
+                return after;
+            }
+        }
+        let lease = self.send_lease.as_ref();
+        let leased = lease.is_some();
+        let sealed = match lease {
+            Some(l) => Some((&*l.generation.local, &*l.header.local)),
+            None => host.shared.one_rtt.as_ref().map(|k| (k.local_key(), k.local_header_key())),
+        };
+        let Some((key, hp)) = sealed else {
+            buf.truncate(p.header.header_start);
+            return after;
+        };
+        // draft-ietf-quic-multipath-21 §4.1: once negotiated, the path ID enters the nonce.
+        let multipath = lease.map_or(host.shared.mp.enabled, |l| l.multipath);
+        let nonce_path = multipath.then_some(self.id as u32);
+        let h = &p.header;
+        if seal_packet(buf, h.header_start, h.len_offset, h.pn_offset, h.pn_len, h.pn, key, hp, nonce_path).is_err() {
+            buf.truncate(p.header.header_start);
+            return after;
+        }
+        let size = (buf.len() - p.header.header_start) as u32;
+        let in_flight = p.ack_eliciting || p.padded;
+        if let Some(l) = self.send_lease.as_mut() {
+            touch!(host, send_leased);
+            l.on_sealed(p.header.pn, &p.frames.acks);
+            // What the shared side learns when the lease returns.
+            l.ack_eliciting_sent |= p.ack_eliciting;
+            if !p.frames.stream.is_empty() {
+                l.stream_packets.push(size);
+            }
+        } else {
+            touch!(host, send_unleased);
+            let shared = &mut *host.shared;
+            shared.packets_in_phase += 1;
+            after.unleased_acks = Some(p.frames.acks.clone());
+            if let Some(Err(e)) =
+                shared.one_rtt.as_mut().map(|k| k.on_packet_sealed_path(&mut self.key_marks, p.header.pn))
+            {
+                after.close = Some(e);
+            }
+            if p.ack_eliciting {
+                // RFC 9000 §10.1: sending an ack-eliciting packet restarts the idle timer,
+                // but only the first one after a receipt. (A leased batch does it when it
+                // returns.)
+                if shared.idle_anchor_from_recv {
+                    shared.idle_anchor = now;
+                    shared.idle_anchor_from_recv = false;
+                }
+            }
+        }
+        self.record_sent(host, now, p, size, in_flight, leased);
+        after
+    }
+
+    /// A sealed packet of `size` bytes enters the path's ledger, flight, window, pacer and
+    /// counters.
+    fn record_sent(
+        &mut self,
+        host: &mut SendHost<'_>,
+        now: Instant,
+        p: OpenPacket,
+        size: u32,
+        in_flight: bool,
+        leased: bool,
+    ) {
+        host.shared.qlog_packet_sent(now, p.header.level, self, p.header.pn, size as usize, &p.frames);
+        if p.ack_eliciting && !leased {
+            host.shared.last_send_anchor = now;
+        }
+        if !p.frames.stream.is_empty() {
+            if !leased {
+                host.shared.scheduler.on_sent(self.id, u64::from(size));
+            }
+            self.data_bytes_sent += u64::from(size);
+        }
+        self.on_sent(now, size, in_flight);
+        let ecn = self.ecn_batch;
+        if ecn {
+            self.ecn.on_marked_sent();
+        }
+        host.board.publish_sent(host.slot, self);
+        let sent =
+            SentPacket { time_sent: now, size, ack_eliciting: p.ack_eliciting, in_flight, ecn, frames: p.frames };
+        self.data.loss.on_packet_sent(p.header.pn, sent);
+    }
+
+    /// Counters, amplification, flight, window and pacer after a datagram of `size` bytes
+    /// left (any packet number space).
+    pub(super) fn on_sent(&mut self, now: Instant, size: u32, in_flight: bool) {
+        self.stats.tx_packets += 1;
+        if !self.validated {
+            self.amp_sent += u64::from(size);
+        }
+        if in_flight {
+            self.bytes_in_flight += u64::from(size);
+            self.cc.on_packet_sent(now, u64::from(size));
+            self.pacer.on_sent(now, u64::from(size));
+            if self.bytes_in_flight + u64::from(self.mtu) > self.cc.window() {
+                // The window is full: the path is congestion-limited (RFC 9002 §7.8).
+                self.window_full_at = Some(now);
+            }
+        }
+    }
+}
+
+/// A GSO batch takes another datagram after one of `written` bytes: only full-sized
+/// short-header datagrams of one size, up to the segment limit.
+pub(super) fn batch_goes_on(written: usize, seg: usize, long: bool, mtu: usize, count: usize, max: usize) -> bool {
+    !(written < seg || long || written < mtu || count >= max)
+}
