@@ -287,3 +287,102 @@ impl PlannedScenario {
         c + &format!(" --seed {}", self.seed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn plan(yaml: &str) -> (Experiment, Plan) {
+        let exp = Experiment::from_text(Path::new("p.yaml"), yaml.to_owned()).unwrap();
+        let plan = Plan::new(&exp).unwrap();
+        (exp, plan)
+    }
+
+    const THREE_PATHS: &str = "\
+name: p
+seed: 3
+repetitions: 2
+workload: {download: 1MB}
+factors: {paths: [1, 3], initial_path: [0, 2], scheduler: [minrtt, ecf]}
+baselines: {cc: cubic}
+topology:
+  paths:
+    - {rate: 10mbit, rtt: [10ms, 20ms], queue: 20ms}
+    - {rate: 20mbit, rtt: 30ms, loss: 1%}
+    - {rate: 5mbit, rtt: 50ms, gilbert_elliott: {p_gb: 1%, p_bg: 10%}, jitter: 1ms}
+  events: [{path: 2, fail_at: 2s}]
+";
+
+    #[test]
+    fn scenarios_cross_points_and_repetitions_with_distinct_seeds() {
+        let (_, p) = plan(THREE_PATHS);
+        let ids: Vec<&str> = p.scenarios.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["main/0000/r0", "main/0000/r1", "main/0001/r0", "main/0001/r1"]);
+        let mut seeds: Vec<u64> = p.scenarios.iter().map(|s| s.seed).collect();
+        seeds.dedup();
+        assert_eq!(seeds.len(), 4);
+        assert_eq!(p.scenarios[0].seed, scenario_seed(3, 0, 0, 0));
+        assert_eq!(
+            p.scenarios[0].links,
+            ["10mbit/10ms/queue=20ms", "20mbit/30ms/loss=1%", "5mbit/50ms/loss=ge:1%,10%,100%,0%/jitter=1ms"]
+        );
+        assert_eq!(p.scenarios[2].links[0], "10mbit/20ms/queue=20ms");
+    }
+
+    #[test]
+    fn runs_cross_factors_and_share_baselines() {
+        let (_, p) = plan(THREE_PATHS);
+        let runs: Vec<&str> = p.scenarios[0].runs.iter().map(|r| r.id.rsplit('/').next().unwrap()).collect();
+        // paths=1 only starts on path 0 (path 2 is not among its paths) and needs no baseline;
+        // paths=3 starts on 0 or 2; both schedulers; three baselines shared by all.
+        assert_eq!(
+            runs,
+            [
+                "sp0-cubic-s1000000",
+                "sp1-cubic-s1000000",
+                "sp2-cubic-s1000000",
+                "mp-minrtt-cubic-same-path-n1-i0-s1000000",
+                "mp-ecf-cubic-same-path-n1-i0-s1000000",
+                "mp-minrtt-cubic-same-path-n3-i0-s1000000",
+                "mp-ecf-cubic-same-path-n3-i0-s1000000",
+                "mp-minrtt-cubic-same-path-n3-i2-s1000000",
+                "mp-ecf-cubic-same-path-n3-i2-s1000000",
+            ]
+        );
+        let r = &p.scenarios[0].runs[7];
+        assert_eq!(r.path_indices, [2, 0, 1]);
+        assert_eq!(r.baselines.len(), 3);
+        assert!(p.scenarios[0].runs[3].baselines.is_empty());
+        assert_eq!(p.run_count(), 4 * 9);
+    }
+
+    #[test]
+    fn sim_scenario_puts_the_initial_path_first_and_maps_failures() {
+        let (exp, p) = plan(THREE_PATHS);
+        let sc = &p.scenarios[0];
+        let run = &sc.runs[7];
+        let s = sc.sim_scenario(&exp, run).unwrap();
+        assert_eq!(s.links.len(), 3);
+        assert_eq!(s.links[0].rate_bps, 5_000_000, "path 2 first");
+        assert_eq!(s.fail, [(0, Duration::from_secs(2))]);
+        assert_eq!(s.seed, sc.seed);
+        assert_eq!(s.size, 1_000_000);
+        let base = sc.runs.iter().find(|r| r.id.ends_with("sp1-cubic-s1000000")).unwrap();
+        assert!(sc.sim_scenario(&exp, base).unwrap().fail.is_empty(), "path 1 alone never fails");
+        let cmd = sc.sim_command(&exp, run);
+        assert!(cmd
+            .starts_with("mpq sim --link 5mbit/50ms/loss=ge:1%,10%,100%,0%/jitter=1ms --link 10mbit/10ms/queue=20ms"));
+        assert!(cmd.ends_with(&format!("--fail-link 0@2000ms --seed {}", sc.seed)), "{cmd}");
+    }
+
+    #[test]
+    fn limit_and_shard_select_scenarios() {
+        let (_, p) = plan(THREE_PATHS);
+        assert_eq!(p.select(None, None), [0, 1, 2, 3]);
+        assert_eq!(p.select(Some(3), None), [0, 1, 2]);
+        assert_eq!(p.select(Some(3), Some(Shard { index: 1, count: 2 })), [0, 2]);
+        assert_eq!(p.select(None, Some(Shard { index: 2, count: 2 })), [1, 3]);
+        assert_eq!(p.select(Some(0), None), Vec::<usize>::new());
+    }
+}

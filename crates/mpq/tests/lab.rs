@@ -57,6 +57,21 @@ fn smoke_experiment_runs_and_resumes() {
     let manifests = std::fs::read_to_string(dir.path().join("manifests.jsonl")).unwrap();
     assert_eq!(manifests.lines().count(), 8);
     assert!(manifests.contains("\"mpq_version\":\"") && manifests.contains("\"git_commit\":\""));
+    // A manifest's command repeats its run bit for bit (same trace of every link event).
+    let m: serde_json::Value = manifests
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|m| m["run_id"].as_str().unwrap().contains("-i1-"))
+        .unwrap();
+    let row = rows.iter().find(|r| r["run_id"] == m["run_id"]).unwrap();
+    let cmd: Vec<&str> = m["command"].as_str().unwrap().split_whitespace().collect();
+    assert_eq!(cmd[..2], ["mpq", "sim"]);
+    let mut args = cmd[1..].to_vec();
+    args.push("--json");
+    let o = mpq(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let again: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert_eq!(again["trace_hash"], row["trace_hash"], "{}", m["command"]);
 
     let again = mpq(&["lab", "run", "experiments/seed002-low-bdp-smoke.yaml", "--limit", "2", "--out", out, "--quiet"]);
     assert!(again.status.success());
