@@ -167,6 +167,9 @@ pub struct ScenarioResult {
     pub error: Option<String>,
     /// The client's per-path statistics.
     pub paths: Vec<PathStats>,
+    /// The server's per-path statistics (the sender of a download: its `lost_bytes` are the
+    /// bytes it had to retransmit). Empty if the server had no connection left at the end.
+    pub server_paths: Vec<PathStats>,
     /// Per-path link counters.
     pub links: Vec<LinkUsage>,
     /// Datagrams the hosts sent from an address they do not own (should be 0: a non-zero
@@ -353,7 +356,10 @@ impl Scenario {
                 Outcome::from_reqresp(&topo.sim, id)
             }
         };
-        run.unknown_sources += topo.sim.node::<QuicNode<DownloadServer>>(server_id).unknown_sources();
+        let server = topo.sim.node::<QuicNode<DownloadServer>>(server_id);
+        run.unknown_sources += server.unknown_sources();
+        run.server_stats =
+            server.endpoint.handles().first().and_then(|&h| server.endpoint.connection(h)).map(|c| c.stats());
         let first_failure = self.fail.iter().map(|&(_, t)| t).min();
         let result = run.finish(self, &topo, first_failure);
         match run.corrupt_at {
@@ -404,6 +410,7 @@ struct Outcome {
     multipath: bool,
     opener: PathOpener,
     stats: Option<ConnectionStats>,
+    server_stats: Option<ConnectionStats>,
     unknown_sources: u64,
 }
 
@@ -428,6 +435,7 @@ impl Outcome {
             multipath: a.is_multipath(),
             opener: a.paths().clone(),
             stats: a.final_stats().cloned().or_else(|| live_stats(node, a.handle())),
+            server_stats: None,
             unknown_sources: node.unknown_sources(),
         }
     }
@@ -445,6 +453,7 @@ impl Outcome {
             multipath: a.is_multipath(),
             opener: a.paths().clone(),
             stats: a.final_stats().cloned().or_else(|| live_stats(node, a.handle())),
+            server_stats: None,
             unknown_sources: node.unknown_sources(),
         }
     }
@@ -500,6 +509,7 @@ impl Outcome {
             path_errors: self.opener.errors.iter().map(|(l, r, e)| format!("{l} -> {r}: {e}")).collect(),
             error: self.error.clone(),
             paths: self.stats.take().map(|s| s.paths).unwrap_or_default(),
+            server_paths: self.server_stats.take().map(|s| s.paths).unwrap_or_default(),
             links,
             unknown_sources: self.unknown_sources,
             unroutable: sim.stats().unroutable,

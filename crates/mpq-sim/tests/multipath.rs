@@ -408,3 +408,20 @@ fn workload_is_reported() {
     assert!(matches!(s.workload, Workload::ReqResp { size: 100, count: 2, .. }));
     assert_eq!(run(&s).workload, "reqresp");
 }
+
+/// The scenario result carries the sender's (server's) per-path counters: on a lossy two-path
+/// download the server sent at least the file on its paths and declared some of it lost, and
+/// its count of lost packets is close to what the links dropped server → client.
+#[test]
+fn scenario_reports_the_senders_path_stats() {
+    let r = download(vec![link("20mbit/20ms/loss=1%/queue=30ms"), link("20mbit/40ms/loss=1%/queue=60ms")], 4 * MB, 7);
+    assert!(r.completed && r.data_ok);
+    assert_eq!(r.server_paths.len(), 2, "{:?}", r.server_paths);
+    let tx: u64 = r.server_paths.iter().map(|p| p.tx_bytes).sum();
+    assert!(tx > 4 * MB, "server sent {tx} B");
+    let lost: u64 = r.server_paths.iter().map(|p| p.lost_packets).sum();
+    let dropped: u64 = r.links.iter().map(|l| l.down_dropped).sum();
+    assert!(lost > 0 && dropped > 0);
+    // Every drop is eventually declared lost, give or take the tail and spurious declarations.
+    assert!(lost.abs_diff(dropped) * 5 <= dropped, "lost {lost}, dropped {dropped}");
+}

@@ -27,6 +27,10 @@ pub enum Command {
     /// Simulate a download (or request/response traffic) over given links in virtual time,
     /// running the real protocol code. With no arguments: a two-path example.
     Sim(crate::sim_cmd::SimArgs),
+    /// Experiments from YAML files (designs over link parameters, protocol factors,
+    /// single-path baselines), run in the simulator in parallel: plan, run, merge.
+    #[command(subcommand)]
+    Lab(crate::lab_cmd::LabCommand),
 }
 
 /// `mpq perf` subcommands.

@@ -1,8 +1,9 @@
-//! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool, simulator.
+//! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool, simulator, lab.
 
 mod cli;
 mod client;
 mod idle_conns;
+mod lab_cmd;
 mod perf;
 mod progress;
 mod qlog_file;
@@ -21,7 +22,7 @@ fn main() {
         cli::Command::Client(a) => a.common.verbose,
         cli::Command::Perf(cli::PerfCommand::Server(a)) => a.common.verbose,
         cli::Command::Perf(cli::PerfCommand::Client(a)) => a.common.verbose,
-        cli::Command::Sim(_) => 0,
+        cli::Command::Sim(_) | cli::Command::Lab(_) => 0,
     };
     let level = match verbose {
         0 => "warn",
@@ -38,6 +39,7 @@ fn main() {
         cli::Command::Perf(cli::PerfCommand::Server(a)) => perf::server(a),
         cli::Command::Perf(cli::PerfCommand::Client(a)) => perf::client(a),
         cli::Command::Sim(a) => sim_cmd::run(a),
+        cli::Command::Lab(c) => lab_cmd::run_lab(c),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

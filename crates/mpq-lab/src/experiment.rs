@@ -1,0 +1,515 @@
+//! A checked experiment: the file parsed ([`crate::file`]), every cross-key rule verified,
+//! names resolved into the protocol's types. [`Experiment::load`] is the one way in.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mpq_proto::cc::CcAlgorithm;
+use mpq_proto::conn::AckPolicy;
+use mpq_proto::sched::SchedulerKind;
+
+use crate::error::{FileError, LabError, Result};
+use crate::file::{DesignKind, DesignSpec, ExperimentFile, PathSpec, TopologySpec};
+use crate::param::{Param, ParamKind, ParamValue};
+use crate::quantity::{Kind, Quantity, Unit};
+
+/// A varied link parameter: one axis of a class's design.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dim {
+    /// `path0.rate`, `path1.gilbert_elliott.p_gb`, ...
+    pub name: String,
+    /// Where it is in the file (`topology.paths[0].rate`), for errors.
+    pub key: String,
+    /// Its values.
+    pub value: ParamValue,
+    /// What it takes (to read list-design values).
+    pub kind: Kind,
+}
+
+/// A checked design.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Design {
+    /// Every combination of the dimensions' levels.
+    Grid,
+    /// Listed points: dimension name → value.
+    List(Vec<BTreeMap<String, Quantity>>),
+    /// WSP over the dimensions.
+    Wsp {
+        /// Number of points.
+        points: usize,
+        /// Seed of the candidates.
+        seed: u64,
+        /// Number of candidates.
+        candidates: usize,
+    },
+}
+
+/// A class of scenarios: its paths, events and design.
+#[derive(Debug, Clone)]
+pub struct Class {
+    /// Name (`main` when the file has no classes).
+    pub name: String,
+    /// The paths as written.
+    pub paths: Vec<PathSpec>,
+    /// Path failures: topology index and time.
+    pub fail: Vec<(usize, Duration)>,
+    /// The varied link parameters.
+    pub dims: Vec<Dim>,
+    /// How points are chosen.
+    pub design: Design,
+}
+
+/// The client's traffic.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkloadPlan {
+    /// Downloads, one run per size.
+    Download {
+        /// Sizes in bytes.
+        sizes: Vec<u64>,
+    },
+    /// Request/response traffic.
+    ReqResp {
+        /// Request and response size.
+        size: u64,
+        /// Time between requests.
+        interval: Duration,
+        /// Number of requests.
+        count: u64,
+    },
+}
+
+/// A checked experiment file.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    /// The file.
+    pub path: PathBuf,
+    /// Its text (kept to locate errors and to store with the results).
+    pub text: String,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Master seed.
+    pub seed: u64,
+    /// Classes, in file order.
+    pub classes: Vec<Class>,
+    /// Workload.
+    pub workload: WorkloadPlan,
+    /// Schedulers to run.
+    pub schedulers: Vec<SchedulerKind>,
+    /// Congestion controllers to run.
+    pub ccs: Vec<CcAlgorithm>,
+    /// ACK policies to run.
+    pub ack_policies: Vec<AckPolicy>,
+    /// Path counts to run (empty: all the class's paths).
+    pub path_counts: Vec<usize>,
+    /// Initial paths to run.
+    pub initial_paths: Vec<usize>,
+    /// Repetitions of each scenario.
+    pub repetitions: u32,
+    /// Headline metrics.
+    pub metrics: Vec<String>,
+    /// Run single-path baselines.
+    pub baselines: bool,
+    /// Congestion controller of the baselines (`None`: the run's).
+    pub baseline_cc: Option<CcAlgorithm>,
+    /// Virtual-time limit of each run.
+    pub max_time: Option<Duration>,
+}
+
+/// Largest number of points a grid may have.
+pub const MAX_GRID_POINTS: usize = 1_000_000;
+
+/// The canonical name of an ACK policy (as `mpq sim --ack-policy` takes it).
+pub fn ack_policy_name(a: AckPolicy) -> &'static str {
+    match a {
+        AckPolicy::SamePath => "same-path",
+        AckPolicy::LowestRtt => "lowest-rtt",
+        AckPolicy::AllPaths => "all-paths",
+    }
+}
+
+/// Checks run while loading: every error names its key and line.
+struct Checker<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Checker<'_> {
+    fn err(&self, key: &str, message: impl Into<String>) -> LabError {
+        FileError::at(self.path, self.text, key, message).into()
+    }
+
+    fn fixed<K: ParamKind>(&self, p: &Param<K>, key: &str) -> Result<Quantity> {
+        match &p.value {
+            ParamValue::Fixed(q) => Ok(*q),
+            _ => Err(self.err(key, "must be a single value here, not a list or a range")),
+        }
+    }
+
+    fn names<T>(
+        &self,
+        list: &[String],
+        key: &str,
+        default: T,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Vec<T>> {
+        if list.is_empty() {
+            return Ok(vec![default]);
+        }
+        list.iter().enumerate().map(|(i, s)| parse(s).map_err(|e| self.err(&format!("{key}[{i}]"), e))).collect()
+    }
+}
+
+/// The link parameters of a path, by name, with their kinds.
+pub fn path_params(p: &PathSpec) -> Vec<(&'static str, Kind, Option<&ParamValue>)> {
+    let ge = p.gilbert_elliott.as_ref();
+    vec![
+        ("rate", Kind::Rate, Some(&p.rate.value)),
+        ("rtt", Kind::Time, Some(&p.rtt.value)),
+        ("queue", Kind::Queue, p.queue.as_ref().map(|q| &q.value)),
+        ("loss", Kind::Probability, p.loss.as_ref().map(|q| &q.value)),
+        ("gilbert_elliott.p_gb", Kind::Probability, ge.map(|g| &g.p_gb.value)),
+        ("gilbert_elliott.p_bg", Kind::Probability, ge.map(|g| &g.p_bg.value)),
+        ("gilbert_elliott.loss_bad", Kind::Probability, ge.and_then(|g| g.loss_bad.as_ref()).map(|q| &q.value)),
+        ("gilbert_elliott.loss_good", Kind::Probability, ge.and_then(|g| g.loss_good.as_ref()).map(|q| &q.value)),
+        ("jitter", Kind::Time, p.jitter.as_ref().map(|q| &q.value)),
+    ]
+}
+
+impl Experiment {
+    /// Reads, parses and checks an experiment file.
+    pub fn load(path: &Path) -> Result<Experiment> {
+        let text = std::fs::read_to_string(path).map_err(LabError::io(format!("reading {}", path.display())))?;
+        Self::from_text(path, text)
+    }
+
+    /// Parses and checks `text` (read from `path`, which errors name).
+    pub fn from_text(path: &Path, text: String) -> Result<Experiment> {
+        let file: ExperimentFile = serde_norway::from_str(&text).map_err(|e| FileError::from_yaml(path, &e))?;
+        let c = Checker { path, text: &text };
+        let exp = check(&c, file)?;
+        Ok(Experiment { path: path.to_owned(), text, ..exp })
+    }
+
+    /// The largest number of paths any run uses.
+    pub fn max_paths(&self) -> usize {
+        self.classes.iter().map(|c| c.paths.len()).max().unwrap_or(0)
+    }
+}
+
+fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
+    if f.name.is_empty() || !f.name.chars().all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch)) {
+        return Err(
+            c.err("name", format!("{:?}: use letters, digits, '.', '_' and '-' only (it names a directory)", f.name))
+        );
+    }
+    if f.repetitions == 0 {
+        return Err(c.err("repetitions", "must be at least 1"));
+    }
+    // Classes.
+    let mut raw_classes: Vec<(String, String, TopologySpec, DesignSpec, String)> = Vec::new();
+    if f.classes.is_empty() {
+        let Some(t) = f.topology.clone() else {
+            return Err(c.err("", "missing `topology` (or `classes`, each with a topology)"));
+        };
+        raw_classes.push(("main".into(), "topology".into(), t, f.design.clone(), "design".into()));
+    }
+    for (i, cl) in f.classes.iter().enumerate() {
+        let key = format!("classes[{i}]");
+        if cl.name.is_empty() || !cl.name.chars().all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch)) {
+            return Err(
+                c.err(&format!("{key}.name"), format!("{:?}: use letters, digits, '.', '_' and '-' only", cl.name))
+            );
+        }
+        if f.classes[..i].iter().any(|o| o.name == cl.name) {
+            return Err(c.err(&format!("{key}.name"), format!("class {:?} is defined twice", cl.name)));
+        }
+        let (topo, tkey) = match (&cl.topology, &f.topology) {
+            (Some(t), _) => (t.clone(), format!("{key}.topology")),
+            (None, Some(t)) => (t.clone(), "topology".into()),
+            (None, None) => return Err(c.err(&key, "this class needs a `topology` (the file has none)")),
+        };
+        let (design, dkey) = match &cl.design {
+            Some(d) => (d.clone(), format!("{key}.design")),
+            None => (f.design.clone(), "design".into()),
+        };
+        raw_classes.push((cl.name.clone(), tkey, topo, design, dkey));
+    }
+    let mut classes = Vec::new();
+    for (ci, (name, tkey, topo, design, dkey)) in raw_classes.into_iter().enumerate() {
+        classes.push(check_class(c, ci, name, &tkey, topo, &design, &dkey, f.seed)?);
+    }
+    let max_paths = classes.iter().map(|cl| cl.paths.len()).min().unwrap_or(0);
+    // Workload.
+    let workload = match (&f.workload.download, &f.workload.reqresp) {
+        (Some(d), None) => {
+            let sizes = if f.factors.file_size.is_empty() {
+                vec![c.fixed(d, "workload.download")?.value as u64]
+            } else {
+                f.factors
+                    .file_size
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        Kind::Size
+                            .parse(s)
+                            .map(|q| q.value as u64)
+                            .map_err(|e| c.err(&format!("factors.file_size[{i}]"), e))
+                    })
+                    .collect::<Result<Vec<_>>>()?
+            };
+            if let Some(i) = sizes.iter().position(|&s| s == 0) {
+                return Err(c.err(&format!("factors.file_size[{i}]"), "a download needs at least one byte"));
+            }
+            if sizes == [0] {
+                return Err(c.err("workload.download", "a download needs at least one byte"));
+            }
+            WorkloadPlan::Download { sizes }
+        }
+        (None, Some(r)) => {
+            if !f.factors.file_size.is_empty() {
+                return Err(
+                    c.err("factors.file_size", "file sizes apply to downloads, not to request/response traffic")
+                );
+            }
+            let size = c.fixed(&r.size, "workload.reqresp.size")?.value as u64;
+            if !(8..=mpq_sim::scenario::MAX_REQUEST_SIZE).contains(&size) {
+                return Err(c.err(
+                    "workload.reqresp.size",
+                    format!("{size} B is outside 8 B..={} B", mpq_sim::scenario::MAX_REQUEST_SIZE),
+                ));
+            }
+            let interval = Duration::from_secs_f64(c.fixed(&r.interval, "workload.reqresp.interval")?.value);
+            if interval.is_zero() {
+                return Err(c.err("workload.reqresp.interval", "must be above zero"));
+            }
+            let count = match (r.count, &r.duration) {
+                (Some(n), None) if n > 0 => n,
+                (Some(_), None) => return Err(c.err("workload.reqresp.count", "at least one request is needed")),
+                (None, Some(d)) => {
+                    let d = c.fixed(d, "workload.reqresp.duration")?.value;
+                    ((d / interval.as_secs_f64()).floor() as u64).max(1)
+                }
+                _ => return Err(c.err("workload.reqresp", "give exactly one of `count` and `duration`")),
+            };
+            WorkloadPlan::ReqResp { size, interval, count }
+        }
+        _ => return Err(c.err("workload", "give exactly one of `download` and `reqresp`")),
+    };
+    // Factors.
+    let fa = &f.factors;
+    let schedulers = c.names(&fa.scheduler, "factors.scheduler", SchedulerKind::default(), |s| s.parse())?;
+    let ccs = c.names(&fa.cc, "factors.cc", CcAlgorithm::Cubic, |s| s.parse())?;
+    let ack_policies = c.names(&fa.ack_policy, "factors.ack_policy", AckPolicy::default(), |s| s.parse())?;
+    for (i, &n) in fa.paths.iter().enumerate() {
+        if n == 0 || n > max_paths {
+            return Err(c.err(&format!("factors.paths[{i}]"), format!("{n} paths: the topology has {max_paths}")));
+        }
+    }
+    let most = fa.paths.iter().copied().max().unwrap_or(max_paths);
+    let initial_paths = if fa.initial_path.is_empty() { vec![0] } else { fa.initial_path.clone() };
+    for (i, &p) in fa.initial_path.iter().enumerate() {
+        if p >= most {
+            return Err(c.err(
+                &format!("factors.initial_path[{i}]"),
+                format!("path {p} does not exist: runs have at most {most} paths (0..={})", most.saturating_sub(1)),
+            ));
+        }
+    }
+    for (i, m) in f.metrics.iter().enumerate() {
+        if !crate::metrics::METRICS.contains(&m.as_str()) {
+            return Err(c.err(
+                &format!("metrics[{i}]"),
+                format!("unknown metric {m:?}; expected one of {}", crate::metrics::METRICS.join(", ")),
+            ));
+        }
+    }
+    let baseline_cc = match &f.baselines.cc {
+        Some(s) => Some(s.parse::<CcAlgorithm>().map_err(|e| c.err("baselines.cc", e))?),
+        None => None,
+    };
+    let max_time = match &f.max_time {
+        Some(p) => {
+            let t = c.fixed(p, "max_time")?.value;
+            if t <= 0.0 {
+                return Err(c.err("max_time", "must be above zero"));
+            }
+            Some(Duration::from_secs_f64(t))
+        }
+        None => None,
+    };
+    Ok(Experiment {
+        path: PathBuf::new(),
+        text: String::new(),
+        name: f.name,
+        description: f.description,
+        seed: f.seed,
+        classes,
+        workload,
+        schedulers,
+        ccs,
+        ack_policies,
+        path_counts: fa.paths.clone(),
+        initial_paths,
+        repetitions: f.repetitions,
+        metrics: f.metrics,
+        baselines: f.baselines.single_path,
+        baseline_cc,
+        max_time,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_class(
+    c: &Checker<'_>,
+    index: usize,
+    name: String,
+    tkey: &str,
+    topo: TopologySpec,
+    design: &DesignSpec,
+    dkey: &str,
+    file_seed: u64,
+) -> Result<Class> {
+    if topo.paths.is_empty() {
+        return Err(c.err(&format!("{tkey}.paths"), "at least one path is needed"));
+    }
+    if topo.paths.len() > 255 {
+        return Err(c.err(&format!("{tkey}.paths"), "at most 255 paths are supported"));
+    }
+    let mut dims = Vec::new();
+    for (i, p) in topo.paths.iter().enumerate() {
+        let pkey = format!("{tkey}.paths[{i}]");
+        if p.loss.is_some() && p.gilbert_elliott.is_some() {
+            return Err(c.err(
+                &format!("{pkey}.gilbert_elliott"),
+                "give either `loss` (Bernoulli) or `gilbert_elliott`, not both",
+            ));
+        }
+        if let Some(q) = &p.queue {
+            if q.value.varies() && matches!(q.value.at(0.0).unit, Unit::Unlimited) {
+                return Err(c.err(&format!("{pkey}.queue"), "inf cannot be one of several values"));
+            }
+        }
+        for (param, kind, value) in path_params(p) {
+            if let Some(v) = value.filter(|v| v.varies()) {
+                dims.push(Dim {
+                    name: format!("path{i}.{param}"),
+                    key: format!("{pkey}.{param}"),
+                    value: v.clone(),
+                    kind,
+                });
+            }
+        }
+    }
+    let mut fail = Vec::new();
+    for (i, e) in topo.events.iter().enumerate() {
+        let ekey = format!("{tkey}.events[{i}]");
+        if e.path >= topo.paths.len() {
+            return Err(c.err(
+                &format!("{ekey}.path"),
+                format!("path {} does not exist (0..={})", e.path, topo.paths.len() - 1),
+            ));
+        }
+        fail.push((e.path, Duration::from_secs_f64(c.fixed(&e.fail_at, &format!("{ekey}.fail_at"))?.value)));
+    }
+    let not_for = |k: &str, what: &str| c.err(&format!("{dkey}.{k}"), format!("only a {what} design takes `{k}`"));
+    if design.kind != DesignKind::Wsp {
+        if design.points.is_some() {
+            return Err(not_for("points", "wsp"));
+        }
+        if design.seed.is_some() {
+            return Err(not_for("seed", "wsp"));
+        }
+        if design.candidates.is_some() {
+            return Err(not_for("candidates", "wsp"));
+        }
+    }
+    if design.kind != DesignKind::List && !design.scenarios.is_empty() {
+        return Err(not_for("scenarios", "list"));
+    }
+    let design = match design.kind {
+        DesignKind::Grid => {
+            let mut total: usize = 1;
+            for d in &dims {
+                let levels = match &d.value {
+                    ParamValue::Range(r) => match r.levels {
+                        Some(l) => l as usize,
+                        None => {
+                            return Err(
+                                c.err(&d.key, "a range in a grid design needs `levels` (how many values to take)")
+                            )
+                        }
+                    },
+                    ParamValue::Values(v) => v.len(),
+                    ParamValue::Fixed(_) => 1,
+                };
+                total = total.saturating_mul(levels);
+            }
+            if total > MAX_GRID_POINTS {
+                return Err(
+                    c.err(dkey, format!("the grid has {total} points; at most {MAX_GRID_POINTS} (use a wsp design)"))
+                );
+            }
+            Design::Grid
+        }
+        DesignKind::Wsp => {
+            let points =
+                design.points.ok_or_else(|| c.err(dkey, "a wsp design needs `points` (how many scenarios)"))?;
+            if points == 0 {
+                return Err(c.err(&format!("{dkey}.points"), "must be at least 1"));
+            }
+            if dims.is_empty() {
+                return Err(c.err(dkey, "a wsp design needs at least one path parameter given as a range or a list"));
+            }
+            let candidates = design.candidates.unwrap_or((20 * points).max(1000));
+            if candidates < points {
+                return Err(c.err(
+                    &format!("{dkey}.candidates"),
+                    format!("{candidates} candidates cannot give {points} points"),
+                ));
+            }
+            if candidates > 200_000 {
+                return Err(c.err(&format!("{dkey}.candidates"), "at most 200000"));
+            }
+            // Each class draws its own candidates.
+            let seed = design.seed.unwrap_or(file_seed).wrapping_add(index as u64);
+            Design::Wsp { points, seed, candidates }
+        }
+        DesignKind::List => {
+            if design.scenarios.is_empty() {
+                return Err(c.err(dkey, "a list design needs `scenarios`: one map of dimension values per scenario"));
+            }
+            let mut list = Vec::new();
+            for (i, point) in design.scenarios.iter().enumerate() {
+                let skey = format!("{dkey}.scenarios[{i}]");
+                let mut values = BTreeMap::new();
+                for (k, v) in point {
+                    let Some(d) = dims.iter().find(|d| &d.name == k) else {
+                        let known: Vec<_> = dims.iter().map(|d| d.name.as_str()).collect();
+                        return Err(c.err(
+                            &format!("{skey}.{k}"),
+                            format!("not a varied parameter; expected one of: {}", known.join(", ")),
+                        ));
+                    };
+                    let q = match v {
+                        serde_norway::Value::String(s) => d.kind.parse(s),
+                        serde_norway::Value::Number(n) => {
+                            n.as_f64().map_or(Err("not a number".into()), |x| d.kind.from_number(x))
+                        }
+                        _ => Err(format!("expected {}", d.kind.expected())),
+                    }
+                    .map_err(|e| c.err(&format!("{skey}.{k}"), e))?;
+                    values.insert(k.clone(), q.rounded());
+                }
+                if let Some(d) = dims.iter().find(|d| !values.contains_key(&d.name)) {
+                    return Err(c.err(&skey, format!("missing `{}`", d.name)));
+                }
+                list.push(values);
+            }
+            Design::List(list)
+        }
+    };
+    Ok(Class { name, paths: topo.paths, fail, dims, design })
+}

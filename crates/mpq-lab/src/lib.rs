@@ -1,0 +1,56 @@
+//! mpq's network lab: experiments described in YAML files, expanded into scenarios by a
+//! design (full grid, explicit list, or a WSP space-filling design), run in parallel in the
+//! deterministic simulator (the real protocol code in virtual time), with per-run results
+//! (JSON lines and CSV), manifests, resumption, sharding and merging. `mpq lab` is its
+//! command line; `docs/lab-experiment-files.md` documents the files.
+//!
+//! - [`experiment`]: a checked experiment file ([`Experiment::load`]); [`file`] is the
+//!   schema, [`param`] and [`quantity`] its values, [`locate`] finds a key's line for errors.
+//! - [`wsp`] and [`design`]: design points of a class.
+//! - [`plan`]: scenarios and runs, with seeds and stable IDs; [`shard`]: slices of a plan.
+//! - [`exec`], [`runner`]: running; [`metrics`]: the row of a run (EBen included);
+//!   [`results`], [`csv`], [`manifest`]: the results directory and merging.
+//!
+//! # Example
+//!
+//! ```
+//! use std::path::Path;
+//! use mpq_lab::{experiment::Experiment, plan::Plan};
+//!
+//! let yaml = "
+//! name: example
+//! workload: {download: 1MB}
+//! design: {type: wsp, points: 4, seed: 7}
+//! factors: {initial_path: [0, 1]}
+//! topology:
+//!   paths:
+//!     - {rate: {min: 5mbit, max: 50mbit}, rtt: 20ms, queue: 50ms}
+//!     - {rate: 10mbit, rtt: {min: 10ms, max: 100ms}, queue: 50ms}
+//! ";
+//! let exp = Experiment::from_text(Path::new("example.yaml"), yaml.into()).unwrap();
+//! let plan = Plan::new(&exp).unwrap();
+//! assert_eq!(plan.scenarios.len(), 4);
+//! // Each scenario: a baseline on each path, and a multipath run from each initial path.
+//! assert_eq!(plan.scenarios[0].runs.len(), 4);
+//! ```
+
+pub mod csv;
+pub mod design;
+pub mod error;
+pub mod exec;
+pub mod experiment;
+pub mod file;
+pub mod locate;
+pub mod manifest;
+pub mod metrics;
+pub mod param;
+pub mod plan;
+pub mod quantity;
+pub mod results;
+pub mod runner;
+pub mod shard;
+pub mod wsp;
+
+pub use error::{FileError, LabError};
+pub use experiment::Experiment;
+pub use plan::Plan;

@@ -1,0 +1,388 @@
+//! The plan of an experiment: its scenarios (class × design point × repetition, each with its
+//! own seed) and, in each scenario, its runs (every combination of the factors, and the
+//! single-path baselines the multipath runs are compared with). Run IDs are stable: the same
+//! file gives the same IDs, which is how an interrupted experiment resumes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use mpq_sim::scenario::{Scenario, Workload};
+use mpq_sim::LinkConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::design::{points, Point};
+use crate::experiment::{ack_policy_name, path_params, Class, Experiment, WorkloadPlan};
+use crate::quantity::{Quantity, Unit};
+use crate::shard::Shard;
+
+/// What a run is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The multipath connection under test (or a single-path one, with `paths: 1`).
+    Multipath,
+    /// The same workload on one path alone.
+    Baseline,
+}
+
+/// One simulator run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSpec {
+    /// Unique, stable ID: `CLASS/POINT/rREP/ROLE-...`.
+    pub id: String,
+    /// Multipath run or baseline.
+    pub role: Role,
+    /// Topology indices of the paths, in the order the simulator gets them: the initial
+    /// path first.
+    pub path_indices: Vec<usize>,
+    /// The path the connection starts on (topology index).
+    pub initial_path: usize,
+    /// Scheduler name.
+    pub scheduler: String,
+    /// Congestion controller name.
+    pub cc: String,
+    /// ACK policy name.
+    pub ack_policy: String,
+    /// Download size, or request size.
+    pub size: u64,
+    /// IDs of the baselines of this run's paths (topology order), for the aggregation benefit.
+    pub baselines: Vec<String>,
+}
+
+/// A scenario: one network (design point) and repetition, with its runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedScenario {
+    /// `CLASS/POINT/rREP`.
+    pub id: String,
+    /// Class name.
+    pub class: String,
+    /// Design point within the class.
+    pub point: usize,
+    /// Repetition (0-based).
+    pub repetition: u32,
+    /// Seed of every run of the scenario.
+    pub seed: u64,
+    /// Values of the varied link parameters.
+    pub params: BTreeMap<String, String>,
+    /// Each path's link, in `mpq sim --link` form, topology order.
+    pub links: Vec<String>,
+    /// Path failures: topology index and time in seconds.
+    pub fail: Vec<(usize, f64)>,
+    /// Runs: baselines first.
+    pub runs: Vec<RunSpec>,
+    #[serde(skip)]
+    link_configs: Vec<LinkConfig>,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// Experiment name.
+    pub experiment: String,
+    /// Scenarios in order.
+    pub scenarios: Vec<PlannedScenario>,
+}
+
+/// SplitMix64 finaliser: spreads nearby inputs over the whole range.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The seed of repetition `rep` of point `point` of class `class` (indices), from the file's
+/// seed: stable, and different for every scenario.
+pub fn scenario_seed(file_seed: u64, class: usize, point: usize, rep: u32) -> u64 {
+    mix(mix(mix(file_seed ^ mix(class as u64)) ^ point as u64) ^ u64::from(rep))
+}
+
+/// The link spec of path `i` of `class` at design point `p`.
+fn link_spec(class: &Class, i: usize, p: &Point) -> String {
+    let path = &class.paths[i];
+    let mut v: BTreeMap<&str, Quantity> = BTreeMap::new();
+    for (name, _, value) in path_params(path) {
+        if let Some(value) = value {
+            let q = p.get(&format!("path{i}.{name}")).copied().unwrap_or_else(|| value.at(0.0));
+            v.insert(name, q);
+        }
+    }
+    let mut s = format!("{}/{}", v["rate"], v["rtt"]);
+    if let Some(q) = v.get("queue") {
+        s += &format!("/queue={q}");
+    }
+    if let Some(q) = v.get("loss") {
+        s += &format!("/loss={q}");
+    }
+    if let (Some(gb), Some(bg)) = (v.get("gilbert_elliott.p_gb"), v.get("gilbert_elliott.p_bg")) {
+        let bad = v.get("gilbert_elliott.loss_bad").copied().unwrap_or(Quantity { value: 1.0, unit: Unit::Fraction });
+        let good = v.get("gilbert_elliott.loss_good").copied().unwrap_or(Quantity { value: 0.0, unit: Unit::Fraction });
+        s += &format!("/loss=ge:{gb},{bg},{bad},{good}");
+    }
+    if let Some(q) = v.get("jitter") {
+        s += &format!("/jitter={q}");
+    }
+    s
+}
+
+impl Plan {
+    /// Expands `exp` into its scenarios and runs.
+    pub fn new(exp: &Experiment) -> Result<Plan, String> {
+        let mut scenarios = Vec::new();
+        for (ci, class) in exp.classes.iter().enumerate() {
+            for (pi, p) in points(class).iter().enumerate() {
+                let links: Vec<String> = (0..class.paths.len()).map(|i| link_spec(class, i, p)).collect();
+                let link_configs = links
+                    .iter()
+                    .map(|s| s.parse::<LinkConfig>().map_err(|e| format!("class {}, point {pi}: {e}", class.name)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                for rep in 0..exp.repetitions {
+                    let id = format!("{}/{pi:04}/r{rep}", class.name);
+                    let runs = runs(exp, class, &id);
+                    scenarios.push(PlannedScenario {
+                        id,
+                        class: class.name.clone(),
+                        point: pi,
+                        repetition: rep,
+                        seed: scenario_seed(exp.seed, ci, pi, rep),
+                        params: p.iter().map(|(k, q)| (k.clone(), q.to_string())).collect(),
+                        links: links.clone(),
+                        fail: class.fail.iter().map(|&(i, t)| (i, t.as_secs_f64())).collect(),
+                        runs,
+                        link_configs: link_configs.clone(),
+                    });
+                }
+            }
+        }
+        Ok(Plan { experiment: exp.name.clone(), scenarios })
+    }
+
+    /// The scenarios `--limit` and `--shard` select: the first `limit` of the plan, then
+    /// those of the slice. Positions are plan positions.
+    pub fn select(&self, limit: Option<usize>, shard: Option<Shard>) -> Vec<usize> {
+        let n = limit.unwrap_or(usize::MAX).min(self.scenarios.len());
+        (0..n).filter(|&k| shard.is_none_or(|s| s.contains(k))).collect()
+    }
+
+    /// Total number of runs.
+    pub fn run_count(&self) -> usize {
+        self.scenarios.iter().map(|s| s.runs.len()).sum()
+    }
+}
+
+fn size_tag(size: u64) -> String {
+    format!("s{size}")
+}
+
+/// The runs of one scenario: baselines (deduplicated) first, then every factor combination.
+fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
+    let n_all = class.paths.len();
+    let counts = if exp.path_counts.is_empty() { vec![n_all] } else { exp.path_counts.clone() };
+    let sizes = match &exp.workload {
+        WorkloadPlan::Download { sizes } => sizes.clone(),
+        WorkloadPlan::ReqResp { size, .. } => vec![*size],
+    };
+    let mut baselines: Vec<RunSpec> = Vec::new();
+    let mut multi = Vec::new();
+    for &size in &sizes {
+        for &n in &counts {
+            for &initial in exp.initial_paths.iter().filter(|&&i| i < n) {
+                for sched in &exp.schedulers {
+                    for cc in &exp.ccs {
+                        for &ack in &exp.ack_policies {
+                            let bcc = exp.baseline_cc.unwrap_or(*cc).to_string();
+                            let mut ids = Vec::new();
+                            if exp.baselines && n > 1 {
+                                for p in 0..n {
+                                    let id = format!("{sid}/sp{p}-{bcc}-{}", size_tag(size));
+                                    if !baselines.iter().any(|b| b.id == id) {
+                                        baselines.push(RunSpec {
+                                            id: id.clone(),
+                                            role: crate::plan::Role::Baseline,
+                                            path_indices: vec![p],
+                                            initial_path: p,
+                                            scheduler: sched.to_string(),
+                                            cc: bcc.clone(),
+                                            ack_policy: ack_policy_name(ack).into(),
+                                            size,
+                                            baselines: Vec::new(),
+                                        });
+                                    }
+                                    ids.push(id);
+                                }
+                            }
+                            let mut order = vec![initial];
+                            order.extend((0..n).filter(|&p| p != initial));
+                            multi.push(RunSpec {
+                                id: format!(
+                                    "{sid}/mp-{sched}-{cc}-{}-n{n}-i{initial}-{}",
+                                    ack_policy_name(ack),
+                                    size_tag(size)
+                                ),
+                                role: Role::Multipath,
+                                path_indices: order,
+                                initial_path: initial,
+                                scheduler: sched.to_string(),
+                                cc: cc.to_string(),
+                                ack_policy: ack_policy_name(ack).into(),
+                                size,
+                                baselines: ids,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    baselines.extend(multi);
+    baselines
+}
+
+impl PlannedScenario {
+    /// The simulator scenario of `run`: the run's paths in its order (initial first), the
+    /// failures of those paths, the workload, the protocol settings and the scenario's seed.
+    pub fn sim_scenario(&self, exp: &Experiment, run: &RunSpec) -> Result<Scenario, String> {
+        let links = run.path_indices.iter().map(|&i| self.link_configs[i].clone()).collect();
+        let mut s = Scenario::download(links, run.size);
+        if let WorkloadPlan::ReqResp { size, interval, count } = exp.workload {
+            s.workload = Workload::ReqResp { size, interval, count };
+        }
+        s.scheduler = run.scheduler.parse()?;
+        s.cc = run.cc.parse()?;
+        s.ack_policy = run.ack_policy.parse()?;
+        s.fail = self
+            .fail
+            .iter()
+            .filter_map(|&(i, t)| {
+                run.path_indices.iter().position(|&p| p == i).map(|k| (k, Duration::from_secs_f64(t)))
+            })
+            .collect();
+        s.seed = self.seed;
+        s.max_time = exp.max_time;
+        Ok(s)
+    }
+
+    /// The `mpq sim` command line that repeats `run` (for manifests).
+    pub fn sim_command(&self, exp: &Experiment, run: &RunSpec) -> String {
+        let mut c = String::from("mpq sim");
+        for &i in &run.path_indices {
+            c += &format!(" --link {}", self.links[i]);
+        }
+        match exp.workload {
+            WorkloadPlan::Download { .. } => c += &format!(" --size {}B", run.size),
+            WorkloadPlan::ReqResp { size, interval, count } => {
+                let iv = Quantity { value: interval.as_secs_f64(), unit: Unit::Seconds };
+                c += &format!(" --workload reqresp:{size}B@{iv}x{count}");
+            }
+        }
+        c += &format!(" --scheduler {} --cc {} --ack-policy {}", run.scheduler, run.cc, run.ack_policy);
+        for &(i, t) in &self.fail {
+            if let Some(k) = run.path_indices.iter().position(|&p| p == i) {
+                c += &format!(" --fail-link {k}@{}", Quantity { value: t, unit: Unit::Seconds });
+            }
+        }
+        if let Some(t) = exp.max_time {
+            c += &format!(" --max-time {}", Quantity { value: t.as_secs_f64(), unit: Unit::Seconds });
+        }
+        c + &format!(" --seed {}", self.seed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn plan(yaml: &str) -> (Experiment, Plan) {
+        let exp = Experiment::from_text(Path::new("p.yaml"), yaml.to_owned()).unwrap();
+        let plan = Plan::new(&exp).unwrap();
+        (exp, plan)
+    }
+
+    const THREE_PATHS: &str = "\
+name: p
+seed: 3
+repetitions: 2
+workload: {download: 1MB}
+factors: {paths: [1, 3], initial_path: [0, 2], scheduler: [minrtt, ecf]}
+baselines: {cc: cubic}
+topology:
+  paths:
+    - {rate: 10mbit, rtt: [10ms, 20ms], queue: 20ms}
+    - {rate: 20mbit, rtt: 30ms, loss: 1%}
+    - {rate: 5mbit, rtt: 50ms, gilbert_elliott: {p_gb: 1%, p_bg: 10%}, jitter: 1ms}
+  events: [{path: 2, fail_at: 2s}]
+";
+
+    #[test]
+    fn scenarios_cross_points_and_repetitions_with_distinct_seeds() {
+        let (_, p) = plan(THREE_PATHS);
+        let ids: Vec<&str> = p.scenarios.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["main/0000/r0", "main/0000/r1", "main/0001/r0", "main/0001/r1"]);
+        let mut seeds: Vec<u64> = p.scenarios.iter().map(|s| s.seed).collect();
+        seeds.dedup();
+        assert_eq!(seeds.len(), 4);
+        assert_eq!(p.scenarios[0].seed, scenario_seed(3, 0, 0, 0));
+        assert_eq!(
+            p.scenarios[0].links,
+            ["10mbit/10ms/queue=20ms", "20mbit/30ms/loss=1%", "5mbit/50ms/loss=ge:1%,10%,100%,0%/jitter=1ms"]
+        );
+        assert_eq!(p.scenarios[2].links[0], "10mbit/20ms/queue=20ms");
+    }
+
+    #[test]
+    fn runs_cross_factors_and_share_baselines() {
+        let (_, p) = plan(THREE_PATHS);
+        let runs: Vec<&str> = p.scenarios[0].runs.iter().map(|r| r.id.rsplit('/').next().unwrap()).collect();
+        // paths=1 only starts on path 0 (path 2 is not among its paths) and needs no baseline;
+        // paths=3 starts on 0 or 2; both schedulers; three baselines shared by all.
+        assert_eq!(
+            runs,
+            [
+                "sp0-cubic-s1000000",
+                "sp1-cubic-s1000000",
+                "sp2-cubic-s1000000",
+                "mp-minrtt-cubic-same-path-n1-i0-s1000000",
+                "mp-ecf-cubic-same-path-n1-i0-s1000000",
+                "mp-minrtt-cubic-same-path-n3-i0-s1000000",
+                "mp-ecf-cubic-same-path-n3-i0-s1000000",
+                "mp-minrtt-cubic-same-path-n3-i2-s1000000",
+                "mp-ecf-cubic-same-path-n3-i2-s1000000",
+            ]
+        );
+        let r = &p.scenarios[0].runs[7];
+        assert_eq!(r.path_indices, [2, 0, 1]);
+        assert_eq!(r.baselines.len(), 3);
+        assert!(p.scenarios[0].runs[3].baselines.is_empty());
+        assert_eq!(p.run_count(), 4 * 9);
+    }
+
+    #[test]
+    fn sim_scenario_puts_the_initial_path_first_and_maps_failures() {
+        let (exp, p) = plan(THREE_PATHS);
+        let sc = &p.scenarios[0];
+        let run = &sc.runs[7];
+        let s = sc.sim_scenario(&exp, run).unwrap();
+        assert_eq!(s.links.len(), 3);
+        assert_eq!(s.links[0].rate_bps, 5_000_000, "path 2 first");
+        assert_eq!(s.fail, [(0, Duration::from_secs(2))]);
+        assert_eq!(s.seed, sc.seed);
+        assert_eq!(s.size, 1_000_000);
+        let base = sc.runs.iter().find(|r| r.id.ends_with("sp1-cubic-s1000000")).unwrap();
+        assert!(sc.sim_scenario(&exp, base).unwrap().fail.is_empty(), "path 1 alone never fails");
+        let cmd = sc.sim_command(&exp, run);
+        assert!(cmd
+            .starts_with("mpq sim --link 5mbit/50ms/loss=ge:1%,10%,100%,0%/jitter=1ms --link 10mbit/10ms/queue=20ms"));
+        assert!(cmd.ends_with(&format!("--fail-link 0@2000ms --seed {}", sc.seed)), "{cmd}");
+    }
+
+    #[test]
+    fn limit_and_shard_select_scenarios() {
+        let (_, p) = plan(THREE_PATHS);
+        assert_eq!(p.select(None, None), [0, 1, 2, 3]);
+        assert_eq!(p.select(Some(3), None), [0, 1, 2]);
+        assert_eq!(p.select(Some(3), Some(Shard { index: 1, count: 2 })), [0, 2]);
+        assert_eq!(p.select(None, Some(Shard { index: 2, count: 2 })), [1, 3]);
+        assert_eq!(p.select(Some(0), None), Vec::<usize>::new());
+    }
+}

@@ -1,0 +1,187 @@
+//! `mpq lab`: experiments from YAML files, run in the simulator (see mpq-lab and
+//! docs/lab-experiment-files.md).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+use mpq_lab::plan::Plan;
+use mpq_lab::results::{merge, RESULTS_CSV, RESULTS_JSONL};
+use mpq_lab::runner::{default_out, run, RunOptions};
+use mpq_lab::shard::Shard;
+use mpq_lab::Experiment;
+
+/// `mpq lab` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Expand an experiment file into its scenarios and runs (with their seeds) without
+    /// running anything; checks the file.
+    #[command(after_help = "Examples:\n  mpq lab plan experiments/seed002-4.1.yaml --limit 3\n  \
+mpq lab plan experiments/seed002-low-bdp-smoke.yaml --json")]
+    Plan(PlanArgs),
+    /// Run an experiment in the simulator: in parallel, with a progress bar, one row per run
+    /// in DIR/results.jsonl and DIR/results.csv and one manifest per run in
+    /// DIR/manifests.jsonl. Runs whose rows exist are skipped, so an interrupted experiment
+    /// resumes where it stopped.
+    #[command(after_help = "Examples:\n  mpq lab run experiments/seed002-low-bdp-smoke.yaml --limit 2\n  \
+mpq lab run experiments/seed002-4.1.yaml --jobs 2 --out /tmp/e1\n  \
+mpq lab run experiments/seed002-4.1.yaml --shard 3/8   # one machine's slice; then mpq lab merge")]
+    Run(RunArgs),
+    /// Join results (directories or results.jsonl files, e.g. one per shard) into one
+    /// directory: rows deduplicated by run ID, EBen recomputed, JSON lines and CSV written.
+    #[command(after_help = "Example:\n  mpq lab merge lab-results/all lab-results/seed002-4.1/shard-*")]
+    Merge(MergeArgs),
+}
+
+/// Which scenarios of a plan.
+#[derive(Debug, Args)]
+pub struct Selection {
+    /// Only the first N scenarios of the plan (with all their runs and baselines).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Only slice I of N (1-based): scenario k belongs to slice k mod N + 1.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+}
+
+/// `mpq lab plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The experiment file (YAML).
+    pub file: PathBuf,
+    /// Which scenarios.
+    #[command(flatten)]
+    pub select: Selection,
+    /// Print the selected scenarios as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mpq lab run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The experiment file (YAML).
+    pub file: PathBuf,
+    /// Which scenarios.
+    #[command(flatten)]
+    pub select: Selection,
+    /// Results directory (default: lab-results/NAME, or lab-results/NAME/shard-I-of-N).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Simulations at once (default: the number of cores).
+    #[arg(long, value_name = "J")]
+    pub jobs: Option<usize>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `mpq lab merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Directory to write the joined results to.
+    pub out: PathBuf,
+    /// Results directories or results.jsonl files.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+}
+
+/// Runs `mpq lab ...`.
+pub fn run_lab(cmd: LabCommand) -> Result<()> {
+    match cmd {
+        LabCommand::Plan(a) => plan(a),
+        LabCommand::Run(a) => run_cmd(a),
+        LabCommand::Merge(a) => merge_cmd(a),
+    }
+}
+
+fn load(file: &Path) -> Result<(Experiment, Plan)> {
+    let exp = Experiment::load(file)?;
+    let plan = Plan::new(&exp).map_err(anyhow::Error::msg)?;
+    Ok((exp, plan))
+}
+
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
+fn print_all(text: &str) -> Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
+fn plan(a: PlanArgs) -> Result<()> {
+    use std::fmt::Write;
+    let (exp, plan) = load(&a.file)?;
+    let sel = plan.select(a.select.limit, a.select.shard);
+    if a.json {
+        let scenarios: Vec<_> = sel.iter().map(|&k| &plan.scenarios[k]).collect();
+        let v = serde_json::json!({ "experiment": plan.experiment, "scenarios": scenarios });
+        return print_all(&(serde_json::to_string_pretty(&v)? + "\n"));
+    }
+    let runs: usize = sel.iter().map(|&k| plan.scenarios[k].runs.len()).sum();
+    let mut o = String::new();
+    writeln!(
+        o,
+        "{}: {} of {} scenarios, {} runs ({} classes, {} repetition(s))",
+        exp.name,
+        sel.len(),
+        plan.scenarios.len(),
+        runs,
+        exp.classes.len(),
+        exp.repetitions
+    )?;
+    for &k in &sel {
+        let s = &plan.scenarios[k];
+        writeln!(o, "#{k} {} seed {}", s.id, s.seed)?;
+        for (i, l) in s.links.iter().enumerate() {
+            writeln!(o, "    path {i}: {l}")?;
+        }
+        for &(i, t) in &s.fail {
+            writeln!(o, "    path {i} fails at {t} s")?;
+        }
+        for r in &s.runs {
+            writeln!(o, "    run {}", r.id.rsplit('/').next().unwrap_or(&r.id))?;
+        }
+    }
+    print_all(&o)
+}
+
+fn run_cmd(a: RunArgs) -> Result<()> {
+    let (exp, plan) = load(&a.file)?;
+    if a.jobs == Some(0) {
+        bail!("--jobs must be at least 1");
+    }
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let out = a.out.unwrap_or_else(|| default_out(&exp, a.select.shard));
+    let opts = RunOptions { limit: a.select.limit, shard: a.select.shard, out: out.clone(), jobs, progress: !a.quiet };
+    #[allow(clippy::disallowed_methods)] // wall time of the whole experiment, for the summary
+    let start = std::time::Instant::now();
+    let s = run(&exp, &plan, &opts)?;
+    println!(
+        "{}: {} scenarios, {} runs: {} ran ({} failed), {} already done; {:.1} s wall, {:.1} s in simulations",
+        exp.name,
+        s.scenarios,
+        s.runs,
+        s.ran,
+        s.failed,
+        s.skipped,
+        start.elapsed().as_secs_f64(),
+        s.sim_wall_s
+    );
+    println!("results: {} and {}", out.join(RESULTS_JSONL).display(), out.join(RESULTS_CSV).display());
+    Ok(())
+}
+
+fn merge_cmd(a: MergeArgs) -> Result<()> {
+    let s = merge(&a.out, &a.inputs)?;
+    println!("{} rows ({} duplicates dropped) into {}", s.rows, s.duplicates, a.out.display());
+    if !s.conflicts.is_empty() {
+        eprintln!(
+            "warning: {} run IDs had different results in different inputs (the first kept): {}",
+            s.conflicts.len(),
+            s.conflicts.join(", ")
+        );
+    }
+    Ok(())
+}
