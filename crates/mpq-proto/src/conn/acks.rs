@@ -149,7 +149,7 @@ impl Connection {
             }
         }
         if mailed {
-            self.deliver_mail(now);
+            self.deliver_mail_or_close(now);
         }
         let mut cid_acked = false;
         for c in frames.take_control() {

@@ -8,6 +8,10 @@
 //!   [`AckCarried`]; the owner then counts the ACK as sent. The carrier remembers the
 //!   offer's version it carried, so it does not carry the same one twice before the owner
 //!   reads its mail.
+//! - **PATH_ACKs received on another path** (draft-ietf-quic-multipath-21 §4.3): the path
+//!   they acknowledge processes them itself (its ledger, RTT, loss detection, window), then
+//!   the shared side applies its packets' fates; a PATH_ACK of an unsent packet number
+//!   closes the connection as on the path itself.
 //! - **Acknowledged ACKs**: when a packet that carried another path's PATH_ACK is
 //!   acknowledged, that path gets the Largest Acknowledged of the ACK and prunes its own
 //!   received ranges (RFC 9000 §13.2.4).
@@ -35,7 +39,8 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
-use crate::frame::EcnCounts;
+use crate::error::TransportError;
+use crate::frame::{EcnCounts, OwnedAckFrame};
 use crate::range_set::RangeSet;
 use crate::stream::StreamChunk;
 use crate::time::Instant;
@@ -54,6 +59,9 @@ pub(crate) const MAX_ACKS_ACKED: usize = 8;
 /// Most records a carrier keeps of the ACK offers it carried (one per owner path; the
 /// oldest owner goes first).
 pub(crate) const MAX_CARRIED_RECORDS: usize = 8;
+/// Most received (PATH_)ACK frames waiting for the path they acknowledge (the oldest go:
+/// later ACK frames repeat what is still unacknowledged).
+pub(crate) const MAX_PATH_ACKS: usize = 4;
 /// Most challenge answers waiting for one path (one challenge is outstanding at a time).
 pub(crate) const MAX_CHALLENGE_ANSWERS: usize = 2;
 
@@ -145,6 +153,9 @@ pub(crate) struct ReinjectRequest {
 /// The mail waiting for one path.
 #[derive(Debug, Default)]
 pub(crate) struct Mail {
+    /// PATH_ACK frames for its packets that arrived on other paths (draft-ietf-quic-
+    /// multipath-21 §4.3: they may come on any path).
+    pub path_acks: SmallVec<[OwnedAckFrame; 1]>,
     /// Its ACK went out on other paths.
     pub acks_carried: SmallVec<[AckCarried; 2]>,
     /// Its PATH_ACKs carried by other paths were acknowledged (their Largest Acknowledged).
@@ -160,11 +171,20 @@ pub(crate) struct Mail {
 impl Mail {
     /// Nothing waiting.
     pub fn is_empty(&self) -> bool {
-        self.acks_carried.is_empty()
+        self.path_acks.is_empty()
+            && self.acks_carried.is_empty()
             && self.acks_acked.is_empty()
             && self.challenge_answers.is_empty()
             && self.abandon.is_none()
             && self.reinject.is_none()
+    }
+
+    /// Posts a PATH_ACK for the path's packets (bounded, oldest dropped).
+    pub fn push_path_ack(&mut self, ack: OwnedAckFrame) {
+        if self.path_acks.len() >= MAX_PATH_ACKS {
+            self.path_acks.remove(0);
+        }
+        self.path_acks.push(ack);
     }
 
     /// Posts an "ACK carried" notice (bounded, oldest dropped).
@@ -387,18 +407,40 @@ impl Connection {
     }
 
     /// Hands the mail waiting for the paths to them (one thread: at once, in slot order),
-    /// then does the shared side's part of what they did.
-    pub(crate) fn deliver_mail(&mut self, now: Instant) {
+    /// then does the shared side's part of what they did. Fails, leaving the rest of the
+    /// mail waiting, if a PATH_ACK in it acknowledged a packet never sent.
+    pub(crate) fn deliver_mail(&mut self, now: Instant) -> Result<(), TransportError> {
         while let Some(slot) = self.paths.take_mail_waiting() {
             let mail = std::mem::take(&mut self.paths.inbox_mut(slot).mail);
             if mail.is_empty() || self.paths.get(slot).is_none() {
                 continue;
             }
-            self.handle_mail(now, slot, mail);
+            self.handle_mail(now, slot, mail)?;
+        }
+        Ok(())
+    }
+
+    /// [`Connection::deliver_mail`] where no PATH_ACK can be waiting; an error closes the
+    /// connection anyway.
+    pub(crate) fn deliver_mail_or_close(&mut self, now: Instant) {
+        if let Err(e) = self.deliver_mail(now) {
+            self.close_with_error(now, e);
         }
     }
 
-    fn handle_mail(&mut self, now: Instant, slot: usize, mail: Mail) {
+    fn handle_mail(&mut self, now: Instant, slot: usize, mail: Mail) -> Result<(), TransportError> {
+        if !mail.path_acks.is_empty() {
+            let params = self.ack_params();
+            let id = self.paths[slot].id;
+            for ack in &mail.path_acks {
+                let Some((path, mut seat)) = self.paths.seat(slot) else { return Ok(()) };
+                let fates = path.on_path_ack(now, &ack.as_frame(), &params, &mut seat)?;
+                self.apply_fates(now, id, fates);
+                if self.is_closed() || self.paths.get(slot).is_none() {
+                    return Ok(());
+                }
+            }
+        }
         let path = &mut self.paths[slot];
         for largest in mail.acks_acked {
             path.data.received.on_ack_of_ack(largest);
@@ -415,7 +457,7 @@ impl Connection {
             }
         }
         for a in mail.challenge_answers {
-            let Some(path) = self.paths.get_mut(slot) else { return };
+            let Some(path) = self.paths.get_mut(slot) else { return Ok(()) };
             let id = path.id;
             match path.on_challenge_answer(a, &self.shared.config) {
                 ChallengeOutcome::NotMine => {}
@@ -434,7 +476,7 @@ impl Connection {
             self.paths.publish(slot);
         }
         if let Some(order) = mail.abandon {
-            let Some(path) = self.paths.get_mut(slot) else { return };
+            let Some(path) = self.paths.get_mut(slot) else { return Ok(()) };
             let outcome = path.on_abandon(now, order);
             self.paths.publish(slot);
             if let AbandonOutcome::Abandoned { send_abandon, lost } = outcome {
@@ -443,5 +485,6 @@ impl Connection {
             }
         }
         self.paths.publish_offer(slot);
+        Ok(())
     }
 }

@@ -322,7 +322,7 @@ impl Connection {
             }
         };
         self.paths.post(slot).push_challenge_answer(ChallengeAnswer { data, recheck });
-        self.deliver_mail(now);
+        self.deliver_mail_or_close(now);
     }
 
     /// Path validation timed out.
@@ -362,7 +362,7 @@ impl Connection {
         let keep = 3 * self.max_pto();
         // The path stops itself (mail), then `on_abandoned` does the shared part.
         self.paths.post(pi).abandon = Some(AbandonOrder { keep, by_peer, error_code });
-        self.deliver_mail(now);
+        self.deliver_mail_or_close(now);
     }
 
     /// The shared part of a path's abandonment, after the path stopped itself: our
@@ -510,7 +510,7 @@ impl Connection {
             // peer's answer (mail).
             let keep = 3 * self.max_pto();
             self.paths.post(pi).abandon = Some(AbandonOrder { keep, by_peer: true, error_code });
-            self.deliver_mail(now);
+            self.deliver_mail_or_close(now);
             return Ok(());
         }
         self.abandon(now, pi, error_code, true);

@@ -644,21 +644,22 @@ impl Connection {
                 id
             }
         };
-        if level == Level::OneRtt && acked_path != path_id {
+        if level != Level::OneRtt {
+            return self.on_ack_frame(now, level.space(), self.primary_path(), ack);
+        }
+        if acked_path != path_id {
             if let Some(carrier) = self.path_index(path_id) {
                 self.paths[carrier].stats.rx_acks_for_other_paths += 1;
             }
         }
-        let pi = if level == Level::OneRtt {
-            // PATH_ACKs naming an unknown or discarded path are ignored.
-            match self.path_index(acked_path) {
-                Some(pi) => pi,
-                None => return Ok(()),
-            }
-        } else {
-            self.primary_path()
-        };
-        self.on_ack_frame(now, level.space(), pi, ack)
+        // PATH_ACKs naming an unknown or discarded path are ignored.
+        let Some(pi) = self.path_index(acked_path) else { return Ok(()) };
+        if acked_path == path_id {
+            return self.on_ack_frame(now, SpaceId::Data, pi, ack);
+        }
+        // Another path's packets: that path handles the frame itself (mail).
+        self.paths.post(pi).push_path_ack(ack.to_owned_frame());
+        self.deliver_mail(now)
     }
 
     fn on_connection_close(&mut self, now: Instant, c: &ConnectionClose<'_>) {

@@ -255,3 +255,63 @@ fn an_ack_carried_for_another_path_is_reported_to_it_and_its_acknowledgement_pru
     let ranges_after = s.paths[s1].data.received.ranges().len();
     assert!(ranges_after < ranges_before, "path 1 pruned by mail: {ranges_before} -> {ranges_after}");
 }
+
+/// A PATH_ACK for path `path` acknowledging exactly packet `pn`.
+fn path_ack_of(path: u64, pn: u64) -> Vec<u8> {
+    let mut f = Vec::new();
+    write_varint(&mut f, ft::PATH_ACK);
+    for v in [path, pn, 0, 0, 0] {
+        write_varint(&mut f, v);
+    }
+    f
+}
+
+/// A PATH_ACK for path 1 arriving on path 0 is path 1's to handle (mail): it leaves path 1's
+/// ledger, and one that acknowledges a packet path 1 never sent closes the connection with
+/// PROTOCOL_VIOLATION naming the frame, as it would on path 1 itself.
+#[test]
+fn a_path_ack_received_on_another_path_is_handled_by_the_path_it_acknowledges() {
+    let mut pair = null_pair();
+    let (now, sh) = (pair.now, pair.server.handles()[0]);
+    let pn = pair.server.connection_mut(sh).expect("server").fuzz_forge_slot(now, 1).expect("slot").pn;
+    forge_to_server(&mut pair, 0, false, &path_ack_of(1, pn));
+    let s = server(&mut pair);
+    assert!(s.error().is_none(), "{:?}", s.error());
+    let s1 = s.path_index(1).expect("path 1");
+    assert!(!s.paths[s1].data.loss.iter_outstanding().any(|(p, _)| p == pn), "acknowledged on path 1");
+    let s0 = s.path_index(0).expect("path 0");
+    assert_eq!(s.paths[s0].stats.rx_acks_for_other_paths, 1);
+    assert!(!s.paths.has_mail_waiting());
+
+    let mut pair = null_pair();
+    forge_to_server(&mut pair, 0, false, &path_ack_of(1, 1 << 30));
+    match server(&mut pair).error() {
+        Some(super::ConnectionError::TransportError(t)) => {
+            assert_eq!(
+                (t.code, t.frame_type),
+                (crate::error::TransportErrorCode::PROTOCOL_VIOLATION, Some(ft::PATH_ACK))
+            )
+        }
+        other => panic!("expected PROTOCOL_VIOLATION, got {other:?}"),
+    }
+}
+
+#[test]
+fn received_path_acks_waiting_for_a_path_are_bounded_and_keep_their_ranges() {
+    use crate::coding::Reader;
+    use crate::frame::AckFrame;
+    // largest 100, delay 0, one more range: first range 4 (96..=100), gap 2, length 3.
+    let mut wire = Vec::new();
+    for v in [1, 100, 0, 1, 4, 2, 3] {
+        write_varint(&mut wire, v);
+    }
+    let ack = AckFrame::decode(&mut Reader::new(&wire), true, false).expect("decode");
+    let owned = ack.to_owned_frame();
+    assert_eq!(owned.as_frame(), ack);
+    assert_eq!(owned.as_frame().iter().collect::<Vec<_>>(), ack.iter().collect::<Vec<_>>());
+    let mut m = Mail::default();
+    for _ in 0..2 * MAX_PATH_ACKS {
+        m.push_path_ack(owned.clone());
+    }
+    assert_eq!(m.path_acks.len(), MAX_PATH_ACKS);
+}

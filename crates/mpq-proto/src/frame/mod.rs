@@ -22,7 +22,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-pub use ack::{ack_encoded_len, encode_ack, encode_ack_bounded, AckFrame, AckIter, EcnCounts};
+pub use ack::{ack_encoded_len, encode_ack, encode_ack_bounded, AckFrame, AckIter, EcnCounts, OwnedAckFrame};
 pub use close::ConnectionClose;
 pub use conn_id::NewConnectionId;
 pub use misc::{datagram_header_len, encode_datagram_header};

@@ -195,7 +195,7 @@ impl Connection {
         }
         self.return_lease(now, pi);
         // The mail the batch posted (ACKs carried for other paths) reaches them now.
-        self.deliver_mail(now);
+        self.deliver_mail_or_close(now);
         t
     }
 

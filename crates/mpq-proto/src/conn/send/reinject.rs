@@ -48,7 +48,7 @@ impl Connection {
             // hands copies to the fast path's inbox (mail, handled at once here).
             let before = self.paths.inbox(fi).dup_chunks.len();
             self.paths.post(qi).reinject = Some(ReinjectRequest { to: fi, fast_rtt, budget });
-            self.deliver_mail(now);
+            self.deliver_mail_or_close(now);
             let added = self.paths.inbox(fi).dup_chunks.iter().skip(before);
             let used: usize = added.map(|c| c.len + 32).sum();
             queued |= used > 0;
