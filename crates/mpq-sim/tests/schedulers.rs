@@ -199,3 +199,23 @@ fn pinned_streams_stay_on_their_path() {
     assert!(m.values().all(|[own, other, ..]| *own > 100_000 && *other > 100_000), "seed {seed}: {m:?}");
     println!("done at {:.3} s (pinned) / {:.3} s (min-RTT)", done(&pinned), done(&minrtt));
 }
+
+/// Opportunistic reinjection copies data stuck on a clearly slower path onto a faster one.
+/// Paths of equal delay are not "slower" than each other because their smoothed RTTs wander
+/// apart with their queues or jitter: a flow-limited download (the sender often has nothing new to
+/// send, the moment reinjection looks for stuck data) over two equal paths copies nothing,
+/// while over a 10 ms and a 100 ms path it copies data from the slow one.
+#[test]
+fn reinjection_copies_from_clearly_slower_paths_only_seed_5() {
+    let reinjected = |links: &[LinkConfig]| {
+        let r = download(links, 5, SchedulerKind::MinRtt, |c| flow_limited(60_000, c), 3 * MB, 1, |_| {});
+        r.server_stats().reinjected_chunks
+    };
+    // Equal paths with jitter: their smoothed RTTs drift apart by more than a third at times.
+    let jittery = || -> LinkConfig { "20mbit/10ms/queue=15ms/jitter=4ms".parse().unwrap() };
+    let equal = reinjected(&[jittery(), jittery()]);
+    let unequal = reinjected(&[path(20.0, 10.0), path(20.0, 100.0)]);
+    println!("seed 5: reinjected chunks: equal paths {equal}, 10 ms + 100 ms paths {unequal}");
+    assert_eq!(equal, 0, "equal paths copied each other's data");
+    assert!(unequal > 0, "nothing copied from the 100 ms path");
+}

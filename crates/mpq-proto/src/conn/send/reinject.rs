@@ -18,17 +18,17 @@ impl Connection {
             return false;
         }
         // The fast path: the lowest RTT among the usable paths with an empty inbox (the board).
-        let mut fast: Option<(usize, std::time::Duration)> = None;
+        let mut fast: Option<(usize, std::time::Duration, std::time::Duration)> = None;
         for (pi, v) in self.paths.views() {
             let usable = v.is_active() && !v.potentially_failed && self.paths.inbox(pi).dup_chunks.is_empty();
             if !usable || !self.shared.peer_cids.get(&v.id).is_some_and(|c| c.has_cid()) {
                 continue;
             }
-            if fast.is_none_or(|(_, r)| v.srtt < r) {
-                fast = Some((pi, v.srtt));
+            if fast.is_none_or(|(_, r, _)| v.srtt < r) {
+                fast = Some((pi, v.srtt, v.rttvar));
             }
         }
-        let Some((fi, fast_rtt)) = fast else { return false };
+        let Some((fi, fast_rtt, fast_rttvar)) = fast else { return false };
         if !self.can_send_data(now, fi) {
             return false;
         }
@@ -40,8 +40,14 @@ impl Connection {
                 continue;
             }
             let Some(&qv) = self.paths.view(qi) else { continue };
-            // Only from a path clearly slower (4/3 hysteresis) or failing.
-            if !(qv.potentially_failed || qv.srtt > fast_rtt + fast_rtt / 3) {
+            // Only from a path clearly slower or failing: by a third of the fast path's RTT
+            // (hysteresis), and by more than the paths' RTT variation, so that paths of
+            // equal delay whose smoothed RTTs wander apart with their queues (loopback, a
+            // shared bottleneck) do not copy each other's data (RFC 6298's 4 x RTTVAR, the
+            // margin the retransmission timer allows the same noise).
+            let apart = qv.srtt.saturating_sub(fast_rtt);
+            let clearly_slower = apart > fast_rtt / 3 && apart > 4 * qv.rttvar.max(fast_rttvar);
+            if !(qv.potentially_failed || clearly_slower) {
                 continue;
             }
             // The slow path reads its own ledger for what is still in flight on it and
