@@ -33,27 +33,15 @@ impl EcnCounts {
 /// An [`AckFrame`] that owns its additional ranges (their validated wire form).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnedAckFrame {
-    path_id: Option<u64>,
-    largest: u64,
-    delay: u64,
-    first_range: u64,
-    ecn: Option<EcnCounts>,
-    range_count: u64,
+    /// The frame with no additional ranges of its own.
+    head: AckFrame<'static>,
     ranges: Vec<u8>,
 }
 
 impl OwnedAckFrame {
     /// The frame, borrowing the ranges.
     pub fn as_frame(&self) -> AckFrame<'_> {
-        AckFrame {
-            path_id: self.path_id,
-            largest: self.largest,
-            delay: self.delay,
-            first_range: self.first_range,
-            ecn: self.ecn,
-            range_count: self.range_count,
-            ranges: &self.ranges,
-        }
+        AckFrame { ranges: &self.ranges, ..self.head.clone() }
     }
 }
 
@@ -113,15 +101,16 @@ impl<'a> AckFrame<'a> {
     /// A copy that owns its ranges (an ACK handed to another path as mail outlives the
     /// packet it came in). Its size is bounded by the frame's, thus by the packet's.
     pub fn to_owned_frame(&self) -> OwnedAckFrame {
-        OwnedAckFrame {
+        let head = AckFrame {
             path_id: self.path_id,
             largest: self.largest,
             delay: self.delay,
             first_range: self.first_range,
             ecn: self.ecn,
             range_count: self.range_count,
-            ranges: self.ranges.to_vec(),
-        }
+            ranges: &[],
+        };
+        OwnedAckFrame { head, ranges: self.ranges.to_vec() }
     }
 
     /// Wire type: 0x02/0x03 for ACK, 0x3e/0x3f for PATH_ACK.

@@ -393,12 +393,7 @@ impl Connection {
         }
         let ack_delay_exponent = self.shared.config.ack_delay_exponent;
         let header = self.write_header(space_id, pi, buf)?;
-        let (header_start, pn_offset, pn_len) = (header.header_start, header.pn_offset, header.pn_len);
-        let payload_end = max_end.saturating_sub(TAG_LEN);
-        if buf.len() + 8 > payload_end {
-            buf.truncate(header_start);
-            return None;
-        }
+        let payload_end = payload_room(buf, &header, max_end)?;
         let mut frames = SentFrames::default();
         let mut ack_eliciting = false;
         let probing = self.space_mut(space_id, pi)?.probes > 0;
@@ -439,21 +434,7 @@ impl Connection {
             buf.append(&mut self.shared.injected_handshake);
         }
         let space = self.space_mut(space_id, pi)?;
-        if probing && !ack_eliciting && payload_end > buf.len() {
-            Frame::Ping.encode(buf);
-            ack_eliciting = true;
-        }
-        if buf.len() == pn_offset + pn_len {
-            // Nothing but the header: drop the packet.
-            buf.truncate(header_start);
-            return None;
-        }
-        if ack_eliciting && space.probes > 0 {
-            space.probes -= 1;
-        }
-        let padded = pad_for_sample(buf, &header);
-        space.take_pn();
-        Some(OpenPacket { header, frames, ack_eliciting, padded, probing_path: false })
+        end_packet(buf, header, frames, ack_eliciting, probing, payload_end, space, false)
     }
 
     /// Seals a packet and records it for loss detection and congestion control. A 1-RTT
@@ -556,6 +537,48 @@ impl Connection {
             tracing::debug!(side = ?self.shared.side, "initiated key update");
         }
     }
+}
+
+/// Where the payload of a packet whose header was just written must end (room for the AEAD
+/// tag before `max_end`); `None`, the header taken back, when not even a small frame fits.
+pub(super) fn payload_room(buf: &mut Vec<u8>, header: &Header, max_end: usize) -> Option<usize> {
+    let payload_end = max_end.saturating_sub(TAG_LEN);
+    if buf.len() + 8 > payload_end {
+        buf.truncate(header.header_start);
+        return None;
+    }
+    Some(payload_end)
+}
+
+/// Ends a packet being written in `space`: a PING if a probe holds nothing else that elicits
+/// an acknowledgement, nothing if it holds only its header, the probe counted, padding for
+/// the header protection sample, its packet number taken.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn end_packet(
+    buf: &mut Vec<u8>,
+    header: Header,
+    frames: SentFrames,
+    mut ack_eliciting: bool,
+    probing: bool,
+    payload_end: usize,
+    space: &mut super::space::PacketSpace,
+    probing_path: bool,
+) -> Option<OpenPacket> {
+    if probing && !ack_eliciting && payload_end > buf.len() {
+        Frame::Ping.encode(buf);
+        ack_eliciting = true;
+    }
+    if buf.len() == header.pn_offset + header.pn_len {
+        // Nothing but the header: drop the packet.
+        buf.truncate(header.header_start);
+        return None;
+    }
+    if ack_eliciting && space.probes > 0 {
+        space.probes -= 1;
+    }
+    let padded = pad_for_sample(buf, &header);
+    space.take_pn();
+    Some(OpenPacket { header, frames, ack_eliciting, padded, probing_path })
 }
 
 /// Header protection samples 16 bytes starting 4 bytes after the packet number

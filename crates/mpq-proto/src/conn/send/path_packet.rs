@@ -7,7 +7,6 @@
 use smallvec::SmallVec;
 
 use crate::error::TransportError;
-use crate::frame::Frame;
 use crate::packet::header::write_short_header;
 use crate::packet::number::encode_pn_len;
 use crate::packet::protect::seal_packet;
@@ -19,7 +18,7 @@ use super::super::path::PathState;
 use super::super::space::SentFrames;
 use super::super::{touch, State};
 use super::host::{ack_carriers, SendHost};
-use super::{pad_for_sample, Header, OpenPacket, CLOSE_RESERVE, GSO_PAD_SLACK, MIN_PACKET_ROOM, TAG_LEN};
+use super::{end_packet, payload_room, Header, OpenPacket, CLOSE_RESERVE, GSO_PAD_SLACK, MIN_PACKET_ROOM, TAG_LEN};
 
 /// What the connection does after a 1-RTT packet was sealed (or not).
 #[derive(Debug, Default)]
@@ -243,12 +242,7 @@ impl PathState {
         allow_data: bool,
     ) -> Option<OpenPacket> {
         let header = self.write_1rtt_header(host, buf)?;
-        let (header_start, pn_offset, pn_len) = (header.header_start, header.pn_offset, header.pn_len);
-        let payload_end = max_end.saturating_sub(TAG_LEN);
-        if buf.len() + 8 > payload_end {
-            buf.truncate(header_start);
-            return None;
-        }
+        let payload_end = payload_room(buf, &header, max_end)?;
         let mut frames = SentFrames::default();
         let probing = self.data.probes > 0;
         let send_data = cwnd_ok || probing;
@@ -257,22 +251,7 @@ impl PathState {
         // A probe on a potentially failed path carries a PING only: data waits elsewhere.
         let data_ok = (allow_data && cwnd_ok) || (probing && !self.potentially_failed);
         let w = self.write_app_frames(host, now, buf, payload_end, &mut frames, cwnd_ok, data_ok);
-        let mut ack_eliciting = w.eliciting;
-        if probing && !ack_eliciting && payload_end > buf.len() {
-            Frame::Ping.encode(buf);
-            ack_eliciting = true;
-        }
-        if buf.len() == pn_offset + pn_len {
-            // Nothing but the header: drop the packet.
-            buf.truncate(header_start);
-            return None;
-        }
-        if ack_eliciting && self.data.probes > 0 {
-            self.data.probes -= 1;
-        }
-        let padded = pad_for_sample(buf, &header);
-        self.data.take_pn();
-        Some(OpenPacket { header, frames, ack_eliciting, padded, probing_path: w.path_validation })
+        end_packet(buf, header, frames, w.eliciting, probing, payload_end, &mut self.data, w.path_validation)
     }
 
     /// RFC 9001 §6.6: a key must not seal more packets than its confidentiality limit. Key
