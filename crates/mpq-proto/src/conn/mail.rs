@@ -110,6 +110,8 @@ pub(crate) struct AckCarried {
     /// Every path meant to carry this ACK (the ACK policy's choice at the carrier's batch):
     /// once all did, the ACK counts as sent.
     pub carriers: SmallVec<[u64; 4]>,
+    /// Its Largest Acknowledged (for the key update's bookkeeping).
+    pub largest: Option<u64>,
 }
 
 /// "The peer has the PATH_ACK of yours I carried."
@@ -277,8 +279,19 @@ impl PathState {
 
     /// Another path carried this path's ACK. Once every path meant to carry the current
     /// version did, the ACK counts as sent (a notice about an older version is stale: newer
-    /// packets arrived since).
-    pub(crate) fn on_ack_carried(&mut self, m: &AckCarried) {
+    /// packets arrived since). Returns whether the ACK covered a packet the peer sent in the
+    /// current key phase (`epoch`), which lets the peer update its keys again (RFC 9001
+    /// §6.2), stale or not.
+    pub(crate) fn on_ack_carried(&mut self, m: &AckCarried, epoch: Option<u64>) -> bool {
+        let covers = match (epoch, m.largest) {
+            (Some(e), Some(l)) => self.key_marks.ack_covers_remote_phase(e, l),
+            _ => false,
+        };
+        self.count_ack_carried(m);
+        covers
+    }
+
+    fn count_ack_carried(&mut self, m: &AckCarried) {
         let s = &mut self.data;
         if !s.ack_pending || m.version != s.ack_version {
             return;
@@ -445,8 +458,15 @@ impl Connection {
         for largest in mail.acks_acked {
             path.data.received.on_ack_of_ack(largest);
         }
+        let epoch = self.shared.one_rtt.as_ref().map(|k| k.epoch());
+        let mut phase_acked = false;
         for m in &mail.acks_carried {
-            path.on_ack_carried(m);
+            phase_acked |= path.on_ack_carried(m, epoch);
+        }
+        if phase_acked {
+            if let Some(k) = self.shared.one_rtt.as_mut() {
+                k.on_remote_phase_acked();
+            }
         }
         if let Some(req) = mail.reinject {
             let streams = &self.shared.streams;

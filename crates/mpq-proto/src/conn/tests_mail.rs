@@ -29,7 +29,7 @@ fn challenge(data: u8, full_size: bool) -> Challenge {
 }
 
 fn notice(carrier: u64, version: u64, carriers: &[u64]) -> AckCarried {
-    AckCarried { carrier, version, at: Instant::ZERO, carriers: carriers.iter().copied().collect() }
+    AckCarried { carrier, version, at: Instant::ZERO, carriers: carriers.iter().copied().collect(), largest: None }
 }
 
 /// Records packet `pn` on path `p` for acknowledgement, as the receive path does.
@@ -45,19 +45,34 @@ fn an_ack_counts_as_sent_once_every_carrier_of_its_version_reported() {
     receive(&mut p, 0);
     let v = p.ack_offer().expect("offer").version;
     // Path 0 and path 2 are meant to carry it; path 0 reports first.
-    p.on_ack_carried(&notice(0, v, &[0, 2]));
+    p.on_ack_carried(&notice(0, v, &[0, 2]), None);
     assert!(p.data.ack_pending, "path 2 has not carried it yet");
     assert_eq!(p.ack_offer().expect("offer").carried_on.as_slice(), &[0]);
     // A notice about an older version is stale: a packet arrived since.
     receive(&mut p, 1);
-    p.on_ack_carried(&notice(2, v, &[0, 2]));
+    p.on_ack_carried(&notice(2, v, &[0, 2]), None);
     assert!(p.data.ack_pending && p.data.ack_carried_on.is_empty(), "stale notice ignored");
     let v2 = p.ack_offer().expect("offer").version;
     assert_eq!(v2, v + 1);
-    p.on_ack_carried(&notice(0, v2, &[0, 2]));
-    p.on_ack_carried(&notice(2, v2, &[0, 2]));
+    p.on_ack_carried(&notice(0, v2, &[0, 2]), None);
+    p.on_ack_carried(&notice(2, v2, &[0, 2]), None);
     assert!(!p.data.ack_pending && p.ack_offer().is_none(), "sent once both carried it");
     assert!(!p.data.received.wants_immediate_ack(), "the ACK timer was reset");
+}
+
+/// The owner of a carried ACK checks its own key marks: the ACK covers a packet the peer sent
+/// in the current key phase only if its Largest Acknowledged reaches the phase's first packet
+/// on this path (RFC 9001 §6.2).
+#[test]
+fn a_carried_ack_tells_whether_it_covers_the_peers_current_phase() {
+    let mut p = path(1);
+    p.key_marks.on_current_authenticated(3, 10).expect("marks");
+    receive(&mut p, 10);
+    let v = p.ack_offer().expect("offer").version;
+    let with_largest = |l: u64| AckCarried { largest: Some(l), ..notice(0, v, &[0, 2]) };
+    assert!(!p.on_ack_carried(&with_largest(9), Some(3)), "below the phase's first packet");
+    assert!(p.on_ack_carried(&with_largest(10), Some(3)));
+    assert!(!p.on_ack_carried(&with_largest(10), None), "no 1-RTT keys");
 }
 
 #[test]

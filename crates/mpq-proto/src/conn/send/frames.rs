@@ -91,7 +91,7 @@ impl PathState {
             }
             self.note_carried(owner, version);
             self.stats.acks_for_other_paths += 1;
-            let notice = AckCarried { carrier, version, at: now, carriers: carrier_ids.clone() };
+            let notice = AckCarried { carrier, version, at: now, carriers: carrier_ids.clone(), largest };
             host.board.post(j).push_ack_carried(notice);
         }
         if own_written && host.board.offers_on {

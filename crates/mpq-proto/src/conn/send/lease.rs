@@ -118,20 +118,23 @@ impl Connection {
             keys.on_packets_sealed_path(&mut self.paths[pi].key_marks, first, lease.sealed);
         }
         self.shared.packets_in_phase += lease.sealed;
-        self.on_acks_sent(&lease.acks_sent);
+        self.on_acks_sent(pi, &lease.acks_sent);
     }
 
-    /// (PATH_)ACK frames sent in the current key phase, as (acknowledged path ID, Largest
-    /// Acknowledged): one that covers a packet the peer sent in the current phase lets the
-    /// peer update again (RFC 9001 §6.2). The acknowledged path's marks say whether it does.
-    pub(super) fn on_acks_sent(&mut self, acks: &[(u64, u64)]) {
+    /// (PATH_)ACK frames path `pi` sent in the current key phase, as (acknowledged path ID,
+    /// Largest Acknowledged): one that covers a packet the peer sent in the current phase
+    /// lets the peer update again (RFC 9001 §6.2). The acknowledged path's marks say whether
+    /// it does: the path's own here; those of an ACK it carried for another path are that
+    /// path's to check when it reads its mail (`PathState::on_ack_carried`).
+    pub(super) fn on_acks_sent(&mut self, pi: usize, acks: &[(u64, u64)]) {
         let Some(epoch) = self.shared.one_rtt.as_ref().map(|k| k.epoch()) else { return };
-        for &(acked_path, largest) in acks {
-            let Some(qi) = self.path_index(acked_path) else { continue };
-            if self.paths[qi].key_marks.ack_covers_remote_phase(epoch, largest) {
-                if let Some(k) = self.shared.one_rtt.as_mut() {
-                    k.on_remote_phase_acked();
-                }
+        let Some(path) = self.paths.get_mut(pi) else { return };
+        let own = path.id;
+        let covers =
+            acks.iter().any(|&(p, largest)| p == own && path.key_marks.ack_covers_remote_phase(epoch, largest));
+        if covers {
+            if let Some(k) = self.shared.one_rtt.as_mut() {
+                k.on_remote_phase_acked();
             }
         }
     }

@@ -446,7 +446,7 @@ impl Connection {
                 return;
             };
             let after = path.seal_1rtt(&mut host, now, buf, p);
-            self.after_seal(now, after);
+            self.after_seal(now, pi, after);
             return;
         }
         let sealed = match p.header.level {
@@ -499,9 +499,9 @@ impl Connection {
 
     /// The connection's part after a path sealed a 1-RTT packet: the ACKs of a packet
     /// sealed without a lease for the key update, a close the key's limit asks for.
-    fn after_seal(&mut self, now: Instant, after: AfterSeal) {
+    fn after_seal(&mut self, now: Instant, pi: usize, after: AfterSeal) {
         if let Some(acks) = after.unleased_acks {
-            self.on_acks_sent(&acks);
+            self.on_acks_sent(pi, &acks);
         }
         if let Some(e) = after.close {
             self.close_with_error(now, e);
