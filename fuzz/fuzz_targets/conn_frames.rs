@@ -1,7 +1,7 @@
 //! A handshaken client/server pair (multipath negotiated, two paths, null 1-RTT cipher) gets
 //! arbitrary frame sequences in 1-RTT packets forged in either side's name, on any of its
 //! paths (or to any CID the receiver issued, on unknown path IDs), from the path's address
-//! or a new one, with the Key Phase bit as sent or flipped; interleaved with application
+//! or a new one, with the Key Phase bit as sent or flipped, under each ACK placement policy; interleaved with application
 //! writes, path opening / abandoning, key updates and the passing of time. After each input the
 //! pair runs until it is quiet (at most 3 s of virtual time). Invariants: no panic, bytes in flight within the congestion window,
 //! bounded per-path tables and bounded heap growth.
@@ -15,7 +15,7 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mpq_fuzz::{live_bytes, null_one_rtt_packet, packetize, CountingAlloc, FuzzFrame};
-use mpq_proto::conn::{ClientConfig, Connection, PathStatus, ServerConfig, TransportConfig};
+use mpq_proto::conn::{AckPolicy, ClientConfig, Connection, PathStatus, ServerConfig, TransportConfig};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 use mpq_proto::stream::StreamsConfig;
 use mpq_proto::testing::Pair;
@@ -67,12 +67,17 @@ enum Op {
 
 #[derive(Arbitrary, Debug)]
 struct Input {
+    /// Where both sides place their PATH_ACKs (same path, lowest RTT, all paths): the last
+    /// two carry ACKs for other paths, through their ACK offers and mail.
+    ack_policy: u8,
     ops: Vec<Op>,
 }
 
-fn configs() -> &'static (ClientConfig, ServerConfig) {
-    static C: OnceLock<(ClientConfig, ServerConfig)> = OnceLock::new();
-    C.get_or_init(|| {
+/// The pair's configurations for ACK policy `policy % 3`.
+fn configs(policy: u8) -> &'static (ClientConfig, ServerConfig) {
+    static C: [OnceLock<(ClientConfig, ServerConfig)>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let policy = usize::from(policy % 3);
+    C[policy].get_or_init(|| {
         let (c, s) = mpq_proto::testing::tls_configs(mpq_proto::testing::TEST_ALPN);
         let mut c = (*c).clone();
         // Every input starts from a full handshake: no resumption across inputs.
@@ -86,6 +91,7 @@ fn configs() -> &'static (ClientConfig, ServerConfig) {
                 max_connection_window: 256 * 1024,
                 ..StreamsConfig::default()
             },
+            ack_policy: [AckPolicy::SamePath, AckPolicy::LowestRtt, AckPolicy::AllPaths][policy],
             ..TransportConfig::default()
         });
         (ClientConfig { tls: Arc::new(c), transport: transport.clone() }, ServerConfig { tls: s, transport })
@@ -304,7 +310,7 @@ impl Harness {
 }
 
 fuzz_target!(|input: Input| {
-    let (cc, sc) = configs();
+    let (cc, sc) = configs(input.ack_policy);
     let Some(mut pair) = Pair::handshaken_null(cc, sc.clone(), 1) else {
         panic!("handshake did not complete");
     };
