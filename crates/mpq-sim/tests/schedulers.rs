@@ -204,7 +204,8 @@ fn pinned_streams_stay_on_their_path() {
 /// Paths of equal delay are not "slower" than each other because their smoothed RTTs wander
 /// apart with their queues or jitter: a flow-limited download (the sender often has nothing new to
 /// send, the moment reinjection looks for stuck data) over two equal paths copies nothing,
-/// while over a 10 ms and a 100 ms path it copies data from the slow one.
+/// while over a 10 ms and a 100 ms path, or a 20 ms and a jittery 60 ms path, it copies data
+/// from the slow one.
 #[test]
 fn reinjection_copies_from_clearly_slower_paths_only_seed_5() {
     let reinjected = |links: &[LinkConfig]| {
@@ -215,7 +216,13 @@ fn reinjection_copies_from_clearly_slower_paths_only_seed_5() {
     let jittery = || -> LinkConfig { "20mbit/10ms/queue=15ms/jitter=4ms".parse().unwrap() };
     let equal = reinjected(&[jittery(), jittery()]);
     let unequal = reinjected(&[path(20.0, 10.0), path(20.0, 100.0)]);
-    println!("seed 5: reinjected chunks: equal paths {equal}, 10 ms + 100 ms paths {unequal}");
+    // A steady path next to a jittery one whose delay really is longer (Wi-Fi and LTE).
+    let jittery_slow: LinkConfig = "20mbit/60ms/queue=90ms/jitter=20ms".parse().unwrap();
+    let mixed = reinjected(&[path(20.0, 20.0), jittery_slow]);
+    println!(
+        "seed 5: reinjected chunks: equal paths {equal}, 10 ms + 100 ms paths {unequal}, 20 ms + jittery 60 ms {mixed}"
+    );
     assert_eq!(equal, 0, "equal paths copied each other's data");
     assert!(unequal > 0, "nothing copied from the 100 ms path");
+    assert!(mixed > 0, "nothing copied from the jittery 60 ms path");
 }

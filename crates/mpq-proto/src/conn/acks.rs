@@ -89,8 +89,10 @@ impl Connection {
             }
         }
         for (_, p) in fates.acked {
-            self.on_frames_acked(now, fates.space, p.frames);
+            self.on_frames_acked(fates.space, p.frames);
         }
+        // The acknowledged PATH_ACKs carried for other paths reach them.
+        self.deliver_mail_or_close(now);
         for (pn, _) in &fates.lost {
             self.qlog_packet_lost(now, fates.space, path_id, *pn);
         }
@@ -124,7 +126,7 @@ impl Connection {
         }
     }
 
-    pub(super) fn on_frames_acked(&mut self, now: Instant, space_id: SpaceId, mut frames: SentFrames) {
+    pub(super) fn on_frames_acked(&mut self, space_id: SpaceId, mut frames: SentFrames) {
         for c in &frames.stream {
             self.shared.streams.on_stream_chunk_acked(c);
         }
@@ -136,7 +138,6 @@ impl Connection {
         // The peer has our ACKs (RFC 9000 §13.2.4): in the handshake spaces, prune their
         // ranges here; a PATH_ACK carried for another path goes to that path as mail (a
         // path's own ACKs were handled by the path, `PathState::on_path_ack`).
-        let mut mailed = false;
         for &(path_id, largest) in &frames.acks {
             if space_id != SpaceId::Data {
                 let pi = self.primary_path();
@@ -144,12 +145,9 @@ impl Connection {
                     space.received.on_ack_of_ack(largest);
                 }
             } else if let Some(slot) = self.path_index(path_id) {
+                // Delivered once for all the packets of the ACK (`apply_fates`).
                 self.paths.post(slot).push_ack_acked(largest);
-                mailed = true;
             }
-        }
-        if mailed {
-            self.deliver_mail_or_close(now);
         }
         let mut cid_acked = false;
         for c in frames.take_control() {

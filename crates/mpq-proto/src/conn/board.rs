@@ -201,12 +201,18 @@ impl Board {
         self.offers.get(slot).and_then(Option::as_ref)
     }
 
-    /// Mail for `slot`, to be filled; the slot is marked as having mail waiting.
+    /// Mail for `slot`, to be filled; the slot is marked as having mail waiting. The mail
+    /// names the path that holds the slot now (mail left for an earlier holder is dropped).
     pub fn post(&mut self, slot: usize) -> &mut Mail {
         if !self.mail_waiting.contains(&slot) {
             self.mail_waiting.push(slot);
         }
-        &mut self.inboxes[slot].mail
+        let owner = self.get(slot).map(|v| v.id);
+        let mail = &mut self.inboxes[slot].mail;
+        if mail.owner != owner {
+            *mail = Mail { owner, ..Mail::default() };
+        }
+        mail
     }
 
     /// The next slot with mail waiting (the mark is removed).
@@ -299,9 +305,13 @@ impl<'a> Seat<'a> {
         Some(others.map(|(_, v)| v.coupling).collect())
     }
 
-    /// The path publishes its current view (and its ACK offer while offers are on).
+    /// The path publishes its current view.
     pub fn publish(&mut self, path: &PathState) {
         self.board.publish(self.slot, path.view());
+    }
+
+    /// The path publishes its ACK offer (after its ACK state changed), while offers are on.
+    pub fn publish_offer(&mut self, path: &PathState) {
         if self.board.offers_on {
             self.board.publish_offer(self.slot, path.ack_offer());
         }
@@ -366,5 +376,23 @@ mod tests {
         b.remove(2);
         assert!(b.get(2).is_none());
         assert!(b.inbox(2).is_empty(), "a discarded path's inbox is emptied");
+    }
+
+    /// Mail names the path it is for: what was left for an earlier holder of a slot is
+    /// dropped when a message for the new holder is posted.
+    #[test]
+    fn mail_left_for_an_earlier_holder_of_a_slot_is_dropped() {
+        let addr = "127.0.0.1:1".parse().expect("addr");
+        let mut b = Board::default();
+        b.publish(0, PathState::new(7, addr, &TransportConfig::default(), true).view());
+        b.post(0).push_ack_acked(40);
+        assert_eq!(b.inbox(0).mail.owner, Some(7));
+        // Path 7 is gone before its mail was read; path 9 gets the slot.
+        b.publish(0, PathState::new(9, addr, &TransportConfig::default(), true).view());
+        b.post(0).push_ack_acked(5);
+        assert_eq!(b.inbox(0).mail.owner, Some(9));
+        assert_eq!(b.inbox(0).mail.acks_acked.as_slice(), &[5], "path 7's notice dropped");
+        assert_eq!(b.take_mail_waiting(), Some(0));
+        assert_eq!(b.take_mail_waiting(), None, "the slot is listed once");
     }
 }

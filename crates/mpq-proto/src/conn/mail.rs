@@ -1,6 +1,9 @@
 //! Mail between the paths of a connection: what one path's processing (or the shared side's)
 //! asks of another path, as messages that path handles itself, never as writes into it.
 //!
+//! Each message names the path it is for (mail left for a path whose slot was reused since
+//! is dropped).
+//!
 //! - **ACK offers** (on the board): a path whose ACK is pending publishes an [`AckOffer`], a
 //!   copy of what its ACK would say. A path that carries it (ACK placement under the
 //!   lowest-RTT and all-paths policies, or for a path that cannot send, draft-ietf-quic-
@@ -50,9 +53,6 @@ use super::path::{Challenge, PathPhase, PathState};
 use super::path_ack::Fated;
 use super::Connection;
 
-/// Most "ACK carried" notices waiting for one path (the oldest go: losing one only means
-/// the owner may send its ACK once more).
-pub(crate) const MAX_ACKS_CARRIED: usize = 8;
 /// Most acknowledged-ACK notices waiting for one path; beyond it they are merged into the
 /// newest (pruning below the larger of two is what both ask for).
 pub(crate) const MAX_ACKS_ACKED: usize = 8;
@@ -101,6 +101,8 @@ impl AckOffer {
 /// "Your ACK went out on my path."
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct AckCarried {
+    /// The owner's path ID (a notice for a path that is gone is dropped).
+    pub owner: u64,
     /// The carrier's path ID.
     pub carrier: u64,
     /// The version of the offer it carried.
@@ -146,6 +148,8 @@ pub(crate) struct AbandonOrder {
 pub(crate) struct ReinjectRequest {
     /// The fast path's slot.
     pub to: usize,
+    /// The fast path's ID (the copies are dropped if another path holds the slot by then).
+    pub to_id: u64,
     /// Its RTT.
     pub fast_rtt: Duration,
     /// Bytes the fast path's window has room for.
@@ -155,6 +159,8 @@ pub(crate) struct ReinjectRequest {
 /// The mail waiting for one path.
 #[derive(Debug, Default)]
 pub(crate) struct Mail {
+    /// The path ID it is for: mail for a path whose slot was reused since is dropped.
+    pub owner: Option<u64>,
     /// PATH_ACK frames for its packets that arrived on other paths (draft-ietf-quic-
     /// multipath-21 §4.3: they may come on any path).
     pub path_acks: SmallVec<[OwnedAckFrame; 1]>,
@@ -189,12 +195,15 @@ impl Mail {
         self.path_acks.push(ack);
     }
 
-    /// Posts an "ACK carried" notice (bounded, oldest dropped).
+    /// Posts an "ACK carried" notice. One per carrier is kept (a newer one replaces it), so
+    /// the box holds at most as many as the connection has paths (`max_concurrent_paths`,
+    /// our limit, not the peer's); none is ever dropped, since a carrier does not carry the
+    /// same version twice and a lost notice would leave the owner's ACK pending.
     pub fn push_ack_carried(&mut self, m: AckCarried) {
-        if self.acks_carried.len() >= MAX_ACKS_CARRIED {
-            self.acks_carried.remove(0);
+        match self.acks_carried.iter_mut().find(|o| o.carrier == m.carrier) {
+            Some(o) => *o = m,
+            None => self.acks_carried.push(m),
         }
-        self.acks_carried.push(m);
     }
 
     /// Posts an acknowledged ACK (bounded, merged into the newest beyond the bound).
@@ -283,6 +292,9 @@ impl PathState {
     /// current key phase (`epoch`), which lets the peer update its keys again (RFC 9001
     /// §6.2), stale or not.
     pub(crate) fn on_ack_carried(&mut self, m: &AckCarried, epoch: Option<u64>) -> bool {
+        if m.owner != self.id {
+            return false;
+        }
         let covers = match (epoch, m.largest) {
             (Some(e), Some(l)) => self.key_marks.ack_covers_remote_phase(e, l),
             _ => false,
@@ -425,7 +437,8 @@ impl Connection {
     pub(crate) fn deliver_mail(&mut self, now: Instant) -> Result<(), TransportError> {
         while let Some(slot) = self.paths.take_mail_waiting() {
             let mail = std::mem::take(&mut self.paths.inbox_mut(slot).mail);
-            if mail.is_empty() || self.paths.get(slot).is_none() {
+            let for_this_path = self.paths.get(slot).is_some_and(|p| mail.owner.is_none_or(|o| o == p.id));
+            if mail.is_empty() || !for_this_path {
                 continue;
             }
             self.handle_mail(now, slot, mail)?;
@@ -455,6 +468,8 @@ impl Connection {
             }
         }
         let path = &mut self.paths[slot];
+        // Only what the notices change needs a new offer.
+        let offer_changed = !mail.acks_acked.is_empty() || !mail.acks_carried.is_empty();
         for largest in mail.acks_acked {
             path.data.received.on_ack_of_ack(largest);
         }
@@ -471,7 +486,7 @@ impl Connection {
         if let Some(req) = mail.reinject {
             let streams = &self.shared.streams;
             let (chunks, _) = path.reinjection_copies(now, &req, |c| streams.chunk_buffered(c));
-            if !chunks.is_empty() && self.paths.get(req.to).is_some() {
+            if !chunks.is_empty() && self.paths.get(req.to).is_some_and(|p| p.id == req.to_id) {
                 self.shared.stats.reinjected_chunks += chunks.len() as u64;
                 self.paths.inbox_mut(req.to).push_reinjected(chunks);
             }
@@ -504,7 +519,9 @@ impl Connection {
                 self.on_abandoned(now, slot, order, send_abandon, lost);
             }
         }
-        self.paths.publish_offer(slot);
+        if offer_changed {
+            self.paths.publish_offer(slot);
+        }
         Ok(())
     }
 }

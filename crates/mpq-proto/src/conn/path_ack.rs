@@ -146,8 +146,8 @@ impl PathState {
             }
         }
         let mut acked = acked;
-        if space == SpaceId::Data {
-            self.on_own_acks_acked(&mut acked);
+        if space == SpaceId::Data && self.on_own_acks_acked(&mut acked) {
+            seat.publish_offer(self);
         }
         fates.acked = acked;
         self.on_lost(now, result.lost, result.persistent_congestion, seat, &mut fates);
@@ -159,16 +159,20 @@ impl PathState {
     /// path's own packets: the peer has seen them, so their ranges need not be reported again
     /// (RFC 9000 §13.2.4). The path prunes its own received ranges here and drops those
     /// entries; ACKs it carried for other paths stay for the shared side.
-    fn on_own_acks_acked(&mut self, acked: &mut Fated) {
+    /// Returns whether any was found (its ACK offer may have changed).
+    fn on_own_acks_acked(&mut self, acked: &mut Fated) -> bool {
         let own = self.id;
+        let mut any = false;
         for (_, p) in acked.iter_mut() {
             if p.frames.acks.iter().any(|&(id, _)| id == own) {
                 for &(_, largest) in p.frames.acks.iter().filter(|&&(id, _)| id == own) {
                     self.data.received.on_ack_of_ack(largest);
                 }
                 p.frames.acks.retain(|&mut (id, _)| id != own);
+                any = true;
             }
         }
+        any
     }
 
     /// Packets of this path declared lost (by an ACK or the loss timer): congestion
@@ -224,7 +228,7 @@ mod tests {
             frames,
         };
         let mut acked: Fated = vec![(0, sent)];
-        p.on_own_acks_acked(&mut acked);
+        assert!(p.on_own_acks_acked(&mut acked), "own ACKs found");
         assert_eq!(acked[0].1.frames.acks.as_slice(), &[(7, 40)], "the other path's entry stays");
         let after = p.data.received.ranges().len();
         assert!(after < before, "own ranges below the acknowledged ACK pruned: {before} -> {after}");

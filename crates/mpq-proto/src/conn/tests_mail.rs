@@ -28,8 +28,10 @@ fn challenge(data: u8, full_size: bool) -> Challenge {
     Challenge { data: [data; 8], send_pending: false, sent_at: None, fail_at: None, full_size }
 }
 
+/// A notice for path 1 (the owner in these tests).
 fn notice(carrier: u64, version: u64, carriers: &[u64]) -> AckCarried {
-    AckCarried { carrier, version, at: Instant::ZERO, carriers: carriers.iter().copied().collect(), largest: None }
+    let carriers = carriers.iter().copied().collect();
+    AckCarried { owner: 1, carrier, version, at: Instant::ZERO, carriers, largest: None }
 }
 
 /// Records packet `pn` on path `p` for acknowledgement, as the receive path does.
@@ -58,6 +60,11 @@ fn an_ack_counts_as_sent_once_every_carrier_of_its_version_reported() {
     p.on_ack_carried(&notice(2, v2, &[0, 2]), None);
     assert!(!p.data.ack_pending && p.ack_offer().is_none(), "sent once both carried it");
     assert!(!p.data.received.wants_immediate_ack(), "the ACK timer was reset");
+    // A notice for another path (its slot was reused) changes nothing.
+    receive(&mut p, 2);
+    let v3 = p.ack_offer().expect("offer").version;
+    p.on_ack_carried(&AckCarried { owner: 7, carriers: [0].into_iter().collect(), ..notice(0, v3, &[0]) }, None);
+    assert!(p.data.ack_pending, "not this path's notice");
 }
 
 /// The owner of a carried ACK checks its own key marks: the ACK covers a packet the peer sent
@@ -92,11 +99,14 @@ fn a_carrier_carries_each_version_once_and_keeps_bounded_records() {
 fn mail_is_bounded() {
     let mut m = Mail::default();
     assert!(m.is_empty());
-    for v in 0..2 * MAX_ACKS_CARRIED as u64 {
-        m.push_ack_carried(notice(0, v, &[0]));
+    // One notice per carrier: a newer one replaces the older, none is dropped.
+    for v in 0..100 {
+        m.push_ack_carried(notice(v % 3, v, &[0, 1, 2]));
     }
-    assert_eq!(m.acks_carried.len(), MAX_ACKS_CARRIED);
-    assert_eq!(m.acks_carried[0].version, MAX_ACKS_CARRIED as u64, "the oldest went");
+    assert_eq!(m.acks_carried.len(), 3);
+    let mut versions: Vec<u64> = m.acks_carried.iter().map(|n| n.version).collect();
+    versions.sort_unstable();
+    assert_eq!(versions, [97, 98, 99], "the newest of each carrier");
     for l in 0..3 * MAX_ACKS_ACKED as u64 {
         m.push_ack_acked(l);
     }
@@ -186,7 +196,7 @@ fn reinjection_copies_what_a_faster_path_delivers_earlier_within_the_budget() {
     // Sent at 0 on a path with the initial RTT (333 ms): a 10 ms path delivers a copy
     // sent at 100 ms clearly earlier.
     let now = Instant::ZERO + Duration::from_millis(100);
-    let req = ReinjectRequest { to: 0, fast_rtt: Duration::from_millis(10), budget: 2 * 1032 };
+    let req = ReinjectRequest { to: 0, to_id: 0, fast_rtt: Duration::from_millis(10), budget: 2 * 1032 };
     let unacked = |c: &StreamChunk| c.offset != 1000; // the chunk at 1000 was acknowledged
     let (chunks, used) = slow.reinjection_copies(now, &req, unacked);
     assert_eq!(chunks.iter().map(|c| c.offset).collect::<Vec<_>>(), [0, 2000], "skips the acknowledged chunk");

@@ -96,6 +96,7 @@ impl Connection {
             ack_eliciting: false,
             padded: false,
             probing_path: false,
+            carried: Default::default(),
         })
     }
 }

@@ -25,6 +25,7 @@ impl PathState {
         payload_end: usize,
         send_data: bool,
         frames: &mut SentFrames,
+        carried: &mut super::Carried,
     ) {
         // The batch's lease fixed which paths' ACKs this path carries (taken out of the
         // lease for the loop and put back: no copy per packet); without one (a packet
@@ -71,7 +72,7 @@ impl PathState {
             }
             // Another path's ACK, from the offer it published (never its own state); the
             // owner learns by mail that it went out.
-            let carried = {
+            let taken = {
                 let Some(offer) = host.board.offer(j) else { continue };
                 if offer.carried_on.contains(&carrier) || self.has_carried(offer.path_id, offer.version) {
                     continue;
@@ -85,14 +86,13 @@ impl PathState {
                     frame::encode_ack_bounded(buf, frame_path, &offer.ranges, delay, offer.ecn.as_ref(), room);
                 written.then(|| (offer.path_id, offer.version, offer.ranges.max()))
             };
-            let Some((owner, version, largest)) = carried else { continue };
+            let Some((owner, version, largest)) = taken else { continue };
             if let Some(l) = largest {
                 frames.acks.push((owner, l));
             }
-            self.note_carried(owner, version);
             self.stats.acks_for_other_paths += 1;
-            let notice = AckCarried { carrier, version, at: now, carriers: carrier_ids.clone(), largest };
-            host.board.post(j).push_ack_carried(notice);
+            let notice = AckCarried { owner, carrier, version, at: now, carriers: carrier_ids.clone(), largest };
+            carried.push((j, notice));
         }
         if own_written && host.board.offers_on {
             host.board.publish_offer(host.slot, self.ack_offer());

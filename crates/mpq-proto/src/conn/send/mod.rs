@@ -50,7 +50,13 @@ pub(super) struct OpenPacket {
     pub padded: bool,
     /// Holds PATH_CHALLENGE or PATH_RESPONSE: the datagram is padded to 1200 bytes.
     pub probing_path: bool,
+    /// Other paths' ACKs it carries, by the owner's slot: their owners are told once the
+    /// packet is sealed.
+    pub carried: Carried,
 }
+
+/// The other paths' ACKs a packet carries: (owner's slot, the notice for it).
+pub(super) type Carried = SmallVec<[(usize, super::mail::AckCarried); 1]>;
 
 /// What `write_app_frames` wrote.
 #[derive(Default)]
@@ -192,6 +198,10 @@ impl Connection {
         let t = self.write_batch_leased(now, buf, pi, allow_data);
         if let Some(p) = self.paths.get_mut(pi) {
             p.in_batch = false;
+        }
+        if let Some(p) = self.paths.get_mut(pi) {
+            // Packets outside a batch (off-path responses, CONNECTION_CLOSE) are not marked.
+            p.ecn_batch = false;
         }
         self.return_lease(now, pi);
         // The mail the batch posted (ACKs carried for other paths) reaches them now.
@@ -434,7 +444,7 @@ impl Connection {
             buf.append(&mut self.shared.injected_handshake);
         }
         let space = self.space_mut(space_id, pi)?;
-        end_packet(buf, header, frames, ack_eliciting, probing, payload_end, space, false)
+        end_packet(buf, header, (frames, Carried::new()), ack_eliciting, probing, payload_end, space, false)
     }
 
     /// Seals a packet and records it for loss detection and congestion control. A 1-RTT
@@ -557,7 +567,7 @@ pub(super) fn payload_room(buf: &mut Vec<u8>, header: &Header, max_end: usize) -
 pub(super) fn end_packet(
     buf: &mut Vec<u8>,
     header: Header,
-    frames: SentFrames,
+    (frames, carried): (SentFrames, Carried),
     mut ack_eliciting: bool,
     probing: bool,
     payload_end: usize,
@@ -578,7 +588,7 @@ pub(super) fn end_packet(
     }
     let padded = pad_for_sample(buf, &header);
     space.take_pn();
-    Some(OpenPacket { header, frames, ack_eliciting, padded, probing_path })
+    Some(OpenPacket { header, frames, ack_eliciting, padded, probing_path, carried })
 }
 
 /// Header protection samples 16 bytes starting 4 bytes after the packet number

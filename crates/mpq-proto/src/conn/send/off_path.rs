@@ -71,6 +71,7 @@ impl Connection {
             ack_eliciting: false,
             padded: false,
             probing_path: true,
+            carried: Default::default(),
         };
         let amp_sent = self.paths[pi].amp_sent;
         self.seal(now, buf, open, pi);

@@ -18,7 +18,9 @@ use super::super::path::PathState;
 use super::super::space::SentFrames;
 use super::super::{touch, State};
 use super::host::{ack_carriers, SendHost};
-use super::{end_packet, payload_room, Header, OpenPacket, CLOSE_RESERVE, GSO_PAD_SLACK, MIN_PACKET_ROOM, TAG_LEN};
+use super::{
+    end_packet, payload_room, Carried, Header, OpenPacket, CLOSE_RESERVE, GSO_PAD_SLACK, MIN_PACKET_ROOM, TAG_LEN,
+};
 
 /// What the connection does after a 1-RTT packet was sealed (or not).
 #[derive(Debug, Default)]
@@ -58,6 +60,10 @@ impl PathState {
             let limit = out.segment_size.unwrap_or(mtu);
             let mut after = AfterSeal::default();
             let written = self.write_1rtt_datagram(host, now, buf, limit, allow_data, &mut after);
+            debug_assert!(after.unleased_acks.is_none(), "a batch's packets are sealed under its lease");
+            if written > 0 {
+                out.count += 1;
+            }
             if after.close.is_some() {
                 out.close = after.close;
                 break;
@@ -65,7 +71,6 @@ impl PathState {
             if written == 0 {
                 break;
             }
-            out.count += 1;
             let seg = *out.segment_size.get_or_insert(written);
             // Batch only full-sized datagrams; a shorter one ends the batch.
             if !batch_goes_on(written, seg, false, mtu, out.count, max_segments) {
@@ -244,14 +249,15 @@ impl PathState {
         let header = self.write_1rtt_header(host, buf)?;
         let payload_end = payload_room(buf, &header, max_end)?;
         let mut frames = SentFrames::default();
+        let mut carried = Carried::new();
         let probing = self.data.probes > 0;
         let send_data = cwnd_ok || probing;
         // ACKs first: they are what the peer's loss detection waits for.
-        self.write_acks(host, now, buf, payload_end, send_data, &mut frames);
+        self.write_acks(host, now, buf, payload_end, send_data, &mut frames, &mut carried);
         // A probe on a potentially failed path carries a PING only: data waits elsewhere.
         let data_ok = (allow_data && cwnd_ok) || (probing && !self.potentially_failed);
         let w = self.write_app_frames(host, now, buf, payload_end, &mut frames, cwnd_ok, data_ok);
-        end_packet(buf, header, frames, w.eliciting, probing, payload_end, &mut self.data, w.path_validation)
+        end_packet(buf, header, (frames, carried), w.eliciting, probing, payload_end, &mut self.data, w.path_validation)
     }
 
     /// RFC 9001 §6.6: a key must not seal more packets than its confidentiality limit. Key
@@ -318,6 +324,14 @@ impl PathState {
         }
         let size = (buf.len() - p.header.header_start) as u32;
         let in_flight = p.ack_eliciting || p.padded;
+        // The other paths' ACKs it carries went out: the carrier remembers which version it
+        // carried, their owners learn it by mail.
+        for (slot, notice) in &p.carried {
+            if let Some(owner) = host.board.get(*slot).map(|v| v.id) {
+                self.note_carried(owner, notice.version);
+                host.board.post(*slot).push_ack_carried(notice.clone());
+            }
+        }
         if let Some(l) = self.send_lease.as_mut() {
             touch!(host, send_leased);
             l.on_sealed(p.header.pn, &p.frames.acks);

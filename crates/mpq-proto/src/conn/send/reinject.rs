@@ -41,19 +41,21 @@ impl Connection {
             }
             let Some(&qv) = self.paths.view(qi) else { continue };
             // Only from a path clearly slower or failing: by a third of the fast path's RTT
-            // (hysteresis), and by more than the paths' RTT variation, so that paths of
-            // equal delay whose smoothed RTTs wander apart with their queues (loopback, a
-            // shared bottleneck) do not copy each other's data (RFC 6298's 4 x RTTVAR, the
-            // margin the retransmission timer allows the same noise).
+            // (hysteresis), and with the two paths' RTT bands (smoothed RTT ± its variation)
+            // apart, so that paths of equal delay whose smoothed RTTs wander with their
+            // queues or jitter (loopback, a shared bottleneck) do not copy each other's data,
+            // while a jittery or deeply queued slow path still counts as slow.
             let apart = qv.srtt.saturating_sub(fast_rtt);
-            let clearly_slower = apart > fast_rtt / 3 && apart > 4 * qv.rttvar.max(fast_rttvar);
+            let bands_apart = qv.srtt.saturating_sub(qv.rttvar) > fast_rtt + fast_rttvar;
+            let clearly_slower = apart > fast_rtt / 3 && bands_apart;
             if !(qv.potentially_failed || clearly_slower) {
                 continue;
             }
             // The slow path reads its own ledger for what is still in flight on it and
             // hands copies to the fast path's inbox (mail, handled at once here).
             let before = self.paths.inbox(fi).dup_chunks.len();
-            self.paths.post(qi).reinject = Some(ReinjectRequest { to: fi, fast_rtt, budget });
+            let to_id = self.paths.view(fi).map_or(u64::MAX, |v| v.id);
+            self.paths.post(qi).reinject = Some(ReinjectRequest { to: fi, to_id, fast_rtt, budget });
             self.deliver_mail_or_close(now);
             let added = self.paths.inbox(fi).dup_chunks.iter().skip(before);
             let used: usize = added.map(|c| c.len + 32).sum();
