@@ -16,7 +16,9 @@ use super::AppFrames;
 impl PathState {
     /// (PATH_)ACK frames placed on this path: due ones, and any pending one when the packet
     /// goes out anyway. Its own from its received ranges; other paths' from the offers they
-    /// published, which learn by mail that their ACK went out.
+    /// published, which learn by mail that their ACK went out (`carried`, posted once the
+    /// packet is sealed).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn write_acks(
         &mut self,
         host: &mut SendHost<'_>,
