@@ -340,3 +340,32 @@ fn received_path_acks_waiting_for_a_path_are_bounded_and_keep_their_ranges() {
     }
     assert_eq!(m.path_acks.len(), MAX_PATH_ACKS);
 }
+
+/// A peer that keeps challenging a path and never acknowledges the answers cannot push that
+/// path's flight past its congestion window: PATH_RESPONSE is congestion controlled like any
+/// ack-eliciting packet (RFC 9002 §7, RFC 9000 §8.2.2). Found by `conn_frames` fuzzing under
+/// the all-paths ACK policy (`fuzz/regressions/conn_frames/path-responses-beyond-cwnd`).
+#[test]
+fn unacknowledged_path_responses_stay_within_the_window() {
+    let mut pair = null_pair();
+    let mut buf = Vec::new();
+    for i in 0..200u8 {
+        let mut frames = vec![ft::PATH_CHALLENGE as u8];
+        frames.extend_from_slice(&[i; 8]);
+        forge_to_server(&mut pair, 1, false, &frames);
+        // The server's answers are sent but never delivered, so never acknowledged.
+        let now = pair.now;
+        while pair.server.poll_transmit(now, &mut buf).is_some() {}
+    }
+    let s = server(&mut pair);
+    assert!(s.error().is_none(), "{:?}", s.error());
+    let slot = s.path_index(1).expect("path 1");
+    let p = &s.paths[slot];
+    assert!(
+        p.bytes_in_flight <= p.cc.window() + u64::from(p.mtu),
+        "in flight {} with a window of {}",
+        p.bytes_in_flight,
+        p.cc.window()
+    );
+    assert!(p.stats.tx_packets > 5, "some challenges were answered: {}", p.stats.tx_packets);
+}

@@ -118,8 +118,9 @@ impl PathState {
     ) -> AppFrames {
         let mut out = AppFrames::default();
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
-        // Path-local frames: validation of this path.
-        while let Some(data) = self.path_responses.first().copied() {
+        // Path-local frames: validation of this path, within the window (or in a probe).
+        let validation_ok = cwnd_ok || self.data.probes > 0;
+        while let Some(data) = self.path_responses.first().copied().filter(|_| validation_ok) {
             if room(buf) < 9 {
                 break;
             }
@@ -128,7 +129,7 @@ impl PathState {
             out.eliciting = true;
             out.path_validation = true;
         }
-        if let Some(c) = self.challenge.as_mut().filter(|c| c.send_pending) {
+        if let Some(c) = self.challenge.as_mut().filter(|c| c.send_pending && validation_ok) {
             if room(buf) >= 9 {
                 Frame::PathChallenge(c.data).encode(buf);
                 c.send_pending = false;

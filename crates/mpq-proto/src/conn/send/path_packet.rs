@@ -128,7 +128,11 @@ impl PathState {
         long: bool,
         pad: bool,
     ) {
-        let room_limited = !long && buf.len() + TAG_LEN + GSO_PAD_SLACK >= dg_start + limit;
+        // Not a packet that elicits no acknowledgement (ACKs alone): padding would put it in
+        // flight (RFC 9002 §2: ack-eliciting or padded), and ACKs go out whatever the
+        // congestion window says, so large ACK-only datagrams (many ranges, several paths'
+        // ACKs) would push the flight past the window.
+        let room_limited = !long && p.ack_eliciting && buf.len() + TAG_LEN + GSO_PAD_SLACK >= dg_start + limit;
         let target = if pad {
             (dg_start + crate::MIN_INITIAL_SIZE).min(dg_start + limit)
         } else if room_limited {
@@ -161,7 +165,14 @@ impl PathState {
         if host.shared.one_rtt.is_none() || !self.is_open() {
             return false;
         }
-        if self.data.probes > 0 || self.challenge.is_some_and(|c| c.send_pending) || !self.path_responses.is_empty() {
+        if self.data.probes > 0 {
+            return true;
+        }
+        // Path validation is congestion controlled like any ack-eliciting data (RFC 9002
+        // §7; RFC 9000 §8.2.2 lets congestion control delay a PATH_RESPONSE): a peer that
+        // keeps challenging a path it never acknowledges cannot push its flight past the
+        // window.
+        if cwnd_ok && (self.challenge.is_some_and(|c| c.send_pending) || !self.path_responses.is_empty()) {
             return true;
         }
         if self.acks_due(host, now) {
