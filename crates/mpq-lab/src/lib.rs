@@ -10,6 +10,7 @@
 //! - [`plan`]: scenarios and runs, with seeds and stable IDs; [`shard`]: slices of a plan.
 //! - [`exec`], [`runner`]: running; [`metrics`]: the row of a run (EBen included);
 //!   [`results`], [`csv`], [`manifest`]: the results directory and merging.
+//! - [`report`]: the HTML report (plotters figures, tables) of a results directory.
 //!
 //! # Example
 //!
@@ -46,6 +47,7 @@ pub mod metrics;
 pub mod param;
 pub mod plan;
 pub mod quantity;
+pub mod report;
 pub mod results;
 pub mod runner;
 pub mod shard;

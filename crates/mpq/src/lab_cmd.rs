@@ -31,6 +31,12 @@ mpq lab run experiments/seed002-4.1.yaml --shard 3/8   # one machine's slice; th
     /// directory: rows deduplicated by run ID, EBen recomputed, JSON lines and CSV written.
     #[command(after_help = "Example:\n  mpq lab merge lab-results/all lab-results/seed002-4.1/shard-*")]
     Merge(MergeArgs),
+    /// Render a results directory (or results.jsonl file) as one self-contained HTML page:
+    /// EBen CDFs per class and variant, box plots of completion time and goodput, request
+    /// delay over time, a summary per class and variant and a per-scenario table.
+    #[command(after_help = "Examples:\n  mpq lab report lab-results/seed002-4.1\n  \
+mpq lab report /tmp/e1 --out /tmp/e1.html --png /tmp/e1-png")]
+    Report(ReportArgs),
 }
 
 /// Which scenarios of a plan.
@@ -86,12 +92,26 @@ pub struct MergeArgs {
     pub inputs: Vec<PathBuf>,
 }
 
+/// `mpq lab report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A results directory (as written by `mpq lab run` or `merge`) or a results.jsonl file.
+    pub results: PathBuf,
+    /// The page to write (default: report.html in the results directory).
+    #[arg(long, value_name = "FILE.html")]
+    pub out: Option<PathBuf>,
+    /// Also write every figure as a PNG file into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub png: Option<PathBuf>,
+}
+
 /// Runs `mpq lab ...`.
 pub fn run_lab(cmd: LabCommand) -> Result<()> {
     match cmd {
         LabCommand::Plan(a) => plan(a),
         LabCommand::Run(a) => run_cmd(a),
         LabCommand::Merge(a) => merge_cmd(a),
+        LabCommand::Report(a) => report_cmd(a),
     }
 }
 
@@ -182,6 +202,16 @@ fn merge_cmd(a: MergeArgs) -> Result<()> {
             s.conflicts.len(),
             s.conflicts.join(", ")
         );
+    }
+    Ok(())
+}
+
+fn report_cmd(a: ReportArgs) -> Result<()> {
+    let out = a.out.unwrap_or_else(|| mpq_lab::report::default_html(&a.results));
+    let s = mpq_lab::report::write_report(&a.results, &out, a.png.as_deref())?;
+    println!("{}: {} rows, {} figures", s.html.display(), s.rows, s.figures);
+    if let Some(dir) = &a.png {
+        println!("{} PNG files in {}", s.pngs.len(), dir.display());
     }
     Ok(())
 }
