@@ -21,6 +21,9 @@ pub const METRICS: &[&str] = &[
     "delay_p90_ms",
     "delay_p99_ms",
     "delay_max_ms",
+    "delay_after_failure_max_ms",
+    "requests_answered",
+    "requests",
     "eben",
     "sim_wall_s",
 ];

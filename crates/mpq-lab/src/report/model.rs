@@ -93,6 +93,12 @@ pub fn slug(s: &str) -> String {
     out.trim_matches('-').to_owned()
 }
 
+/// EBen, completion time and goodput mean something for downloads; request/response runs
+/// are judged by their request delays.
+fn is_download(r: &Row) -> bool {
+    r.workload != "reqresp"
+}
+
 fn why_failed(r: &Row) -> Option<String> {
     if let Some(e) = &r.error {
         return Some(e.clone());
@@ -156,7 +162,7 @@ pub fn build(rows: &[Row]) -> ReportModel {
 
 fn eben_cdf_of_class(class: &str, rows: &[&Row], v: &Varying) -> Option<Figure> {
     let mut by: BTreeMap<(String, Start), Vec<f64>> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.role == Role::Multipath) {
+    for r in rows.iter().filter(|r| r.role == Role::Multipath && is_download(r)) {
         if let Some(e) = r.eben {
             by.entry((v.label(r), Start::of(r))).or_default().push(e);
         }
@@ -191,7 +197,7 @@ fn eben_cdf_of_variant(variant: &str, rows: &[Row], classes: &[String], v: &Vary
         .filter_map(|c| {
             let vals: Vec<(f64, f64)> = rows
                 .iter()
-                .filter(|r| &r.class == c && r.role == Role::Multipath && v.label(r) == variant)
+                .filter(|r| &r.class == c && r.role == Role::Multipath && is_download(r) && v.label(r) == variant)
                 .filter_map(|r| r.eben.map(|e| (e, 0.0)))
                 .collect();
             (!vals.is_empty()).then(|| Series { label: c.clone(), points: vals })
@@ -219,10 +225,22 @@ fn boxes_of_class(class: &str, rows: &[&Row], v: &Varying) -> Vec<Figure> {
         if !order.contains(&g) {
             order.push(g.clone());
         }
+        if !is_download(r) {
+            if let Some(d) = r.delay_p50_ms {
+                completion.entry(g.clone()).or_default().push(d);
+            }
+            if let Some(d) = r.delay_max_ms {
+                goodput.entry(g).or_default().push(d);
+            }
+            continue;
+        }
         if let (true, Some(c)) = (r.completed, r.completion_s) {
             completion.entry(g.clone()).or_default().push(c);
         }
         goodput.entry(g).or_default().push(r.goodput_bps / 1e6);
+    }
+    if rows.iter().all(|r| !is_download(r)) {
+        return delay_boxes(class, &order, &completion, &goodput);
     }
     let groups = |m: &BTreeMap<String, Vec<f64>>| -> Vec<BoxGroup> {
         order.iter().map(|g| BoxGroup { label: g.clone(), values: m.get(g).cloned().unwrap_or_default() }).collect()
@@ -259,6 +277,30 @@ fn boxes_of_class(class: &str, rows: &[&Row], v: &Varying) -> Vec<Figure> {
         plot: Plot::Boxes { log: spread(&goodput), groups: groups(&goodput) },
     });
     out
+}
+
+/// Box plots of a request/response class: median and largest request delay per run.
+fn delay_boxes(
+    class: &str,
+    order: &[String],
+    p50: &BTreeMap<String, Vec<f64>>,
+    max: &BTreeMap<String, Vec<f64>>,
+) -> Vec<Figure> {
+    let groups = |m: &BTreeMap<String, Vec<f64>>| -> Vec<BoxGroup> {
+        order.iter().map(|g| BoxGroup { label: g.clone(), values: m.get(g).cloned().unwrap_or_default() }).collect()
+    };
+    let fig = |id: &str, what: &str, m| Figure {
+        id: format!("{id}-box-{}", slug(class)),
+        title: format!("{what} request delay, {class}"),
+        caption: format!(
+            "Class {class}: the {} request delay of each run (answered requests), per variant and per path alone.",
+            what.to_lowercase()
+        ),
+        x_label: String::new(),
+        y_label: "delay (ms)".into(),
+        plot: Plot::Boxes { groups: groups(m), log: false },
+    };
+    vec![fig("delay-p50", "Median", p50), fig("delay-max", "Largest", max)]
 }
 
 fn run_label(v: &Varying, r: &Row) -> String {
@@ -312,7 +354,8 @@ fn time_series(rows: &[Row], v: &Varying) -> (Vec<Figure>, Vec<String>) {
 }
 
 fn summary_line(class: &str, variant: &str, mp: &[&Row]) -> SummaryLine {
-    let ebens: Vec<(f64, &str)> = mp.iter().filter_map(|r| r.eben.map(|e| (e, r.run_id.as_str()))).collect();
+    let ebens: Vec<(f64, &str)> =
+        mp.iter().filter(|r| is_download(r)).filter_map(|r| r.eben.map(|e| (e, r.run_id.as_str()))).collect();
     let values: Vec<f64> = ebens.iter().map(|e| e.0).collect();
     let worst = ebens.iter().min_by(|a, b| a.0.total_cmp(&b.0)).map(|&(e, id)| (e, id.to_owned()));
     let completions: Vec<f64> = mp.iter().filter(|r| r.completed).filter_map(|r| r.completion_s).collect();

@@ -78,5 +78,9 @@ pub fn reqresp(id: &str, n: usize, delay: impl Fn(usize) -> Option<f64>) -> Row 
     let mut r = row(id, Role::Multipath, 0, 1e4, None);
     r.workload = "reqresp".into();
     r.requests = (0..n).map(|i| RequestPoint { sent_s: 0.4 * i as f64, delay_ms: delay(i) }).collect();
+    let mut d: Vec<f64> = r.requests.iter().filter_map(|q| q.delay_ms).collect();
+    d.sort_by(f64::total_cmp);
+    r.delay_p50_ms = crate::metrics::percentile(&d, 50.0);
+    r.delay_max_ms = d.last().copied();
     r
 }

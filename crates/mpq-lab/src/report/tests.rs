@@ -144,8 +144,8 @@ fn page_has_every_figure_as_well_formed_svg() {
     let rows = rows();
     let m = build(&rows);
     let page = render(&rows, "results/x").unwrap();
-    // Two classes with EBen, a request/response one: CDF + 2 boxes for each with EBen... and
-    // the handover class has only boxes; one CDF per variant; one time series.
+    // Two download classes (EBen CDF, completion and goodput boxes), a request/response one
+    // (delay boxes, no EBen), a CDF per variant across classes, one time series.
     let ids: Vec<&str> = m.figures.iter().map(|f| f.id.as_str()).collect();
     for want in
         ["eben-cdf-low", "eben-cdf-high-deep", "goodput-box-low", "completion-box-high-deep", "delay-handover-0000-r0"]
@@ -167,6 +167,7 @@ fn page_has_every_figure_as_well_formed_svg() {
     for bad in ["<script", "src=\"http", "href=\"http", "<link", "@import"] {
         assert!(!page.contains(bad), "{bad}");
     }
+    assert!(!ids.contains(&"eben-cdf-handover"), "no EBen for request/response runs");
     assert!(page.contains("<table id=\"summary\"") && page.contains("<table id=\"scenarios\""));
     assert!(page.contains("high &amp; &lt;deep&gt;/0000/r0"), "scenario names are escaped");
 }
