@@ -35,7 +35,13 @@ pub struct BoxGroup {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plot {
     /// Empirical CDFs, one line per series; each point's `x` is a value (`y` unused).
-    Cdf(Vec<Series>),
+    Cdf {
+        /// The series.
+        series: Vec<Series>,
+        /// Right end of the value axis: larger values are drawn at it (the CDF still counts
+        /// them), so that a few outliers do not squeeze the rest.
+        x_max: Option<f64>,
+    },
     /// One box per group; `log` draws the value axis on a log scale.
     Boxes {
         /// The groups, left to right.
@@ -126,15 +132,21 @@ pub fn draw<DB: DrawingBackend>(fig: &Figure, root: &DrawingArea<DB, Shift>) -> 
     fonts()?;
     root.fill(&WHITE).map_err(err)?;
     match &fig.plot {
-        Plot::Cdf(series) => draw_cdf(fig, root, series),
+        Plot::Cdf { series, x_max } => draw_cdf(fig, root, series, *x_max),
         Plot::Lines(series) => draw_lines(fig, root, series),
         Plot::Boxes { groups, log } => draw_boxes(fig, root, groups, *log),
     }?;
     root.present().map_err(err)
 }
 
-fn draw_cdf<DB: DrawingBackend>(fig: &Figure, root: &DrawingArea<DB, Shift>, series: &[Series]) -> DrawResult<()> {
-    let (lo, hi) = padded(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
+fn draw_cdf<DB: DrawingBackend>(
+    fig: &Figure,
+    root: &DrawingArea<DB, Shift>,
+    series: &[Series],
+    x_max: Option<f64>,
+) -> DrawResult<()> {
+    let clip = |x: f64| x_max.map_or(x, |m| x.min(m));
+    let (lo, hi) = padded(series.iter().flat_map(|s| s.points.iter().map(|p| clip(p.0))));
     let mut chart = ChartBuilder::on(root)
         .caption(&fig.title, ("sans-serif", 24))
         .margin(12)
@@ -144,7 +156,7 @@ fn draw_cdf<DB: DrawingBackend>(fig: &Figure, root: &DrawingArea<DB, Shift>, ser
         .map_err(err)?;
     mesh!(chart, fig, true)?;
     for (i, s) in series.iter().enumerate() {
-        let values: Vec<f64> = s.points.iter().map(|p| p.0).collect();
+        let values: Vec<f64> = s.points.iter().map(|p| clip(p.0)).collect();
         let c = colour(i);
         chart
             .draw_series(LineSeries::new(ecdf_steps(&values), c.stroke_width(2)))

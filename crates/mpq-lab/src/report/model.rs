@@ -11,6 +11,20 @@ use super::figure::{BoxGroup, Figure, Plot, Series};
 use super::groups::{group_label, Start, Varying};
 use super::stats::{median, share_at_least};
 
+/// EBen CDFs end at this value; larger ones (a multipath run far above the sum of the paths
+/// alone, when a path alone did poorly) are drawn at it.
+pub const EBEN_AXIS_MAX: f64 = 2.0;
+
+/// The caption's note on EBen values beyond [`EBEN_AXIS_MAX`], if any.
+fn beyond_axis(series: &[Series]) -> String {
+    let n = series.iter().flat_map(|s| &s.points).filter(|p| p.0 > EBEN_AXIS_MAX).count();
+    if n == 0 {
+        String::new()
+    } else {
+        format!(" {n} value(s) above {EBEN_AXIS_MAX} are drawn at the right edge.")
+    }
+}
+
 /// At most this many request-delay time series figures (one per scenario).
 pub const MAX_TIME_SERIES: usize = 24;
 
@@ -170,24 +184,25 @@ fn eben_cdf_of_class(class: &str, rows: &[&Row], v: &Varying) -> Option<Figure> 
     if by.is_empty() {
         return None;
     }
-    let series = by
+    let series: Vec<Series> = by
         .into_iter()
         .map(|((variant, start), vals)| Series {
             label: if start == Start::Unknown { variant } else { format!("{variant}, {}", start.label()) },
             points: vals.into_iter().map(|e| (e, 0.0)).collect(),
         })
         .collect();
+    let note = beyond_axis(&series);
     Some(Figure {
         id: format!("eben-cdf-{}", slug(class)),
         title: format!("EBen, {class}"),
         caption: format!(
             "Class {class}: CDF of the experimental aggregation benefit of each multipath run over the \
              single-path baselines of its scenario (seed 002, figures 4-8): 0 is as good as the best path \
-             alone, 1 the sum of the paths, -1 nothing transferred; split by the path the connection started on."
+             alone, 1 the sum of the paths, -1 nothing transferred; split by the path the connection started on.{note}"
         ),
         x_label: "EBen".into(),
         y_label: "CDF".into(),
-        plot: Plot::Cdf(series),
+        plot: Plot::Cdf { series, x_max: Some(EBEN_AXIS_MAX) },
     })
 }
 
@@ -203,13 +218,14 @@ fn eben_cdf_of_variant(variant: &str, rows: &[Row], classes: &[String], v: &Vary
             (!vals.is_empty()).then(|| Series { label: c.clone(), points: vals })
         })
         .collect();
+    let note = beyond_axis(&series);
     (!series.is_empty()).then(|| Figure {
         id: format!("eben-cdf-variant-{}", slug(variant)),
         title: format!("EBen per class, {variant}"),
-        caption: format!("Variant {variant}: CDF of EBen in each class (both initial paths)."),
+        caption: format!("Variant {variant}: CDF of EBen in each class (both initial paths).{note}"),
         x_label: "EBen".into(),
         y_label: "CDF".into(),
-        plot: Plot::Cdf(series),
+        plot: Plot::Cdf { series, x_max: Some(EBEN_AXIS_MAX) },
     })
 }
 

@@ -197,8 +197,17 @@ fn figures_draw_the_data() {
     let svg = to_svg(&boxes).unwrap();
     check_xml(&svg).unwrap();
     assert!(has_text(&svg, "one") && has_text(&svg, "two") && has_text(&svg, "n=3"), "box labels: {svg}");
-    let cdf = Figure { plot: Plot::Cdf(vec![Series { label: "e".into(), points: vec![(0.1, 0.0), (0.5, 0.0)] }]), ..f };
-    assert!(has_text(&to_svg(&cdf).unwrap(), "e (n=2)"), "legend with count");
+    let cdf = Figure {
+        plot: Plot::Cdf {
+            series: vec![Series { label: "e".into(), points: vec![(0.1, 0.0), (0.5, 0.0), (40.0, 0.0)] }],
+            x_max: Some(2.0),
+        },
+        ..f
+    };
+    let svg = to_svg(&cdf).unwrap();
+    assert!(has_text(&svg, "e (n=3)"), "legend with count");
+    // The axis ends near the cut, not at 40.
+    assert!(has_text(&svg, "2.0") && !has_text(&svg, "40.0") && !has_text(&svg, "30.0"), "{svg}");
 }
 
 #[test]
