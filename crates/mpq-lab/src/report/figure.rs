@@ -220,7 +220,7 @@ fn draw_boxes<DB: DrawingBackend>(
     let all = stats.iter().flatten().flat_map(|b| [b.min, b.max]);
     let n = groups.len().max(1) as f64;
     let caption = (fig.title.as_str(), ("sans-serif", 24));
-    let (root_chart, label_area) = root.split_vertically(SIZE.1 - 70);
+    let (root_chart, label_area) = root.split_vertically(SIZE.1 - 72);
     let xs = 0.0..n;
     if log {
         let (lo, hi) = all.fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
@@ -285,7 +285,7 @@ fn box_labels<DB: DrawingBackend, Y: Ranged>(
     area: &DrawingArea<DB, Shift>,
     groups: &[BoxGroup],
 ) -> DrawResult<()> {
-    let style = TextStyle::from(("sans-serif", 15).into_font()).pos(plotters::style::text_anchor::Pos::new(
+    let style = TextStyle::from(("sans-serif", 14).into_font()).pos(plotters::style::text_anchor::Pos::new(
         plotters::style::text_anchor::HPos::Center,
         plotters::style::text_anchor::VPos::Top,
     ));
@@ -293,8 +293,11 @@ fn box_labels<DB: DrawingBackend, Y: Ranged>(
     for (i, g) in groups.iter().enumerate() {
         let (px, _) = chart.backend_coord(&(i as f64 + 0.5, chart.y_range().start));
         let x = px - left;
-        area.draw(&Text::new(g.label.clone(), (x, 6), style.clone())).map_err(err)?;
-        area.draw(&Text::new(format!("n={}", g.values.len()), (x, 26), style.clone())).map_err(err)?;
+        // One line per ` / `-separated part, then the count: narrow boxes stay readable.
+        let lines = g.label.split(" / ").map(str::to_owned).chain([format!("n={}", g.values.len())]);
+        for (k, line) in lines.enumerate() {
+            area.draw(&Text::new(line, (x, 4 + 16 * k as i32), style.clone())).map_err(err)?;
+        }
     }
     Ok(())
 }

@@ -108,12 +108,13 @@ impl Start {
     }
 }
 
-/// The box-plot group of any row: a multipath row's variant, or `path I alone (CC)` for a
-/// baseline.
+/// The box-plot group of any row: a multipath row's variant, or `path I alone / CC` for a
+/// baseline (with the size when sizes vary, as baselines run once per size).
 pub fn group_label(v: &Varying, r: &Row) -> String {
     match r.role {
         Role::Multipath => v.label(r),
-        Role::Baseline => format!("path {} alone ({})", r.initial_path, r.cc),
+        Role::Baseline if v.size => format!("path {} alone / {} / {}", r.initial_path, r.cc, size_label(r.size)),
+        Role::Baseline => format!("path {} alone / {}", r.initial_path, r.cc),
     }
 }
 
@@ -137,7 +138,9 @@ mod tests {
         let v = Varying::of(std::slice::from_ref(&a));
         assert_eq!(v.label(&a), "minrtt olia");
         let base = row("c/0000/r0/sp1", Role::Baseline, 1, 5e6, None);
-        assert_eq!(group_label(&v, &base), "path 1 alone (cubic)");
+        assert_eq!(group_label(&v, &base), "path 1 alone / cubic");
+        let v = Varying::of(&[a.clone(), b.clone()]);
+        assert_eq!(group_label(&v, &base), "path 1 alone / cubic / 1MB", "baselines split by size");
     }
 
     #[test]

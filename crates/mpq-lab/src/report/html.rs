@@ -63,12 +63,11 @@ fn summary_table(o: &mut String, lines: &[SummaryLine]) {
 }
 
 fn scenario_table(o: &mut String, t: &ScenarioTable) {
-    let paths = t.lines.iter().map(|l| l.links.len()).max().unwrap_or(0);
     o.push_str(
         "<div class=\"scroll\"><table id=\"scenarios\"><tr><th class=\"l\">scenario</th><th class=\"l\">links</th>",
     );
-    for p in 0..paths {
-        let _ = write!(o, "<th>path {p} alone (Mbit/s)</th>");
+    for c in &t.baseline_columns {
+        let _ = write!(o, "<th>{} (Mbit/s)</th>", escape(c));
     }
     for c in &t.columns {
         let _ = write!(o, "<th>{} (Mbit/s, EBen)</th>", escape(c));
@@ -79,10 +78,10 @@ fn scenario_table(o: &mut String, t: &ScenarioTable) {
             o,
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td>",
             escape(&l.id),
-            escape(&l.links.join("<br>")).replace("&lt;br&gt;", "<br>")
+            l.links.iter().map(|x| escape(x)).collect::<Vec<_>>().join("<br>")
         );
-        for p in 0..paths {
-            let _ = write!(o, "<td>{}</td>", opt(l.baselines.get(p).copied().flatten(), |g| format!("{:.2}", g / 1e6)));
+        for b in &l.baselines {
+            let _ = write!(o, "<td>{}</td>", opt(*b, |g| format!("{:.2}", g / 1e6)));
         }
         for c in &l.cells {
             match c {

@@ -60,7 +60,7 @@ pub struct ScenarioLine {
     pub id: String,
     /// Its links (`mpq sim --link` form).
     pub links: Vec<String>,
-    /// Goodput of each path alone, bit/s (topology order; `None` if not run).
+    /// Per column of [`ScenarioTable::baseline_columns`]: goodput of that path alone, bit/s.
     pub baselines: Vec<Option<f64>>,
     /// Per column of [`ScenarioTable::columns`]: goodput (bit/s), EBen and whether it completed.
     pub cells: Vec<Option<(f64, Option<f64>, bool)>>,
@@ -69,6 +69,8 @@ pub struct ScenarioLine {
 /// The per-scenario table.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ScenarioTable {
+    /// Baseline columns: a path alone (with its size when sizes vary).
+    pub baseline_columns: Vec<String>,
     /// Multipath columns: variant and initial path.
     pub columns: Vec<String>,
     /// Scenarios in ID order.
@@ -123,14 +125,19 @@ fn why_failed(r: &Row) -> Option<String> {
     (!r.data_ok).then(|| "wrong data delivered".into())
 }
 
-/// Classes in order of first appearance.
+/// Classes in order of first appearance in `rows`.
 fn classes(rows: &[Row]) -> Vec<String> {
     let mut seen = BTreeSet::new();
     rows.iter().filter(|r| seen.insert(r.class.clone())).map(|r| r.class.clone()).collect()
 }
 
-/// Builds the report's content from `rows`.
+/// Builds the report's content from `rows`. Rows are taken in run-ID order (runs finish,
+/// and are appended, in an order that differs between parallel runs), so the same results
+/// always give the same page: classes and variants in the order of their first run ID.
 pub fn build(rows: &[Row]) -> ReportModel {
+    let mut sorted = rows.to_vec();
+    sorted.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    let rows = sorted.as_slice();
     let v = Varying::of(rows);
     let classes = classes(rows);
     let mut variants: Vec<String> = Vec::new();
@@ -400,6 +407,15 @@ fn scenario_table(rows: &[Row], v: &Varying) -> ScenarioTable {
             columns.push(c);
         }
     }
+    let mut baseline_columns: Vec<String> = Vec::new();
+    let mut base: Vec<&Row> = rows.iter().filter(|r| r.role == Role::Baseline).collect();
+    base.sort_by_key(|r| r.initial_path);
+    for r in &base {
+        let c = group_label(v, r);
+        if !baseline_columns.contains(&c) {
+            baseline_columns.push(c);
+        }
+    }
     let mut by: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
     for r in rows {
         by.entry(r.scenario.as_str()).or_default().push(r);
@@ -408,13 +424,13 @@ fn scenario_table(rows: &[Row], v: &Varying) -> ScenarioTable {
         .into_iter()
         .map(|(id, runs)| {
             let links = runs[0].links.clone();
-            let mut baselines = vec![None; links.len()];
+            let mut baselines = vec![None; baseline_columns.len()];
             let mut cells = vec![None; columns.len()];
             for r in runs {
                 match r.role {
                     Role::Baseline => {
-                        if let Some(b) = baselines.get_mut(r.initial_path) {
-                            *b = Some(r.goodput_bps);
+                        if let Some(i) = baseline_columns.iter().position(|c| *c == group_label(v, r)) {
+                            baselines[i] = Some(r.goodput_bps);
                         }
                     }
                     Role::Multipath => {
@@ -427,7 +443,7 @@ fn scenario_table(rows: &[Row], v: &Varying) -> ScenarioTable {
             ScenarioLine { id: id.to_owned(), links, baselines, cells }
         })
         .collect();
-    ScenarioTable { columns, lines }
+    ScenarioTable { baseline_columns, columns, lines }
 }
 
 #[cfg(test)]
@@ -469,7 +485,12 @@ mod tests {
         assert_eq!(a.eben_worst.as_ref().map(|w| w.0), Some(-0.125));
         assert_eq!(m.scenarios.columns, ["minrtt olia, start on path 0", "minrtt olia, start on path 1"]);
         assert_eq!(m.scenarios.lines.len(), 3);
+        assert_eq!(m.scenarios.baseline_columns, ["path 0 alone / cubic", "path 1 alone / cubic"]);
         assert_eq!(m.scenarios.lines[0].baselines, [Some(8e6), Some(4e6)]);
         assert!(m.failures.is_empty());
+        // The order of the rows does not matter.
+        let mut reversed = rows.clone();
+        reversed.reverse();
+        assert_eq!(build(&reversed), m);
     }
 }
