@@ -10,6 +10,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== chromium for the lab report's browser test"
+if scripts/setup-chromium.sh; then
+    # Installed: a missing browser is now a failure, not a skip.
+    export MPQ_REQUIRE_CHROMIUM=1
+else
+    echo "chromium could not be installed: the report's browser test will be skipped"
+fi
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== fuzz targets (60 s each, corpus in fuzz/corpus)"

@@ -10,6 +10,8 @@
 //! - [`plan`]: scenarios and runs, with seeds and stable IDs; [`shard`]: slices of a plan.
 //! - [`exec`], [`runner`]: running; [`metrics`]: the row of a run (EBen included);
 //!   [`results`], [`csv`], [`manifest`]: the results directory and merging.
+//! - [`slurm`]: a plan as a Slurm job array with a dependent merge job.
+//! - [`report`]: the HTML report (plotters figures, tables) of a results directory.
 //!
 //! # Example
 //!
@@ -46,9 +48,11 @@ pub mod metrics;
 pub mod param;
 pub mod plan;
 pub mod quantity;
+pub mod report;
 pub mod results;
 pub mod runner;
 pub mod shard;
+pub mod slurm;
 pub mod wsp;
 
 pub use error::{FileError, LabError};

@@ -21,6 +21,9 @@ pub const METRICS: &[&str] = &[
     "delay_p90_ms",
     "delay_p99_ms",
     "delay_max_ms",
+    "delay_after_failure_max_ms",
+    "requests_answered",
+    "requests",
     "eben",
     "sim_wall_s",
 ];
@@ -105,6 +108,11 @@ pub struct Row {
     pub delay_max_ms: Option<f64>,
     /// Largest delay of the requests answered after the first path failure, in ms.
     pub delay_after_failure_max_ms: Option<f64>,
+    /// Every request of a request/response run, in the order sent: when it was sent and its
+    /// delay (the time series of seed 002's figure 11). Empty for downloads; rows written
+    /// before this field existed read as empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestPoint>,
     /// Run IDs of the baselines of this run's paths (topology order).
     pub baseline_runs: Vec<String>,
     /// Goodputs of those baselines, bit/s (empty until all of them ran).
@@ -118,6 +126,15 @@ pub struct Row {
     pub trace_hash: u64,
     /// Wall-clock time of the simulation, seconds.
     pub sim_wall_s: f64,
+}
+
+/// One request of a request/response run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RequestPoint {
+    /// When the client sent it, seconds from the start of the run.
+    pub sent_s: f64,
+    /// From sending the request to receiving the whole response, ms; empty if never answered.
+    pub delay_ms: Option<f64>,
 }
 
 /// Percentile `p` (0-100) of sorted `v`, nearest rank.
@@ -199,6 +216,7 @@ pub fn row(
         delay_p99_ms: None,
         delay_max_ms: None,
         delay_after_failure_max_ms: None,
+        requests: Vec::new(),
         baseline_runs: run.baselines.clone(),
         baseline_goodput_bps: Vec::new(),
         eben: None,
@@ -243,6 +261,7 @@ pub fn row(
     r.delay_p99_ms = percentile(&delays, 99.0);
     r.delay_max_ms = delays.last().copied();
     r.delay_after_failure_max_ms = res.max_delay_after_failure_ms;
+    r.requests = res.requests.iter().map(|q| RequestPoint { sent_s: q.sent_s, delay_ms: q.delay_ms }).collect();
     r.events = res.events;
     r.trace_hash = res.trace_hash;
     r

@@ -31,6 +31,21 @@ mpq lab run experiments/seed002-4.1.yaml --shard 3/8   # one machine's slice; th
     /// directory: rows deduplicated by run ID, EBen recomputed, JSON lines and CSV written.
     #[command(after_help = "Example:\n  mpq lab merge lab-results/all lab-results/seed002-4.1/shard-*")]
     Merge(MergeArgs),
+    /// Render a results directory (or results.jsonl file) as one self-contained HTML page:
+    /// EBen CDFs per class and variant, box plots of completion time and goodput, request
+    /// delay over time, a summary per class and variant and a per-scenario table.
+    #[command(after_help = "Examples:\n  mpq lab report lab-results/seed002-4.1\n  \
+mpq lab report /tmp/e1 --out /tmp/e1.html --png /tmp/e1-png")]
+    Report(ReportArgs),
+    /// Submit an experiment to a cluster: with --slurm, a job array (one shard of the plan
+    /// per task, `mpq lab run FILE --shard K/N --out DIR/shard-K`) and a job that runs after
+    /// all of them succeeded and merges them into DIR/merged (with its report). The compute
+    /// nodes must see the mpq binary, FILE and DIR at the same paths.
+    #[command(
+        after_help = "Examples:\n  mpq lab submit experiments/seed002-4.1.yaml --slurm --shards 16 --out /shared/e1\n  \
+mpq lab submit experiments/seed002-low-bdp-smoke.yaml --slurm --shards 2 --dry-run"
+    )]
+    Submit(SubmitArgs),
 }
 
 /// Which scenarios of a plan.
@@ -86,12 +101,58 @@ pub struct MergeArgs {
     pub inputs: Vec<PathBuf>,
 }
 
+/// `mpq lab report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A results directory (as written by `mpq lab run` or `merge`) or a results.jsonl file.
+    pub results: PathBuf,
+    /// The page to write (default: report.html in the results directory).
+    #[arg(long, value_name = "FILE.html")]
+    pub out: Option<PathBuf>,
+    /// Also write every figure as a PNG file into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub png: Option<PathBuf>,
+}
+
+/// `mpq lab submit`.
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// The experiment file (YAML).
+    pub file: PathBuf,
+    /// Submit to Slurm (sbatch); the only scheduler so far.
+    #[arg(long, required = true)]
+    pub slurm: bool,
+    /// Array tasks: the plan is cut into this many shards.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub shards: usize,
+    /// Results directory (default: lab-results/NAME); made absolute.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Slurm partition (default: the cluster's default partition).
+    #[arg(long, value_name = "P")]
+    pub partition: Option<String>,
+    /// CPUs per array task (simulations at once in each shard).
+    #[arg(long, value_name = "C", default_value_t = 1)]
+    pub cpus_per_task: usize,
+    /// The mpq binary the jobs run (default: this one).
+    #[arg(long, value_name = "PATH")]
+    pub mpq: Option<PathBuf>,
+    /// The sbatch command.
+    #[arg(long, value_name = "PATH", default_value = "sbatch")]
+    pub sbatch: PathBuf,
+    /// Print the two scripts instead of submitting them.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
 /// Runs `mpq lab ...`.
 pub fn run_lab(cmd: LabCommand) -> Result<()> {
     match cmd {
         LabCommand::Plan(a) => plan(a),
         LabCommand::Run(a) => run_cmd(a),
         LabCommand::Merge(a) => merge_cmd(a),
+        LabCommand::Report(a) => report_cmd(a),
+        LabCommand::Submit(a) => submit_cmd(a),
     }
 }
 
@@ -183,5 +244,62 @@ fn merge_cmd(a: MergeArgs) -> Result<()> {
             s.conflicts.join(", ")
         );
     }
+    Ok(())
+}
+
+fn report_cmd(a: ReportArgs) -> Result<()> {
+    let out = a.out.unwrap_or_else(|| mpq_lab::report::default_html(&a.results));
+    let s = mpq_lab::report::write_report(&a.results, &out, a.png.as_deref())?;
+    println!("{}: {} rows, {} figures", s.html.display(), s.rows, s.figures);
+    if let Some(dir) = &a.png {
+        println!("{} PNG files in {}", s.pngs.len(), dir.display());
+    }
+    Ok(())
+}
+
+fn submit_cmd(a: SubmitArgs) -> Result<()> {
+    let (exp, plan) = load(&a.file)?;
+    let abs = |p: &Path| std::path::absolute(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()));
+    let mpq = match &a.mpq {
+        Some(p) => abs(p)?,
+        None => std::env::current_exe()?,
+    };
+    let out = abs(&a.out.clone().unwrap_or_else(|| default_out(&exp, None)))?;
+    let job = mpq_lab::slurm::SlurmJob {
+        mpq,
+        file: abs(&a.file)?,
+        out,
+        shards: a.shards,
+        partition: a.partition,
+        cpus_per_task: a.cpus_per_task,
+        name: format!("mpq-lab-{}", exp.name),
+    };
+    job.check()?;
+    if a.shards > plan.scenarios.len() {
+        eprintln!(
+            "warning: {} shards for {} scenarios: {} array tasks will have nothing to run",
+            a.shards,
+            plan.scenarios.len(),
+            a.shards - plan.scenarios.len()
+        );
+    }
+    if a.dry_run {
+        return print_all(&format!(
+            "# {}\n{}\n# {} (submitted with --dependency=afterok:<array job>)\n{}",
+            job.script_dir().join("array.sbatch").display(),
+            job.array_script(),
+            job.script_dir().join("merge.sbatch").display(),
+            job.merge_script()
+        ));
+    }
+    let s = job.submit(&a.sbatch)?;
+    println!(
+        "submitted job array {} ({} shards of {} scenarios) and merge job {}; merged results and report in {}",
+        s.array,
+        a.shards,
+        plan.scenarios.len(),
+        s.merge,
+        job.out.join("merged").display()
+    );
     Ok(())
 }

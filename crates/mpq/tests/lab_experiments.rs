@@ -1,0 +1,118 @@
+//! Every shipped experiment file in its short form: `mpq lab run FILE --limit 1` (the first
+//! scenario with all its runs) and `mpq lab report` of the results. A file added to
+//! experiments/ without a test here fails `every_file_is_tested`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const FILES: &[&str] = &[
+    "seed002-4.1.yaml",
+    "seed002-4.2.yaml",
+    "seed002-4.3-handover.yaml",
+    "seed002-low-bdp-smoke.yaml",
+    "seed003.yaml",
+    "seed004.yaml",
+];
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn mpq(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mpq"))
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run mpq")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs the first scenario of `file` and reports it; returns the rows.
+fn short_form(file: &str, runs: usize) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let path = format!("experiments/{file}");
+    let o = mpq(&["lab", "run", &path, "--limit", "1", "--out", out, "--quiet"]);
+    assert!(o.status.success(), "{file}: {}", text(&o.stderr));
+    assert!(text(&o.stdout).contains(&format!("1 scenarios, {runs} runs: {runs} ran")), "{file}: {}", text(&o.stdout));
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(dir.path().join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), runs, "{file}");
+    let o = mpq(&["lab", "report", out]);
+    assert!(o.status.success(), "{file}: report: {}", text(&o.stderr));
+    let page = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(page.matches("<svg").count() >= 2, "{file}: report without figures");
+    rows
+}
+
+fn multipath(rows: &[serde_json::Value]) -> impl Iterator<Item = &serde_json::Value> {
+    rows.iter().filter(|r| r["role"] == "multipath")
+}
+
+#[test]
+fn every_file_is_tested() {
+    let mut found: Vec<String> = std::fs::read_dir(repo().join("experiments"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    found.sort();
+    assert_eq!(found, FILES, "experiments/ and this test's list differ");
+}
+
+#[test]
+fn seed002_4_1() {
+    let rows = short_form("seed002-4.1.yaml", 4);
+    assert!(multipath(&rows).all(|r| r["eben"].is_f64() && r["size"] == 20_000_000));
+}
+
+#[test]
+fn seed002_4_2() {
+    let rows = short_form("seed002-4.2.yaml", 4);
+    assert!(rows.iter().all(|r| r["size"] == 256_000 && r["completed"] == true));
+    assert!(multipath(&rows).all(|r| r["eben"].is_f64()));
+}
+
+#[test]
+fn seed002_4_3_handover() {
+    let rows = short_form("seed002-4.3-handover.yaml", 5);
+    for r in multipath(&rows) {
+        // Every request answered, the failure of path 0 at 3 s included.
+        assert_eq!(r["requests_sent"], r["requests_answered"], "{r}");
+        assert!(r["requests"].as_array().unwrap().len() >= 25, "{r}");
+        assert!(r["delay_after_failure_max_ms"].is_f64(), "{r}");
+    }
+    let alone0 = rows.iter().find(|r| r["run_id"].as_str().unwrap().ends_with("/sp0-cubic-s750")).unwrap();
+    assert_eq!(alone0["completed"], false, "path 0 alone cannot answer after it failed");
+}
+
+#[test]
+fn seed002_low_bdp_smoke() {
+    short_form("seed002-low-bdp-smoke.yaml", 4);
+}
+
+#[test]
+fn seed003() {
+    let rows = short_form("seed003.yaml", 4);
+    let policies: Vec<&str> = multipath(&rows).map(|r| r["ack_policy"].as_str().unwrap()).collect();
+    assert_eq!(policies, ["same-path", "all-paths"]);
+    assert!(rows.iter().all(|r| r["size"] == 50_000_000 && r["completed"] == true));
+}
+
+#[test]
+fn seed004() {
+    let rows = short_form("seed004.yaml", 12);
+    let mut schedulers: Vec<&str> = multipath(&rows).map(|r| r["scheduler"].as_str().unwrap()).collect();
+    schedulers.sort();
+    schedulers.dedup();
+    assert_eq!(schedulers, ["ecf", "minrtt"]);
+    let sizes: std::collections::BTreeSet<u64> = rows.iter().map(|r| r["size"].as_u64().unwrap()).collect();
+    assert_eq!(sizes.into_iter().collect::<Vec<_>>(), [512_000, 20_000_000]);
+}
