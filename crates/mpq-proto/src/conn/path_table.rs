@@ -21,6 +21,8 @@ pub(crate) struct PathTable {
     slots: Vec<Option<PathState>>,
     live: usize,
     board: Board,
+    /// Multipath is in use: paths publish ACK offers while there are several.
+    multipath: bool,
 }
 
 impl PathTable {
@@ -39,6 +41,7 @@ impl PathTable {
             }
         };
         self.board.publish(slot, view);
+        self.update_offers();
         slot
     }
 
@@ -53,6 +56,7 @@ impl PathTable {
         while self.slots.last().is_some_and(Option::is_none) {
             self.slots.pop();
         }
+        self.update_offers();
         path
     }
 
@@ -132,12 +136,26 @@ impl PathTable {
         }
     }
 
-    /// Paths publish ACK offers from now on (multipath is in use), starting now.
+    /// Multipath is in use from now on: while there are several paths, each publishes its
+    /// ACK offer for the others.
     pub fn enable_offers(&mut self) {
-        if !self.board.offers_on {
-            self.board.offers_on = true;
-            for slot in self.slots() {
+        self.multipath = true;
+        self.update_offers();
+    }
+
+    /// Offers are published while multipath is in use and there is more than one path
+    /// (a lone path's ACKs have no other carrier: copying its ranges would be waste).
+    fn update_offers(&mut self) {
+        let on = self.multipath && self.live > 1;
+        if on == self.board.offers_on {
+            return;
+        }
+        self.board.offers_on = on;
+        for slot in self.slots() {
+            if on {
                 self.publish_offer(slot);
+            } else {
+                self.board.publish_offer(slot, None);
             }
         }
     }

@@ -55,8 +55,10 @@ pub(super) struct OpenPacket {
     pub carried: Carried,
 }
 
-/// The other paths' ACKs a packet carries: (owner's slot, the notice for it).
-pub(super) type Carried = SmallVec<[(usize, super::mail::AckCarried); 1]>;
+/// The other paths' ACKs a packet carries: (owner's slot, the notice for it). A `Vec`, so
+/// that the packets that carry none (all of them with ACKs on their own path) move no
+/// inline space around and allocate nothing.
+pub(super) type Carried = Vec<(usize, super::mail::AckCarried)>;
 
 /// What `write_app_frames` wrote.
 #[derive(Default)]
