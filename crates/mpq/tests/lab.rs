@@ -2,25 +2,8 @@
 //! directory (rows checked, a second run resumes with nothing to do), `plan` of the full
 //! seed 002 §4.1 file, and a bad file's error.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn mpq(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mpq"))
-        .args(args)
-        .current_dir(repo())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run mpq")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::*;
 
 #[test]
 fn smoke_experiment_runs_and_resumes() {

@@ -2,8 +2,8 @@
 //! scenario with all its runs) and `mpq lab report` of the results. A file added to
 //! experiments/ without a test here fails `every_file_is_tested`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
+use common::*;
 
 const FILES: &[&str] = &[
     "seed002-4.1.yaml",
@@ -13,23 +13,6 @@ const FILES: &[&str] = &[
     "seed003.yaml",
     "seed004.yaml",
 ];
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn mpq(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mpq"))
-        .args(args)
-        .current_dir(repo())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run mpq")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// Runs the first scenario of `file` and reports it; returns the rows.
 fn short_form(file: &str, runs: usize) -> Vec<serde_json::Value> {

@@ -4,29 +4,14 @@
 //! job; the merged rows must equal those of a local `mpq lab run` of the same file (wall
 //! times aside), and the merged report must exist.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
+use common::*;
+
+use std::path::Path;
 use std::time::Duration;
 
 use mpq_lab::metrics::Row;
 use mpq_lab::results::read_rows;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn run(bin: &str, args: &[&str]) -> Output {
-    Command::new(bin)
-        .args(args)
-        .current_dir(repo())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{bin}: {e}"))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn rows(dir: &Path) -> Vec<Row> {
     let mut r = read_rows(&dir.join("results.jsonl"), false).unwrap();

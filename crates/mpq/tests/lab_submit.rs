@@ -3,26 +3,11 @@
 //! `--dependency=afterok:` on the array's ID; `--dry-run` prints both scripts and submits
 //! nothing; an sbatch that fails is reported. The real Slurm test is `lab_slurm.rs`.
 
+mod common;
+use common::*;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn mpq(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mpq"))
-        .args(args)
-        .current_dir(repo())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run mpq")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// A stand-in sbatch in `dir`: appends `ARGS` and a line per call to `dir/calls`, prints job
 /// IDs 41, 42, ... (`--parsable` form), or fails with `fail` set.
