@@ -17,6 +17,8 @@ pub const METRICS: &[&str] = &[
     "retransmitted_bytes",
     "lost_packets",
     "spurious_loss_est",
+    "ack_frames",
+    "ranges_per_ack",
     "delay_p50_ms",
     "delay_p90_ms",
     "delay_p99_ms",
@@ -94,6 +96,13 @@ pub struct Row {
     /// Estimate of spurious loss declarations: packets declared lost beyond those the
     /// network dropped (0 if fewer). Drops not yet declared at the end offset it.
     pub spurious_loss_est: u64,
+    /// ACK and PATH_ACK frames the data receiver (the client) sent, on all paths.
+    #[serde(default)]
+    pub ack_frames: u64,
+    /// ACK ranges per ACK frame of the client ("The Packet Number Space Debate in Multipath
+    /// QUIC" compares them); empty without ACK frames.
+    #[serde(default)]
+    pub ranges_per_ack: Option<f64>,
     /// Requests issued (request/response).
     pub requests_sent: u64,
     /// Requests answered.
@@ -209,6 +218,8 @@ pub fn row(
         lost_packets: 0,
         dropped_packets: 0,
         spurious_loss_est: 0,
+        ack_frames: 0,
+        ranges_per_ack: None,
         requests_sent: 0,
         requests_answered: 0,
         delay_p50_ms: None,
@@ -252,6 +263,9 @@ pub fn row(
     r.retransmitted_bytes = res.server_paths.iter().map(|p| p.lost_bytes).sum();
     r.lost_packets = res.server_paths.iter().map(|p| p.lost_packets).sum();
     r.spurious_loss_est = r.lost_packets.saturating_sub(r.dropped_packets);
+    r.ack_frames = res.paths.iter().map(|p| p.acks_sent).sum();
+    let ranges: u64 = res.paths.iter().map(|p| p.ack_ranges_sent).sum();
+    r.ranges_per_ack = (r.ack_frames > 0).then(|| ranges as f64 / r.ack_frames as f64);
     r.requests_sent = res.requests_sent;
     r.requests_answered = res.requests_answered;
     let mut delays: Vec<f64> = res.requests.iter().filter_map(|q| q.delay_ms).collect();

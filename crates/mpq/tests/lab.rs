@@ -24,6 +24,9 @@ fn smoke_experiment_runs_and_resumes() {
         assert_eq!(r["bytes"], 2_000_000);
         assert!(r["goodput_bps"].as_f64().unwrap() > 0.0);
         assert!(r["sim_wall_s"].as_f64().unwrap() > 0.0);
+        // The client acknowledged the download: ACK frames counted, at least one range each.
+        assert!(r["ack_frames"].as_u64().unwrap() > 100, "{r}");
+        assert!(r["ranges_per_ack"].as_f64().unwrap() >= 1.0, "{r}");
     }
     for r in &multipath {
         assert_eq!(r["cc"], "olia");

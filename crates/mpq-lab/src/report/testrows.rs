@@ -39,6 +39,8 @@ pub fn row(id: &str, role: Role, path: usize, goodput: f64, eben: Option<f64>) -
         lost_packets: 0,
         dropped_packets: 0,
         spurious_loss_est: 0,
+        ack_frames: 0,
+        ranges_per_ack: None,
         requests_sent: 0,
         requests_answered: 0,
         delay_p50_ms: None,

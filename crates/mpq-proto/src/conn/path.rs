@@ -44,6 +44,12 @@ pub struct PathStats {
     pub pto_count: u64,
     /// PATH_ACK frames this path carried for packets of other paths.
     pub acks_for_other_paths: u64,
+    /// ACK and PATH_ACK frames sent in this path's packets (its own and those it carried for
+    /// other paths; the handshake spaces' on the path that carries them).
+    pub acks_sent: u64,
+    /// ACK ranges those frames reported (divide by `acks_sent` for ranges per ACK, the measure
+    /// of "The Packet Number Space Debate in Multipath QUIC").
+    pub ack_ranges_sent: u64,
     /// Copies of MAX_DATA / MAX_STREAM_DATA first sent on another path
     /// (`TransportConfig::flow_control_on_all_paths`).
     pub flow_control_copies: u64,

@@ -648,3 +648,17 @@ fn duplicate_datagrams_within_one_batch_count_once() {
     let n = server.read(sid, &mut got).expect("read").len;
     assert!(n >= 1000 && got[..n].iter().all(|&b| b == 9), "{n} bytes");
 }
+
+/// Every ACK frame a path sends is counted with the ranges it reported: a transfer without
+/// loss or reordering acknowledges one contiguous range per frame.
+#[test]
+fn ack_frames_and_their_ranges_are_counted() {
+    let mut pair = Pair::new(TransportConfig::default());
+    assert!(confirm_handshake(&mut pair));
+    run_upload(&mut pair, 500_000, Duration::from_secs(10));
+    let h = pair.server.handles()[0];
+    let stats = pair.server.connection(h).expect("server").stats();
+    let p = &stats.paths[0];
+    assert!(p.acks_sent > 10, "the receiver acknowledged: {p:?}");
+    assert_eq!(p.ack_ranges_sent, p.acks_sent, "one range per ACK without loss: {p:?}");
+}

@@ -295,7 +295,8 @@ pub fn ack_encoded_len(
 
 /// Like [`encode_ack`], but includes as many ranges (highest first) as fit in `max_bytes`.
 ///
-/// Returns false, writing nothing, if `ranges` is empty or not even the first range fits.
+/// Returns the number of ranges written, the first included; `None`, writing nothing, if `ranges` is empty or not
+/// even the first range fits.
 pub fn encode_ack_bounded(
     out: &mut Vec<u8>,
     path_id: Option<u64>,
@@ -303,16 +304,13 @@ pub fn encode_ack_bounded(
     delay: u64,
     ecn: Option<&EcnCounts>,
     max_bytes: usize,
-) -> bool {
-    match plan(path_id, ranges, delay, ecn, usize::MAX, max_bytes) {
-        Some((n, len)) => {
-            let start = out.len();
-            write(out, path_id, ranges, delay, ecn, n);
-            debug_assert_eq!(out.len() - start, len);
-            true
-        }
-        None => false,
-    }
+) -> Option<usize> {
+    let (n, len) = plan(path_id, ranges, delay, ecn, usize::MAX, max_bytes)?;
+    let start = out.len();
+    write(out, path_id, ranges, delay, ecn, n);
+    debug_assert_eq!(out.len() - start, len);
+    // The first range and `n` more.
+    Some(n + 1)
 }
 
 #[cfg(test)]
@@ -385,7 +383,8 @@ mod tests {
 
         for max in 0..20 {
             let mut out = Vec::new();
-            let ok = encode_ack_bounded(&mut out, Some(1), &s, 0, None, max);
+            let written = encode_ack_bounded(&mut out, Some(1), &s, 0, None, max);
+            let ok = written.is_some();
             assert!(out.len() <= max);
             assert_eq!(ok, max >= 6, "max {max}");
             if ok {
@@ -394,9 +393,10 @@ mod tests {
                 let want: Vec<_> = s.iter().rev().take(got.len()).collect();
                 assert_eq!(got, want);
                 assert_eq!(got.len(), (1 + (max - 6) / 2).min(5));
+                assert_eq!(written, Some(got.len()), "the ranges written are reported");
             }
         }
-        assert!(!encode_ack_bounded(&mut Vec::new(), None, &RangeSet::new(), 0, None, 100));
+        assert!(encode_ack_bounded(&mut Vec::new(), None, &RangeSet::new(), 0, None, 100).is_none());
         assert_eq!(encode_ack(&mut Vec::new(), None, &RangeSet::new(), 0, None, 100), 0);
     }
 }

@@ -58,7 +58,11 @@ impl PathState {
                 let largest = space.received.ranges().max();
                 let ecn = space.received.ecn_counts();
                 let frame_path = if multipath { Some(carrier) } else { None };
-                if frame::encode_ack_bounded(buf, frame_path, space.received.ranges(), delay, ecn.as_ref(), room) {
+                if let Some(n) =
+                    frame::encode_ack_bounded(buf, frame_path, space.received.ranges(), delay, ecn.as_ref(), room)
+                {
+                    self.stats.acks_sent += 1;
+                    self.stats.ack_ranges_sent += n as u64;
                     if let Some(l) = largest {
                         frames.acks.push((carrier, l));
                     }
@@ -86,9 +90,11 @@ impl PathState {
                 let frame_path = if multipath { Some(offer.path_id) } else { None };
                 let written =
                     frame::encode_ack_bounded(buf, frame_path, &offer.ranges, delay, offer.ecn.as_ref(), room);
-                written.then(|| (offer.path_id, offer.version, offer.ranges.max()))
+                written.map(|n| (offer.path_id, offer.version, offer.ranges.max(), n))
             };
-            let Some((owner, version, largest)) = taken else { continue };
+            let Some((owner, version, largest, n)) = taken else { continue };
+            self.stats.acks_sent += 1;
+            self.stats.ack_ranges_sent += n as u64;
             if let Some(l) = largest {
                 frames.acks.push((owner, l));
             }

@@ -411,6 +411,7 @@ impl Connection {
         let probing = self.space_mut(space_id, pi)?.probes > 0;
         let send_data = cwnd_ok || probing;
         // ACKs first: they are what the peer's loss detection waits for.
+        let mut ack_ranges = None;
         let ack_due = self.ack_due(space_id, pi);
         let space = self.space_mut(space_id, pi)?;
         if space.ack_pending && (ack_due || send_data) {
@@ -418,12 +419,13 @@ impl Connection {
             let largest = space.received.ranges().max();
             let ecn = space.received.ecn_counts();
             let room = payload_end - buf.len();
-            if frame::encode_ack_bounded(buf, None, space.received.ranges(), delay, ecn.as_ref(), room) {
+            if let Some(n) = frame::encode_ack_bounded(buf, None, space.received.ranges(), delay, ecn.as_ref(), room) {
                 if let Some(l) = largest {
                     frames.acks.push((0, l));
                 }
                 space.ack_pending = false;
                 space.received.on_ack_sent(now);
+                ack_ranges = Some(n);
             }
         }
         if send_data {
@@ -444,6 +446,10 @@ impl Connection {
             && payload_end >= buf.len() + self.shared.injected_handshake.len()
         {
             buf.append(&mut self.shared.injected_handshake);
+        }
+        if let (Some(n), Some(path)) = (ack_ranges, self.paths.get_mut(pi)) {
+            path.stats.acks_sent += 1;
+            path.stats.ack_ranges_sent += n as u64;
         }
         let space = self.space_mut(space_id, pi)?;
         end_packet(buf, header, (frames, Carried::new()), ack_eliciting, probing, payload_end, space, false)
