@@ -30,8 +30,9 @@ pub const METRICS: &[&str] = &[
     "sim_wall_s",
 ];
 
-/// One run's results (one line of `results.jsonl`, one row of `results.csv`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One run's results (one line of `results.jsonl`, one row of `results.csv`). `Default` is
+/// a row with nothing measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// Run ID (unique in the experiment).
     pub run_id: String,
@@ -205,35 +206,11 @@ pub fn row(
         workload: workload.to_owned(),
         size: run.size,
         links: scenario.links.clone(),
-        completed: false,
-        data_ok: false,
-        multipath: false,
-        error: None,
-        completion_s: None,
-        bytes: 0,
-        goodput_bps: 0.0,
         path_bytes: vec![0; n],
         path_share: vec![0.0; n],
-        retransmitted_bytes: 0,
-        lost_packets: 0,
-        dropped_packets: 0,
-        spurious_loss_est: 0,
-        ack_frames: 0,
-        ranges_per_ack: None,
-        requests_sent: 0,
-        requests_answered: 0,
-        delay_p50_ms: None,
-        delay_p90_ms: None,
-        delay_p99_ms: None,
-        delay_max_ms: None,
-        delay_after_failure_max_ms: None,
-        requests: Vec::new(),
         baseline_runs: run.baselines.clone(),
-        baseline_goodput_bps: Vec::new(),
-        eben: None,
-        events: 0,
-        trace_hash: 0,
         sim_wall_s: wall_s,
+        ..Row::default()
     };
     let res = match result {
         Ok(res) => res,

@@ -16,10 +16,11 @@ use crate::quantity::{Quantity, Unit};
 use crate::shard::Shard;
 
 /// What a run is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// The multipath connection under test (or a single-path one, with `paths: 1`).
+    #[default]
     Multipath,
     /// The same workload on one path alone.
     Baseline,

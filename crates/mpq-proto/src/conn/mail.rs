@@ -276,6 +276,12 @@ impl PathState {
         self.carried_acks.contains(&(owner, version))
     }
 
+    /// This path already carried the ACK `offer` stands for (by the owner's record, or by its
+    /// own while the owner has not read its mail yet).
+    pub(crate) fn carried_offer(&self, offer: &AckOffer) -> bool {
+        offer.carried_on.contains(&self.id) || self.has_carried(offer.path_id, offer.version)
+    }
+
     /// Records that this path carried version `version` of path `owner`'s ACK offer, so
     /// that it does not carry it again before the owner reads its mail.
     pub(crate) fn note_carried(&mut self, owner: u64, version: u64) {

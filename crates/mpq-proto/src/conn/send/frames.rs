@@ -80,7 +80,7 @@ impl PathState {
             // owner learns by mail that it went out.
             let taken = {
                 let Some(offer) = host.board.offer(j) else { continue };
-                if offer.carried_on.contains(&carrier) || self.has_carried(offer.path_id, offer.version) {
+                if self.carried_offer(offer) {
                     continue;
                 }
                 if !(offer.due(now, max_ack_delay) || send_data) {

@@ -201,11 +201,7 @@ impl PathState {
             let pending_here = if j == host.slot {
                 !self.data.ack_carried_on.contains(&carrier) && self.own_ack_due(now, max_ack_delay)
             } else {
-                host.board.offer(j).is_some_and(|o| {
-                    !o.carried_on.contains(&carrier)
-                        && !self.has_carried(o.path_id, o.version)
-                        && o.due(now, max_ack_delay)
-                })
+                host.board.offer(j).is_some_and(|o| !self.carried_offer(o) && o.due(now, max_ack_delay))
             };
             // (The policy is asked only for a pending ACK, and not at all in a batch.)
             if pending_here && (placed.is_some() || ack_carriers(host.shared, host.board, j).contains(&host.slot)) {
