@@ -808,7 +808,7 @@ impl Connection {
     /// Client: produce the first flight.
     pub(crate) fn start(&mut self, now: Instant) {
         if let Err(e) = self.drive_tls(now) {
-            self.close_with_error(now, e);
+            self.host().close_with_error(now, e);
         }
     }
 }

@@ -8,36 +8,46 @@ use crate::frame::AckFrame;
 use crate::time::Instant;
 use crate::types::SpaceId;
 
+use super::board::Seat;
 use super::events::{Event, PathEvent};
+use super::host::Host;
+use super::path::PathState;
 use super::path_ack::{AckParams, Fated, PacketFates};
 use super::space::{Control, SentFrames};
-use super::{touch, Connection};
+use super::{touch, ConnShared, Connection};
 
 impl Connection {
-    /// What the shared side fixes for a path's ACK processing.
-    pub(super) fn ack_params(&self) -> AckParams {
-        AckParams {
-            ack_delay_exponent: self.peer_ack_delay_exponent(),
-            max_ack_delay: self.peer_max_ack_delay(),
-            handshake_confirmed: self.shared.handshake_confirmed,
-            side: self.shared.side,
-            key_epoch: self.shared.one_rtt.as_ref().map(|k| k.epoch()),
+    /// Packets of the path in slot `pi` its loss timer declared lost: the path's congestion
+    /// response, then their frames queued for retransmission (on any path).
+    pub(crate) fn on_packets_lost(&mut self, now: Instant, space_id: SpaceId, pi: usize, lost: Fated) {
+        if lost.is_empty() {
+            return;
         }
+        let mut fates = PacketFates::none(space_id);
+        let Some((path, mut seat)) = self.paths.seat(pi) else { return };
+        path.on_lost(now, lost, false, &mut seat, &mut fates);
+        seat.publish(path);
+        let path_id = path.id;
+        self.host().apply_fates(now, path_id, fates);
+        self.deliver_mail_or_close(now);
     }
+}
 
-    /// Handles ACK and PATH_ACK frames (RFC 9002 §6) for the space of path index `pi`: the
-    /// path's part (its ledger, RTT, loss detection, window, view on the board) by the path,
-    /// then the frames' fate here.
+impl Host<'_> {
+    /// Handles ACK and PATH_ACK frames (RFC 9002 §6) for the space of `path` (in `slot`):
+    /// the path's part (its ledger, RTT, loss detection, window, view on the board) by the
+    /// path, then the frames' fate here.
     pub(super) fn on_ack_frame(
         &mut self,
         now: Instant,
         space_id: SpaceId,
-        pi: usize,
+        path: &mut PathState,
+        slot: usize,
         ack: &AckFrame<'_>,
     ) -> Result<(), TransportError> {
         let params = self.ack_params();
         let fates = {
-            let Some((path, mut seat)) = self.paths.seat(pi) else { return Ok(()) };
+            let mut seat = Seat::new(self.board, slot);
             match space_id {
                 SpaceId::Data => path.on_path_ack(now, ack, &params, &mut seat)?,
                 SpaceId::Initial | SpaceId::Handshake => {
@@ -62,8 +72,7 @@ impl Connection {
                 }
             }
         };
-        let path_id = self.paths[pi].id;
-        self.apply_fates(now, path_id, fates);
+        self.apply_fates(now, path.id, fates);
         Ok(())
     }
 
@@ -91,8 +100,8 @@ impl Connection {
         for (_, p) in fates.acked {
             self.on_frames_acked(fates.space, p.frames);
         }
-        // The acknowledged PATH_ACKs carried for other paths reach them.
-        self.deliver_mail_or_close(now);
+        // The acknowledged PATH_ACKs carried for other paths reach them by mail, which the
+        // connection delivers after the work at hand.
         for (pn, _) in &fates.lost {
             self.qlog_packet_lost(now, fates.space, path_id, *pn);
         }
@@ -110,20 +119,10 @@ impl Connection {
     /// allow in flight, up to four times the configured limit.
     pub(super) fn size_send_buffers(&mut self) {
         let base = self.shared.config.streams.send_buffer_limit;
-        let active = self.paths.views().filter(|(_, v)| v.is_active());
+        let active = self.views().filter(|(_, v)| v.is_active());
         let (n, windows) = active.fold((0u32, 0u64), |(n, w), (_, v)| (n + 1, w.saturating_add(v.cwnd)));
         let limit = if n < 2 { base } else { windows.saturating_mul(2).min(base.saturating_mul(4)) };
         self.shared.streams.set_send_buffer_limit(limit);
-    }
-
-    /// The CRYPTO stream of a packet number space: the Initial and Handshake spaces' own,
-    /// or the connection's 1-RTT one (its offsets continue whichever path carries it).
-    fn crypto_stream_mut(&mut self, space_id: SpaceId) -> Option<&mut super::space::CryptoStream> {
-        match space_id {
-            SpaceId::Initial => self.shared.initial.as_mut().map(|s| &mut s.crypto),
-            SpaceId::Handshake => self.shared.handshake.as_mut().map(|s| &mut s.crypto),
-            SpaceId::Data => Some(&mut self.shared.one_rtt_crypto),
-        }
     }
 
     pub(super) fn on_frames_acked(&mut self, space_id: SpaceId, mut frames: SentFrames) {
@@ -140,13 +139,12 @@ impl Connection {
         // path's own ACKs were handled by the path, `PathState::on_path_ack`).
         for &(path_id, largest) in &frames.acks {
             if space_id != SpaceId::Data {
-                let pi = self.primary_path();
-                if let Some(space) = self.space_mut(space_id, pi) {
+                if let Some(space) = self.shared.handshake_space_mut(space_id) {
                     space.received.on_ack_of_ack(largest);
                 }
-            } else if let Some(slot) = self.path_index(path_id) {
+            } else if let Some(slot) = self.path_slot(path_id) {
                 // Delivered once for all the packets of the ACK (`apply_fates`).
-                self.paths.post(slot).push_ack_acked(largest);
+                self.post(slot).push_ack_acked(largest);
             }
         }
         let mut cid_acked = false;
@@ -165,24 +163,22 @@ impl Connection {
             self.maybe_signal_new_path_allowed();
         }
     }
+}
 
-    /// Packets of path index `pi` its loss timer declared lost: the path's congestion
-    /// response, then their frames queued for retransmission (on any path).
-    pub(crate) fn on_packets_lost(&mut self, now: Instant, space_id: SpaceId, pi: usize, lost: Fated) {
-        if lost.is_empty() {
-            return;
+impl ConnShared {
+    /// The CRYPTO stream of a packet number space: the Initial and Handshake spaces' own,
+    /// or the connection's 1-RTT one (its offsets continue whichever path carries it).
+    fn crypto_stream_mut(&mut self, space_id: SpaceId) -> Option<&mut super::space::CryptoStream> {
+        match space_id {
+            SpaceId::Initial => self.initial.as_mut().map(|s| &mut s.crypto),
+            SpaceId::Handshake => self.handshake.as_mut().map(|s| &mut s.crypto),
+            SpaceId::Data => Some(&mut self.one_rtt_crypto),
         }
-        let mut fates = PacketFates::none(space_id);
-        let Some((path, mut seat)) = self.paths.seat(pi) else { return };
-        path.on_lost(now, lost, false, &mut seat, &mut fates);
-        seat.publish(path);
-        let path_id = path.id;
-        self.apply_fates(now, path_id, fates);
     }
 
     pub(crate) fn on_frames_lost(&mut self, space_id: SpaceId, mut frames: SentFrames) {
         for c in &frames.stream {
-            self.shared.streams.on_stream_chunk_lost(c);
+            self.streams.on_stream_chunk_lost(c);
         }
         if let Some(crypto) = self.crypto_stream_mut(space_id) {
             for r in frames.crypto() {
@@ -191,16 +187,16 @@ impl Connection {
         }
         for c in frames.take_control() {
             match c {
-                Control::Stream(s) => self.shared.streams.on_control_lost(&s),
-                Control::HandshakeDone => self.shared.handshake_done_pending = true,
-                Control::NewToken => self.shared.tokens.new_token_pending = true,
+                Control::Stream(s) => self.streams.on_control_lost(&s),
+                Control::HandshakeDone => self.handshake_done_pending = true,
+                Control::NewToken => self.tokens.new_token_pending = true,
                 Control::NewCid(path, seq) => {
-                    if let Some(l) = self.shared.local_cids.get_mut(&path) {
+                    if let Some(l) = self.local_cids.get_mut(&path) {
                         l.on_advertisement_lost(seq);
                     }
                 }
                 Control::RetireCid(path, seq) => {
-                    if let Some(p) = self.shared.peer_cids.get_mut(&path) {
+                    if let Some(p) = self.peer_cids.get_mut(&path) {
                         p.on_retirement_lost(seq);
                     }
                 }
@@ -208,6 +204,19 @@ impl Connection {
                     self.on_mp_control_lost(c)
                 }
             }
+        }
+    }
+}
+
+impl ConnShared {
+    /// What the shared side fixes for a path's ACK processing.
+    pub(super) fn ack_params(&self) -> AckParams {
+        AckParams {
+            ack_delay_exponent: self.peer_ack_delay_exponent(),
+            max_ack_delay: self.peer_max_ack_delay(),
+            handshake_confirmed: self.handshake_confirmed,
+            side: self.side,
+            key_epoch: self.one_rtt.as_ref().map(|k| k.epoch()),
         }
     }
 }

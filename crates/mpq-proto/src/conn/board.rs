@@ -87,6 +87,10 @@ pub(crate) struct PathView {
     /// The payload of the challenge to the address the path used before an apparent
     /// migration (RFC 9000 §9.3.3), if outstanding.
     pub old_challenge: Option<[u8; 8]>,
+    /// The peer's address on this path.
+    pub remote: std::net::SocketAddr,
+    /// Our address on this path, when known.
+    pub local: Option<std::net::SocketAddr>,
 }
 
 impl PathView {
@@ -268,6 +272,12 @@ impl Board {
         self.views.iter().enumerate().filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
     }
 
+    /// The largest PTO of the paths on the board with the peer's `max_ack_delay`, or 1 ms
+    /// without paths.
+    pub fn max_pto(&self, max_ack_delay: Duration) -> Duration {
+        self.iter().map(|(_, v)| v.pto_base + max_ack_delay).max().unwrap_or(Duration::from_millis(1))
+    }
+
     /// The inbox of `slot`.
     ///
     /// # Panics
@@ -340,6 +350,8 @@ impl PathState {
             coupling: self.cc.coupling_view(srtt.as_secs_f64()),
             challenge: self.challenge.map(|c| c.data),
             old_challenge: self.old_challenge.map(|c| c.data),
+            remote: self.remote,
+            local: self.local,
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::transport_params::TransportParameters;
 use crate::types::{Level, Side, SpaceId};
 
 use super::config::TransportConfig;
+use super::host::Host;
 use super::{Connection, Event, State};
 use crate::cid::ConnectionId;
 use crate::stream::Streams;
@@ -50,12 +51,6 @@ pub(crate) fn local_transport_params(
 }
 
 impl Connection {
-    /// Feeds in-order CRYPTO bytes of `level` to TLS and sends what it answers.
-    pub(crate) fn on_crypto_data(&mut self, now: Instant, level: Level, data: &[u8]) -> Result<(), TransportError> {
-        self.shared.tls.read_handshake(level, data)?;
-        self.drive_tls(now)
-    }
-
     /// Pulls handshake bytes and key changes out of TLS until it has nothing more.
     pub(crate) fn drive_tls(&mut self, now: Instant) -> Result<(), TransportError> {
         self.take_peer_params()?;
@@ -195,14 +190,26 @@ impl Connection {
             self.shared.state = State::Established;
         }
         self.shared.events.push_back(Event::Connected);
-        self.qlog_state(now, "handshake_complete");
+        self.shared.qlog_state(now, "handshake_complete");
         if self.shared.side == Side::Server {
             // RFC 9001 §4.1.2: the server's handshake is confirmed once it completes.
             self.shared.handshake_done_pending = true;
-            self.confirm_handshake(now);
+            self.host().confirm_handshake(now);
+            self.deliver_mail_or_close(now);
         }
-        self.issue_cids(now);
+        self.host().issue_cids(now);
         self.on_handshake_complete_multipath(now);
+        Ok(())
+    }
+}
+
+impl Host<'_> {
+    /// Feeds in-order CRYPTO bytes of `level` to TLS. What TLS answers, and the keys and
+    /// handshake progress it yields, the connection takes after the packet
+    /// (`Connection::drive_tls`, a follow-up): that may touch every path.
+    pub(crate) fn on_crypto_data(&mut self, level: Level, data: &[u8]) -> Result<(), TransportError> {
+        self.shared.tls.read_handshake(level, data)?;
+        self.shared.followups.drive_tls = true;
         Ok(())
     }
 
@@ -234,16 +241,14 @@ impl Connection {
             SpaceId::Data => return,
         };
         if let Some(mut s) = space {
-            let pi = self.primary_path();
-            let path = &mut self.paths[pi];
-            for (_, p) in s.loss.discard_all() {
-                if p.in_flight {
-                    path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(p.size));
-                }
+            let in_flight: u64 =
+                s.loss.discard_all().into_iter().filter(|(_, p)| p.in_flight).map(|(_, p)| u64::from(p.size)).sum();
+            // The primary path carried the handshake: it takes the bytes out of its flight
+            // and restarts its PTO backoff (RFC 9002 §6.2.2) itself (mail).
+            if let Some(slot) = self.primary_slot() {
+                let mail = self.post(slot);
+                *mail.discarded_in_flight.get_or_insert(0) += in_flight;
             }
-            // RFC 9002 §6.2.2: the PTO backoff restarts with the next space.
-            path.pto_count = 0;
-            self.paths.publish(pi);
         }
     }
 }

@@ -26,10 +26,11 @@
 //! - **Reinjection requests**: a path much slower than another gives copies of the STREAM
 //!   chunks still in flight on it, read from its own ledger, to the faster path's inbox.
 //!
-//! With one thread the connection delivers mail as soon as it is posted, or at the end of
-//! the send batch that posted it ([`Connection::deliver_mail`]); the results are the same as
-//! if the sender had written into the path, which the reference scenarios check
-//! bit-for-bit. With a thread per path (issue C2) a path handles its mail at the start of
+//! With one thread the connection delivers mail after the work that posted it: after each
+//! received packet whose frames (applied on a `Host`, `conn/host.rs`) posted it, at the end
+//! of the send batch that posted it, or at once after a timer or an application call
+//! ([`Connection::deliver_mail`]); the results are the same as if the sender had written
+//! into the path, which the reference scenarios check bit-for-bit. With a thread per path (issue C2) a path handles its mail at the start of
 //! its next batch. Every message is safe to handle late: an ACK carried while the owner has
 //! not heard of it yet may be sent once more by the owner (a duplicate ACK is harmless,
 //! RFC 9000 §13.2); pruning later only means larger ACK frames meanwhile; a late challenge
@@ -174,6 +175,13 @@ pub(crate) struct Mail {
     pub abandon: Option<AbandonOrder>,
     /// A faster path asks for copies of its data in flight.
     pub reinject: Option<ReinjectRequest>,
+    /// The peer's newest status advice for it (PATH_STATUS_BACKUP / _AVAILABLE, RFC 10069
+    /// §3.3): true for backup.
+    pub peer_backup: Option<bool>,
+    /// Handshake packet number spaces were discarded (RFC 9002 §6.4): the bytes their
+    /// packets still had in flight on this path (the primary) leave its bytes in flight,
+    /// and its PTO backoff restarts (§6.2.2).
+    pub discarded_in_flight: Option<u64>,
 }
 
 impl Mail {
@@ -185,6 +193,8 @@ impl Mail {
             && self.challenge_answers.is_empty()
             && self.abandon.is_none()
             && self.reinject.is_none()
+            && self.peer_backup.is_none()
+            && self.discarded_in_flight.is_none()
     }
 
     /// Posts a PATH_ACK for the path's packets (bounded, oldest dropped).
@@ -456,18 +466,20 @@ impl Connection {
     /// connection anyway.
     pub(crate) fn deliver_mail_or_close(&mut self, now: Instant) {
         if let Err(e) = self.deliver_mail(now) {
-            self.close_with_error(now, e);
+            self.host().close_with_error(now, e);
         }
     }
 
     fn handle_mail(&mut self, now: Instant, slot: usize, mail: Mail) -> Result<(), TransportError> {
         if !mail.path_acks.is_empty() {
-            let params = self.ack_params();
+            let params = self.shared.ack_params();
             let id = self.paths[slot].id;
             for ack in &mail.path_acks {
                 let Some((path, mut seat)) = self.paths.seat(slot) else { return Ok(()) };
-                let fates = path.on_path_ack(now, &ack.as_frame(), &params, &mut seat)?;
-                self.apply_fates(now, id, fates);
+                // A failure names the frame, as on the path it arrived on.
+                let frame = ack.as_frame();
+                let fates = path.on_path_ack(now, &frame, &params, &mut seat).map_err(|e| e.or_frame(frame.ty()))?;
+                self.host().apply_fates(now, id, fates);
                 if self.is_closed() || self.paths.get(slot).is_none() {
                     return Ok(());
                 }
@@ -510,10 +522,25 @@ impl Connection {
                     if newly_active {
                         tracing::debug!(side = ?self.shared.side, id, "path validated");
                         self.shared.events.push_back(super::Event::Path(super::PathEvent::Validated { id }));
-                        self.qlog_path(now, id, "validated");
+                        self.host().qlog_path(now, id, "validated");
                     }
                 }
             }
+            self.paths.publish(slot);
+        }
+        if let Some(backup) = mail.peer_backup {
+            let Some(path) = self.paths.get_mut(slot) else { return Ok(()) };
+            if path.peer_backup != backup {
+                path.peer_backup = backup;
+                let id = path.id;
+                self.paths.publish(slot);
+                self.shared.events.push_back(super::Event::Path(super::PathEvent::StatusChanged { id, backup }));
+            }
+        }
+        if let Some(bytes) = mail.discarded_in_flight {
+            let Some(path) = self.paths.get_mut(slot) else { return Ok(()) };
+            path.bytes_in_flight = path.bytes_in_flight.saturating_sub(bytes);
+            path.pto_count = 0;
             self.paths.publish(slot);
         }
         if let Some(order) = mail.abandon {

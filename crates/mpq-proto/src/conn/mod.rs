@@ -18,7 +18,10 @@
 //! `ConnShared`; the state of each network path (packet number space, recovery, congestion
 //! control, pacing, amplification, key-phase marks, statistics) lives in `path::PathState`,
 //! in a table of stable slots with a board of published views and per-path inboxes
-//! (`board.rs`). `docs/connection-split.md` describes the split and its batch seams.
+//! (`board.rs`). Work done for one path (building its packets, applying the frames of the
+//! packets it received) gets that path and a `Host` (`host.rs`, `send/host.rs`): the shared
+//! half and the board, never the table, so it reaches other paths only by mail.
+//! `docs/connection-split.md` describes the split and its batch seams.
 
 mod acks;
 mod board;
@@ -28,6 +31,7 @@ pub mod events;
 #[cfg(any(test, feature = "fuzzing"))]
 mod fuzzing;
 mod handshake;
+pub(crate) mod host;
 mod info;
 mod mail;
 mod multipath;
@@ -77,6 +81,7 @@ pub use path::PathStats;
 pub(crate) use retry::AddressTokens;
 
 use cids::{LocalCids, PeerCids};
+use host::Host;
 use path::PathState;
 use space::PacketSpace;
 
@@ -303,6 +308,8 @@ pub(crate) struct ConnShared {
     /// Debug builds: how the batch seams met this state.
     #[cfg(debug_assertions)]
     touches: TouchCounts,
+    /// What work done on a [`host::Host`] left for the whole connection.
+    followups: host::Followups,
     /// Server: 1-RTT packets that arrived before the handshake completed (RFC 9001 §5.7).
     early_one_rtt: Vec<recv::EarlyPacket>,
     /// Retry and NEW_TOKEN state (RFC 9000 §8.1).
@@ -421,6 +428,7 @@ impl Connection {
             new_path_marks: None,
             #[cfg(debug_assertions)]
             touches: TouchCounts::default(),
+            followups: host::Followups::default(),
             tokens,
             probe_from: None,
             mp: multipath::MultipathState::default(),
@@ -460,7 +468,7 @@ impl Connection {
 
     /// True once the connection is closing, draining or drained.
     pub fn is_closed(&self) -> bool {
-        !matches!(self.shared.state, State::Handshake | State::Established)
+        self.shared.is_closed()
     }
 
     /// True when the connection may be dropped.
@@ -566,7 +574,7 @@ impl Connection {
         }
         self.shared.error = Some(ConnectionError::LocallyClosed);
         self.shared.events.push_back(Event::ConnectionLost(ConnectionError::LocallyClosed));
-        self.enter_closing(now, CloseFrame { error_code, frame_type: None, reason: reason.to_vec() });
+        self.host().enter_closing(now, CloseFrame { error_code, frame_type: None, reason: reason.to_vec() });
     }
 
     /// Next application event.
@@ -589,9 +597,92 @@ impl Connection {
 
     // ------------------------------------------------------------------ internals
 
+    fn set_drained(&mut self, err: Option<ConnectionError>) {
+        if let (None, Some(e)) = (&self.shared.error, err) {
+            self.shared.error = Some(e.clone());
+            self.shared.events.push_back(Event::ConnectionLost(e));
+        }
+        if self.shared.state != State::Drained {
+            self.shared.state = State::Drained;
+            self.shared.events.push_back(Event::Drained);
+        }
+    }
+
+    /// A packet number space: Initial and Handshake, or the data space of path index `pi`.
+    fn space_mut(&mut self, id: SpaceId, pi: usize) -> Option<&mut PacketSpace> {
+        match id {
+            SpaceId::Initial => self.shared.initial.as_mut(),
+            SpaceId::Handshake => self.shared.handshake.as_mut(),
+            SpaceId::Data => self.paths.get_mut(pi).map(|p| &mut p.data),
+        }
+    }
+
+    /// The largest PTO of all paths ([`Host::max_pto`]).
+    pub(crate) fn max_pto(&self) -> Duration {
+        self.paths.board().max_pto(self.shared.peer_max_ack_delay())
+    }
+
+    /// Closing and draining last three times the largest PTO of all paths
+    /// (RFC 9000 §10.2, RFC 10069 §4.3).
+    fn close_period(&self) -> Duration {
+        3 * self.max_pto()
+    }
+
+    /// The shared half and the board, for work that reaches no path's state directly.
+    pub(crate) fn host(&mut self) -> host::Host<'_> {
+        host::Host { shared: &mut self.shared, board: self.paths.board_mut() }
+    }
+
+    /// The path in `slot` apart from the shared half and the board, for work done for it.
+    pub(crate) fn host_for(&mut self, slot: usize) -> Option<(host::Host<'_>, &mut PathState)> {
+        let (path, board) = self.paths.path_and_board(slot)?;
+        Some((host::Host { shared: &mut self.shared, board }, path))
+    }
+
+    /// Index of the path with ID `id`.
+    pub(crate) fn path_index(&self, id: u64) -> Option<usize> {
+        self.paths.position(|p| p.id == id)
+    }
+
+    /// The path that carries the handshake and, without multipath, everything: path 0
+    /// while it exists, else the first open path, else the first path left (a slot in use
+    /// whenever any path is: slot 0 may be free once its path was discarded).
+    pub(crate) fn primary_path(&self) -> usize {
+        self.path_index(0)
+            .filter(|&i| self.paths[i].is_open())
+            .or_else(|| self.paths.position(|p| p.is_active()))
+            .or_else(|| self.paths.position(|_| true))
+            .unwrap_or(0)
+    }
+
+    /// The peer updated its keys (RFC 9001 §6.2): we follow, and keep the old key a while.
+    fn on_peer_key_update(&mut self, now: Instant) {
+        self.shared.qlog_key_update(now, "remote_update");
+        self.shared.stats.key_updates += 1;
+        self.shared.packets_in_phase = 0;
+        self.shared.key_update_ping_at = 0;
+        self.shared.key_discard_pending = true;
+        // The three-PTO wait before our next update (draft-ietf-quic-multipath-21 §4.2)
+        // counts from the first acknowledgement in this new phase, as after an update of our
+        // own: the time kept from the previous phase would let us update again at once, while
+        // the peer may still hold the keys this phase replaced.
+        self.shared.phase_acked_at = None;
+        tracing::debug!(side = ?self.shared.side, "peer initiated key update");
+    }
+
+    /// Arms the timer that drops the previous key, three PTOs from `now`.
+    fn arm_key_discard(&mut self, now: Instant) {
+        if self.shared.key_discard_pending {
+            self.shared.key_discard_pending = false;
+            self.shared.key_discard_at = Some(now + self.close_period());
+        }
+    }
+}
+
+impl Host<'_> {
     /// Closes the connection because of a protocol error we detected.
     pub(crate) fn close_with_error(&mut self, now: Instant, err: TransportError) {
-        if self.is_closed() {
+        if self.shared.is_closed() {
             return;
         }
         tracing::debug!(side = ?self.shared.side, %err, "closing connection on transport error");
@@ -624,84 +715,26 @@ impl Connection {
         self.shared.state = State::Draining { until };
     }
 
-    fn set_drained(&mut self, err: Option<ConnectionError>) {
-        if let (None, Some(e)) = (&self.shared.error, err) {
-            self.shared.error = Some(e.clone());
-            self.shared.events.push_back(Event::ConnectionLost(e));
-        }
-        if self.shared.state != State::Drained {
-            self.shared.state = State::Drained;
-            self.shared.events.push_back(Event::Drained);
-        }
-    }
-
     /// Closing and draining last three times the largest PTO of all paths
     /// (RFC 9000 §10.2, draft-ietf-quic-multipath-21 §4.3).
     fn close_period(&self) -> Duration {
-        let max_ack_delay = self.peer_max_ack_delay();
-        3 * self.paths.views().map(|(_, v)| v.pto_base + max_ack_delay).max().unwrap_or(Duration::from_millis(1))
+        3 * self.max_pto()
     }
+}
 
+impl ConnShared {
     fn peer_max_ack_delay(&self) -> Duration {
-        Duration::from_millis(self.shared.peer_params.as_ref().map(|p| p.max_ack_delay).unwrap_or(25))
+        Duration::from_millis(self.peer_params.as_ref().map(|p| p.max_ack_delay).unwrap_or(25))
     }
 
     fn peer_ack_delay_exponent(&self) -> u8 {
-        self.shared.peer_params.as_ref().map(|p| p.ack_delay_exponent.min(20) as u8).unwrap_or(3)
-    }
-
-    /// A packet number space: Initial and Handshake, or the data space of path index `pi`.
-    fn space_mut(&mut self, id: SpaceId, pi: usize) -> Option<&mut PacketSpace> {
-        match id {
-            SpaceId::Initial => self.shared.initial.as_mut(),
-            SpaceId::Handshake => self.shared.handshake.as_mut(),
-            SpaceId::Data => self.paths.get_mut(pi).map(|p| &mut p.data),
-        }
-    }
-
-    /// Index of the path with ID `id`.
-    pub(crate) fn path_index(&self, id: u64) -> Option<usize> {
-        self.paths.position(|p| p.id == id)
-    }
-
-    /// The path that carries the handshake and, without multipath, everything: path 0
-    /// while it exists, else the first open path, else the first path left (a slot in use
-    /// whenever any path is: slot 0 may be free once its path was discarded).
-    pub(crate) fn primary_path(&self) -> usize {
-        self.path_index(0)
-            .filter(|&i| self.paths[i].is_open())
-            .or_else(|| self.paths.position(|p| p.is_active()))
-            .or_else(|| self.paths.position(|_| true))
-            .unwrap_or(0)
-    }
-
-    /// The peer updated its keys (RFC 9001 §6.2): we follow, and keep the old key a while.
-    fn on_peer_key_update(&mut self, now: Instant) {
-        self.qlog_key_update(now, "remote_update");
-        self.shared.stats.key_updates += 1;
-        self.shared.packets_in_phase = 0;
-        self.shared.key_update_ping_at = 0;
-        self.shared.key_discard_pending = true;
-        // The three-PTO wait before our next update (draft-ietf-quic-multipath-21 §4.2)
-        // counts from the first acknowledgement in this new phase, as after an update of our
-        // own: the time kept from the previous phase would let us update again at once, while
-        // the peer may still hold the keys this phase replaced.
-        self.shared.phase_acked_at = None;
-        tracing::debug!(side = ?self.shared.side, "peer initiated key update");
-    }
-
-    /// Arms the timer that drops the previous key, three PTOs from `now`.
-    fn arm_key_discard(&mut self, now: Instant) {
-        if self.shared.key_discard_pending {
-            self.shared.key_discard_pending = false;
-            self.shared.key_discard_at = Some(now + self.close_period());
-        }
+        self.peer_params.as_ref().map(|p| p.ack_delay_exponent.min(20) as u8).unwrap_or(3)
     }
 
     fn random_cid(&mut self) -> ConnectionId {
         let mut b = [0u8; crate::cid::MAX_CID_LEN];
-        let len = self.shared.local_cid_len.max(1);
-        self.shared.rng.fill_bytes(&mut b[..len]);
+        let len = self.local_cid_len.max(1);
+        self.rng.fill_bytes(&mut b[..len]);
         ConnectionId::new(&b[..len])
     }
 }

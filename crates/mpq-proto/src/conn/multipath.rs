@@ -16,13 +16,16 @@ use crate::frame::NewConnectionId;
 use crate::time::Instant;
 use crate::types::{Side, SpaceId};
 
+use super::board::PathView;
 use super::cids::PeerCids;
 use super::events::PathEvent;
+use super::host::Host;
 use super::mail::{AbandonOrder, ChallengeAnswer};
 use super::path::{Challenge, OldPathChallenge, PathPhase, PathState};
 use super::path_ack::Fated;
 use super::recv::Rx;
 use super::space::Control;
+use super::ConnShared;
 use super::{Connection, EndpointEvent, Event, State};
 
 /// Largest path ID the draft allows (§2.1: a 32-bit value).
@@ -85,24 +88,6 @@ pub(crate) struct MultipathState {
 }
 
 impl Connection {
-    /// Multipath frames are only valid once negotiated (§2), else PROTOCOL_VIOLATION.
-    pub(crate) fn check_mp(&self) -> Result<(), TransportError> {
-        if self.shared.mp.enabled {
-            Ok(())
-        } else {
-            Err(TransportError::protocol_violation("multipath frame without multipath"))
-        }
-    }
-
-    /// A path ID above our advertised maximum is a PROTOCOL_VIOLATION (§2.1, §8).
-    pub(crate) fn check_mp_path_id(&self, id: u64) -> Result<(), TransportError> {
-        self.check_mp()?;
-        if id > self.shared.mp.local_max {
-            return Err(TransportError::protocol_violation("path ID above our MAX_PATH_ID"));
-        }
-        Ok(())
-    }
-
     /// Called when the handshake completes: turns multipath on if both sides offered it.
     pub(crate) fn on_handshake_complete_multipath(&mut self, now: Instant) {
         let (Some(local), Some(peer)) = (
@@ -120,84 +105,8 @@ impl Connection {
         self.shared.mp.next_path_id = 1;
         self.shared.mp.since = Some(now);
         tracing::debug!(side = ?self.shared.side, local, peer, "multipath negotiated");
-        self.issue_cids(now);
-        self.maybe_signal_new_path_allowed();
-    }
-
-    /// Path IDs both sides allow, within the configured budget of concurrent paths.
-    fn usable_path_id_limit(&self) -> u64 {
-        if !self.shared.mp.enabled {
-            return 0;
-        }
-        // Pre-issue CIDs only for as many fresh path IDs as we would accept paths. Path IDs
-        // are used in order, so with IDs 0..=k used, `closed` of them gone and at most
-        // `max_concurrent_paths` paths (path 0 included, as `may_accept_path` counts them),
-        // the highest ID a new path could still get is `closed + max_concurrent_paths - 1`.
-        // (Without the `- 1`, CIDs went out for an ID whose path the server then dropped.)
-        let closed = self.shared.closed_ids.len();
-        let budget = (closed + self.shared.config.max_concurrent_paths).saturating_sub(1);
-        self.shared.mp.local_max.min(self.shared.mp.peer_max).min(budget)
-    }
-
-    /// Keeps enough of our connection IDs with the peer (RFC 9000 §5.1.1), for path 0 and,
-    /// with multipath, proactively for every path ID both sides allow (§2.2).
-    pub(crate) fn issue_cids(&mut self, _now: Instant) {
-        if self.shared.local_cid_len == 0 {
-            return;
-        }
-        let peer_limit = self.shared.peer_params.as_ref().map(|p| p.active_connection_id_limit).unwrap_or(2);
-        let want = peer_limit.min(if self.shared.mp.enabled { MAX_CIDS_PER_PATH } else { 8 });
-        let mut ids = vec![0];
-        if self.shared.mp.enabled {
-            // Path IDs already closed are never reused.
-            let limit = self.usable_path_id_limit();
-            ids.extend(self.shared.closed_ids.open_ids(limit));
-        }
-        for id in ids {
-            if self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
-                continue;
-            }
-            loop {
-                let have = self.shared.local_cids.get(&id).map_or(0, |l| l.active.len() as u64);
-                if have >= want {
-                    break;
-                }
-                let cid = self.random_cid();
-                if self.shared.local_cids.values().any(|l| l.active.values().any(|c| c.cid == cid)) {
-                    continue;
-                }
-                let token = self.shared.reset_key.token(&cid);
-                self.shared.local_cids.entry(id).or_default().issue(cid, token, true);
-                self.shared.endpoint_events.push_back(EndpointEvent::NewCid(cid));
-                self.shared.mp.cids_issued += 1;
-            }
-        }
-    }
-
-    /// The path ID was used by a path whose state is gone: it is never used again (§2.2).
-    /// Path IDs may be opened in any order, so this is a set, not a high-water mark.
-    fn path_id_closed(&self, id: u64) -> bool {
-        self.shared.closed_ids.contains(id)
-    }
-
-    /// Emits `NewPathAllowed` once per path ID when the client could open it.
-    pub(crate) fn maybe_signal_new_path_allowed(&mut self) {
-        if !self.shared.mp.enabled || self.shared.side != Side::Client {
-            return;
-        }
-        let id = self.shared.closed_ids.next_open(self.shared.mp.next_path_id);
-        if self.shared.mp.allowed_signalled == Some(id) {
-            return;
-        }
-        if self.shared.handshake_confirmed
-            && id <= self.shared.mp.peer_max
-            && id <= self.shared.mp.local_max
-            && self.shared.peer_cids.get(&id).is_some_and(|p| p.has_cid())
-            && self.shared.local_cids.get(&id).is_some_and(|l| !l.active.is_empty() && l.acked)
-        {
-            self.shared.mp.allowed_signalled = Some(id);
-            self.shared.events.push_back(Event::Path(PathEvent::NewPathAllowed));
-        }
+        self.host().issue_cids(now);
+        self.shared.maybe_signal_new_path_allowed();
     }
 
     /// Whether a packet on the unknown path `id` may create a path (server side, §3.1).
@@ -205,7 +114,7 @@ impl Connection {
         self.shared.mp.enabled
             && self.shared.side == Side::Server
             && id <= self.shared.mp.local_max
-            && !self.path_id_closed(id)
+            && !self.shared.path_id_closed(id)
             && (self.paths.len() as u64) < self.shared.config.max_concurrent_paths
             && self.shared.peer_cids.get(&id).is_some_and(|p| p.has_cid())
             && self.shared.state == State::Established
@@ -218,7 +127,7 @@ impl Connection {
             && self.shared.side == Side::Server
             && self.shared.state == State::Established
             && id <= self.shared.mp.local_max
-            && !self.path_id_closed(id)
+            && !self.shared.path_id_closed(id)
             && (self.paths.len() as u64) >= self.shared.config.max_concurrent_paths
     }
 
@@ -227,7 +136,7 @@ impl Connection {
     pub(crate) fn refuse_path(&mut self, now: Instant, id: u64) {
         tracing::debug!(side = ?self.shared.side, id, "no room for the peer's new path: abandoning it");
         self.shared.mp.pending.push(Control::PathAbandon(id, PATH_RESOURCE_LIMIT_REACHED));
-        self.retire_path_id(now, id);
+        self.host().retire_path_id(now, id);
     }
 
     /// Creates the state of a path the peer opened with an authenticated packet.
@@ -240,7 +149,7 @@ impl Connection {
         path.phase = PathPhase::Validating;
         path.amp_received = rx.datagram_len as u64;
         path.stats.rx_bytes = rx.datagram_len as u64;
-        path.challenge = Some(self.new_challenge());
+        path.challenge = Some(self.shared.new_challenge());
         path.mtu = self.paths.first().map_or(path.mtu, |p| p.mtu);
         path.cc.set_max_datagram_size(u64::from(path.mtu));
         path.peer_backup = self.shared.mp.peer_status.get(&id).is_some_and(|s| s.1);
@@ -251,18 +160,12 @@ impl Connection {
         let slot = self.paths.insert(path);
         tracing::debug!(side = ?self.shared.side, id, remote = %rx.remote, "peer opened a path");
         self.shared.events.push_back(Event::Path(PathEvent::Opened { id, remote: rx.remote }));
-        self.qlog_path(now, id, "new");
+        self.host().qlog_path(now, id, "new");
         Some(slot)
     }
 
     pub(crate) fn new_challenge_pub(&mut self) -> Challenge {
-        self.new_challenge()
-    }
-
-    fn new_challenge(&mut self) -> Challenge {
-        let mut data = [0u8; 8];
-        self.shared.rng.fill_bytes(&mut data);
-        Challenge { data, send_pending: true, sent_at: None, fail_at: None, full_size: false }
+        self.shared.new_challenge()
     }
 
     /// An authenticated, newest packet of a known path came from another address: NAT
@@ -271,8 +174,8 @@ impl Connection {
         if !self.shared.handshake_confirmed {
             return;
         }
-        let challenge = self.new_challenge();
-        let old_data = self.new_challenge().data;
+        let challenge = self.shared.new_challenge();
+        let old_data = self.shared.new_challenge().data;
         let path = &mut self.paths[pi];
         tracing::debug!(id = path.id, from = %path.remote, to = %rx.remote, "peer address changed");
         if path.validated {
@@ -289,80 +192,7 @@ impl Connection {
         path.challenge = Some(challenge);
         let id = path.id;
         self.paths.publish(pi);
-        self.qlog_path(now, id, "rebinding");
-    }
-
-    /// A packet arrived on, or an acknowledgement came back for, path index `pi`.
-    pub(crate) fn on_path_alive(&mut self, pi: usize) {
-        let path = &mut self.paths[pi];
-        if path.potentially_failed {
-            path.potentially_failed = false;
-            let id = path.id;
-            self.paths.publish(pi);
-            tracing::debug!(id, "path recovered");
-            self.shared.events.push_back(Event::Path(PathEvent::Recovered { id }));
-        }
-    }
-
-    /// PATH_RESPONSE (RFC 9000 §8.2.3): validates the path when it echoes our challenge.
-    pub(crate) fn on_path_response(&mut self, now: Instant, path_id: u64, data: [u8; 8]) {
-        // The response may arrive on any path of ours; it validates the path it answers,
-        // found by the challenge payload that path published on the board. That path
-        // handles the answer itself (mail).
-        let _ = path_id;
-        let target = self.paths.views().find(|(_, v)| v.challenge == Some(data)).map(|(slot, _)| slot);
-        let (slot, recheck) = match target {
-            Some(slot) => (slot, Some(self.new_challenge())),
-            None => {
-                // Maybe the previous peer address still answers (RFC 9000 §9.3.3): its next
-                // non-probing packet from there moves the path back (on_peer_address_change).
-                let old = self.paths.views().find(|(_, v)| v.old_challenge == Some(data));
-                let Some((slot, _)) = old else { return };
-                (slot, None)
-            }
-        };
-        self.paths.post(slot).push_challenge_answer(ChallengeAnswer { data, recheck });
-        self.deliver_mail_or_close(now);
-    }
-
-    /// Path validation timed out.
-    pub(crate) fn on_validation_failed(&mut self, now: Instant, pi: usize) {
-        let path = &mut self.paths[pi];
-        path.challenge = None;
-        if let Some(old) = path.rebind_from.take() {
-            // The rebinding did not check out: go back to the address that worked.
-            path.remote = old;
-            path.validated = true;
-            self.paths.publish(pi);
-            return;
-        }
-        tracing::debug!(id = path.id, "path validation failed");
-        self.paths.publish(pi);
-        self.abandon(now, pi, PATH_UNSTABLE_OR_POOR, false);
-    }
-
-    /// Abandons path index `pi` (§3.4): PATH_ABANDON goes out (on another path), the peer's
-    /// CIDs for it are retired, in-flight frames are resent elsewhere, the state stays for
-    /// three PTOs to acknowledge late packets.
-    pub(crate) fn abandon(&mut self, now: Instant, pi: usize, error_code: u64, by_peer: bool) {
-        if !self.paths.view(pi).is_some_and(|v| v.is_open()) {
-            return;
-        }
-        if !self.paths.views().any(|(i, v)| i != pi && v.is_open()) {
-            // §3.4: the last path is going: the connection cannot continue. Close it on this
-            // path while the peer's CIDs for it are still at hand, so CONNECTION_CLOSE can
-            // be sent (a PATH_ABANDON would add nothing).
-            let id = self.paths[pi].id;
-            tracing::debug!(side = ?self.shared.side, id, error_code, by_peer, "last path abandoned: closing");
-            self.shared.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
-            let err = TransportError::new(crate::error::TransportErrorCode::NO_ERROR, "last path abandoned");
-            self.close_with_error(now, err);
-            return;
-        }
-        let keep = 3 * self.max_pto();
-        // The path stops itself (mail), then `on_abandoned` does the shared part.
-        self.paths.post(pi).abandon = Some(AbandonOrder { keep, by_peer, error_code });
-        self.deliver_mail_or_close(now);
+        self.host().qlog_path(now, id, "rebinding");
     }
 
     /// The shared part of a path's abandonment, after the path stopped itself: our
@@ -384,11 +214,11 @@ impl Connection {
         // The peer's CIDs of an abandoned path count as retired (§3.4).
         self.shared.peer_cids.remove(&id);
         for (_, p) in lost {
-            self.on_frames_lost(SpaceId::Data, p.frames);
+            self.shared.on_frames_lost(SpaceId::Data, p.frames);
         }
         tracing::debug!(side = ?self.shared.side, id, error_code, by_peer, "path abandoned");
         self.shared.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
-        self.qlog_path(now, id, "abandoned");
+        self.host().qlog_path(now, id, "abandoned");
     }
 
     /// Drops the state of an abandoned path once its three PTOs passed.
@@ -401,8 +231,101 @@ impl Connection {
         self.shared.closed_paths.push_back(path.snapshot());
         self.shared.next_path_cursor = 0;
         self.shared.events.push_back(Event::Path(PathEvent::Closed { id }));
-        self.qlog_path(now, id, "closed");
-        self.retire_path_id(now, id);
+        self.host().qlog_path(now, id, "closed");
+        self.host().retire_path_id(now, id);
+    }
+}
+
+/// True when every frame of the packet is a probing frame (RFC 9000 §9.1: PATH_CHALLENGE,
+/// PATH_RESPONSE, NEW_CONNECTION_ID, PADDING; with multipath PATH_NEW_CONNECTION_ID too).
+/// A malformed payload counts as non-probing: it is rejected when processed anyway.
+pub(crate) fn is_probing(payload: &[u8]) -> bool {
+    use crate::frame::Frame;
+    crate::frame::iter_frames(payload).all(|f| {
+        matches!(
+            f,
+            Ok(Frame::Padding { .. } | Frame::PathChallenge(_) | Frame::PathResponse(_) | Frame::NewConnectionId(_))
+        )
+    })
+}
+
+impl Host<'_> {
+    /// Keeps enough of our connection IDs with the peer (RFC 9000 §5.1.1), for path 0 and,
+    /// with multipath, proactively for every path ID both sides allow (§2.2).
+    pub(crate) fn issue_cids(&mut self, _now: Instant) {
+        if self.shared.local_cid_len == 0 {
+            return;
+        }
+        let peer_limit = self.shared.peer_params.as_ref().map(|p| p.active_connection_id_limit).unwrap_or(2);
+        let want = peer_limit.min(if self.shared.mp.enabled { MAX_CIDS_PER_PATH } else { 8 });
+        let mut ids = vec![0];
+        if self.shared.mp.enabled {
+            // Path IDs already closed are never reused.
+            let limit = self.usable_path_id_limit();
+            ids.extend(self.shared.closed_ids.open_ids(limit));
+        }
+        for id in ids {
+            if self.path_slot(id).is_some_and(|i| !self.view(i).is_some_and(PathView::is_open)) {
+                continue;
+            }
+            loop {
+                let have = self.shared.local_cids.get(&id).map_or(0, |l| l.active.len() as u64);
+                if have >= want {
+                    break;
+                }
+                let cid = self.random_cid();
+                if self.shared.local_cids.values().any(|l| l.active.values().any(|c| c.cid == cid)) {
+                    continue;
+                }
+                let token = self.shared.reset_key.token(&cid);
+                self.shared.local_cids.entry(id).or_default().issue(cid, token, true);
+                self.shared.endpoint_events.push_back(EndpointEvent::NewCid(cid));
+                self.shared.mp.cids_issued += 1;
+            }
+        }
+    }
+
+    /// PATH_RESPONSE (RFC 9000 §8.2.3): validates the path when it echoes our challenge.
+    pub(crate) fn on_path_response(&mut self, data: [u8; 8]) {
+        // The response may arrive on any path of ours; it validates the path it answers,
+        // found by the challenge payload that path published on the board. That path
+        // handles the answer itself (mail).
+        let target = self.views().find(|(_, v)| v.challenge == Some(data)).map(|(slot, _)| slot);
+        let (slot, recheck) = match target {
+            Some(slot) => (slot, Some(self.new_challenge())),
+            None => {
+                // Maybe the previous peer address still answers (RFC 9000 §9.3.3): its next
+                // non-probing packet from there moves the path back (on_peer_address_change).
+                let old = self.views().find(|(_, v)| v.old_challenge == Some(data));
+                let Some((slot, _)) = old else { return };
+                (slot, None)
+            }
+        };
+        self.post(slot).push_challenge_answer(ChallengeAnswer { data, recheck });
+    }
+
+    /// Abandons the path in slot `pi` (§3.4): PATH_ABANDON goes out (on another path), the
+    /// peer's CIDs for it are retired, in-flight frames are resent elsewhere, the state stays
+    /// for three PTOs to acknowledge late packets. The path stops itself when the connection
+    /// delivers the mail posted here.
+    pub(crate) fn abandon(&mut self, now: Instant, pi: usize, error_code: u64, by_peer: bool) {
+        if !self.view(pi).is_some_and(|v| v.is_open()) {
+            return;
+        }
+        if !self.views().any(|(i, v)| i != pi && v.is_open()) {
+            // §3.4: the last path is going: the connection cannot continue. Close it on this
+            // path while the peer's CIDs for it are still at hand, so CONNECTION_CLOSE can
+            // be sent (a PATH_ABANDON would add nothing).
+            let id = self.view(pi).map_or(0, |v| v.id);
+            tracing::debug!(side = ?self.shared.side, id, error_code, by_peer, "last path abandoned: closing");
+            self.shared.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
+            let err = TransportError::new(crate::error::TransportErrorCode::NO_ERROR, "last path abandoned");
+            self.close_with_error(now, err);
+            return;
+        }
+        let keep = 3 * self.max_pto();
+        // The path stops itself (mail), then `on_abandoned` does the shared part.
+        self.post(pi).abandon = Some(AbandonOrder { keep, by_peer, error_code });
     }
 
     /// The path ID `id` is used up (§2.2): its CIDs go, it is never used again, and the
@@ -419,7 +342,7 @@ impl Connection {
         self.shared.mp.peer_status.remove(&id);
         self.shared.mp.local_status.remove(&id);
         self.shared.mp.cids_blocked.retain(|(p, _)| *p != id);
-        if self.shared.mp.enabled && self.shared.mp.local_max < MAX_PATH_ID_LIMIT && !self.is_closed() {
+        if self.shared.mp.enabled && self.shared.mp.local_max < MAX_PATH_ID_LIMIT && !self.shared.is_closed() {
             self.shared.mp.local_max += 1;
             self.shared.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
             self.shared.mp.pending.push(Control::MaxPathId(self.shared.mp.local_max));
@@ -440,7 +363,7 @@ impl Connection {
         if self.shared.peer_cids.iter().any(|(pid, p)| *pid != id && p.active.values().any(|c| c.cid == f.cid)) {
             return Err(TransportError::protocol_violation("connection ID issued for two path IDs"));
         }
-        if self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
+        if self.path_slot(id).is_some_and(|i| !self.view(i).is_some_and(PathView::is_open)) {
             return Ok(()); // abandoned: ignore (§6.5)
         }
         if self.path_id_closed(id) {
@@ -485,14 +408,14 @@ impl Connection {
         id: u64,
         error_code: u64,
     ) -> Result<(), TransportError> {
-        let Some(pi) = self.path_index(id) else {
+        let Some(pi) = self.path_slot(id) else {
             // A path ID with no state (never used, or already discarded): it is closed for
             // good. Answer in kind (§3.4) so that the peer forgets it too.
             if !self.path_id_closed(id) {
                 // Each such ID gets replaced (MAX_PATH_ID, fresh CIDs): a peer burning IDs
                 // it never uses would have us issue CIDs without end (RFC 9000 §21.9).
                 self.shared.mp.unused_closed += 1;
-                let used = (self.shared.closed_ids.len() + self.paths.len() as u64)
+                let used = (self.shared.closed_ids.len() + self.path_count() as u64)
                     .saturating_sub(self.shared.mp.unused_closed);
                 let elapsed = self.shared.mp.since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
                 let earned = (elapsed.as_millis() / UNUSED_PATH_ID_REFILL.as_millis()) as u64;
@@ -505,12 +428,11 @@ impl Connection {
             }
             return Ok(());
         };
-        if !self.paths.view(pi).is_some_and(|v| v.is_open()) {
+        if !self.view(pi).is_some_and(|v| v.is_open()) {
             // We abandoned it first: the path keeps its state for three PTOs from the
             // peer's answer (mail).
             let keep = 3 * self.max_pto();
-            self.paths.post(pi).abandon = Some(AbandonOrder { keep, by_peer: true, error_code });
-            self.deliver_mail_or_close(now);
+            self.post(pi).abandon = Some(AbandonOrder { keep, by_peer: true, error_code });
             return Ok(());
         }
         self.abandon(now, pi, error_code, true);
@@ -524,13 +446,9 @@ impl Connection {
             return;
         }
         self.shared.mp.peer_status.insert(id, (seq, backup));
-        if let Some(pi) = self.path_index(id) {
-            let path = &mut self.paths[pi];
-            if path.peer_backup != backup {
-                path.peer_backup = backup;
-                self.paths.publish(pi);
-                self.shared.events.push_back(Event::Path(PathEvent::StatusChanged { id, backup }));
-            }
+        if let Some(slot) = self.path_slot(id) {
+            // The path takes its new status itself (mail).
+            self.post(slot).peer_backup = Some(backup);
         }
     }
 
@@ -556,7 +474,7 @@ impl Connection {
         id: u64,
         next_seq: u64,
     ) -> Result<(), TransportError> {
-        if self.path_id_closed(id) || self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
+        if self.path_id_closed(id) || self.path_slot(id).is_some_and(|i| !self.view(i).is_some_and(PathView::is_open)) {
             return Ok(()); // late, for a path that is gone (§3.4)
         }
         let issued = self.shared.local_cids.get(&id).map_or(0, |l| l.next_seq);
@@ -572,35 +490,116 @@ impl Connection {
         Ok(())
     }
 
-    /// A multipath control frame was lost: resend it unless superseded (§6).
-    pub(crate) fn on_mp_control_lost(&mut self, c: Control) {
-        match c {
-            Control::PathAbandon(..) => self.shared.mp.pending.push(c),
-            Control::PathStatus(id, seq) if self.shared.mp.local_status.get(&id).is_some_and(|(s, _)| *s == seq) => {
-                self.shared.mp.pending.push(c)
-            }
-            Control::MaxPathId(v) if v == self.shared.mp.local_max => self.shared.mp.pending.push(c),
-            _ => {}
-        }
-    }
-
-    /// The largest PTO of all open paths (closing, draining, key updates and path state
+    /// The largest PTO of all paths (closing, draining, key updates and path state
     /// retention use it, §4.2, §3.4).
     pub(crate) fn max_pto(&self) -> Duration {
-        let mad = self.peer_max_ack_delay();
-        self.paths.views().map(|(_, v)| v.pto_base + mad).max().unwrap_or(Duration::from_millis(1))
+        self.board.max_pto(self.peer_max_ack_delay())
+    }
+
+    /// A packet arrived on `path` (in `slot`).
+    pub(crate) fn on_path_alive(&mut self, path: &mut PathState, slot: usize) {
+        if path.potentially_failed {
+            path.potentially_failed = false;
+            let id = path.id;
+            self.board.publish(slot, path.view());
+            tracing::debug!(id, "path recovered");
+            self.shared.events.push_back(Event::Path(PathEvent::Recovered { id }));
+        }
     }
 }
 
-/// True when every frame of the packet is a probing frame (RFC 9000 §9.1: PATH_CHALLENGE,
-/// PATH_RESPONSE, NEW_CONNECTION_ID, PADDING; with multipath PATH_NEW_CONNECTION_ID too).
-/// A malformed payload counts as non-probing: it is rejected when processed anyway.
-pub(crate) fn is_probing(payload: &[u8]) -> bool {
-    use crate::frame::Frame;
-    crate::frame::iter_frames(payload).all(|f| {
-        matches!(
-            f,
-            Ok(Frame::Padding { .. } | Frame::PathChallenge(_) | Frame::PathResponse(_) | Frame::NewConnectionId(_))
-        )
-    })
+impl ConnShared {
+    /// Multipath frames are only valid once negotiated (§2), else PROTOCOL_VIOLATION.
+    pub(crate) fn check_mp(&self) -> Result<(), TransportError> {
+        if self.mp.enabled {
+            Ok(())
+        } else {
+            Err(TransportError::protocol_violation("multipath frame without multipath"))
+        }
+    }
+
+    /// A path ID above our advertised maximum is a PROTOCOL_VIOLATION (§2.1, §8).
+    pub(crate) fn check_mp_path_id(&self, id: u64) -> Result<(), TransportError> {
+        self.check_mp()?;
+        if id > self.mp.local_max {
+            return Err(TransportError::protocol_violation("path ID above our MAX_PATH_ID"));
+        }
+        Ok(())
+    }
+
+    /// Path IDs both sides allow, within the configured budget of concurrent paths.
+    fn usable_path_id_limit(&self) -> u64 {
+        if !self.mp.enabled {
+            return 0;
+        }
+        // Pre-issue CIDs only for as many fresh path IDs as we would accept paths. Path IDs
+        // are used in order, so with IDs 0..=k used, `closed` of them gone and at most
+        // `max_concurrent_paths` paths (path 0 included, as `may_accept_path` counts them),
+        // the highest ID a new path could still get is `closed + max_concurrent_paths - 1`.
+        // (Without the `- 1`, CIDs went out for an ID whose path the server then dropped.)
+        let closed = self.closed_ids.len();
+        let budget = (closed + self.config.max_concurrent_paths).saturating_sub(1);
+        self.mp.local_max.min(self.mp.peer_max).min(budget)
+    }
+
+    /// The path ID was used by a path whose state is gone: it is never used again (§2.2).
+    /// Path IDs may be opened in any order, so this is a set, not a high-water mark.
+    fn path_id_closed(&self, id: u64) -> bool {
+        self.closed_ids.contains(id)
+    }
+
+    /// Emits `NewPathAllowed` once per path ID when the client could open it.
+    pub(crate) fn maybe_signal_new_path_allowed(&mut self) {
+        if !self.mp.enabled || self.side != Side::Client {
+            return;
+        }
+        let id = self.closed_ids.next_open(self.mp.next_path_id);
+        if self.mp.allowed_signalled == Some(id) {
+            return;
+        }
+        if self.handshake_confirmed
+            && id <= self.mp.peer_max
+            && id <= self.mp.local_max
+            && self.peer_cids.get(&id).is_some_and(|p| p.has_cid())
+            && self.local_cids.get(&id).is_some_and(|l| !l.active.is_empty() && l.acked)
+        {
+            self.mp.allowed_signalled = Some(id);
+            self.events.push_back(Event::Path(PathEvent::NewPathAllowed));
+        }
+    }
+
+    fn new_challenge(&mut self) -> Challenge {
+        let mut data = [0u8; 8];
+        self.rng.fill_bytes(&mut data);
+        Challenge { data, send_pending: true, sent_at: None, fail_at: None, full_size: false }
+    }
+
+    /// A multipath control frame was lost: resend it unless superseded (§6).
+    pub(crate) fn on_mp_control_lost(&mut self, c: Control) {
+        match c {
+            Control::PathAbandon(..) => self.mp.pending.push(c),
+            Control::PathStatus(id, seq) if self.mp.local_status.get(&id).is_some_and(|(s, _)| *s == seq) => {
+                self.mp.pending.push(c)
+            }
+            Control::MaxPathId(v) if v == self.mp.local_max => self.mp.pending.push(c),
+            _ => {}
+        }
+    }
+}
+
+impl Host<'_> {
+    /// Path validation timed out.
+    pub(crate) fn on_validation_failed(&mut self, now: Instant, path: &mut PathState, slot: usize) {
+        path.challenge = None;
+        if let Some(old) = path.rebind_from.take() {
+            // The rebinding did not check out: go back to the address that worked.
+            path.remote = old;
+            path.validated = true;
+            self.board.publish(slot, path.view());
+            return;
+        }
+        tracing::debug!(id = path.id, "path validation failed");
+        self.board.publish(slot, path.view());
+        self.abandon(now, slot, PATH_UNSTABLE_OR_POOR, false);
+    }
 }

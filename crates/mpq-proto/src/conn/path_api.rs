@@ -61,7 +61,7 @@ impl Connection {
             self.shared.mp.local_max = id;
             self.shared.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
             self.shared.mp.pending.push(Control::MaxPathId(id));
-            self.issue_cids(now);
+            self.host().issue_cids(now);
             return Err(PathError::NoConnectionId);
         }
         let has_peer_cid = self.shared.peer_cids.get(&id).is_some_and(|p| p.has_cid());
@@ -72,7 +72,7 @@ impl Connection {
             return Err(PathError::NoConnectionId);
         }
         if self.shared.local_cids.get(&id).is_none_or(|l| l.active.is_empty()) {
-            self.issue_cids(now);
+            self.host().issue_cids(now);
             return Err(PathError::NoConnectionId);
         }
         // The server cannot answer on a path ID it holds none of our CIDs for (§3.1: it
@@ -97,8 +97,8 @@ impl Connection {
         }
         tracing::debug!(id, %remote, ?local, "opening path");
         self.shared.events.push_back(Event::Path(PathEvent::Opened { id, remote }));
-        self.qlog_path(now, id, "new");
-        self.maybe_signal_new_path_allowed();
+        self.host().qlog_path(now, id, "new");
+        self.shared.maybe_signal_new_path_allowed();
         Ok(id)
     }
 
@@ -114,7 +114,8 @@ impl Connection {
         if !self.shared.mp.enabled {
             return Err(PathError::MultipathNotNegotiated);
         }
-        self.abandon(now, pi, error_code, false);
+        self.host().abandon(now, pi, error_code, false);
+        self.deliver_mail_or_close(now);
         Ok(())
     }
 

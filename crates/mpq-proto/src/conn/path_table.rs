@@ -213,6 +213,11 @@ impl PathTable {
         Some((path, &mut self.board))
     }
 
+    /// The board, mutably (work on a `Host` publishes and posts through it).
+    pub fn board_mut(&mut self) -> &mut Board {
+        &mut self.board
+    }
+
     /// The board (views, inboxes, offers), without the freshness checks of
     /// [`PathTable::view`].
     pub fn board(&self) -> &Board {

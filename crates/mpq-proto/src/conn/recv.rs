@@ -14,10 +14,13 @@ use crate::recovery::received::Ecn;
 use crate::time::Instant;
 use crate::types::{Level, Side, SpaceId};
 
+use super::board::Seat;
 use super::events::ConnectionError;
-use super::path::OffPathResponse;
+use super::host::Host;
+use super::path::{OffPathResponse, PathState};
 use super::path_ack::PacketFates;
 use super::path_frames::MAX_PENDING_PATH_RESPONSES;
+use super::ConnShared;
 use super::{Connection, State};
 
 /// The fates of the own ACK frames a path walked in a packet, in frame order.
@@ -211,7 +214,7 @@ impl Connection {
         // per datagram.
         if matches!(self.shared.state, State::Closing { .. }) {
             if rx.datagram_len > 0 {
-                self.on_datagram_while_closing();
+                self.shared.on_datagram_while_closing();
             }
             return;
         }
@@ -231,12 +234,12 @@ impl Connection {
                     token.copy_from_slice(&pkt[pkt.len() - 16..]);
                     if self.shared.peer_cids.values().any(|p| p.is_reset_token(&token)) {
                         tracing::debug!("stateless reset received");
-                        self.enter_draining(now, ConnectionError::Reset);
+                        self.host().enter_draining(now, ConnectionError::Reset);
                         self.set_drained(None);
                     }
                 }
             }
-            Err(e) => self.close_with_error(now, e),
+            Err(e) => self.host().close_with_error(now, e),
         }
     }
 
@@ -364,12 +367,11 @@ impl Connection {
         {
             self.on_peer_address_change(now, pi, rx);
         }
-        {
-            let path = &mut self.paths[pi];
+        if let Some((mut host, path)) = self.host_for(pi) {
             path.stats.rx_packets += 1;
             path.last_recv = Some(now);
+            host.on_path_alive(path, pi);
         }
-        self.on_path_alive(pi);
         if level == Level::OneRtt {
             self.shared.packets_in_phase += 1;
         }
@@ -379,7 +381,8 @@ impl Connection {
                 // RFC 9001 §4.9.1: the server then discards Initial keys.
                 self.paths[pi].validated = true;
                 self.paths.publish(pi);
-                self.discard_space(now, SpaceId::Initial);
+                self.host().discard_space(now, SpaceId::Initial);
+                self.deliver_mail_or_close(now);
             }
             (Side::Client, Level::Initial) if !self.shared.got_server_cid => {
                 self.shared.got_server_cid = true;
@@ -393,34 +396,74 @@ impl Connection {
         // A packet that did not move its path (probing, or older than the newest) from
         // another address: PATH_RESPONSEs go back there (RFC 9000 §8.2.2).
         self.shared.probe_from = (level == Level::OneRtt && self.paths[pi].remote != rx.remote).then_some(*rx);
-        let processed = self.process_frames(now, level, pi, &parsed.dcid, payload, None);
-        self.shared.probe_from = None;
+        // The frames, with this path and the shared half; other paths by mail.
+        let Some((mut host, path)) = self.host_for(pi) else { return };
+        let processed = host.process_frames(now, level, path, pi, &parsed.dcid, payload, None);
+        host.shared.probe_from = None;
         match processed {
             Ok(ack_eliciting) => {
-                // Frames may have discarded paths: find this one again.
-                let Some(pi) = self.path_index(path_id) else { return };
-                if let Some(space) = self.space_mut(space_id, pi) {
-                    space.received.on_packet(pn, ack_eliciting, now, rx.ecn);
-                    space.on_packet_recorded();
-                }
+                host.record_received(now, path, space_id, pn, ack_eliciting, rx.ecn);
                 if space_id == SpaceId::Data {
-                    self.paths.publish_offer(pi);
+                    Seat::new(host.board, pi).publish_offer(path);
                 }
-                self.qlog_packet_received(now, level, path_id, pn, payload.len());
+                host.shared.qlog_packet_received(now, level, path_id, pn, payload.len());
             }
-            Err(e) => self.close_with_error(now, e),
+            Err(e) => host.close_with_error(now, e),
         }
+        self.finish_host_work(now);
     }
 
-    /// A datagram arrived while closing: the 1st, 2nd, 4th, 8th... are answered with
-    /// CONNECTION_CLOSE (RFC 9000 §10.2.1).
-    pub(super) fn on_datagram_while_closing(&mut self) {
-        if let State::Closing { send_pending, received, answer_at, .. } = &mut self.shared.state {
-            *received += 1;
-            if *received >= *answer_at {
-                *send_pending = true;
-                *answer_at = answer_at.saturating_mul(2);
-            }
+    fn on_version_negotiation(&mut self, now: Instant, parsed: &ParsedPacket, pkt: &[u8]) {
+        // RFC 9000 §6.2: only a client that has received nothing else acts on it, and a
+        // list that includes our version is ignored.
+        if self.shared.side != Side::Client || self.shared.got_server_cid {
+            return;
+        }
+        let versions = &pkt[parsed.pn_offset.min(pkt.len())..];
+        let offers_v1 = versions.chunks_exact(4).any(|v| v == crate::VERSION_1.to_be_bytes());
+        if !offers_v1 {
+            self.host().enter_draining(now, ConnectionError::VersionMismatch);
+            self.set_drained(None);
+        }
+    }
+}
+
+/// Where a datagram came from and arrived.
+#[derive(Clone, Copy)]
+pub(crate) struct Rx {
+    /// Local address it arrived at.
+    pub local: SocketAddr,
+    /// The peer's address.
+    pub remote: SocketAddr,
+    /// ECN codepoint.
+    pub ecn: Option<Ecn>,
+    /// Size of the whole datagram for its first packet, 0 for the coalesced ones after it.
+    pub datagram_len: usize,
+}
+
+#[cfg(test)]
+#[path = "tests_recv_levels.rs"]
+mod tests;
+
+impl Host<'_> {
+    /// A packet of `space_id` (the path's data space, or a handshake space), its frames
+    /// processed, is recorded for acknowledgement.
+    pub(super) fn record_received(
+        &mut self,
+        now: Instant,
+        path: &mut PathState,
+        space_id: SpaceId,
+        pn: u64,
+        ack_eliciting: bool,
+        ecn: Option<Ecn>,
+    ) {
+        let space = match space_id {
+            SpaceId::Data => Some(&mut path.data),
+            _ => self.shared.handshake_space_mut(space_id),
+        };
+        if let Some(space) = space {
+            space.received.on_packet(pn, ack_eliciting, now, ecn);
+            space.on_packet_recorded();
         }
     }
 
@@ -428,16 +471,18 @@ impl Connection {
     /// `walked`: the path already handled its own frames before this payload offset while
     /// opening the packet in a receive batch (`conn/path_frames.rs`); the fates of its own
     /// ACK frames there, in order, are applied where those frames stand.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn process_frames(
         &mut self,
         now: Instant,
         level: Level,
-        pi: usize,
+        path: &mut PathState,
+        slot: usize,
         dcid: &ConnectionId,
         payload: &[u8],
         mut walked: Option<(usize, &mut WalkedFates)>,
     ) -> Result<bool, TransportError> {
-        let path_id = self.paths[pi].id;
+        let path_id = path.id;
         if payload.is_empty() {
             // RFC 9000 §12.4: a packet with no frames is a PROTOCOL_VIOLATION.
             return Err(TransportError::protocol_violation("packet without frames"));
@@ -472,15 +517,15 @@ impl Connection {
                 ty @ (ft::ACK | ft::ACK_ECN | ft::PATH_ACK | ft::PATH_ACK_ECN) => {
                     // Also without the general `Frame`: most packets of a transfer carry one.
                     let _ = r.u8();
-                    let path = matches!(ty, ft::PATH_ACK | ft::PATH_ACK_ECN);
+                    let is_path_ack = matches!(ty, ft::PATH_ACK | ft::PATH_ACK_ECN);
                     let ecn = matches!(ty, ft::ACK_ECN | ft::PATH_ACK_ECN);
-                    let ack = AckFrame::decode(&mut r, path, ecn).map_err(|e| e.with_frame(ty))?;
-                    let allowed = if path { level == Level::OneRtt } else { level != Level::ZeroRtt };
+                    let ack = AckFrame::decode(&mut r, is_path_ack, ecn).map_err(|e| e.with_frame(ty))?;
+                    let allowed = if is_path_ack { level == Level::OneRtt } else { level != Level::ZeroRtt };
                     if !allowed {
                         return Err(TransportError::protocol_violation("frame not allowed at this encryption level")
                             .with_frame(ty));
                     }
-                    if own_walked && self.paths[pi].owns_ack(ack.path_id, self.shared.mp.enabled) {
+                    if own_walked && path.owns_ack(ack.path_id, self.shared.mp.enabled) {
                         // The path handled it while opening the packet: its shared part now.
                         super::touch!(self, acks_in_batch);
                         if let Some(f) = walked.as_mut().and_then(|(_, f)| f.next()) {
@@ -488,8 +533,8 @@ impl Connection {
                         }
                         continue;
                     }
-                    self.on_ack_received(now, level, path_id, &ack).map_err(|e| e.or_frame(ty))?;
-                    if self.is_closed() {
+                    self.on_ack_received(now, level, path, slot, &ack).map_err(|e| e.or_frame(ty))?;
+                    if self.shared.is_closed() {
                         break;
                     }
                     continue;
@@ -507,8 +552,8 @@ impl Connection {
                 continue;
             }
             let ty = frame.ty();
-            self.on_frame(now, level, path_id, dcid, frame).map_err(|e| e.or_frame(ty))?;
-            if self.is_closed() {
+            self.on_frame(now, level, path, slot, dcid, frame).map_err(|e| e.or_frame(ty))?;
+            if self.shared.is_closed() {
                 break;
             }
         }
@@ -519,22 +564,23 @@ impl Connection {
         &mut self,
         now: Instant,
         level: Level,
-        path_id: u64,
+        path: &mut PathState,
+        slot: usize,
         dcid: &ConnectionId,
         frame: Frame<'_>,
     ) -> Result<(), TransportError> {
+        let path_id = path.id;
         match frame {
             Frame::Padding { .. } | Frame::Ping => {}
-            Frame::Ack(ack) => self.on_ack_received(now, level, path_id, &ack)?,
+            Frame::Ack(ack) => self.on_ack_received(now, level, path, slot, &ack)?,
             Frame::Crypto { offset, data } if level == Level::OneRtt => {
                 self.shared.one_rtt_crypto.on_recv(offset, data)?;
                 while let Some(bytes) = self.shared.one_rtt_crypto.take_contiguous() {
-                    self.on_crypto_data(now, level, &bytes)?;
+                    self.on_crypto_data(level, &bytes)?;
                 }
             }
             Frame::Crypto { offset, data } => {
-                let pi = self.primary_path();
-                if self.space_mut(level.space(), pi).is_none() && self.shared.handshake_complete {
+                if self.shared.handshake_space_mut(level.space()).is_none() && self.shared.handshake_complete {
                     // The server drops its Handshake keys as its handshake completes (RFC 9001
                     // §4.9.2), which can be in the middle of the client's packet carrying
                     // Finished: CRYPTO frames after it (retransmitted handshake data) belong
@@ -542,11 +588,14 @@ impl Connection {
                     return Ok(());
                 }
                 let space = self
-                    .space_mut(level.space(), pi)
+                    .shared
+                    .handshake_space_mut(level.space())
                     .ok_or_else(|| TransportError::protocol_violation("CRYPTO at a discarded level"))?;
                 space.crypto.on_recv(offset, data)?;
-                while let Some(bytes) = self.space_mut(level.space(), pi).and_then(|s| s.crypto.take_contiguous()) {
-                    self.on_crypto_data(now, level, &bytes)?;
+                while let Some(bytes) =
+                    self.shared.handshake_space_mut(level.space()).and_then(|s| s.crypto.take_contiguous())
+                {
+                    self.on_crypto_data(level, &bytes)?;
                 }
             }
             Frame::NewToken { token } => {
@@ -581,18 +630,17 @@ impl Connection {
                 self.on_retire_cid_frame(now, target, seq, path_id, dcid)?;
             }
             Frame::PathChallenge(data) => {
-                if let (Some(pi), Some(rx)) = (self.path_index(path_id), self.shared.probe_from) {
-                    let path = &mut self.paths[pi];
+                if let Some(rx) = self.shared.probe_from {
                     if path.off_path_responses.len() >= MAX_PENDING_PATH_RESPONSES {
                         path.off_path_responses.remove(0);
                     }
                     let budget = 3 * rx.datagram_len;
                     path.off_path_responses.push(OffPathResponse { remote: rx.remote, local: rx.local, data, budget });
-                } else if let Some(pi) = self.path_index(path_id) {
-                    self.paths[pi].queue_path_response(data);
+                } else {
+                    path.queue_path_response(data);
                 }
             }
-            Frame::PathResponse(data) => self.on_path_response(now, path_id, data),
+            Frame::PathResponse(data) => self.on_path_response(data),
             Frame::ConnectionClose(c) => self.on_connection_close(now, &c),
             Frame::HandshakeDone => {
                 if self.shared.side == Side::Server {
@@ -628,14 +676,16 @@ impl Connection {
         Ok(())
     }
 
-    /// An ACK or PATH_ACK frame arrived on path `path_id` at `level`.
+    /// An ACK or PATH_ACK frame arrived on `path` (in `slot`) at `level`.
     fn on_ack_received(
         &mut self,
         now: Instant,
         level: Level,
-        path_id: u64,
+        path: &mut PathState,
+        slot: usize,
         ack: &crate::frame::AckFrame<'_>,
     ) -> Result<(), TransportError> {
+        let path_id = path.id;
         // An ACK frame is a PATH_ACK for path 0 (draft-ietf-quic-multipath-21 §4.3).
         let acked_path = match ack.path_id {
             None => 0,
@@ -645,21 +695,19 @@ impl Connection {
             }
         };
         if level != Level::OneRtt {
-            return self.on_ack_frame(now, level.space(), self.primary_path(), ack);
+            // The handshake spaces are the primary path's, which carries the handshake.
+            return self.on_ack_frame(now, level.space(), path, slot, ack);
         }
-        if acked_path != path_id {
-            if let Some(carrier) = self.path_index(path_id) {
-                self.paths[carrier].stats.rx_acks_for_other_paths += 1;
-            }
-        }
-        // PATH_ACKs naming an unknown or discarded path are ignored.
-        let Some(pi) = self.path_index(acked_path) else { return Ok(()) };
         if acked_path == path_id {
-            return self.on_ack_frame(now, SpaceId::Data, pi, ack);
+            return self.on_ack_frame(now, SpaceId::Data, path, slot, ack);
         }
-        // Another path's packets: that path handles the frame itself (mail).
-        self.paths.post(pi).push_path_ack(ack.to_owned_frame());
-        self.deliver_mail(now)
+        path.stats.rx_acks_for_other_paths += 1;
+        // PATH_ACKs naming an unknown or discarded path are ignored.
+        let Some(target) = self.path_slot(acked_path) else { return Ok(()) };
+        // Another path's packets: that path handles the frame itself (mail, delivered after
+        // this packet; a PATH_ACK of a packet it never sent closes the connection then).
+        self.post(target).push_path_ack(ack.to_owned_frame());
+        Ok(())
     }
 
     fn on_connection_close(&mut self, now: Instant, c: &ConnectionClose<'_>) {
@@ -674,35 +722,18 @@ impl Connection {
         };
         self.enter_draining(now, err);
     }
+}
 
-    fn on_version_negotiation(&mut self, now: Instant, parsed: &ParsedPacket, pkt: &[u8]) {
-        // RFC 9000 §6.2: only a client that has received nothing else acts on it, and a
-        // list that includes our version is ignored.
-        if self.shared.side != Side::Client || self.shared.got_server_cid {
-            return;
-        }
-        let versions = &pkt[parsed.pn_offset.min(pkt.len())..];
-        let offers_v1 = versions.chunks_exact(4).any(|v| v == crate::VERSION_1.to_be_bytes());
-        if !offers_v1 {
-            self.enter_draining(now, ConnectionError::VersionMismatch);
-            self.set_drained(None);
+impl ConnShared {
+    /// A datagram arrived while closing: the 1st, 2nd, 4th, 8th... are answered with
+    /// CONNECTION_CLOSE (RFC 9000 §10.2.1).
+    pub(super) fn on_datagram_while_closing(&mut self) {
+        if let State::Closing { send_pending, received, answer_at, .. } = &mut self.state {
+            *received += 1;
+            if *received >= *answer_at {
+                *send_pending = true;
+                *answer_at = answer_at.saturating_mul(2);
+            }
         }
     }
 }
-
-/// Where a datagram came from and arrived.
-#[derive(Clone, Copy)]
-pub(crate) struct Rx {
-    /// Local address it arrived at.
-    pub local: SocketAddr,
-    /// The peer's address.
-    pub remote: SocketAddr,
-    /// ECN codepoint.
-    pub ecn: Option<Ecn>,
-    /// Size of the whole datagram for its first packet, 0 for the coalesced ones after it.
-    pub datagram_len: usize,
-}
-
-#[cfg(test)]
-#[path = "tests_recv_levels.rs"]
-mod tests;

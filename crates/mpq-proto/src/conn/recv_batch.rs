@@ -32,6 +32,7 @@ use crate::time::Instant;
 use crate::types::{Level, SpaceId};
 
 use super::board::Seat;
+use super::host::Host;
 use super::path::PathState;
 use super::path_ack::AckParams;
 use super::path_frames::OwnFrames;
@@ -155,7 +156,7 @@ impl Connection {
                 Err(NotOpened::Error(e)) => {
                     self.shared.stats.rx_datagrams += 1;
                     self.apply_opened(now, ecn_bits, &mut opened);
-                    self.close_with_error(now, e);
+                    self.host().close_with_error(now, e);
                 }
             }
         }
@@ -173,7 +174,7 @@ impl Connection {
             header: keys.header_keys().clone(),
             generation: keys.current().clone(),
             multipath: self.shared.mp.enabled,
-            ack: self.ack_params(),
+            ack: self.shared.ack_params(),
             walk: self.shared.handshake_confirmed,
             cid_len: self.shared.local_cid_len,
         })
@@ -301,12 +302,11 @@ impl Connection {
         // The paths that recorded packets publish their ACK offers once, after the batch.
         let mut recorded: SmallVec<[usize; 2]> = SmallVec::new();
         for o in opened.drain(..) {
-            let mut fates = o.own.fates.into_iter();
             let skip = match self.shared.state {
                 State::Established | State::Handshake => false,
                 State::Closing { .. } => {
                     // As the general path does for a datagram in the closing state.
-                    self.on_datagram_while_closing();
+                    self.shared.on_datagram_while_closing();
                     true
                 }
                 State::Draining { .. } | State::Drained => true,
@@ -317,45 +317,64 @@ impl Connection {
             let Some(pi) = pi.filter(|_| !skip) else {
                 // The packet is not processed, but what its path already did with its ACKs
                 // stands: their packets left the ledger, so their frames' fate is due.
-                for f in fates {
-                    self.apply_fates(now, o.path_id, f);
+                for f in o.own.fates {
+                    self.host().apply_fates(now, o.path_id, f);
                 }
+                self.finish_host_work(now);
                 continue;
             };
-            {
-                let path = &mut self.paths[pi];
-                path.stats.rx_packets += 1;
-                path.last_recv = Some(now);
+            let Some((mut host, path)) = self.host_for(pi) else { continue };
+            if host.apply_opened_packet(now, path, pi, o, ecn) && !recorded.contains(&pi) {
+                recorded.push(pi);
             }
-            self.on_path_alive(pi);
-            self.shared.packets_in_phase += 1;
-            let processed = if o.own.only_own {
-                // Nothing for the shared side but the fates of the path's ACKs.
-                for f in fates {
-                    super::touch!(self, acks_in_batch);
-                    self.apply_fates(now, o.path_id, f);
-                }
-                Ok(o.own.ack_eliciting)
-            } else {
-                self.process_frames(now, Level::OneRtt, pi, &o.dcid, o.payload, Some((o.own.walked, &mut fates)))
-            };
-            match processed {
-                Ok(ack_eliciting) => {
-                    let Some(pi) = self.path_index(o.path_id) else { continue };
-                    if let Some(space) = self.space_mut(SpaceId::Data, pi) {
-                        space.received.on_packet(o.pn, ack_eliciting, now, ecn);
-                        space.on_packet_recorded();
-                    }
-                    if !recorded.contains(&pi) {
-                        recorded.push(pi);
-                    }
-                    self.qlog_packet_received(now, Level::OneRtt, o.path_id, o.pn, o.payload.len());
-                }
-                Err(e) => self.close_with_error(now, e),
-            }
+            // One thread: what the packet's frames asked of other paths and of the whole
+            // connection is done before the next packet.
+            self.finish_host_work(now);
         }
         for slot in recorded {
             self.paths.publish_offer(slot);
+        }
+    }
+}
+
+impl Host<'_> {
+    /// The shared part of one packet `path` (in `slot`) opened: its frames, with the fates
+    /// of the ACKs the path handled where they stand, then the packet recorded for
+    /// acknowledgement. Other paths are reached by mail only. Returns whether the packet
+    /// was recorded (its path's ACK offer is then due).
+    fn apply_opened_packet(
+        &mut self,
+        now: Instant,
+        path: &mut PathState,
+        slot: usize,
+        o: Opened<'_>,
+        ecn: Option<Ecn>,
+    ) -> bool {
+        let mut fates = o.own.fates.into_iter();
+        path.stats.rx_packets += 1;
+        path.last_recv = Some(now);
+        self.on_path_alive(path, slot);
+        self.shared.packets_in_phase += 1;
+        let processed = if o.own.only_own {
+            // Nothing for the shared side but the fates of the path's ACKs.
+            for f in fates {
+                super::touch!(self, acks_in_batch);
+                self.apply_fates(now, o.path_id, f);
+            }
+            Ok(o.own.ack_eliciting)
+        } else {
+            self.process_frames(now, Level::OneRtt, path, slot, &o.dcid, o.payload, Some((o.own.walked, &mut fates)))
+        };
+        match processed {
+            Ok(ack_eliciting) => {
+                self.record_received(now, path, SpaceId::Data, o.pn, ack_eliciting, ecn);
+                self.shared.qlog_packet_received(now, Level::OneRtt, o.path_id, o.pn, o.payload.len());
+                true
+            }
+            Err(e) => {
+                self.close_with_error(now, e);
+                false
+            }
         }
     }
 }

@@ -35,7 +35,7 @@ impl Connection {
             return false;
         }
         tracing::debug!(side = ?self.shared.side, "stateless reset received");
-        self.enter_draining(now, ConnectionError::Reset);
+        self.host().enter_draining(now, ConnectionError::Reset);
         self.set_drained(None);
         true
     }

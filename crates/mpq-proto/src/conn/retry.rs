@@ -56,7 +56,7 @@ impl Connection {
         }
         self.shared.initial_keys = Some(crate::crypto::initial::initial_keys(&parsed.scid, Side::Client));
         self.reset_initial_recovery(now);
-        self.qlog_state(now, "retry_received");
+        self.shared.qlog_state(now, "retry_received");
     }
 
     /// RFC 9002 §6.3: a Retry is neither an acknowledgement nor a loss. The Initial packets
@@ -81,21 +81,6 @@ impl Connection {
         path.pacer = crate::recovery::pacer::Pacer::new();
         self.paths.publish(pi);
     }
-
-    /// A NEW_TOKEN frame (checked: from a server, not empty) arrived: keep the token for
-    /// the next connection to this server (RFC 9000 §8.1.3).
-    pub(super) fn on_new_token(&mut self, token: &[u8]) {
-        if let Some((store, name)) = &self.shared.tokens.store {
-            store.insert(name, token.to_vec());
-        }
-    }
-
-    /// Server: the handshake is confirmed, tell the client a token for later connections.
-    pub(super) fn queue_new_token(&mut self) {
-        if self.shared.side == Side::Server && self.shared.tokens.issuer.is_some() {
-            self.shared.tokens.new_token_pending = true;
-        }
-    }
 }
 
 impl ConnShared {
@@ -109,5 +94,22 @@ impl ConnShared {
         let key = self.tokens.issuer.clone()?;
         self.tokens.new_token_pending = false;
         Some(key.seal_new_token(&mut self.rng, ip, now))
+    }
+}
+
+impl ConnShared {
+    /// A NEW_TOKEN frame (checked: from a server, not empty) arrived: keep the token for
+    /// the next connection to this server (RFC 9000 §8.1.3).
+    pub(super) fn on_new_token(&mut self, token: &[u8]) {
+        if let Some((store, name)) = &self.tokens.store {
+            store.insert(name, token.to_vec());
+        }
+    }
+
+    /// Server: the handshake is confirmed, tell the client a token for later connections.
+    pub(super) fn queue_new_token(&mut self) {
+        if self.side == Side::Server && self.tokens.issuer.is_some() {
+            self.tokens.new_token_pending = true;
+        }
     }
 }

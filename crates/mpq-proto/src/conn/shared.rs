@@ -1,8 +1,25 @@
 //! What the shared half of a connection answers by itself, without any path.
 
-use super::ConnShared;
+use super::space::PacketSpace;
+use super::{ConnShared, State};
+use crate::types::SpaceId;
 
 impl ConnShared {
+    /// True once the connection is closing, draining or drained.
+    pub(crate) fn is_closed(&self) -> bool {
+        !matches!(self.state, State::Handshake | State::Established)
+    }
+
+    /// The Initial or Handshake packet number space, while its keys are kept (`None` for the
+    /// data spaces, which are the paths').
+    pub(crate) fn handshake_space_mut(&mut self, id: SpaceId) -> Option<&mut PacketSpace> {
+        match id {
+            SpaceId::Initial => self.initial.as_mut(),
+            SpaceId::Handshake => self.handshake.as_mut(),
+            SpaceId::Data => None,
+        }
+    }
+
     /// Connection-wide frames wait to be sent on whichever path goes next: HANDSHAKE_DONE,
     /// NEW_TOKEN, 1-RTT CRYPTO, CID advertisements and retirements, multipath control. (Not
     /// stream data or the streams' control frames, which the stream table answers for.)

@@ -22,7 +22,8 @@ fn crypto_after_finished_in_the_same_packet_is_dropped() {
     let s = pair.server.connection_mut(h).expect("server");
     assert!(s.shared.handshake.is_none(), "the server dropped its Handshake space on completion");
     let frame = Frame::Crypto { offset: 0, data: &[0x14, 0, 0, 4, 1, 2, 3, 4] };
-    let r = s.on_frame(now, Level::Handshake, 0, &ConnectionId::EMPTY, frame);
+    let (mut host, path) = s.host_for(0).expect("path 0");
+    let r = host.on_frame(now, Level::Handshake, path, 0, &ConnectionId::EMPTY, frame);
     assert_eq!(r, Ok(()));
     assert!(!s.is_closed());
 }

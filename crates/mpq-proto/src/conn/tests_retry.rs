@@ -227,7 +227,7 @@ fn lost_new_token_is_sent_again() {
     let conn = p.server.connection_mut(s).unwrap();
     let mut lost = space::SentFrames::default();
     lost.push_control(space::Control::NewToken);
-    conn.on_frames_lost(SpaceId::Data, lost);
+    conn.shared.on_frames_lost(SpaceId::Data, lost);
     assert!(conn.shared.tokens.new_token_pending);
     assert!(p.run_until(Duration::from_secs(1), |p| p.client.token_store().count("localhost") == 2));
 }

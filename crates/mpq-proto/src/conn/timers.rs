@@ -8,8 +8,11 @@ use std::time::Duration;
 use crate::time::Instant;
 use crate::types::{Side, SpaceId};
 
+use super::board::Seat;
 use super::events::PathEvent;
+use super::host::Host;
 use super::multipath::PATH_UNSTABLE_OR_POOR;
+use super::path::PathState;
 use super::path_table::Slots;
 use super::{Connection, ConnectionError, Event, State};
 
@@ -66,7 +69,7 @@ impl Connection {
                 // must wait for the peer's next datagram, RFC 9000 §8.1). A retry deadline
                 // already past would make the timer fire again and again without progress.
                 if !c.send_pending {
-                    merge(c.sent_at.map(|s| s + p.challenge_retry(self.peer_max_ack_delay())));
+                    merge(c.sent_at.map(|s| s + p.challenge_retry(self.shared.peer_max_ack_delay())));
                 }
             }
             merge(p.discard_at);
@@ -124,7 +127,12 @@ impl Connection {
             }
             if let Some((t, kind)) = self.path_loss_deadline(pi) {
                 if now >= t {
-                    self.on_path_loss_timeout(now, pi, kind);
+                    // The path's timer, with the path and the shared half; other paths
+                    // by mail.
+                    if let Some((mut host, path)) = self.host_for(pi) {
+                        host.on_path_loss_timeout(now, path, pi, kind);
+                    }
+                    self.finish_host_work(now);
                 }
             }
         }
@@ -151,13 +159,13 @@ impl Connection {
 
     /// PTO of path `pi` for `space`, with backoff.
     fn pto_duration(&self, space: SpaceId, pi: usize) -> Duration {
-        let mad = if space == SpaceId::Data { self.peer_max_ack_delay() } else { Duration::ZERO };
+        let mad = if space == SpaceId::Data { self.shared.peer_max_ack_delay() } else { Duration::ZERO };
         self.paths[pi].pto(mad)
     }
 
     /// Retransmits PATH_CHALLENGEs and gives up on paths that never answered.
     fn path_validation_timers(&mut self, now: Instant) {
-        let (initial_rtt, mad) = (self.shared.config.initial_rtt, self.peer_max_ack_delay());
+        let (initial_rtt, mad) = (self.shared.config.initial_rtt, self.shared.peer_max_ack_delay());
         let failed: Slots = self
             .paths
             .slots()
@@ -165,7 +173,10 @@ impl Connection {
             .filter(|&pi| self.paths[pi].on_validation_timer(now, mad, initial_rtt))
             .collect();
         for pi in failed.into_iter().rev() {
-            self.on_validation_failed(now, pi);
+            if let Some((mut host, path)) = self.host_for(pi) {
+                host.on_validation_failed(now, path, pi);
+            }
+            self.finish_host_work(now);
         }
     }
 
@@ -224,7 +235,7 @@ impl Connection {
     /// handshake to be confirmed (RFC 9002 §6.2.1).
     fn path_loss_deadline(&self, pi: usize) -> Option<(Instant, PathTimer)> {
         let is_server = self.shared.side == Side::Server;
-        self.paths[pi].loss_deadline(self.shared.handshake_confirmed, is_server, self.peer_max_ack_delay())
+        self.paths[pi].loss_deadline(self.shared.handshake_confirmed, is_server, self.shared.peer_max_ack_delay())
     }
 
     /// RFC 9002 Appendix A.9 for the handshake spaces.
@@ -248,19 +259,21 @@ impl Connection {
             // Handshake probes carry the unacknowledged CRYPTO data again.
             space.crypto.retransmit_unacked();
         }
-        self.qlog_pto(now, space_id, 0);
+        self.shared.qlog_pto(now, space_id, 0);
     }
+}
 
+impl Host<'_> {
     /// RFC 9002 Appendix A.9 for one path, plus multipath failure handling: a PTO with no
     /// sign of life since the path's last packet marks it potentially failed (De Coninck and
     /// Bonaventure, "Multipath QUIC: Design and Evaluation", CoNEXT 2017, §4.3), its
     /// in-flight data is resent on the other paths (draft-ietf-quic-multipath-21 §5.7), and
     /// after `DEAD_PATH_PTOS` it is abandoned when another path works.
-    fn on_path_loss_timeout(&mut self, now: Instant, pi: usize, kind: PathTimer) {
+    fn on_path_loss_timeout(&mut self, now: Instant, path: &mut PathState, slot: usize, kind: PathTimer) {
         let mp = self.shared.mp.enabled;
         // Another active path that is not itself potentially failed, as the board shows it.
-        let others_work = mp && self.paths.views().any(|(i, v)| i != pi && v.is_active() && !v.potentially_failed);
-        let Some((path, mut seat)) = self.paths.seat(pi) else { return };
+        let others_work = mp && self.views().any(|(i, v)| i != slot && v.is_active() && !v.potentially_failed);
+        let mut seat = Seat::new(self.board, slot);
         let id = path.id;
         if kind == PathTimer::Loss {
             let fates = path.on_loss_timer(now, &mut seat);
@@ -271,7 +284,7 @@ impl Connection {
         }
         let verdict = path.on_pto(others_work, &mut seat);
         self.shared.last_send_anchor = now;
-        self.qlog_pto(now, SpaceId::Data, id);
+        self.shared.qlog_pto(now, SpaceId::Data, id);
         if let Some(chunks) = verdict.newly_failed {
             tracing::debug!(id, "path potentially failed");
             self.shared.events.push_back(Event::Path(PathEvent::PotentiallyFailed { id }));
@@ -281,7 +294,7 @@ impl Connection {
             }
         }
         if verdict.dead {
-            self.abandon(now, pi, PATH_UNSTABLE_OR_POOR, false);
+            self.abandon(now, slot, PATH_UNSTABLE_OR_POOR, false);
         }
     }
 }

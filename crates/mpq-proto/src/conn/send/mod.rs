@@ -245,7 +245,7 @@ impl Connection {
             touch!(host, send_path_batches);
             let b = path.build_batch(&mut host, now, buf, allow_data);
             if let Some(e) = b.close {
-                self.close_with_error(now, e);
+                self.host().close_with_error(now, e);
             }
             (b.count, b.segment_size)
         };
@@ -511,7 +511,8 @@ impl Connection {
         if p.header.level == Level::Handshake && self.shared.side == Side::Client && self.shared.initial.is_some() {
             // RFC 9001 §4.9.1: a client discards Initial keys when it first sends a
             // Handshake packet.
-            self.discard_space(now, SpaceId::Initial);
+            self.host().discard_space(now, SpaceId::Initial);
+            self.deliver_mail_or_close(now);
         }
     }
 
@@ -522,7 +523,7 @@ impl Connection {
             self.on_acks_sent(pi, &acks);
         }
         if let Some(e) = after.close {
-            self.close_with_error(now, e);
+            self.host().close_with_error(now, e);
         }
     }
 
@@ -551,7 +552,7 @@ impl Connection {
             self.shared.key_update_ping_at = 0;
             self.shared.stats.key_updates += 1;
             self.shared.key_discard_pending = true;
-            self.qlog_key_update(now, "local_update");
+            self.shared.qlog_key_update(now, "local_update");
             tracing::debug!(side = ?self.shared.side, "initiated key update");
         }
     }
