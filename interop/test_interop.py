@@ -535,7 +535,7 @@ def check_key_update(client: str, server: str, client_log: str, srv: Server, con
 
 
 # --------------------------------------------------------------------------------------
-# Multipath (draft-ietf-quic-multipath-21): noq-peer against itself and against mpq.
+# Multipath (RFC 10069): noq-peer against itself and against mpq.
 #
 # The noq client opens path 0 from 127.0.0.1 and, once multipath is negotiated, path 1
 # from 127.0.0.2 (noq sends all paths through one wildcard-bound socket and picks the

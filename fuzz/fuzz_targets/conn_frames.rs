@@ -279,9 +279,9 @@ impl Harness {
         for client in [true, false] {
             let Some(conn) = self.conn(client) else { continue };
             let fp = conn.fuzz_footprint();
-            // Bounded per-path state whatever the peer sends (draft-ietf-quic-multipath-21
+            // Bounded per-path state whatever the peer sends (RFC 10069
             // §2.1: path IDs up to our initial_max_path_id, which is 4 here; closed paths
-            // linger for 3 PTOs).
+            // linger for 3 PTOs, §3.4).
             assert!(fp.paths <= 16, "{client}: {fp:?}");
             assert!(fp.local_cid_paths <= 64 && fp.peer_cid_paths <= 64, "{client}: {fp:?}");
             assert!(fp.local_cids <= 512 && fp.peer_cids <= 1024, "{client}: {fp:?}");

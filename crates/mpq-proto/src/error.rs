@@ -1,5 +1,5 @@
-//! Transport error codes (RFC 9000 §20.1, RFC 9001 §4.8, draft-ietf-quic-multipath-21 §10)
-//! and the error type the core returns when a peer violates the protocol.
+//! Transport error codes (RFC 9000 §20.1, RFC 9001 §4.8; the PATH_ABANDON error codes of
+//! RFC 10069 §4.2.1 are in `conn/multipath.rs`) and the error type the core returns when a peer violates the protocol.
 
 use std::fmt;
 

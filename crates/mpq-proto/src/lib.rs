@@ -1,5 +1,5 @@
 //! `mpq-proto`: a sans-IO implementation of QUIC v1 (RFC 9000, 9001, 9002) and of the
-//! multipath extension (draft-ietf-quic-multipath-21).
+//! multipath extension (RFC 10069).
 //!
 //! The crate performs no I/O, reads no clock and draws no ambient randomness: every input
 //! carries a [`time::Instant`] and every endpoint is given a seeded RNG. A runtime (the

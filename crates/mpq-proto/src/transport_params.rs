@@ -1,5 +1,5 @@
 //! QUIC transport parameters (RFC 9000 §18), plus `max_datagram_frame_size` (RFC 9221 §3)
-//! and the multipath `initial_max_path_id` (draft-ietf-quic-multipath-21 §2).
+//! and the multipath `initial_max_path_id` (RFC 10069 §2.1).
 //!
 //! [`TransportParameters::decode`] enforces every MUST of RFC 9000 §7.4 and §18.2 that can be
 //! checked on the parameters alone, with TRANSPORT_PARAMETER_ERROR. Checks that need the
@@ -14,7 +14,7 @@ use crate::coding::{varint_len, write_varint, Reader};
 use crate::error::TransportError;
 use crate::types::Side;
 
-/// Transport parameter IDs (RFC 9000 §18.2, RFC 9221 §3, draft-ietf-quic-multipath-21).
+/// Transport parameter IDs (RFC 9000 §18.2, RFC 9221 §3, RFC 10069 §2.1).
 pub mod id {
     /// original_destination_connection_id (server only).
     pub const ORIGINAL_DESTINATION_CONNECTION_ID: u64 = 0x00;
@@ -66,7 +66,7 @@ pub const DEFAULT_MAX_ACK_DELAY: u64 = 25;
 pub const DEFAULT_ACTIVE_CONNECTION_ID_LIMIT: u64 = 2;
 /// Largest initial_max_streams_* value (RFC 9000 §18.2).
 pub const MAX_STREAMS_LIMIT: u64 = 1 << 60;
-/// Largest path ID (draft-ietf-quic-multipath-21).
+/// Largest path ID (RFC 10069 §2.1).
 pub const MAX_PATH_ID: u64 = (1 << 32) - 1;
 
 /// The server's preferred_address (RFC 9000 §18.2, §9.6).
@@ -389,7 +389,7 @@ impl TransportParameters {
             id::MAX_DATAGRAM_FRAME_SIZE => self.max_datagram_frame_size = varint_value(val)?,
             id::INITIAL_MAX_PATH_ID => {
                 let v = varint_value(val)?;
-                // draft-ietf-quic-multipath-21 §2: path IDs are at most 2^32-1.
+                // RFC 10069 §2.1: path IDs are at most 2^32-1.
                 if v > MAX_PATH_ID {
                     return invalid("initial_max_path_id");
                 }

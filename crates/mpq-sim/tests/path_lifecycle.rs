@@ -1,4 +1,4 @@
-//! Multipath path lifecycle in the simulator (draft-ietf-quic-multipath-21): abandon by the
+//! Multipath path lifecycle in the simulator (RFC 10069): abandon by the
 //! application, backup status, path-ID and connection-ID exhaustion, NAT rebinding, key
 //! updates and reopening after an outage, each during a download over real simulated links.
 //!
@@ -282,7 +282,7 @@ fn nat_rebinding_moves_both_paths_during_a_transfer() {
 /// Key updates due every 300 packets during a two-path download. Several updates happen
 /// (both sides count each one) and not a byte is lost or corrupted. They are spaced by at
 /// least three of the largest PTO after the previous one was acknowledged
-/// (draft-ietf-quic-multipath-21 §4.2): far more than the ~40 ms 300 packets take here.
+/// (RFC 10069 §2.5): far more than the ~40 ms 300 packets take here.
 #[test]
 fn key_updates_during_a_multipath_transfer() {
     let seed = 56;

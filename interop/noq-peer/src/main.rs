@@ -1,5 +1,5 @@
 //! noq-peer: an HTTP/0.9 (ALPN `hq-interop`) client and server on the `noq` QUIC stack
-//! (n0-computer's quinn fork), with the multipath extension (draft-ietf-quic-multipath)
+//! (n0-computer's quinn fork), with the multipath extension (RFC 10069)
 //! enabled. Used by the mpq interop suite as an independent multipath implementation.
 //!
 //! noq sends every path of a connection through one UDP socket; a path's local side is

@@ -44,7 +44,7 @@ pub struct TransportConfig {
     /// Pace packets (RFC 9002 §7.7).
     pub pacing: bool,
     /// Server: send disable_active_migration (RFC 9000 §18.2). With multipath it forbids
-    /// new paths to the server's handshake address only (draft-ietf-quic-multipath-21 §2.1).
+    /// new paths to the server's handshake address only (RFC 10069 §2.2).
     pub disable_active_migration: bool,
     /// Mark packets ECT(0) once the handshake is confirmed and react to CE marks, on each
     /// path that passes ECN validation (RFC 9000 §13.4).
@@ -52,7 +52,7 @@ pub struct TransportConfig {
     /// Largest number of datagrams returned in one GSO batch by `poll_transmit`.
     pub max_gso_segments: usize,
     /// Multipath: the initial_max_path_id to advertise (None disables multipath). A value
-    /// of N allows path IDs 0..=N at the start (draft-ietf-quic-multipath-21 §2.1).
+    /// of N allows path IDs 0..=N at the start (RFC 10069 §2.1).
     pub initial_max_path_id: Option<u64>,
     /// Multipath: which path carries the next packet of new data.
     pub scheduler: SchedulerKind,

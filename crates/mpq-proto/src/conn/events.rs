@@ -87,7 +87,7 @@ pub struct ConnectionStats {
     pub paths: Vec<PathStats>,
 }
 
-/// What happened to a path (draft-ietf-quic-multipath-21 §3).
+/// What happened to a path (RFC 10069 §3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathEvent {
     /// Multipath was negotiated and a path ID with connection IDs on both sides is free:
@@ -145,7 +145,7 @@ pub enum PathError {
     /// The peer did not offer multipath, or the handshake is not complete.
     #[error("multipath is not negotiated")]
     MultipathNotNegotiated,
-    /// Only the client opens paths (draft-ietf-quic-multipath-21 §3.1).
+    /// Only the client opens paths (RFC 10069 §3).
     #[error("only the client opens paths")]
     ServerCannotOpen,
     /// Every path ID allowed by both sides is used (the peer was sent PATHS_BLOCKED).

@@ -183,7 +183,7 @@ pub(crate) mod tests {
         assert_eq!(client.stats().key_updates, 1);
         // And updates again by itself when one is due.
         client.fuzz_key_update_due();
-        // It waits three PTOs after the last update (multipath draft §4.2), then goes with the
+        // It waits three PTOs after the last update (RFC 10069 §2.5), then goes with the
         // next packet sent: keep sending.
         pair.run_until(Duration::from_secs(2), |p| {
             let c = p.client.connection_mut(h).expect("client");

@@ -147,7 +147,7 @@ impl Connection {
             }
         }
         if let Some(max) = tp.initial_max_path_id {
-            // draft-ietf-quic-multipath-21 §2.1.
+            // RFC 10069 §2.1.
             if max > super::multipath::MAX_PATH_ID_LIMIT {
                 return Err(TransportError::transport_parameter("initial_max_path_id above 2^32-1"));
             }

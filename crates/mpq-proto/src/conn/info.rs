@@ -15,7 +15,7 @@ pub struct HandshakeInfo {
     pub alpn: String,
     /// The TLS session was resumed.
     pub resumed: bool,
-    /// Both sides offered multipath (draft-ietf-quic-multipath-21).
+    /// Both sides offered multipath (RFC 10069).
     pub multipath: bool,
     /// Open paths: (path ID, peer address).
     pub paths: Vec<(u64, SocketAddr)>,

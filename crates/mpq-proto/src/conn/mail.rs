@@ -6,12 +6,12 @@
 //!
 //! - **ACK offers** (on the board): a path whose ACK is pending publishes an [`AckOffer`], a
 //!   copy of what its ACK would say. A path that carries it (ACK placement under the
-//!   lowest-RTT and all-paths policies, or for a path that cannot send, draft-ietf-quic-
-//!   multipath-21 §4.3) encodes the PATH_ACK from the offer and mails back
+//!   lowest-RTT and all-paths policies, or for a path that cannot send, RFC 10069
+//!   §3.1, §5.5) encodes the PATH_ACK from the offer and mails back
 //!   [`AckCarried`]; the owner then counts the ACK as sent. The carrier remembers the
 //!   offer's version it carried, so it does not carry the same one twice before the owner
 //!   reads its mail.
-//! - **PATH_ACKs received on another path** (draft-ietf-quic-multipath-21 §4.3): the path
+//! - **PATH_ACKs received on another path** (RFC 10069 §3.1, §5.4): the path
 //!   they acknowledge processes them itself (its ledger, RTT, loss detection, window), then
 //!   the shared side applies its packets' fates; a PATH_ACK of an unsent packet number
 //!   closes the connection as on the path itself.
@@ -19,9 +19,9 @@
 //!   acknowledged, that path gets the Largest Acknowledged of the ACK and prunes its own
 //!   received ranges (RFC 9000 §13.2.4).
 //! - **Challenge answers**: a PATH_RESPONSE may arrive on any path (RFC 9000 §8.2.2 and
-//!   draft-ietf-quic-multipath-21 §3.1); the path whose challenge it answers (found by the
+//!   RFC 10069 §3.1); the path whose challenge it answers (found by the
 //!   challenge data it published on the board) validates itself.
-//! - **Abandon** (draft-ietf-quic-multipath-21 §3.4): the path stops, hands back what it had
+//! - **Abandon** (RFC 10069 §3.4): the path stops, hands back what it had
 //!   in flight and keeps its state for three PTOs.
 //! - **Reinjection requests**: a path much slower than another gives copies of the STREAM
 //!   chunks still in flight on it, read from its own ledger, to the faster path's inbox.
@@ -135,7 +135,7 @@ pub(crate) struct ChallengeAnswer {
 /// "Stop: you are abandoned."
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AbandonOrder {
-    /// How long to keep the state for late packets (three PTOs, §3.4).
+    /// How long to keep the state for late packets (three PTOs, RFC 10069 §3.4).
     pub keep: Duration,
     /// The order answers the peer's PATH_ABANDON: a path we abandoned first keeps its state
     /// three PTOs from now.
@@ -162,8 +162,8 @@ pub(crate) struct ReinjectRequest {
 pub(crate) struct Mail {
     /// The path ID it is for: mail for a path whose slot was reused since is dropped.
     pub owner: Option<u64>,
-    /// PATH_ACK frames for its packets that arrived on other paths (draft-ietf-quic-
-    /// multipath-21 §4.3: they may come on any path).
+    /// PATH_ACK frames for its packets that arrived on other paths (RFC 10069
+    /// §3.1: they may come on any path).
     pub path_acks: SmallVec<[OwnedAckFrame; 1]>,
     /// Its ACK went out on other paths.
     pub acks_carried: SmallVec<[AckCarried; 2]>,
@@ -350,7 +350,7 @@ impl PathState {
         if !full_size {
             // The address is validated, but the anti-amplification limit kept the challenge
             // under 1200 bytes: challenge again, padded now that the limit is lifted
-            // (RFC 9000 §8.2.1, draft-ietf-quic-multipath-21 §3.1.2).
+            // (RFC 9000 §8.2.1, RFC 10069 §3.1).
             let Some(recheck) = a.recheck else { return ChallengeOutcome::NotMine };
             self.validated = true;
             self.challenge = Some(recheck);
@@ -359,7 +359,8 @@ impl PathState {
         self.challenge = None;
         self.validated = true;
         if self.rebind_from.take().is_some() {
-            // §3.1.3: after a rebinding, the new address gets fresh congestion and RTT state.
+            // RFC 10069 §5.1 (RFC 9000 §9.4): after a rebinding, the new address gets fresh
+            // congestion and RTT state.
             self.cc = crate::cc::build(config.cc, &config.cc_config, u64::from(self.mtu));
             self.rtt = crate::recovery::rtt::RttEstimator::new(config.initial_rtt);
             // The new network path may treat ECN differently: validate it again.
@@ -372,7 +373,7 @@ impl PathState {
         ChallengeOutcome::Validated { newly_active }
     }
 
-    /// The path is abandoned (draft-ietf-quic-multipath-21 §3.4): nothing more is sent on it,
+    /// The path is abandoned (RFC 10069 §3.4): nothing more is sent on it,
     /// its packets in flight are handed back, its state stays until `now + keep` to
     /// acknowledge late packets.
     pub(crate) fn on_abandon(&mut self, now: Instant, order: AbandonOrder) -> AbandonOutcome {

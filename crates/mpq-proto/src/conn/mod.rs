@@ -250,7 +250,7 @@ pub(crate) struct ConnShared {
     /// Packets sent in the current key phase, for automatic key updates.
     packets_in_phase: u64,
 
-    // ---- connection IDs, per path ID (draft-ietf-quic-multipath-21 §2.2) ----
+    // ---- connection IDs, per path ID (RFC 10069 §3.2) ----
     local_cids: BTreeMap<u64, LocalCids>,
     peer_cids: BTreeMap<u64, PeerCids>,
     local_cid_len: usize,
@@ -260,7 +260,7 @@ pub(crate) struct ConnShared {
     scheduler: Box<dyn crate::sched::PathScheduler>,
     /// Statistics of the most recent paths whose state was discarded.
     closed_paths: VecDeque<PathStats>,
-    /// Path IDs that were used and are gone: never used again (draft §2.2).
+    /// Path IDs that were used and are gone: never used again (RFC 10069 §3.4).
     closed_ids: path_ids::ClosedPathIds,
     /// The path table the scheduler last decided on (stream pinning consults it).
     sched_snapshots: Vec<crate::sched::PathSnapshot>,
@@ -293,7 +293,7 @@ pub(crate) struct ConnShared {
     /// `packets_in_phase` when that PING was last queued.
     key_update_ping_at: u64,
     /// When the peer first acknowledged a packet of our current key phase: the next update
-    /// waits three of the largest PTOs from there (draft-ietf-quic-multipath-21 §4.2).
+    /// waits three of the largest PTOs from there (RFC 10069 §2.5).
     phase_acked_at: Option<Instant>,
     /// Round-robin cursor over paths for path-local traffic.
     next_path_cursor: usize,
@@ -662,7 +662,7 @@ impl Connection {
         self.shared.packets_in_phase = 0;
         self.shared.key_update_ping_at = 0;
         self.shared.key_discard_pending = true;
-        // The three-PTO wait before our next update (draft-ietf-quic-multipath-21 §4.2)
+        // The three-PTO wait before our next update (RFC 10069 §2.5)
         // counts from the first acknowledgement in this new phase, as after an update of our
         // own: the time kept from the previous phase would let us update again at once, while
         // the peer may still hold the keys this phase replaced.
@@ -716,7 +716,7 @@ impl Host<'_> {
     }
 
     /// Closing and draining last three times the largest PTO of all paths
-    /// (RFC 9000 §10.2, draft-ietf-quic-multipath-21 §4.3).
+    /// (RFC 9000 §10.2, RFC 10069 §2.6).
     fn close_period(&self) -> Duration {
         3 * self.max_pto()
     }

@@ -1,4 +1,4 @@
-//! Multipath (draft-ietf-quic-multipath-21): negotiation, path IDs and their connection IDs,
+//! Multipath (RFC 10069): negotiation, path IDs and their connection IDs,
 //! path validation, status, abandonment and the multipath frames.
 //!
 //! The per-path packet number spaces, recovery and congestion control live in
@@ -28,18 +28,18 @@ use super::space::Control;
 use super::ConnShared;
 use super::{Connection, EndpointEvent, Event, State};
 
-/// Largest path ID the draft allows (§2.1: a 32-bit value).
+/// Largest path ID RFC 10069 allows (§2.1: a 32-bit value).
 pub(crate) const MAX_PATH_ID_LIMIT: u64 = u32::MAX as u64;
-/// PATH_ABANDON error code: the path's validation failed or it stopped working (§7).
+/// PATH_ABANDON error code: the path's validation failed or it stopped working (RFC 10069 §4.2.1).
 pub(crate) const PATH_UNSTABLE_OR_POOR: u64 = 0x3e76;
-/// PATH_ABANDON error code: no room for another path (§7).
+/// PATH_ABANDON error code: no room for another path (RFC 10069 §4.2.1).
 pub(crate) const PATH_RESOURCE_LIMIT_REACHED: u64 = 0x3e75;
 /// Most connection IDs we issue per path ID.
 const MAX_CIDS_PER_PATH: u64 = 4;
 /// Consecutive PTOs after which a potentially failed path is abandoned, when another path works.
 pub(crate) const DEAD_PATH_PTOS: u32 = 4;
 /// Path IDs the peer may close without ever using them (PATH_ABANDON for an ID with no
-/// path, §3.4), beyond one per path ID it did use and one per `UNUSED_PATH_ID_REFILL` of
+/// path, RFC 10069 §3.4), beyond one per path ID it did use and one per `UNUSED_PATH_ID_REFILL` of
 /// multipath operation. Each one costs us a MAX_PATH_ID and fresh CIDs; past this
 /// allowance it is abuse (RFC 9000 §21.9) and closes the connection with
 /// PROTOCOL_VIOLATION. A client retrying a path over a dead interface burns such IDs too
@@ -109,7 +109,7 @@ impl Connection {
         self.shared.maybe_signal_new_path_allowed();
     }
 
-    /// Whether a packet on the unknown path `id` may create a path (server side, §3.1).
+    /// Whether a packet on the unknown path `id` may create a path (server side, RFC 10069 §3.1).
     pub(crate) fn may_accept_path(&self, id: u64) -> bool {
         self.shared.mp.enabled
             && self.shared.side == Side::Server
@@ -121,7 +121,7 @@ impl Connection {
     }
 
     /// Whether a packet on the unknown path `id` opens a path we will refuse for lack of
-    /// room (§3.1: we then say so with PATH_ABANDON rather than let validation time out).
+    /// room (RFC 10069 §3.1: we then say so with PATH_ABANDON rather than let validation time out).
     pub(crate) fn would_refuse_path(&self, id: u64) -> bool {
         self.shared.mp.enabled
             && self.shared.side == Side::Server
@@ -169,7 +169,7 @@ impl Connection {
     }
 
     /// An authenticated, newest packet of a known path came from another address: NAT
-    /// rebinding (§3.1.3, RFC 9000 §9.3). The path moves there and is validated again.
+    /// rebinding (RFC 10069 §3.1.2, RFC 9000 §9.3). The path moves there and is validated again.
     pub(crate) fn on_peer_address_change(&mut self, now: Instant, pi: usize, rx: &Rx) {
         if !self.shared.handshake_confirmed {
             return;
@@ -196,7 +196,7 @@ impl Connection {
     }
 
     /// The shared part of a path's abandonment, after the path stopped itself: our
-    /// PATH_ABANDON queued, the peer's CIDs for it retired (§3.4), the frames it had in
+    /// PATH_ABANDON queued, the peer's CIDs for it retired (RFC 10069 §3.4), the frames it had in
     /// flight back in the send queues, the application told.
     pub(crate) fn on_abandoned(
         &mut self,
@@ -211,7 +211,7 @@ impl Connection {
         if send_abandon {
             self.shared.mp.pending.push(Control::PathAbandon(id, error_code));
         }
-        // The peer's CIDs of an abandoned path count as retired (§3.4).
+        // The peer's CIDs of an abandoned path count as retired (RFC 10069 §3.4).
         self.shared.peer_cids.remove(&id);
         for (_, p) in lost {
             self.shared.on_frames_lost(SpaceId::Data, p.frames);
@@ -251,7 +251,7 @@ pub(crate) fn is_probing(payload: &[u8]) -> bool {
 
 impl Host<'_> {
     /// Keeps enough of our connection IDs with the peer (RFC 9000 §5.1.1), for path 0 and,
-    /// with multipath, proactively for every path ID both sides allow (§2.2).
+    /// with multipath, proactively for every path ID both sides allow (RFC 10069 §3.2.1).
     pub(crate) fn issue_cids(&mut self, _now: Instant) {
         if self.shared.local_cid_len == 0 {
             return;
@@ -304,7 +304,7 @@ impl Host<'_> {
         self.post(slot).push_challenge_answer(ChallengeAnswer { data, recheck });
     }
 
-    /// Abandons the path in slot `pi` (§3.4): PATH_ABANDON goes out (on another path), the
+    /// Abandons the path in slot `pi` (RFC 10069 §3.4): PATH_ABANDON goes out (on another path), the
     /// peer's CIDs for it are retired, in-flight frames are resent elsewhere, the state stays
     /// for three PTOs to acknowledge late packets. The path stops itself when the connection
     /// delivers the mail posted here.
@@ -313,7 +313,7 @@ impl Host<'_> {
             return;
         }
         if !self.views().any(|(i, v)| i != pi && v.is_open()) {
-            // §3.4: the last path is going: the connection cannot continue. Close it on this
+            // RFC 10069 §3.4: the last path is going: the connection cannot continue. Close it on this
             // path while the peer's CIDs for it are still at hand, so CONNECTION_CLOSE can
             // be sent (a PATH_ABANDON would add nothing).
             let id = self.view(pi).map_or(0, |v| v.id);
@@ -328,7 +328,7 @@ impl Host<'_> {
         self.post(pi).abandon = Some(AbandonOrder { keep, by_peer, error_code });
     }
 
-    /// The path ID `id` is used up (§2.2): its CIDs go, it is never used again, and the
+    /// The path ID `id` is used up (RFC 10069 §3.4): its CIDs go, it is never used again, and the
     /// peer gets another one with MAX_PATH_ID. Every table keyed by path ID forgets it, so
     /// that a peer cycling through path IDs does not grow them.
     fn retire_path_id(&mut self, now: Instant, id: u64) {
@@ -350,7 +350,7 @@ impl Host<'_> {
         }
     }
 
-    /// (PATH_)NEW_CONNECTION_ID (RFC 9000 §19.15, draft §6.5).
+    /// (PATH_)NEW_CONNECTION_ID (RFC 9000 §19.15, RFC 10069 §4.4).
     pub(crate) fn on_new_cid_frame(&mut self, _now: Instant, f: &NewConnectionId) -> Result<(), TransportError> {
         let id = match f.path_id {
             None => 0,
@@ -359,12 +359,12 @@ impl Host<'_> {
                 id
             }
         };
-        // CIDs are unique across the connection, whatever their path ID (§2.2).
+        // CIDs are unique across the connection, whatever their path ID (RFC 10069 §3.2.1).
         if self.shared.peer_cids.iter().any(|(pid, p)| *pid != id && p.active.values().any(|c| c.cid == f.cid)) {
             return Err(TransportError::protocol_violation("connection ID issued for two path IDs"));
         }
         if self.path_slot(id).is_some_and(|i| !self.view(i).is_some_and(PathView::is_open)) {
-            return Ok(()); // abandoned: ignore (§6.5)
+            return Ok(()); // abandoned: ignore (RFC 10069 §4)
         }
         if self.path_id_closed(id) {
             return Ok(()); // a path ID already closed
@@ -388,7 +388,7 @@ impl Host<'_> {
     ) -> Result<(), TransportError> {
         let Some(l) = self.shared.local_cids.get_mut(&target) else {
             if self.path_id_closed(target) {
-                return Ok(()); // late, for a path that no longer exists (§3.4)
+                return Ok(()); // late, for a path that no longer exists (RFC 10069 §4)
             }
             return Err(TransportError::protocol_violation("RETIRE_CONNECTION_ID for an unissued sequence number"));
         };
@@ -401,7 +401,7 @@ impl Host<'_> {
         Ok(())
     }
 
-    /// PATH_ABANDON from the peer (§3.4).
+    /// PATH_ABANDON from the peer (RFC 10069 §3.4).
     pub(crate) fn on_path_abandon_frame(
         &mut self,
         now: Instant,
@@ -410,7 +410,7 @@ impl Host<'_> {
     ) -> Result<(), TransportError> {
         let Some(pi) = self.path_slot(id) else {
             // A path ID with no state (never used, or already discarded): it is closed for
-            // good. Answer in kind (§3.4) so that the peer forgets it too.
+            // good. Answer in kind (RFC 10069 §3.4) so that the peer forgets it too.
             if !self.path_id_closed(id) {
                 // Each such ID gets replaced (MAX_PATH_ID, fresh CIDs): a peer burning IDs
                 // it never uses would have us issue CIDs without end (RFC 9000 §21.9).
@@ -439,7 +439,7 @@ impl Host<'_> {
         Ok(())
     }
 
-    /// PATH_STATUS_BACKUP / PATH_STATUS_AVAILABLE (§3.3): the newest sequence number wins.
+    /// PATH_STATUS_BACKUP / PATH_STATUS_AVAILABLE (RFC 10069 §3.3, §4.3): the newest sequence number wins.
     pub(crate) fn on_path_status_frame(&mut self, id: u64, seq: u64, backup: bool) {
         // A closed path ID keeps no status: the table holds only IDs still usable.
         if self.path_id_closed(id) || self.shared.mp.peer_status.get(&id).is_some_and(|(s, _)| seq <= *s) {
@@ -452,7 +452,7 @@ impl Host<'_> {
         }
     }
 
-    /// MAX_PATH_ID (§6.7).
+    /// MAX_PATH_ID (RFC 10069 §4.6).
     pub(crate) fn on_max_path_id_frame(&mut self, now: Instant, max: u64) -> Result<(), TransportError> {
         self.check_mp()?;
         if max > MAX_PATH_ID_LIMIT || max < self.shared.mp.peer_initial_max {
@@ -466,7 +466,7 @@ impl Host<'_> {
         Ok(())
     }
 
-    /// PATH_CIDS_BLOCKED (§6.9): a sequence number beyond what we issued is a violation;
+    /// PATH_CIDS_BLOCKED (RFC 10069 §4.7): a sequence number beyond what we issued is a violation;
     /// otherwise top the path's CIDs up.
     pub(crate) fn on_path_cids_blocked_frame(
         &mut self,
@@ -475,7 +475,7 @@ impl Host<'_> {
         next_seq: u64,
     ) -> Result<(), TransportError> {
         if self.path_id_closed(id) || self.path_slot(id).is_some_and(|i| !self.view(i).is_some_and(PathView::is_open)) {
-            return Ok(()); // late, for a path that is gone (§3.4)
+            return Ok(()); // late, for a path that is gone (RFC 10069 §4)
         }
         let issued = self.shared.local_cids.get(&id).map_or(0, |l| l.next_seq);
         if next_seq > issued {
@@ -491,7 +491,7 @@ impl Host<'_> {
     }
 
     /// The largest PTO of all paths (closing, draining, key updates and path state
-    /// retention use it, §4.2, §3.4).
+    /// retention use it, RFC 10069 §2.5, §2.6, §3.4).
     pub(crate) fn max_pto(&self) -> Duration {
         self.board.max_pto(self.peer_max_ack_delay())
     }
@@ -509,7 +509,7 @@ impl Host<'_> {
 }
 
 impl ConnShared {
-    /// Multipath frames are only valid once negotiated (§2), else PROTOCOL_VIOLATION.
+    /// Multipath frames are only valid once negotiated (RFC 10069 §2), else PROTOCOL_VIOLATION.
     pub(crate) fn check_mp(&self) -> Result<(), TransportError> {
         if self.mp.enabled {
             Ok(())
@@ -518,7 +518,7 @@ impl ConnShared {
         }
     }
 
-    /// A path ID above our advertised maximum is a PROTOCOL_VIOLATION (§2.1, §8).
+    /// A path ID above our advertised maximum is a PROTOCOL_VIOLATION (RFC 10069 §4).
     pub(crate) fn check_mp_path_id(&self, id: u64) -> Result<(), TransportError> {
         self.check_mp()?;
         if id > self.mp.local_max {
@@ -542,7 +542,7 @@ impl ConnShared {
         self.mp.local_max.min(self.mp.peer_max).min(budget)
     }
 
-    /// The path ID was used by a path whose state is gone: it is never used again (§2.2).
+    /// The path ID was used by a path whose state is gone: it is never used again (RFC 10069 §3.4).
     /// Path IDs may be opened in any order, so this is a set, not a high-water mark.
     fn path_id_closed(&self, id: u64) -> bool {
         self.closed_ids.contains(id)
@@ -574,7 +574,7 @@ impl ConnShared {
         Challenge { data, send_pending: true, sent_at: None, fail_at: None, full_size: false }
     }
 
-    /// A multipath control frame was lost: resend it unless superseded (§6).
+    /// A multipath control frame was lost: resend it unless superseded (RFC 10069 §4.2–§4.7).
     pub(crate) fn on_mp_control_lost(&mut self, c: Control) {
         match c {
             Control::PathAbandon(..) => self.mp.pending.push(c),

@@ -67,7 +67,7 @@ pub struct PathStats {
     pub backup: bool,
 }
 
-/// Where a path is in its life (draft-ietf-quic-multipath-21 §3).
+/// Where a path is in its life (RFC 10069 §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PathPhase {
     /// Waiting for path validation; carries only path-local frames.
@@ -128,7 +128,7 @@ pub(crate) struct OffPathResponse {
 /// State of one path.
 #[derive(Debug)]
 pub(crate) struct PathState {
-    /// Path ID (draft-ietf-quic-multipath-21 §2); 0 is the handshake path.
+    /// Path ID (RFC 10069 §1); 0 is the handshake path.
     pub id: u64,
     /// The peer's address on this path.
     pub remote: SocketAddr,
@@ -195,7 +195,7 @@ pub(crate) struct PathState {
     /// Bytes of new application data sent (for the schedulers).
     pub data_bytes_sent: u64,
     /// Its packet numbers in the current key phase (RFC 9001 §6; one phase for all paths,
-    /// draft-ietf-quic-multipath-21 §4.2).
+    /// RFC 10069 §2.5).
     pub key_marks: crate::crypto::key_update::PathKeyMarks,
     /// A batch of this path is being written (1-RTT keys are leased at its first packet).
     pub in_batch: bool,

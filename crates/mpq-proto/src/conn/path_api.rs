@@ -11,13 +11,13 @@ use super::{Connection, Event, PathError, PathStatus};
 
 impl Connection {
     /// True once both sides offered multipath (initial_max_path_id) and the handshake
-    /// completed (draft-ietf-quic-multipath-21 §2).
+    /// completed (RFC 10069 §2).
     pub fn is_multipath(&self) -> bool {
         self.shared.mp.enabled
     }
 
     /// Opens a new path from `local` (`None`: the runtime's default socket) to `remote`
-    /// and starts validating it (client only, §3.1). Returns its path ID; a
+    /// and starts validating it (client only, RFC 10069 §3, §3.1). Returns its path ID; a
     /// [`PathEvent::Validated`] follows when the peer answers the PATH_CHALLENGE.
     ///
     /// When the peer's path ID limit is the obstacle, PATHS_BLOCKED is sent; when it has
@@ -56,7 +56,7 @@ impl Connection {
             return Err(PathError::NoPathId);
         }
         if id > self.shared.mp.local_max {
-            // Our own limit is in the way (§2.2: send MAX_PATH_ID). The path table has room
+            // Our own limit is in the way (RFC 10069 §3.2.1: send MAX_PATH_ID). The path table has room
             // (checked above), so allow the ID; the peer needs it to issue CIDs for it.
             self.shared.mp.local_max = id;
             self.shared.mp.pending.retain(|c| !matches!(c, Control::MaxPathId(_)));
@@ -75,7 +75,7 @@ impl Connection {
             self.host().issue_cids(now);
             return Err(PathError::NoConnectionId);
         }
-        // The server cannot answer on a path ID it holds none of our CIDs for (§3.1: it
+        // The server cannot answer on a path ID it holds none of our CIDs for (RFC 10069 §3.1: it
         // drops the packet), and a client that probes anyway declares the path failed and
         // loses the path ID. Wait until the peer acknowledged one of our
         // PATH_NEW_CONNECTION_IDs for it (`NewPathAllowed` says when). Found by the chaos
@@ -102,7 +102,7 @@ impl Connection {
         Ok(id)
     }
 
-    /// Abandons a path (PATH_ABANDON with `error_code`, §3.4). Abandoning the last open path
+    /// Abandons a path (PATH_ABANDON with `error_code`, RFC 10069 §3.4). Abandoning the last open path
     /// closes the connection.
     pub fn abandon_path(&mut self, now: Instant, id: u64, error_code: u64) -> Result<(), PathError> {
         if self.is_closed() {
@@ -120,8 +120,8 @@ impl Connection {
     }
 
     /// Advises the peer how to use a path for sending to us (PATH_STATUS_BACKUP or
-    /// PATH_STATUS_AVAILABLE, §3.3). Any path ID up to the limit may be named, even one
-    /// not in use yet.
+    /// PATH_STATUS_AVAILABLE, RFC 10069 §3.3). Any path ID up to the limit may be named, even
+    /// one not in use yet (§4.3).
     pub fn set_path_status(&mut self, _now: Instant, id: u64, status: PathStatus) -> Result<(), PathError> {
         if !self.shared.mp.enabled {
             return Err(PathError::MultipathNotNegotiated);

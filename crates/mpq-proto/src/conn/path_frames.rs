@@ -49,7 +49,7 @@ impl PathState {
     }
 
     /// True if an ACK frame naming `acked` (None: a plain ACK, path 0 with multipath,
-    /// draft-ietf-quic-multipath-21 §4.3) is this path's own.
+    /// RFC 10069 §2.3) is this path's own.
     pub(crate) fn owns_ack(&self, acked: Option<u64>, multipath: bool) -> bool {
         match acked {
             None => self.id == 0 || !multipath,

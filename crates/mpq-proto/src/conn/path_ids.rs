@@ -1,4 +1,4 @@
-//! The set of path IDs that were used and are gone (draft-ietf-quic-multipath-21 §2.2:
+//! The set of path IDs that were used and are gone (RFC 10069 §3.4:
 //! a path ID is never reused).
 //!
 //! A peer can open and abandon paths for as long as the connection lives, so the set must

@@ -20,7 +20,7 @@ use super::path_ack::PacketFates;
 pub(crate) struct PtoVerdict {
     /// The path just became potentially failed (De Coninck and Bonaventure, "Multipath
     /// QUIC: Design and Evaluation", CoNEXT 2017, §4.3): an event, and these STREAM chunks
-    /// it has in flight to resend on the working paths now (draft-ietf-quic-multipath-21
+    /// it has in flight to resend on the working paths now (RFC 10069
     /// §5.7). The packets stay in its ledger and may still be acknowledged.
     pub newly_failed: Option<Vec<StreamChunk>>,
     /// The path timed out `DEAD_PATH_PTOS` times in a row while another path works: to be

@@ -55,7 +55,7 @@ impl ConnShared {
 }
 
 impl Host<'_> {
-    /// A multipath path event (draft-ietf-quic-multipath qlog: `path_assigned` / `path_updated`).
+    /// A multipath (RFC 10069) path event (qlog `path_assigned` / `path_updated`).
     pub(crate) fn qlog_path(&mut self, now: Instant, path_id: u64, state: &str) {
         if self.shared.qlog.is_none() {
             return;

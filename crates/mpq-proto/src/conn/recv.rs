@@ -300,7 +300,7 @@ impl Connection {
                 };
                 let choice = keys.remote_key_for_path(key_phase, marks, pn);
                 let Some(key) = keys.remote_key(choice) else { return Ok(None) };
-                // draft-ietf-quic-multipath-21 §4.1: the path ID is part of the nonce.
+                // RFC 10069 §2.4: the path ID is part of the nonce.
                 let opened = if multipath {
                     key.decrypt_in_place_for_path(path_id as u32, pn, header, payload)
                 } else {
@@ -662,7 +662,7 @@ impl Host<'_> {
             }
             Frame::MaxPathId(max) => self.on_max_path_id_frame(now, max)?,
             Frame::PathsBlocked(max) => {
-                // §6.8: it names the limit in force, which cannot be above ours.
+                // RFC 10069 §4.7: it names the limit in force, which cannot be above ours.
                 self.check_mp_path_id(max)?;
                 self.shared.stats.paths_blocked_received += 1;
                 tracing::debug!(max, "peer is blocked by our MAX_PATH_ID");
@@ -686,7 +686,7 @@ impl Host<'_> {
         ack: &crate::frame::AckFrame<'_>,
     ) -> Result<(), TransportError> {
         let path_id = path.id;
-        // An ACK frame is a PATH_ACK for path 0 (draft-ietf-quic-multipath-21 §4.3).
+        // An ACK frame is a PATH_ACK for path 0 (RFC 10069 §2.3).
         let acked_path = match ack.path_id {
             None => 0,
             Some(id) => {

@@ -1,4 +1,4 @@
-//! Multipath tests over the in-memory pair (draft-ietf-quic-multipath-21): negotiation,
+//! Multipath tests over the in-memory pair (RFC 10069): negotiation,
 //! opening and validating paths, data on every path, PATH_ACK placement, status, abandon,
 //! failure, NAT rebinding, path ID and CID limits, key updates, and the frame error cases.
 
@@ -284,7 +284,7 @@ impl crate::qlog::QlogSink for SharedLog {
     }
 }
 
-/// draft-ietf-quic-multipath-21 §4.2: the next key update waits three of the largest PTOs
+/// RFC 10069 §2.5: the next key update waits three of the largest PTOs
 /// after the previous one was acknowledged, also when the previous update was the peer's
 /// (the side that followed it must not start its own right away).
 #[test]
@@ -397,7 +397,7 @@ fn settle(pair: &mut Pair) {
 /// Found in the simulator: after a NAT rebinding of a download path, the server's ACK for that
 /// path was due but could only go on that path, blocked by the anti-amplification limit, so
 /// poll_timeout returned the same past instant forever (a busy loop). PATH_ACKs may travel on
-/// any path (draft-ietf-quic-multipath-21 §4.3): it goes on path 0.
+/// any path (RFC 10069 §3.1): it goes on path 0.
 #[test]
 fn ack_of_an_amplification_limited_path_goes_elsewhere() {
     let mut pair = Pair::new(mp_config());

@@ -1,4 +1,4 @@
-//! Multipath rules of draft-ietf-quic-multipath-21 that concern edge cases rather than the
+//! Multipath rules of RFC 10069 that concern edge cases rather than the
 //! main flow: 1-RTT packets that overtake the handshake, the last path going away, late
 //! frames for paths whose state is gone, limits a peer can push against.
 
@@ -72,7 +72,7 @@ fn is_no_error(e: &Option<ConnectionError>) -> bool {
 }
 
 /// Abandoning the only path closes the connection, and the peer hears of it through a
-/// CONNECTION_CLOSE on that path, not by timing out (§3.4).
+/// CONNECTION_CLOSE on that path, not by timing out (RFC 10069 §3.4).
 #[test]
 fn abandoning_the_last_path_sends_connection_close() {
     let mut pair = confirmed_pair();
@@ -99,7 +99,7 @@ fn peer_abandoning_the_last_path_gets_connection_close() {
     assert!(pair.now - start < Duration::from_millis(100), "the client learned late: {:?}", pair.now - start);
 }
 
-/// PATHS_BLOCKED names the limit in force: one above ours is a PROTOCOL_VIOLATION (§6.8).
+/// PATHS_BLOCKED names the limit in force: one above ours is a PROTOCOL_VIOLATION (RFC 10069 §4.7).
 #[test]
 fn paths_blocked_above_our_limit_is_a_violation() {
     let mut pair = confirmed_pair();
@@ -110,7 +110,7 @@ fn paths_blocked_above_our_limit_is_a_violation() {
 }
 
 /// Frames that name a path whose state is gone arrive late all the time (retransmissions,
-/// reordering); they are ignored, not violations (§3.4).
+/// reordering); they are ignored, not violations (RFC 10069 §4).
 #[test]
 fn late_frames_for_a_discarded_path_are_ignored() {
     let mut pair = Pair::new(mp_config(4));
@@ -133,7 +133,7 @@ fn late_frames_for_a_discarded_path_are_ignored() {
 }
 
 /// A PATH_ABANDON for a path ID that was never used closes that ID on both sides: the
-/// server answers in kind, and the client's next path takes the following ID (§3.4, §2.2).
+/// server answers in kind, and the client's next path takes the following ID (RFC 10069 §3.4).
 #[test]
 fn abandoning_an_unused_path_id_closes_it_for_good() {
     let mut pair = confirmed_pair();
@@ -148,7 +148,7 @@ fn abandoning_an_unused_path_id_closes_it_for_good() {
     assert!(pair.run_until(Duration::from_secs(2), |p| client(p).paths.iter().any(|q| q.id == 2 && q.is_active())));
 }
 
-/// A client whose own MAX_PATH_ID is the obstacle raises it (§2.2) and opens the path once
+/// A client whose own MAX_PATH_ID is the obstacle raises it (RFC 10069 §3.2.1) and opens the path once
 /// the server issued CIDs for the new ID.
 #[test]
 fn client_raises_its_own_path_id_limit() {
@@ -245,7 +245,7 @@ fn ce_marks_reduce_the_window_without_loss() {
 }
 
 /// disable_active_migration forbids new paths to the server's handshake address, and only
-/// to it (draft-ietf-quic-multipath-21 §2.1).
+/// to it (RFC 10069 §2.2).
 #[test]
 fn disable_active_migration_forbids_paths_to_the_handshake_address_only() {
     let server_cfg = TransportConfig { disable_active_migration: true, ..mp_config(4) };

@@ -267,7 +267,7 @@ impl Host<'_> {
     /// RFC 9002 Appendix A.9 for one path, plus multipath failure handling: a PTO with no
     /// sign of life since the path's last packet marks it potentially failed (De Coninck and
     /// Bonaventure, "Multipath QUIC: Design and Evaluation", CoNEXT 2017, §4.3), its
-    /// in-flight data is resent on the other paths (draft-ietf-quic-multipath-21 §5.7), and
+    /// in-flight data is resent on the other paths (RFC 10069 §5.7), and
     /// after `DEAD_PATH_PTOS` it is abandoned when another path works.
     fn on_path_loss_timeout(&mut self, now: Instant, path: &mut PathState, slot: usize, kind: PathTimer) {
         let mp = self.shared.mp.enabled;

@@ -9,7 +9,7 @@
 //! doesn't reveal a trial decryption), and the previous remote key for packets reordered
 //! across an update. Header protection keys never change (RFC 9001 §6).
 //!
-//! With multipath (draft-ietf-quic-multipath-21 §4.2) one key phase is shared by every path
+//! With multipath (RFC 10069 §2.5) one key phase is shared by every path
 //! while each path numbers its packets on its own, so every packet-number comparison below
 //! is made within one path: the `*_path` methods take that path's [`PathKeyMarks`], which
 //! the path owns.
@@ -49,8 +49,8 @@ impl KeySource {
 }
 
 /// What one path records about the key phases: with multipath one key phase is shared by
-/// every path while each path numbers its packets on its own (draft-ietf-quic-multipath-21
-/// §4.2), so these packet numbers are per path, and the path holds them ([`PathState`] in
+/// every path while each path numbers its packets on its own (RFC 10069
+/// §2.5), so these packet numbers are per path, and the path holds them ([`PathState`] in
 /// the connection). They belong to the key epoch they name: marks of an older epoch read as
 /// a key update left them (the largest number of the phase that ended becomes the previous
 /// phase's; the rest is cleared), so an update needs no visit to every path.

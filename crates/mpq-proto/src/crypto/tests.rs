@@ -414,7 +414,7 @@ fn aead_limits() {
 }
 
 /// Each path keeps its own key-phase marks; a key update reaches the marks of a path that
-/// did not take part lazily, through the epoch (draft-ietf-quic-multipath-21 §4.2: one key
+/// did not take part lazily, through the epoch (RFC 10069 §2.5: one key
 /// phase, packet numbers per path).
 #[test]
 fn key_phase_marks_are_per_path_and_follow_updates_lazily() {

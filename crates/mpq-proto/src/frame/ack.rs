@@ -1,4 +1,4 @@
-//! ACK (RFC 9000 §19.3) and multipath PATH_ACK (draft-ietf-quic-multipath-21) frames.
+//! ACK (RFC 9000 §19.3) and multipath PATH_ACK (RFC 10069 §4.1) frames.
 
 use std::ops::Range;
 

@@ -1,4 +1,4 @@
-//! Wire values of the frame types (RFC 9000 §19, RFC 9221 §4, draft-ietf-quic-multipath-21).
+//! Wire values of the frame types (RFC 9000 §19, RFC 9221 §4, RFC 10069 §4).
 
 /// PADDING.
 pub const PADDING: u64 = 0x00;

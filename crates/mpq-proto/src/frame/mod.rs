@@ -1,4 +1,4 @@
-//! QUIC frames (RFC 9000 §19, RFC 9221 §4, draft-ietf-quic-multipath-21 §4): zero-copy
+//! QUIC frames (RFC 9000 §19, RFC 9221 §4, RFC 10069 §4): zero-copy
 //! decoding, encoding, and the per-level permission table (RFC 9000 §12.4, Table 3).
 //!
 //! Decoding borrows payload bytes (STREAM/CRYPTO data, tokens, reasons, ACK ranges) from the
@@ -291,7 +291,7 @@ impl<'a> Frame<'a> {
     }
 
     /// True for every frame except PADDING, ACK/PATH_ACK and CONNECTION_CLOSE
-    /// (RFC 9002 §2, draft-ietf-quic-multipath-21).
+    /// (RFC 9002 §2, RFC 10069).
     pub fn is_ack_eliciting(&self) -> bool {
         !matches!(self, Frame::Padding { .. } | Frame::Ack(_) | Frame::ConnectionClose(_))
     }

@@ -1,4 +1,4 @@
-//! Multipath control frames (draft-ietf-quic-multipath-21 §4): PATH_ABANDON,
+//! Multipath control frames (RFC 10069 §4): PATH_ABANDON,
 //! PATH_STATUS_BACKUP / PATH_STATUS_AVAILABLE, MAX_PATH_ID, PATHS_BLOCKED and
 //! PATH_CIDS_BLOCKED. PATH_ACK lives in `ack.rs`, the connection ID frames in `conn_id.rs`.
 //!

@@ -290,7 +290,7 @@ fn sample(ty: u64) -> Frame<'static> {
 fn permission_table() {
     use Level::*;
     // (type, Initial, 0-RTT, Handshake, 1-RTT) per RFC 9000 Table 3 + §17.2.3, RFC 9221,
-    // and multipath-21 (1-RTT only).
+    // and RFC 10069 §4 (1-RTT only).
     let table: &[(u64, [bool; 4])] = &[
         (ft::PADDING, [true, true, true, true]),
         (ft::PING, [true, true, true, true]),

@@ -6,7 +6,7 @@
 //! rebuild the full packet number (from the largest received in that space) and pick the
 //! packet key (from the Key Phase bit), neither of which this module knows.
 //!
-//! With `path_id: Some(id)` the AEAD nonce is the multipath one (draft-ietf-quic-multipath
+//! With `path_id: Some(id)` the AEAD nonce is the multipath one (RFC 10069
 //! §2.4: IV XOR (path ID ‖ packet number)); with `None` it is RFC 9001's IV XOR packet number.
 
 use rustls::quic::{HeaderProtectionKey, PacketKey};

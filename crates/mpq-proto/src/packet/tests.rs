@@ -1,4 +1,4 @@
-//! Reference vectors (RFC 9001 Appendix A, the multipath nonce of draft-ietf-quic-multipath)
+//! Reference vectors (RFC 9001 Appendix A, the multipath nonce of RFC 10069 §2.4)
 //! and round trips through header writing, sealing, parsing and opening.
 
 use proptest::prelude::*;
@@ -266,7 +266,7 @@ fn rfc9001_a5_chacha20_short_header() {
     assert_eq!(open_payload(&mut pkt, 1, 3, full, &*key, None).unwrap(), &[0x01]);
 }
 
-/// draft-ietf-quic-multipath-21 §2.4 vector: IV 6b26114b9cba2b63a9e8dd4f, path 3,
+/// RFC 10069 §2.4 vector: IV 6b26114b9cba2b63a9e8dd4f, path 3,
 /// PN 54321 (0xd431) give nonce 6b2611489cba2b63a9e8097e.
 #[test]
 fn multipath_nonce_vector() {

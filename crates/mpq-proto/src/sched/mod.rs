@@ -49,7 +49,7 @@ pub struct PathSnapshot {
     /// The congestion window and the pacer allow an ack-eliciting packet on this path now.
     pub can_send: bool,
     /// The peer asked us not to use this path while a non-backup path works
-    /// (PATH_STATUS_BACKUP, draft-ietf-quic-multipath-21 §3.3), or local policy set it.
+    /// (PATH_STATUS_BACKUP, RFC 10069 §3.3), or local policy set it.
     pub backup: bool,
     /// The path hit a retransmission timeout and showed no life since, "potentially failed"
     /// (De Coninck and Bonaventure, "Multipath QUIC: Design and Evaluation", CoNEXT 2017,
@@ -114,7 +114,7 @@ pub trait PathScheduler: Send + fmt::Debug {
 }
 
 /// The paths that may carry new data: not potentially failed and, when any usable path is
-/// not backup, not backup either (draft-ietf-quic-multipath-21 §3.3). When every path is
+/// not backup, not backup either (RFC 10069 §3.3). When every path is
 /// potentially failed, all of them are returned: sending is the only way to learn that a
 /// path came back.
 pub fn eligible(paths: &[PathSnapshot]) -> SmallVec<[&PathSnapshot; 8]> {

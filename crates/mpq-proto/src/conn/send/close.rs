@@ -1,5 +1,5 @@
 //! Sending in the closing state: CONNECTION_CLOSE at every level we have keys for, on a
-//! path that can still be addressed (RFC 9000 §10.2, draft-ietf-quic-multipath-21 §4.4).
+//! path that can still be addressed (RFC 9000 §10.2, RFC 10069 §2.6).
 
 use crate::frame::{self, Frame};
 use crate::time::Instant;
@@ -18,7 +18,7 @@ impl Connection {
         }
         *send_pending = false;
         let close = close.clone();
-        // CONNECTION_CLOSE may go on any open path (draft-ietf-quic-multipath-21 §4.4).
+        // CONNECTION_CLOSE may go on any open path (RFC 10069 §2.6).
         let pi = self.close_path()?;
         let limit = (usize::from(self.paths[pi].mtu) as u64).min(self.paths[pi].amplification_budget()) as usize;
         let mut open: Option<OpenPacket> = None;

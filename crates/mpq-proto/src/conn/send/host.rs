@@ -214,7 +214,7 @@ pub(crate) fn can_carry(shared: &ConnShared, board: &Board, i: usize) -> bool {
 }
 
 /// The paths (slots) that should carry the ACK of path `j`'s packets (the ACK policy,
-/// draft-ietf-quic-multipath-21 §4.3: PATH_ACKs may go on any path, so a path that cannot
+/// RFC 10069 §3.1: PATH_ACKs may go on any path, so a path that cannot
 /// send now does not hold them back).
 pub(crate) fn ack_carriers(shared: &ConnShared, board: &Board, j: usize) -> SmallVec<[usize; 4]> {
     let mut out = SmallVec::new();

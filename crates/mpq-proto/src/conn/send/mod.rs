@@ -533,7 +533,7 @@ impl Connection {
         if !self.shared.handshake_confirmed {
             return;
         }
-        // draft-ietf-quic-multipath-21 §4.2: three of the largest PTOs after the previous
+        // RFC 10069 §2.5: three of the largest PTOs after the previous
         // update was acknowledged (RFC 9001 §6.5 asks the same of one path).
         let settle = 3 * self.max_pto();
         let settled = self.shared.phase_acked_at.is_none_or(|t| now >= t + settle) || !self.shared.mp.enabled;

@@ -321,7 +321,7 @@ impl PathState {
             buf.truncate(p.header.header_start);
             return after;
         };
-        // draft-ietf-quic-multipath-21 §4.1: once negotiated, the path ID enters the nonce.
+        // RFC 10069 §2.4: once negotiated, the path ID enters the nonce.
         let multipath = lease.map_or(host.shared.mp.enabled, |l| l.multipath);
         let nonce_path = multipath.then_some(self.id as u32);
         let h = &p.header;
