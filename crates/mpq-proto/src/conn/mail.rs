@@ -49,7 +49,9 @@ use crate::range_set::RangeSet;
 use crate::stream::StreamChunk;
 use crate::time::Instant;
 
+use super::board::Seat;
 use super::config::TransportConfig;
+use super::host::Host;
 use super::path::{Challenge, PathPhase, PathState};
 use super::path_ack::Fated;
 use super::Connection;
@@ -454,11 +456,11 @@ impl Connection {
     pub(crate) fn deliver_mail(&mut self, now: Instant) -> Result<(), TransportError> {
         while let Some(slot) = self.paths.take_mail_waiting() {
             let mail = std::mem::take(&mut self.paths.inbox_mut(slot).mail);
-            let for_this_path = self.paths.get(slot).is_some_and(|p| mail.owner.is_none_or(|o| o == p.id));
-            if mail.is_empty() || !for_this_path {
+            let Some((mut host, path)) = self.host_for(slot) else { continue };
+            if mail.is_empty() || mail.owner.is_some_and(|o| o != path.id) {
                 continue;
             }
-            self.handle_mail(now, slot, mail)?;
+            host.handle_mail(now, path, slot, mail)?;
         }
         Ok(())
     }
@@ -470,23 +472,32 @@ impl Connection {
             self.host().close_with_error(now, e);
         }
     }
+}
 
-    fn handle_mail(&mut self, now: Instant, slot: usize, mail: Mail) -> Result<(), TransportError> {
+impl Host<'_> {
+    /// `path` (in `slot`) handles its mail, then the shared side does its part of what the
+    /// path did.
+    fn handle_mail(
+        &mut self,
+        now: Instant,
+        path: &mut PathState,
+        slot: usize,
+        mail: Mail,
+    ) -> Result<(), TransportError> {
         if !mail.path_acks.is_empty() {
             let params = self.shared.ack_params();
-            let id = self.paths[slot].id;
+            let id = path.id;
             for ack in &mail.path_acks {
-                let Some((path, mut seat)) = self.paths.seat(slot) else { return Ok(()) };
+                let mut seat = Seat::new(self.board, slot);
                 // A failure names the frame, as on the path it arrived on.
                 let frame = ack.as_frame();
                 let fates = path.on_path_ack(now, &frame, &params, &mut seat).map_err(|e| e.or_frame(frame.ty()))?;
-                self.host().apply_fates(now, id, fates);
-                if self.is_closed() || self.paths.get(slot).is_none() {
+                self.apply_fates(now, id, fates);
+                if self.shared.is_closed() {
                     return Ok(());
                 }
             }
         }
-        let path = &mut self.paths[slot];
         // Only what the notices change needs a new offer.
         let offer_changed = !mail.acks_acked.is_empty() || !mail.acks_carried.is_empty();
         for largest in mail.acks_acked {
@@ -505,13 +516,12 @@ impl Connection {
         if let Some(req) = mail.reinject {
             let streams = &self.shared.streams;
             let (chunks, _) = path.reinjection_copies(now, &req, |c| streams.chunk_buffered(c));
-            if !chunks.is_empty() && self.paths.get(req.to).is_some_and(|p| p.id == req.to_id) {
+            if !chunks.is_empty() && self.view(req.to).is_some_and(|v| v.id == req.to_id) {
                 self.shared.stats.reinjected_chunks += chunks.len() as u64;
-                self.paths.inbox_mut(req.to).push_reinjected(chunks);
+                self.board.inbox_mut(req.to).push_reinjected(chunks);
             }
         }
         for a in mail.challenge_answers {
-            let Some(path) = self.paths.get_mut(slot) else { return Ok(()) };
             let id = path.id;
             match path.on_challenge_answer(a, &self.shared.config) {
                 ChallengeOutcome::NotMine => {}
@@ -523,38 +533,35 @@ impl Connection {
                     if newly_active {
                         tracing::debug!(side = ?self.shared.side, id, "path validated");
                         self.shared.events.push_back(super::Event::Path(super::PathEvent::Validated { id }));
-                        self.host().qlog_path(now, id, "validated");
+                        self.qlog_path(now, id, "validated");
                     }
                 }
             }
-            self.paths.publish(slot);
+            self.board.publish(slot, path.view());
         }
         if let Some(backup) = mail.peer_backup {
-            let Some(path) = self.paths.get_mut(slot) else { return Ok(()) };
             if path.peer_backup != backup {
                 path.peer_backup = backup;
                 let id = path.id;
-                self.paths.publish(slot);
+                self.board.publish(slot, path.view());
                 self.shared.events.push_back(super::Event::Path(super::PathEvent::StatusChanged { id, backup }));
             }
         }
         if let Some(bytes) = mail.discarded_in_flight {
-            let Some(path) = self.paths.get_mut(slot) else { return Ok(()) };
             path.bytes_in_flight = path.bytes_in_flight.saturating_sub(bytes);
             path.pto_count = 0;
-            self.paths.publish(slot);
+            self.board.publish(slot, path.view());
         }
         if let Some(order) = mail.abandon {
-            let Some(path) = self.paths.get_mut(slot) else { return Ok(()) };
             let outcome = path.on_abandon(now, order);
-            self.paths.publish(slot);
+            self.board.publish(slot, path.view());
             if let AbandonOutcome::Abandoned { send_abandon, lost } = outcome {
-                self.paths.inbox_mut(slot).clear();
-                self.on_abandoned(now, slot, order, send_abandon, lost);
+                self.board.inbox_mut(slot).clear();
+                self.on_abandoned(now, path.id, order, send_abandon, lost);
             }
         }
         if offer_changed {
-            self.paths.publish_offer(slot);
+            Seat::new(self.board, slot).publish_offer(path);
         }
         Ok(())
     }

@@ -195,32 +195,6 @@ impl Connection {
         self.host().qlog_path(now, id, "rebinding");
     }
 
-    /// The shared part of a path's abandonment, after the path stopped itself: our
-    /// PATH_ABANDON queued, the peer's CIDs for it retired (RFC 10069 §3.4), the frames it had in
-    /// flight back in the send queues, the application told.
-    pub(crate) fn on_abandoned(
-        &mut self,
-        now: Instant,
-        slot: usize,
-        order: AbandonOrder,
-        send_abandon: bool,
-        lost: Fated,
-    ) {
-        let id = self.paths[slot].id;
-        let (error_code, by_peer) = (order.error_code, order.by_peer);
-        if send_abandon {
-            self.shared.mp.pending.push(Control::PathAbandon(id, error_code));
-        }
-        // The peer's CIDs of an abandoned path count as retired (RFC 10069 §3.4).
-        self.shared.peer_cids.remove(&id);
-        for (_, p) in lost {
-            self.shared.on_frames_lost(SpaceId::Data, p.frames);
-        }
-        tracing::debug!(side = ?self.shared.side, id, error_code, by_peer, "path abandoned");
-        self.shared.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
-        self.host().qlog_path(now, id, "abandoned");
-    }
-
     /// Drops the state of an abandoned path once its three PTOs passed.
     pub(crate) fn discard_path(&mut self, now: Instant, pi: usize) {
         let path = self.paths.remove(pi);
@@ -601,5 +575,25 @@ impl Host<'_> {
         tracing::debug!(id = path.id, "path validation failed");
         self.board.publish(slot, path.view());
         self.abandon(now, slot, PATH_UNSTABLE_OR_POOR, false);
+    }
+}
+
+impl Host<'_> {
+    /// The shared part of a path's abandonment, after the path stopped itself: our
+    /// PATH_ABANDON queued, the peer's CIDs for it retired (RFC 10069 §3.4), the frames it had in
+    /// flight back in the send queues, the application told.
+    pub(crate) fn on_abandoned(&mut self, now: Instant, id: u64, order: AbandonOrder, send_abandon: bool, lost: Fated) {
+        let (error_code, by_peer) = (order.error_code, order.by_peer);
+        if send_abandon {
+            self.shared.mp.pending.push(Control::PathAbandon(id, error_code));
+        }
+        // The peer's CIDs of an abandoned path count as retired (RFC 10069 §3.4).
+        self.shared.peer_cids.remove(&id);
+        for (_, p) in lost {
+            self.shared.on_frames_lost(SpaceId::Data, p.frames);
+        }
+        tracing::debug!(side = ?self.shared.side, id, error_code, by_peer, "path abandoned");
+        self.shared.events.push_back(Event::Path(PathEvent::Abandoned { id, error_code, by_peer }));
+        self.qlog_path(now, id, "abandoned");
     }
 }
