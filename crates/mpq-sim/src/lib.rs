@@ -12,6 +12,7 @@
 //!   by a [`SimApp`] ([`apps`]: download and request/response clients, their server).
 //! - [`topology`]: ready-made multipath networks (parallel paths, shared bottleneck).
 //! - [`nat`]: address translation with scripted rebinding (a NAT that changes a host's port).
+//! - [`bottleneck`]: a scenario's shared bottleneck and competing flow.
 //! - [`scenario`]: one-call experiments returning a JSON-serializable result (`mpq sim`).
 //!
 //! # Example
@@ -63,6 +64,7 @@ pub use node::{Datagram, Node};
 pub use sim::{LinkId, NodeId, SimStats, Simulator};
 pub use spec::ParseLinkError;
 pub mod apps;
+pub mod bottleneck;
 pub mod quic;
 pub mod scenario;
 pub mod topology;
