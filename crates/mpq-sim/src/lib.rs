@@ -13,6 +13,7 @@
 //! - [`topology`]: ready-made multipath networks (parallel paths, shared bottleneck).
 //! - [`nat`]: address translation with scripted rebinding (a NAT that changes a host's port).
 //! - [`bottleneck`]: a scenario's shared bottleneck and competing flow.
+//! - [`qlog_file`]: qlog files (JSON-SEQ), one per connection (`mpq sim --qlog-dir`, `mpq lab run --qlog`).
 //! - [`scenario`]: one-call experiments returning a JSON-serializable result (`mpq sim`).
 //!
 //! # Example
@@ -65,6 +66,7 @@ pub use sim::{LinkId, NodeId, SimStats, Simulator};
 pub use spec::ParseLinkError;
 pub mod apps;
 pub mod bottleneck;
+pub mod qlog_file;
 pub mod quic;
 pub mod scenario;
 pub mod topology;

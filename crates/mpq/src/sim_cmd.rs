@@ -132,7 +132,7 @@ pub fn scenario(args: &SimArgs) -> Result<Scenario> {
 fn qlog_factory(dir: &PathBuf) -> Result<QlogFactory> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = dir.clone();
-    Ok(Rc::new(move |vantage: &str, odcid: &str| match crate::qlog_file::QlogFile::create(&dir, odcid, vantage) {
+    Ok(Rc::new(move |vantage: &str, odcid: &str| match mpq_sim::qlog_file::QlogFile::create(&dir, odcid, vantage) {
         Ok(f) => Some(Box::new(f) as Box<dyn mpq_proto::qlog::QlogSink>),
         Err(e) => {
             tracing::warn!(%e, "cannot create qlog file");
