@@ -87,6 +87,15 @@ fn seed003() {
     let policies: Vec<&str> = multipath(&rows).map(|r| r["ack_policy"].as_str().unwrap()).collect();
     assert_eq!(policies, ["same-path", "all-paths"]);
     assert!(rows.iter().all(|r| r["size"] == 50_000_000 && r["completed"] == true));
+    // The ACK metrics the file lists are measured: the receiver acknowledged the download,
+    // each ACK with at least one range.
+    for r in &rows {
+        assert!(r["ack_frames"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["ranges_per_ack"].as_f64().unwrap() >= 1.0, "{r}");
+    }
+    let all = multipath(&rows).find(|r| r["ack_policy"] == "all-paths").unwrap();
+    let same = multipath(&rows).find(|r| r["ack_policy"] == "same-path").unwrap();
+    assert!(all["ack_frames"].as_u64() > same["ack_frames"].as_u64(), "ACKs on every path send more frames");
 }
 
 #[test]
