@@ -6,6 +6,8 @@ mod common;
 use common::*;
 
 const FILES: &[&str] = &[
+    "seed002-4.1-cc.yaml",
+    "seed002-4.1-schedulers.yaml",
     "seed002-4.1.yaml",
     "seed002-4.2.yaml",
     "seed002-4.3-handover.yaml",
@@ -54,6 +56,31 @@ fn every_file_is_tested() {
 fn seed002_4_1() {
     let rows = short_form("seed002-4.1.yaml", 4);
     assert!(multipath(&rows).all(|r| r["eben"].is_f64() && r["size"] == 20_000_000));
+}
+
+/// The distinct values of `key` among the multipath rows, sorted.
+fn values_of<'a>(rows: &'a [serde_json::Value], key: &str) -> Vec<&'a str> {
+    let mut v: Vec<&str> = multipath(rows).map(|r| r[key].as_str().unwrap()).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+#[test]
+fn seed002_4_1_cc() {
+    // Two CUBIC baselines, three CCs from each initial path.
+    let rows = short_form("seed002-4.1-cc.yaml", 8);
+    assert_eq!(values_of(&rows, "cc"), ["cubic", "lia", "olia"]);
+    assert!(rows.iter().filter(|r| r["role"] == "baseline").all(|r| r["cc"] == "cubic"));
+    assert!(multipath(&rows).all(|r| r["eben"].is_f64() && r["scheduler"] == "minrtt"));
+}
+
+#[test]
+fn seed002_4_1_schedulers() {
+    // Two CUBIC baselines, six schedulers from each initial path.
+    let rows = short_form("seed002-4.1-schedulers.yaml", 14);
+    assert_eq!(values_of(&rows, "scheduler"), ["ecf", "minrtt", "redundant", "round-robin", "rtt-probe", "weighted"]);
+    assert!(multipath(&rows).all(|r| r["eben"].is_f64() && r["cc"] == "olia"));
 }
 
 #[test]
