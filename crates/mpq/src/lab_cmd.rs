@@ -203,6 +203,10 @@ fn plan(a: PlanArgs) -> Result<()> {
         for (i, l) in s.links.iter().enumerate() {
             writeln!(o, "    path {i}: {l}")?;
         }
+        if let Some(b) = &s.bottleneck {
+            let with = if s.competitor { ", with a competing flow" } else { "" };
+            writeln!(o, "    shared bottleneck: {b}{with}")?;
+        }
         for &(i, t) in &s.fail {
             writeln!(o, "    path {i} fails at {t} s")?;
         }
