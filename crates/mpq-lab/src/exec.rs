@@ -3,8 +3,9 @@
 //! stack), becomes a row with an error instead of stopping the experiment.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
 
-use mpq_sim::scenario::ScenarioError;
+use mpq_sim::scenario::{RunHooks, ScenarioError};
 
 use crate::experiment::{Experiment, WorkloadPlan};
 use crate::manifest::{fnv1a_hex, git_commit, version, Manifest};
@@ -17,16 +18,21 @@ fn wall_clock() -> std::time::Instant {
     std::time::Instant::now()
 }
 
-/// Runs `run` of `scenario` and returns its row (EBen not set) and manifest.
-pub fn execute(exp: &Experiment, scenario: &PlannedScenario, run: &RunSpec) -> (Row, Manifest) {
+/// Runs `run` of `scenario` and returns its row (EBen not set) and manifest; with `qlog`,
+/// writes the run's qlog files there (see [`crate::qlog`]; a file that cannot be made is the
+/// row's error).
+pub fn execute(exp: &Experiment, scenario: &PlannedScenario, run: &RunSpec, qlog: Option<&Path>) -> (Row, Manifest) {
     let workload = match exp.workload {
         WorkloadPlan::Download { .. } => "download",
         WorkloadPlan::ReqResp { .. } => "reqresp",
     };
+    let qlog = qlog.map(|dir| crate::qlog::factory(dir, &run.id));
     let start = wall_clock();
     let outcome = match scenario.sim_scenario(exp, run) {
         Err(e) => Err(format!("invalid run: {e}")),
-        Ok(s) => match catch_unwind(AssertUnwindSafe(|| s.run())) {
+        Ok(s) => match catch_unwind(AssertUnwindSafe(|| {
+            s.run_with(RunHooks { qlog: qlog.as_ref().map(|q| q.0.clone()), progress: None })
+        })) {
             Ok(Ok(r)) => Ok(r),
             // Corrupt data: the row says so (data_ok is false) and keeps the measurements.
             Ok(Err(ScenarioError::CorruptData { result, .. })) => Ok(*result),
@@ -42,7 +48,10 @@ pub fn execute(exp: &Experiment, scenario: &PlannedScenario, run: &RunSpec) -> (
         },
     };
     let wall_s = start.elapsed().as_secs_f64();
-    let r = row(&exp.name, scenario, run, workload, outcome.as_ref().map_err(String::as_str), wall_s);
+    let mut r = row(&exp.name, scenario, run, workload, outcome.as_ref().map_err(String::as_str), wall_s);
+    if let Some(e) = qlog.and_then(|q| q.1.borrow().first().cloned()) {
+        r.error.get_or_insert(e);
+    }
     let m = Manifest {
         run_id: run.id.clone(),
         experiment: exp.name.clone(),

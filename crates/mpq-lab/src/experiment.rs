@@ -54,10 +54,21 @@ pub struct Class {
     pub paths: Vec<PathSpec>,
     /// Path failures: topology index and time.
     pub fail: Vec<(usize, Duration)>,
-    /// The varied link parameters.
+    /// A bottleneck shared by the paths, if the topology has one.
+    pub bottleneck: Option<ClassBottleneck>,
+    /// The varied link parameters (the bottleneck's included, as `bottleneck.rate`, ...).
     pub dims: Vec<Dim>,
     /// How points are chosen.
     pub design: Design,
+}
+
+/// A class's shared bottleneck ([`crate::file::BottleneckSpec`], checked).
+#[derive(Debug, Clone)]
+pub struct ClassBottleneck {
+    /// Its link parameters, as written.
+    pub link: PathSpec,
+    /// A competing single-path download crosses it.
+    pub competitor: bool,
 }
 
 /// The client's traffic.
@@ -380,29 +391,28 @@ fn check_class(
     }
     let mut dims = Vec::new();
     for (i, p) in topo.paths.iter().enumerate() {
-        let pkey = format!("{tkey}.paths[{i}]");
-        if p.loss.is_some() && p.gilbert_elliott.is_some() {
-            return Err(c.err(
-                &format!("{pkey}.gilbert_elliott"),
-                "give either `loss` (Bernoulli) or `gilbert_elliott`, not both",
-            ));
-        }
-        if let Some(q) = &p.queue {
-            if q.value.varies() && matches!(q.value.at(0.0).unit, Unit::Unlimited) {
-                return Err(c.err(&format!("{pkey}.queue"), "inf cannot be one of several values"));
-            }
-        }
-        for (param, kind, value) in path_params(p) {
-            if let Some(v) = value.filter(|v| v.varies()) {
-                dims.push(Dim {
-                    name: format!("path{i}.{param}"),
-                    key: format!("{pkey}.{param}"),
-                    value: v.clone(),
-                    kind,
-                });
-            }
-        }
+        check_link(c, p, &format!("path{i}"), &format!("{tkey}.paths[{i}]"), &mut dims)?;
     }
+    let bottleneck = match &topo.bottleneck {
+        None => None,
+        Some(b) => {
+            let bkey = format!("{tkey}.bottleneck");
+            let link = b.link();
+            let unlimited = match &link.rate.value {
+                ParamValue::Fixed(q) => q.value == 0.0,
+                ParamValue::Values(v) => v.iter().any(|q| q.value == 0.0),
+                ParamValue::Range(r) => r.min.value == 0.0,
+            };
+            if unlimited {
+                return Err(c.err(
+                    &format!("{bkey}.rate"),
+                    "a bottleneck needs a finite rate above zero (0 and inf mean no limit)",
+                ));
+            }
+            check_link(c, &link, "bottleneck", &bkey, &mut dims)?;
+            Some(ClassBottleneck { link, competitor: b.competitor })
+        }
+    };
     let mut fail = Vec::new();
     for (i, e) in topo.events.iter().enumerate() {
         let ekey = format!("{tkey}.events[{i}]");
@@ -511,5 +521,26 @@ fn check_class(
             Design::List(list)
         }
     };
-    Ok(Class { name, paths: topo.paths, fail, dims, design })
+    Ok(Class { name, paths: topo.paths, fail, bottleneck, dims, design })
+}
+
+/// Checks the link `p` (at `key` in the file) and adds its varied parameters to `dims`, named
+/// `{name}.rate`, ...
+fn check_link(c: &Checker<'_>, p: &PathSpec, name: &str, key: &str, dims: &mut Vec<Dim>) -> Result<()> {
+    if p.loss.is_some() && p.gilbert_elliott.is_some() {
+        return Err(
+            c.err(&format!("{key}.gilbert_elliott"), "give either `loss` (Bernoulli) or `gilbert_elliott`, not both")
+        );
+    }
+    if let Some(q) = &p.queue {
+        if q.value.varies() && matches!(q.value.at(0.0).unit, Unit::Unlimited) {
+            return Err(c.err(&format!("{key}.queue"), "inf cannot be one of several values"));
+        }
+    }
+    for (param, kind, value) in path_params(p) {
+        if let Some(v) = value.filter(|v| v.varies()) {
+            dims.push(Dim { name: format!("{name}.{param}"), key: format!("{key}.{param}"), value: v.clone(), kind });
+        }
+    }
+    Ok(())
 }

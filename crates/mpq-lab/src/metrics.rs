@@ -19,6 +19,7 @@ pub const METRICS: &[&str] = &[
     "spurious_loss_est",
     "ack_frames",
     "ranges_per_ack",
+    "competitor_goodput_bps",
     "delay_p50_ms",
     "delay_p90_ms",
     "delay_p99_ms",
@@ -68,6 +69,9 @@ pub struct Row {
     pub size: u64,
     /// Every path's link (`mpq sim --link` form), topology order.
     pub links: Vec<String>,
+    /// The bottleneck all paths share (`mpq sim --bottleneck` form), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<String>,
     /// The workload completed.
     pub completed: bool,
     /// Every byte matched what the server sent.
@@ -104,6 +108,10 @@ pub struct Row {
     /// QUIC" compares them); empty without ACK frames.
     #[serde(default)]
     pub ranges_per_ack: Option<f64>,
+    /// Goodput of the competing single-path flow at the shared bottleneck over this run's
+    /// duration, bit/s; empty without a competitor.
+    #[serde(default)]
+    pub competitor_goodput_bps: Option<f64>,
     /// Requests issued (request/response).
     pub requests_sent: u64,
     /// Requests answered.
@@ -206,6 +214,7 @@ pub fn row(
         workload: workload.to_owned(),
         size: run.size,
         links: scenario.links.clone(),
+        bottleneck: scenario.bottleneck.clone(),
         path_bytes: vec![0; n],
         path_share: vec![0.0; n],
         baseline_runs: run.baselines.clone(),
@@ -243,6 +252,7 @@ pub fn row(
     r.ack_frames = res.paths.iter().map(|p| p.acks_sent).sum();
     let ranges: u64 = res.paths.iter().map(|p| p.ack_ranges_sent).sum();
     r.ranges_per_ack = (r.ack_frames > 0).then(|| ranges as f64 / r.ack_frames as f64);
+    r.competitor_goodput_bps = res.competitor.as_ref().map(|c| c.goodput_bps);
     r.requests_sent = res.requests_sent;
     r.requests_answered = res.requests_answered;
     let mut delays: Vec<f64> = res.requests.iter().filter_map(|q| q.delay_ms).collect();

@@ -6,12 +6,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use mpq_sim::bottleneck::Bottleneck;
 use mpq_sim::scenario::{Scenario, Workload};
 use mpq_sim::LinkConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::design::{points, Point};
 use crate::experiment::{ack_policy_name, path_params, Class, Experiment, WorkloadPlan};
+use crate::file::PathSpec;
 use crate::quantity::{Quantity, Unit};
 use crate::shard::Shard;
 
@@ -69,10 +71,18 @@ pub struct PlannedScenario {
     pub links: Vec<String>,
     /// Path failures: topology index and time in seconds.
     pub fail: Vec<(usize, f64)>,
+    /// The shared bottleneck's link (`mpq sim --bottleneck` form), if the class has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<String>,
+    /// A competing flow crosses the bottleneck.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub competitor: bool,
     /// Runs: baselines first.
     pub runs: Vec<RunSpec>,
     #[serde(skip)]
     link_configs: Vec<LinkConfig>,
+    #[serde(skip)]
+    bottleneck_config: Option<LinkConfig>,
 }
 
 /// The whole plan.
@@ -98,13 +108,12 @@ pub fn scenario_seed(file_seed: u64, class: usize, point: usize, rep: u32) -> u6
     mix(mix(mix(file_seed ^ mix(class as u64)) ^ point as u64) ^ u64::from(rep))
 }
 
-/// The link spec of path `i` of `class` at design point `p`.
-fn link_spec(class: &Class, i: usize, p: &Point) -> String {
-    let path = &class.paths[i];
+/// The link spec of `path` (whose dimensions are named `{dim}.rate`, ...) at design point `p`.
+fn link_spec(path: &PathSpec, dim: &str, p: &Point) -> String {
     let mut v: BTreeMap<&str, Quantity> = BTreeMap::new();
     for (name, _, value) in path_params(path) {
         if let Some(value) = value {
-            let q = p.get(&format!("path{i}.{name}")).copied().unwrap_or_else(|| value.at(0.0));
+            let q = p.get(&format!("{dim}.{name}")).copied().unwrap_or_else(|| value.at(0.0));
             v.insert(name, q);
         }
     }
@@ -132,11 +141,13 @@ impl Plan {
         let mut scenarios = Vec::new();
         for (ci, class) in exp.classes.iter().enumerate() {
             for (pi, p) in points(class).iter().enumerate() {
-                let links: Vec<String> = (0..class.paths.len()).map(|i| link_spec(class, i, p)).collect();
-                let link_configs = links
-                    .iter()
-                    .map(|s| s.parse::<LinkConfig>().map_err(|e| format!("class {}, point {pi}: {e}", class.name)))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let links: Vec<String> =
+                    class.paths.iter().enumerate().map(|(i, path)| link_spec(path, &format!("path{i}"), p)).collect();
+                let parse =
+                    |s: &String| s.parse::<LinkConfig>().map_err(|e| format!("class {}, point {pi}: {e}", class.name));
+                let link_configs = links.iter().map(parse).collect::<Result<Vec<_>, _>>()?;
+                let bottleneck = class.bottleneck.as_ref().map(|b| link_spec(&b.link, "bottleneck", p));
+                let bottleneck_config = bottleneck.as_ref().map(parse).transpose()?;
                 for rep in 0..exp.repetitions {
                     let id = format!("{}/{pi:04}/r{rep}", class.name);
                     let runs = runs(exp, class, &id);
@@ -149,8 +160,11 @@ impl Plan {
                         params: p.iter().map(|(k, q)| (k.clone(), q.to_string())).collect(),
                         links: links.clone(),
                         fail: class.fail.iter().map(|&(i, t)| (i, t.as_secs_f64())).collect(),
+                        bottleneck: bottleneck.clone(),
+                        competitor: class.bottleneck.as_ref().is_some_and(|b| b.competitor),
                         runs,
                         link_configs: link_configs.clone(),
+                        bottleneck_config: bottleneck_config.clone(),
                     });
                 }
             }
@@ -260,6 +274,7 @@ impl PlannedScenario {
             .collect();
         s.seed = self.seed;
         s.max_time = exp.max_time;
+        s.bottleneck = self.bottleneck_config.clone().map(|link| Bottleneck { link, competitor: self.competitor });
         Ok(s)
     }
 
@@ -277,6 +292,12 @@ impl PlannedScenario {
             }
         }
         c += &format!(" --scheduler {} --cc {} --ack-policy {}", run.scheduler, run.cc, run.ack_policy);
+        if let Some(b) = &self.bottleneck {
+            c += &format!(" --bottleneck {b}");
+            if self.competitor {
+                c += " --competitor";
+            }
+        }
         for &(i, t) in &self.fail {
             if let Some(k) = run.path_indices.iter().position(|&p| p == i) {
                 c += &format!(" --fail-link {k}@{}", Quantity { value: t, unit: Unit::Seconds });

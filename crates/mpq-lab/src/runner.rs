@@ -33,6 +33,8 @@ pub struct RunOptions {
     pub jobs: usize,
     /// Show a progress bar (on a terminal).
     pub progress: bool,
+    /// Write each run's qlog files into this directory (see [`crate::qlog`]).
+    pub qlog: Option<PathBuf>,
 }
 
 /// What a run of the runner did.
@@ -87,6 +89,9 @@ fn failed(r: &Row) -> bool {
 /// Runs the scenarios of `plan` that `opts` selects; see the [module docs](self).
 pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
     prepare_out(exp, &opts.out)?;
+    if let Some(q) = &opts.qlog {
+        std::fs::create_dir_all(q).map_err(LabError::io(format!("creating the qlog directory {}", q.display())))?;
+    }
     let results = opts.out.join(RESULTS_JSONL);
     let existing: HashMap<String, Row> =
         read_rows(&results, true)?.into_iter().map(|r| (r.run_id.clone(), r)).collect();
@@ -132,7 +137,7 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
                             done.insert(run.id.clone(), r.clone());
                             continue;
                         }
-                        let (mut row, manifest) = execute(exp, sc, run);
+                        let (mut row, manifest) = execute(exp, sc, run, opts.qlog.as_deref());
                         if row.role == Role::Multipath {
                             fill_eben(&mut row, |id| done.get(id));
                         }

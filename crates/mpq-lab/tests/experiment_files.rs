@@ -120,6 +120,37 @@ fn cross_key_rules_name_key_and_line() {
     );
 }
 
+/// The good file with a shared bottleneck: `extra` goes into its map.
+fn with_bottleneck(extra: &str) -> String {
+    edit("  events:\n", &format!("  bottleneck: {{rate: 5mbit, rtt: 10ms, queue: 20ms{extra}}}\n  events:\n"))
+}
+
+#[test]
+fn a_shared_bottleneck_loads_and_bad_ones_are_located() {
+    let e = load(&with_bottleneck(", competitor: true")).unwrap();
+    let b = e.classes[0].bottleneck.as_ref().expect("the bottleneck");
+    assert!(b.competitor);
+    assert!(!load(&with_bottleneck("")).unwrap().classes[0].bottleneck.as_ref().unwrap().competitor);
+    let varied = load(&with_bottleneck(", loss: [0%, 1%]")).unwrap();
+    let dims: Vec<&str> = varied.classes[0].dims.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(dims, ["path0.rate", "path0.rtt", "bottleneck.loss"]);
+    bad(&with_bottleneck(", colour: red"), &["exp.yaml:21", "unknown field `colour`", "`competitor`"]);
+    bad(&with_bottleneck(", competitor: maybe"), &["exp.yaml:21", "invalid type", "boolean"]);
+    bad(
+        &with_bottleneck("").replace("rate: 5mbit", "rate: inf"),
+        &["exp.yaml:21", "topology.bottleneck.rate", "finite rate"],
+    );
+    bad(
+        &with_bottleneck("").replace("rate: 5mbit", "rate: [0mbit, 5mbit]"),
+        &["exp.yaml:21", "topology.bottleneck.rate", "finite rate"],
+    );
+    bad(
+        &with_bottleneck(", loss: 1%, gilbert_elliott: {p_gb: 1%, p_bg: 10%}"),
+        &["exp.yaml:21", "topology.bottleneck.gilbert_elliott", "not both"],
+    );
+    bad(&with_bottleneck("").replace("rtt: 10ms, ", ""), &["exp.yaml:21", "missing field `rtt`"]);
+}
+
 #[test]
 fn not_yaml_is_a_located_error() {
     bad("name: x\nworkload: {download: 2MB\n", &["exp.yaml:3", "did not find expected"]);

@@ -30,7 +30,7 @@ fn experiment() -> (Experiment, Plan) {
 
 fn go(out: &Path, limit: Option<usize>, shard: Option<Shard>) -> RunSummary {
     let (exp, plan) = experiment();
-    run(&exp, &plan, &RunOptions { limit, shard, out: out.to_owned(), jobs: 2, progress: false }).unwrap()
+    run(&exp, &plan, &RunOptions { limit, shard, out: out.to_owned(), jobs: 2, progress: false, qlog: None }).unwrap()
 }
 
 fn rows(dir: &Path) -> Vec<Row> {
@@ -110,7 +110,8 @@ fn another_experiment_file_in_the_same_directory_is_refused() {
     go(dir.path(), Some(1), None);
     let exp = Experiment::from_text(Path::new("tiny.yaml"), EXP.replace("seed: 5", "seed: 6")).unwrap();
     let plan = Plan::new(&exp).unwrap();
-    let opts = RunOptions { limit: Some(1), shard: None, out: dir.path().to_owned(), jobs: 1, progress: false };
+    let opts =
+        RunOptions { limit: Some(1), shard: None, out: dir.path().to_owned(), jobs: 1, progress: false, qlog: None };
     let e = run(&exp, &plan, &opts).unwrap_err().to_string();
     assert!(e.contains("another version of the experiment file"), "{e}");
 }
@@ -162,4 +163,49 @@ fn merge_recomputes_eben_from_joined_baselines() {
     let merged = rows(&out);
     assert_eq!(merged, all);
     assert!(merged.iter().filter(|r| r.role == Role::Multipath).all(|r| r.eben.is_some()));
+}
+
+/// The records of a JSON-SEQ file (RFC 7464: each starts with the record separator 0x1E),
+/// each parsed as JSON.
+fn json_seq(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(text.starts_with('\u{1e}'), "{}: not JSON-SEQ", path.display());
+    text.split('\u{1e}')
+        .skip(1)
+        .map(|r| serde_json::from_str(r.trim_end()).unwrap_or_else(|e| panic!("{}: {e}: {r}", path.display())))
+        .collect()
+}
+
+#[test]
+fn qlog_files_per_run_hold_the_connections_events() {
+    let (exp, plan) = experiment();
+    let dir = tempfile::tempdir().unwrap();
+    let qlog = dir.path().join("qlog");
+    let opts = RunOptions {
+        limit: Some(1),
+        shard: None,
+        out: dir.path().join("out"),
+        jobs: 1,
+        progress: false,
+        qlog: Some(qlog.clone()),
+    };
+    let s = run(&exp, &plan, &opts).unwrap();
+    assert_eq!((s.ran, s.failed), (4, 0));
+    for r in &plan.scenarios[0].runs {
+        for vantage in ["client", "server"] {
+            let path = mpq_lab::qlog::qlog_path(&qlog, &r.id, vantage);
+            let records = json_seq(&path);
+            assert_eq!(records[0]["qlog_format"], "JSON-SEQ", "{}", path.display());
+            assert_eq!(records[0]["trace"]["vantage_point"]["type"], vantage);
+            let names: Vec<&str> = records[1..].iter().map(|e| e["name"].as_str().unwrap()).collect();
+            assert!(records[1..].iter().all(|e| e["time"].is_f64()), "{}", path.display());
+            assert!(names.contains(&"transport:packet_sent"), "{}: {names:?}", path.display());
+            assert!(names.contains(&"transport:packet_received"), "{}", path.display());
+        }
+        assert!(qlog.join(format!("{}_client.sqlog", r.id)).exists());
+    }
+    // Without --qlog, nothing is written.
+    let other = tempfile::tempdir().unwrap();
+    go(other.path(), Some(1), None);
+    assert!(!other.path().join("main").exists());
 }

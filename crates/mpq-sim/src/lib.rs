@@ -12,6 +12,8 @@
 //!   by a [`SimApp`] ([`apps`]: download and request/response clients, their server).
 //! - [`topology`]: ready-made multipath networks (parallel paths, shared bottleneck).
 //! - [`nat`]: address translation with scripted rebinding (a NAT that changes a host's port).
+//! - [`bottleneck`]: a scenario's shared bottleneck and competing flow.
+//! - [`qlog_file`]: qlog files (JSON-SEQ), one per connection (`mpq sim --qlog-dir`, `mpq lab run --qlog`).
 //! - [`scenario`]: one-call experiments returning a JSON-serializable result (`mpq sim`).
 //!
 //! # Example
@@ -63,6 +65,8 @@ pub use node::{Datagram, Node};
 pub use sim::{LinkId, NodeId, SimStats, Simulator};
 pub use spec::ParseLinkError;
 pub mod apps;
+pub mod bottleneck;
+pub mod qlog_file;
 pub mod quic;
 pub mod scenario;
 pub mod topology;

@@ -1,5 +1,6 @@
 //! One-call experiments: a [`Scenario`] (paths, workload, scheduler, congestion control,
-//! failures, seed) runs the real QUIC stack over a [`Topology::parallel`] network in virtual
+//! failures, seed) runs the real QUIC stack over a [`Topology::parallel`] network (or access
+//! links into a shared bottleneck, see [`crate::bottleneck`]) in virtual
 //! time and returns a [`ScenarioResult`] that serializes to JSON.
 //!
 //! The client connects over path 0 and, once the handshake completes, asks the core to open
@@ -31,6 +32,7 @@ use mpq_proto::Instant;
 use serde::Serialize;
 
 use crate::apps::{DownloadClient, DownloadServer, PathOpener, ReqRespClient};
+use crate::bottleneck::{self, Bottleneck, CompetitorResult};
 use crate::link::LinkConfig;
 use crate::quic::{QuicNode, SimApp};
 use crate::sim::{NodeId, Simulator};
@@ -84,6 +86,9 @@ pub struct Scenario {
     /// Offer multipath (on both endpoints) when there is more than one link (the default).
     /// Off, the client still asks for the extra paths and records the refusals.
     pub multipath: bool,
+    /// A bottleneck shared by every path, behind [`links`](Self::links) (which become access
+    /// links), with or without a competing flow (see [`crate::bottleneck`]).
+    pub bottleneck: Option<Bottleneck>,
 }
 
 /// Why a scenario could not run or failed its check.
@@ -183,6 +188,9 @@ pub struct ScenarioResult {
     pub events: u64,
     /// Hash of every link delivery and drop: equal for identical runs.
     pub trace_hash: u64,
+    /// The competing flow at a shared bottleneck, if the scenario has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub competitor: Option<CompetitorResult>,
 }
 
 /// Makes a qlog sink for a new connection, given its vantage point (`"client"` or
@@ -229,6 +237,7 @@ impl Scenario {
             seed: 1,
             max_time: None,
             multipath: true,
+            bottleneck: None,
         }
     }
 
@@ -241,7 +250,8 @@ impl Scenario {
     /// The virtual time after which the run stops: [`max_time`](Self::max_time), or 60 s
     /// plus ten times the download's serialization time on the fastest link, or 60 s plus
     /// the request schedule. The 60 s cover the handshake and, on a dead path, the 30 s idle
-    /// timeout that ends the connection.
+    /// timeout that ends the connection. A shared bottleneck slower than the fastest link
+    /// counts instead of it.
     pub fn time_limit(&self) -> Duration {
         if let Some(t) = self.max_time {
             return t;
@@ -251,6 +261,11 @@ impl Scenario {
             Workload::Download => {
                 // An unlimited link counts as 10 Gbit/s.
                 let best = self.links.iter().map(|l| if l.rate_bps == 0 { 10_000_000_000 } else { l.rate_bps }).max();
+                let bn = self.bottleneck.as_ref().map(|b| b.link.rate_bps).filter(|&r| r > 0);
+                let best = match (best, bn) {
+                    (Some(b), Some(r)) => Some(b.min(r)),
+                    (b, _) => b,
+                };
                 let secs = self.size as f64 * 8.0 / best.unwrap_or(1) as f64;
                 base + Duration::from_secs_f64((10.0 * secs).min(1e7))
             }
@@ -318,7 +333,9 @@ impl Scenario {
     /// [`run`](Self::run) with qlog output and progress reports.
     pub fn run_with(&self, mut hooks: RunHooks<'_>) -> Result<ScenarioResult, ScenarioError> {
         self.validate()?;
-        let mut topo = Topology::parallel(&self.links, self.seed);
+        let mut topo = bottleneck::topology(&self.links, self.bottleneck.as_ref(), self.seed);
+        let competitor =
+            self.bottleneck.as_ref().filter(|b| b.competitor).map(|_| bottleneck::add_competitor(&mut topo, self.seed));
         for &(i, t) in &self.fail {
             topo.fail_path(i, Instant::ZERO + t);
         }
@@ -361,7 +378,8 @@ impl Scenario {
         run.server_stats =
             server.endpoint.handles().first().and_then(|&h| server.endpoint.connection(h)).map(|c| c.stats());
         let first_failure = self.fail.iter().map(|&(_, t)| t).min();
-        let result = run.finish(self, &topo, first_failure);
+        let mut result = run.finish(self, &topo, first_failure);
+        result.competitor = competitor.map(|id| bottleneck::competitor_result(&topo.sim, id, result.duration_s));
         match run.corrupt_at {
             Some(offset) => Err(ScenarioError::CorruptData { offset, result: Box::new(result) }),
             None => Ok(result),
@@ -516,6 +534,7 @@ impl Outcome {
             seed: scenario.seed,
             events: sim.stats().events,
             trace_hash: sim.trace_hash(),
+            competitor: None,
         }
     }
 }

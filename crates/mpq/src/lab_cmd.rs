@@ -25,6 +25,7 @@ mpq lab plan experiments/seed002-low-bdp-smoke.yaml --json")]
     /// resumes where it stopped.
     #[command(after_help = "Examples:\n  mpq lab run experiments/seed002-low-bdp-smoke.yaml --limit 2\n  \
 mpq lab run experiments/seed002-4.1.yaml --jobs 2 --out /tmp/e1\n  \
+mpq lab run experiments/seed002-4.1.yaml --limit 1 --jobs 1 --qlog /tmp/e1-qlog\n  \
 mpq lab run experiments/seed002-4.1.yaml --shard 3/8   # one machine's slice; then mpq lab merge")]
     Run(RunArgs),
     /// Join results (directories or results.jsonl files, e.g. one per shard) into one
@@ -89,6 +90,10 @@ pub struct RunArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Write every run's client and server qlog (JSON-SEQ) into DIR, named after the run ID:
+    /// DIR/CLASS/POINT/rREP/RUN_client.sqlog and ..._server.sqlog.
+    #[arg(long, value_name = "DIR")]
+    pub qlog: Option<PathBuf>,
 }
 
 /// `mpq lab merge`.
@@ -198,6 +203,10 @@ fn plan(a: PlanArgs) -> Result<()> {
         for (i, l) in s.links.iter().enumerate() {
             writeln!(o, "    path {i}: {l}")?;
         }
+        if let Some(b) = &s.bottleneck {
+            let with = if s.competitor { ", with a competing flow" } else { "" };
+            writeln!(o, "    shared bottleneck: {b}{with}")?;
+        }
         for &(i, t) in &s.fail {
             writeln!(o, "    path {i} fails at {t} s")?;
         }
@@ -215,7 +224,14 @@ fn run_cmd(a: RunArgs) -> Result<()> {
     }
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let out = a.out.unwrap_or_else(|| default_out(&exp, a.select.shard));
-    let opts = RunOptions { limit: a.select.limit, shard: a.select.shard, out: out.clone(), jobs, progress: !a.quiet };
+    let opts = RunOptions {
+        limit: a.select.limit,
+        shard: a.select.shard,
+        out: out.clone(),
+        jobs,
+        progress: !a.quiet,
+        qlog: a.qlog,
+    };
     #[allow(clippy::disallowed_methods)] // wall time of the whole experiment, for the summary
     let start = std::time::Instant::now();
     let s = run(&exp, &plan, &opts)?;

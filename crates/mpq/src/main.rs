@@ -6,7 +6,6 @@ mod idle_conns;
 mod lab_cmd;
 mod perf;
 mod progress;
-mod qlog_file;
 mod report;
 mod runner;
 mod server;

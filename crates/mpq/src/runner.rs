@@ -13,9 +13,9 @@ use mpq_proto::endpoint::{ConnectionHandle, Endpoint, EndpointConfig};
 use mpq_proto::Instant;
 
 use crate::cli::{Common, PathArgs};
-use crate::qlog_file::QlogFile;
 use mpq_proto::conn::{Event, PathEvent, PathStatus};
 use mpq_proto::path_manager::{PathManager, PathManagerConfig};
+use mpq_sim::qlog_file::QlogFile;
 
 /// Application logic run by the event loop after every round of I/O.
 pub trait App {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use mpq_sim::bottleneck::Bottleneck;
 use mpq_sim::scenario::{Progress, QlogFactory, RunHooks, Scenario, ScenarioError, Workload};
 use mpq_sim::spec::{parse_duration, parse_size};
 use mpq_sim::LinkConfig;
@@ -41,6 +42,14 @@ pub struct SimArgs {
     /// Make link N lose everything from time T on, e.g. 0@3s (repeatable).
     #[arg(long = "fail-link", value_name = "N@T")]
     pub fail: Vec<String>,
+    /// A bottleneck link (same form as --link) that every path crosses after its own link,
+    /// which becomes an access link: a path's RTT is its link's plus the bottleneck's.
+    #[arg(long, value_name = "SPEC")]
+    pub bottleneck: Option<String>,
+    /// With --bottleneck: a competing single-path CUBIC download crosses the bottleneck for
+    /// the whole run (its goodput is reported).
+    #[arg(long, requires = "bottleneck")]
+    pub competitor: bool,
     /// download, or reqresp:SIZE@INTERVAL[xCOUNT] (interactive traffic, as in the handover
     /// experiment of "Multipath QUIC: Design and Evaluation", CoNEXT 2017), e.g.
     /// reqresp:750B@400ms.
@@ -109,6 +118,10 @@ pub fn scenario(args: &SimArgs) -> Result<Scenario> {
     s.cc = args.cc.parse().map_err(anyhow::Error::msg)?;
     s.ack_policy = args.ack_policy.parse().map_err(anyhow::Error::msg)?;
     s.fail = args.fail.iter().map(|f| parse_fail(f)).collect::<Result<_>>()?;
+    if let Some(b) = &args.bottleneck {
+        let link = b.parse::<LinkConfig>().map_err(|e| anyhow!("--bottleneck {b}: {e}"))?;
+        s.bottleneck = Some(Bottleneck { link, competitor: args.competitor });
+    }
     s.seed = args.seed;
     if let Some(t) = &args.max_time {
         s.max_time = Some(parse_duration(t).map_err(|e| anyhow!("--max-time: {e}"))?);
@@ -119,7 +132,7 @@ pub fn scenario(args: &SimArgs) -> Result<Scenario> {
 fn qlog_factory(dir: &PathBuf) -> Result<QlogFactory> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = dir.clone();
-    Ok(Rc::new(move |vantage: &str, odcid: &str| match crate::qlog_file::QlogFile::create(&dir, odcid, vantage) {
+    Ok(Rc::new(move |vantage: &str, odcid: &str| match mpq_sim::qlog_file::QlogFile::create(&dir, odcid, vantage) {
         Ok(f) => Some(Box::new(f) as Box<dyn mpq_proto::qlog::QlogSink>),
         Err(e) => {
             tracing::warn!(%e, "cannot create qlog file");
@@ -173,6 +186,9 @@ pub fn run(args: SimArgs) -> Result<()> {
             result.goodput_bps / 1e6,
             result.multipath
         );
+        if let Some(c) = &result.competitor {
+            println!("competitor at the bottleneck: {} bytes, goodput {:.2} Mbit/s", c.bytes, c.goodput_bps / 1e6);
+        }
         if let Some(d) = result.max_delay_ms {
             println!(
                 "requests answered {}/{}, worst delay {d:.1} ms{}",
@@ -245,6 +261,16 @@ mod tests {
     }
 
     #[test]
+    fn a_bottleneck_with_a_competitor_parses() {
+        let s = parse(&["--bottleneck", "10mbit/20ms/queue=30ms", "--competitor"]).unwrap();
+        let b = s.bottleneck.unwrap();
+        assert_eq!(b.link.rate_bps, 10_000_000);
+        assert!(b.competitor);
+        assert!(!parse(&["--bottleneck", "10mbit/20ms"]).unwrap().bottleneck.unwrap().competitor);
+        assert_eq!(parse(&[]).unwrap().bottleneck, None);
+    }
+
+    #[test]
     fn bad_input_is_a_clear_error() {
         for args in [
             &["--link", "fast"][..],
@@ -253,6 +279,8 @@ mod tests {
             &["--workload", "reqresp:750B"],
             &["--cc", "bbr"],
             &["--scheduler", "magic"],
+            &["--bottleneck", "10mbit/fast"],
+            &["--competitor"],
         ] {
             assert!(parse(args).is_err(), "{args:?} accepted");
         }

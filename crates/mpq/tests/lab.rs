@@ -92,3 +92,36 @@ fn bad_file_is_a_clear_error() {
     assert!(e.contains("bad.yaml:5: topology.paths[0].rtt: 20 has no unit; expected a duration"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
 }
+
+#[test]
+fn a_shared_bottleneck_is_planned_and_repeatable_with_mpq_sim() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bn.yaml");
+    std::fs::write(
+        &f,
+        "name: bn\nworkload: {download: 300KB}\ntopology:\n  paths:\n    - {rate: 100mbit, rtt: 4ms}\n    \
+- {rate: 100mbit, rtt: 8ms}\n  bottleneck: {rate: 10mbit, rtt: 16ms, queue: 30ms, competitor: true}\n",
+    )
+    .unwrap();
+    let o = mpq(&["lab", "plan", f.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    assert!(s.contains("    shared bottleneck: 10mbit/16ms/queue=30ms, with a competing flow"), "{s}");
+    let o = mpq(&[
+        "sim",
+        "--link",
+        "100mbit/4ms",
+        "--link",
+        "100mbit/8ms",
+        "--bottleneck",
+        "10mbit/16ms/queue=30ms",
+        "--competitor",
+        "--size",
+        "300KB",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let c = r["competitor"]["goodput_bps"].as_f64().unwrap();
+    assert!(c > 0.0 && r["goodput_bps"].as_f64().unwrap() + c <= 10e6, "{r}");
+}

@@ -6,6 +6,8 @@ mod common;
 use common::*;
 
 const FILES: &[&str] = &[
+    "seed002-4.1-cc.yaml",
+    "seed002-4.1-schedulers.yaml",
     "seed002-4.1.yaml",
     "seed002-4.2.yaml",
     "seed002-4.3-handover.yaml",
@@ -56,6 +58,31 @@ fn seed002_4_1() {
     assert!(multipath(&rows).all(|r| r["eben"].is_f64() && r["size"] == 20_000_000));
 }
 
+/// The distinct values of `key` among the multipath rows, sorted.
+fn values_of<'a>(rows: &'a [serde_json::Value], key: &str) -> Vec<&'a str> {
+    let mut v: Vec<&str> = multipath(rows).map(|r| r[key].as_str().unwrap()).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+#[test]
+fn seed002_4_1_cc() {
+    // Two CUBIC baselines, three CCs from each initial path.
+    let rows = short_form("seed002-4.1-cc.yaml", 8);
+    assert_eq!(values_of(&rows, "cc"), ["cubic", "lia", "olia"]);
+    assert!(rows.iter().filter(|r| r["role"] == "baseline").all(|r| r["cc"] == "cubic"));
+    assert!(multipath(&rows).all(|r| r["eben"].is_f64() && r["scheduler"] == "minrtt"));
+}
+
+#[test]
+fn seed002_4_1_schedulers() {
+    // Two CUBIC baselines, six schedulers from each initial path.
+    let rows = short_form("seed002-4.1-schedulers.yaml", 14);
+    assert_eq!(values_of(&rows, "scheduler"), ["ecf", "minrtt", "redundant", "round-robin", "rtt-probe", "weighted"]);
+    assert!(multipath(&rows).all(|r| r["eben"].is_f64() && r["cc"] == "olia"));
+}
+
 #[test]
 fn seed002_4_2() {
     let rows = short_form("seed002-4.2.yaml", 4);
@@ -87,6 +114,15 @@ fn seed003() {
     let policies: Vec<&str> = multipath(&rows).map(|r| r["ack_policy"].as_str().unwrap()).collect();
     assert_eq!(policies, ["same-path", "all-paths"]);
     assert!(rows.iter().all(|r| r["size"] == 50_000_000 && r["completed"] == true));
+    // The ACK metrics the file lists are measured: the receiver acknowledged the download,
+    // each ACK with at least one range.
+    for r in &rows {
+        assert!(r["ack_frames"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["ranges_per_ack"].as_f64().unwrap() >= 1.0, "{r}");
+    }
+    let all = multipath(&rows).find(|r| r["ack_policy"] == "all-paths").unwrap();
+    let same = multipath(&rows).find(|r| r["ack_policy"] == "same-path").unwrap();
+    assert!(all["ack_frames"].as_u64() > same["ack_frames"].as_u64(), "ACKs on every path send more frames");
 }
 
 #[test]

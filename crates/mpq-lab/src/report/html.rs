@@ -133,6 +133,15 @@ Made by <code>mpq lab report</code> {}.</p>",
         m.failures.len(),
         env!("CARGO_PKG_VERSION")
     );
+    if m.repetitions > 1 {
+        let _ = writeln!(
+            o,
+            "<p id=\"repetitions\">Each scenario ran {} times (repetitions, each with its own seed): figures and \
+tables show per-scenario medians over the repetitions (goodput, EBen, completion time); a run counts as failed \
+if any repetition failed, and the failed runs below list every repetition.</p>",
+            m.repetitions
+        );
+    }
     o.push_str("<h2>Summary per class and variant</h2>\n");
     o.push_str(
         "<p>EBen is seed 002's experimental aggregation benefit of a multipath run over the single-path \

@@ -5,6 +5,7 @@
 //! SVG in the page and, on request, PNG files.
 //!
 //! - [`model`]: what the page shows, from rows; [`groups`]: variants and initial paths;
+//!   [`repetitions`]: per-scenario medians over repetitions;
 //!   [`stats`]: CDF steps, quartiles, medians.
 //! - [`figure`]: drawing (SVG and PNG); [`html`]: the page.
 
@@ -12,6 +13,7 @@ pub mod figure;
 pub mod groups;
 pub mod html;
 pub mod model;
+pub mod repetitions;
 pub mod stats;
 #[cfg(test)]
 mod testrows;

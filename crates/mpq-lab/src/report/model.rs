@@ -84,6 +84,9 @@ pub struct ReportModel {
     pub title: String,
     /// Rows read.
     pub rows: usize,
+    /// Repetitions of each scenario (the most of any run); above 1, figures and tables show
+    /// per-scenario medians over them ([`super::repetitions`]).
+    pub repetitions: usize,
     /// Runs that failed (ID and why).
     pub failures: Vec<(String, String)>,
     /// Figures in page order.
@@ -135,8 +138,16 @@ fn classes(rows: &[Row]) -> Vec<String> {
 /// and are appended, in an order that differs between parallel runs), so the same results
 /// always give the same page: classes and variants in the order of their first run ID.
 pub fn build(rows: &[Row]) -> ReportModel {
+    let rows_read = rows.len();
     let mut sorted = rows.to_vec();
     sorted.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    let failures: Vec<(String, String)> =
+        sorted.iter().filter_map(|r| why_failed(r).map(|w| (r.run_id.clone(), w))).collect();
+    let repetitions = super::repetitions::count(&sorted);
+    if repetitions > 1 {
+        sorted = super::repetitions::medians(&sorted);
+        sorted.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    }
     let rows = sorted.as_slice();
     let v = Varying::of(rows);
     let classes = classes(rows);
@@ -172,8 +183,9 @@ pub fn build(rows: &[Row]) -> ReportModel {
     figures.extend(series);
     ReportModel {
         title: names.join(", "),
-        rows: rows.len(),
-        failures: rows.iter().filter_map(|r| why_failed(r).map(|w| (r.run_id.clone(), w))).collect(),
+        rows: rows_read,
+        repetitions,
+        failures,
         figures,
         summary,
         scenarios: scenario_table(rows, &v),

@@ -1,4 +1,6 @@
 //! qlog files: JSON-SEQ (RFC 7464) per draft-ietf-quic-qlog-main-schema, one per connection.
+//! Used by the simulator's runs (`mpq sim --qlog-dir`, `mpq lab run --qlog`) and by mpq's
+//! real endpoints alike.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -13,10 +15,18 @@ pub struct QlogFile {
 }
 
 impl QlogFile {
-    /// Creates the file and writes the header record.
+    /// Creates `<dir>/<odcid>_<vantage>.sqlog` and writes the header record.
     pub fn create(dir: &Path, odcid: &str, vantage: &str) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
-        let f = std::fs::File::create(dir.join(format!("{odcid}_{vantage}.sqlog")))?;
+        Self::create_at(&dir.join(format!("{odcid}_{vantage}.sqlog")), odcid, vantage)
+    }
+
+    /// Creates the file `path` (and its directory) for the connection `odcid` seen from
+    /// `vantage` (`client` or `server`), and writes the header record.
+    pub fn create_at(path: &Path, odcid: &str, vantage: &str) -> std::io::Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let f = std::fs::File::create(path)?;
         let mut out = BufWriter::new(f);
         let header = json!({
             "file_schema": "urn:ietf:params:qlog:file:sequential",
