@@ -248,7 +248,9 @@ impl Scenario {
     }
 
     /// The virtual time after which the run stops: [`max_time`](Self::max_time), or 60 s
-    /// plus ten times the download's serialization time on the fastest link, or 60 s plus
+    /// plus ten times the download's transfer time at the best rate a link allows (its
+    /// rate, or under random loss what a loss-based congestion controller can reach there,
+    /// [`achievable_bps`]), or 60 s plus
     /// the request schedule. The 60 s cover the handshake and, on a dead path, the 30 s idle
     /// timeout that ends the connection. A shared bottleneck slower than the fastest link
     /// counts instead of it.
@@ -259,8 +261,7 @@ impl Scenario {
         let base = Duration::from_secs(60);
         match self.workload {
             Workload::Download => {
-                // An unlimited link counts as 10 Gbit/s.
-                let best = self.links.iter().map(|l| if l.rate_bps == 0 { 10_000_000_000 } else { l.rate_bps }).max();
+                let best = self.links.iter().map(achievable_bps).max();
                 let bn = self.bottleneck.as_ref().map(|b| b.link.rate_bps).filter(|&r| r > 0);
                 let best = match (best, bn) {
                     (Some(b), Some(r)) => Some(b.min(r)),
@@ -536,5 +537,68 @@ impl Outcome {
             trace_hash: sim.trace_hash(),
             competitor: None,
         }
+    }
+}
+
+/// The rate a loss-based congestion controller can sustain on `link`: its serialization rate
+/// (an unlimited link counts as 10 Gbit/s) or, under random loss, the Mathis et al. bound
+/// `1.22 * MSS / (RTT * sqrt(p))` ("The Macroscopic Behavior of the TCP Congestion Avoidance
+/// Algorithm", CCR 1997) with a 1200-byte MSS and the RTT with a full queue, whichever is
+/// lower. A run's time limit comes from it, so that a download over lossy links is not cut
+/// off while it progresses at the pace the loss allows (a 2 %-loss, 400 ms path moves about
+/// 0.2 Mbit/s, however fast its link).
+pub fn achievable_bps(link: &crate::link::LinkConfig) -> u64 {
+    use crate::link::QueueLimit;
+    const MSS_BITS: f64 = 1200.0 * 8.0;
+    let rate = if link.rate_bps == 0 { 10_000_000_000 } else { link.rate_bps };
+    let p = link.loss.mean_loss();
+    if p <= 0.0 {
+        return rate;
+    }
+    let queue = match link.queue_limit {
+        QueueLimit::Delay(d) => d.as_secs_f64(),
+        QueueLimit::Bytes(b) => b as f64 * 8.0 / rate as f64,
+        QueueLimit::Packets(n) => n as f64 * 1500.0 * 8.0 / rate as f64,
+        QueueLimit::Unlimited => 0.0,
+    };
+    // A path of no delay still has a round trip of a packet's serialization each way.
+    let rtt = (2.0 * link.delay.as_secs_f64() + queue).max(2.0 * MSS_BITS / rate as f64);
+    let mathis = 1.22 * MSS_BITS / (rtt * p.min(1.0).sqrt());
+    (mathis as u64).clamp(1, rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::LinkConfig;
+
+    fn link(s: &str) -> LinkConfig {
+        s.parse().expect("link spec")
+    }
+
+    #[test]
+    fn a_lossless_link_allows_its_rate_and_a_lossy_one_what_loss_allows() {
+        assert_eq!(achievable_bps(&link("50mbit/20ms/queue=30ms")), 50_000_000);
+        // 2 % loss, 400 ms with a 100 ms queue: 1.22 * 9600 / (0.5 * 0.1414) = 166 kbit/s.
+        let lossy = achievable_bps(&link("100mbit/400ms/loss=2%/queue=100ms"));
+        assert!((160_000..=172_000).contains(&lossy), "{lossy}");
+        // Light loss on a slow link: the link's rate is the limit.
+        assert_eq!(achievable_bps(&link("1mbit/10ms/loss=0.01%")), 1_000_000);
+    }
+
+    #[test]
+    fn a_lossy_download_gets_the_time_its_loss_needs() {
+        let fast = Scenario::download(vec![link("100mbit/400ms/queue=100ms")], 20_000_000);
+        let lossy = Scenario::download(vec![link("100mbit/400ms/loss=2%/queue=100ms")], 20_000_000);
+        assert_eq!(fast.time_limit(), Duration::from_secs(60) + Duration::from_secs(16));
+        // 20 MB at about 166 kbit/s is about 960 s; ten times that and the 60 s.
+        let t = lossy.time_limit().as_secs();
+        assert!((9_000..=10_500).contains(&t), "{t} s");
+        // With a lossless second path the better one counts.
+        let both = Scenario::download(
+            vec![link("100mbit/400ms/loss=2%/queue=100ms"), link("10mbit/20ms/queue=30ms")],
+            20_000_000,
+        );
+        assert_eq!(both.time_limit(), Duration::from_secs(60) + Duration::from_secs(160));
     }
 }

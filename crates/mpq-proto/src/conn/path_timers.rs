@@ -129,12 +129,17 @@ impl PathState {
         Some((t + self.pto(max_ack_delay), PathTimer::Pto))
     }
 
+    /// The congestion window has room for a full packet (whatever the pacer says).
+    pub(crate) fn window_has_room(&self) -> bool {
+        self.bytes_in_flight + u64::from(self.mtu) <= self.cc.window()
+    }
+
     /// The window has room for a full packet and the pacer (if `pacing`) lets one out now.
     /// Held back by the pacer, the path notes when to try again and that its window, not
     /// the application, limits it.
     pub(crate) fn can_send_data(&mut self, now: Instant, pacing: bool) -> bool {
         let mtu = u64::from(self.mtu);
-        if self.bytes_in_flight + mtu > self.cc.window() {
+        if !self.window_has_room() {
             return false;
         }
         if pacing {
@@ -143,8 +148,13 @@ impl PathState {
                 if at > now {
                     self.pacing_until = Some(at);
                     // The pacer spreads the window over the RTT: held back by it, the path
-                    // is limited by its window, not by the application (RFC 9002 §7.8).
-                    self.window_full_at = Some(now);
+                    // is limited by its window, not by the application, if it would have
+                    // filled the window without the pacing delay (RFC 9002 §7.8). A paced
+                    // bulk sender keeps most of its window in flight; a trickle the pacer
+                    // merely spaces out (a packet or two in flight) is application-limited.
+                    if 2 * self.bytes_in_flight >= self.cc.window() {
+                        self.window_full_at = Some(now);
+                    }
                     return false;
                 }
             }
