@@ -1,4 +1,5 @@
-//! qlog files: JSON-SEQ (RFC 7464) per draft-ietf-quic-qlog-main-schema, one per connection.
+//! qlog files: JSON-SEQ (RFC 7464), qlog version 0.3 (draft-ietf-quic-qlog-main-schema-01),
+//! one per connection; qvis and the `qlog` crate up to 0.16 read them.
 //! Used by the simulator's runs (`mpq sim --qlog-dir`, `mpq lab run --qlog`) and by mpq's
 //! real endpoints alike.
 
@@ -28,9 +29,10 @@ impl QlogFile {
         }
         let f = std::fs::File::create(path)?;
         let mut out = BufWriter::new(f);
+        // qlog 0.3's JSON-SEQ header (see mpq_proto::qlog for why 0.3): qvis needs
+        // `qlog_version`, `qlog_format` and `trace`; times are milliseconds relative to the
+        // connection's clock.
         let header = json!({
-            "file_schema": "urn:ietf:params:qlog:file:sequential",
-            "serialization_format": "application/qlog+json-seq",
             "qlog_version": "0.3",
             "qlog_format": "JSON-SEQ",
             "title": format!("mpq {vantage}"),

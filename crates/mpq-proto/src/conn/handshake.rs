@@ -190,7 +190,7 @@ impl Connection {
             self.shared.state = State::Established;
         }
         self.shared.events.push_back(Event::Connected);
-        self.shared.qlog_state(now, "handshake_complete");
+        self.shared.qlog_state(now, "handshake_completed");
         if self.shared.side == Side::Server {
             // RFC 9001 §4.1.2: the server's handshake is confirmed once it completes.
             self.shared.handshake_done_pending = true;
@@ -224,6 +224,7 @@ impl Host<'_> {
         self.queue_new_token();
         self.maybe_signal_new_path_allowed();
         self.shared.events.push_back(Event::HandshakeConfirmed);
+        self.shared.qlog_state(now, "handshake_confirmed");
     }
 
     /// Drops the keys and state of a packet number space (RFC 9001 §4.9, RFC 9002 §6.4):

@@ -707,6 +707,7 @@ impl Host<'_> {
         if matches!(self.shared.state, State::Draining { .. } | State::Drained) {
             return;
         }
+        self.shared.qlog_lost(now, &err);
         if self.shared.error.is_none() {
             self.shared.error = Some(err.clone());
             self.shared.events.push_back(Event::ConnectionLost(err));

@@ -406,7 +406,7 @@ impl Connection {
                 if space_id == SpaceId::Data {
                     Seat::new(host.board, pi).publish_offer(path);
                 }
-                host.shared.qlog_packet_received(now, level, path_id, pn, payload.len());
+                host.shared.qlog_packet_received(now, level, path_id, pn, parsed.packet_len, payload);
             }
             Err(e) => host.close_with_error(now, e),
         }

@@ -68,6 +68,9 @@ struct Opened<'a> {
     pn: u64,
     /// Plaintext frames.
     payload: &'a [u8],
+    /// The packet's size on the wire (the whole datagram: a short header runs to its end),
+    /// for qlog.
+    len: usize,
     dcid: ConnectionId,
     /// What the path did with its own frames.
     own: OwnFrames,
@@ -136,7 +139,14 @@ impl Connection {
                     // The datagram is the packet's from now on (read-only).
                     let d: &[u8] = d;
                     let payload = &d[o.payload.clone()];
-                    opened.push(Opened { path_id: o.path_id, pn: o.pn, payload, dcid: o.dcid, own: o.own });
+                    opened.push(Opened {
+                        path_id: o.path_id,
+                        pn: o.pn,
+                        payload,
+                        len: d.len(),
+                        dcid: o.dcid,
+                        own: o.own,
+                    });
                 }
                 // A duplicate: dropped without a word, as the general path does.
                 Err(NotOpened::Dropped) => self.shared.stats.rx_datagrams += 1,
@@ -368,7 +378,7 @@ impl Host<'_> {
         match processed {
             Ok(ack_eliciting) => {
                 self.record_received(now, path, SpaceId::Data, o.pn, ack_eliciting, ecn);
-                self.shared.qlog_packet_received(now, Level::OneRtt, o.path_id, o.pn, o.payload.len());
+                self.shared.qlog_packet_received(now, Level::OneRtt, o.path_id, o.pn, o.len, o.payload);
                 true
             }
             Err(e) => {

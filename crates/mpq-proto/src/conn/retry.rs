@@ -56,7 +56,7 @@ impl Connection {
         }
         self.shared.initial_keys = Some(crate::crypto::initial::initial_keys(&parsed.scid, Side::Client));
         self.reset_initial_recovery(now);
-        self.shared.qlog_state(now, "retry_received");
+        self.shared.qlog_retry_received(now, pkt.len(), &parsed.scid);
     }
 
     /// RFC 9002 §6.3: a Retry is neither an acknowledgement nor a loss. The Initial packets

@@ -57,7 +57,9 @@ impl SentFrames {
         self.rare.as_ref().map_or(&[], |r| &r.crypto)
     }
 
-    /// The control frames sent in the packet.
+    /// The control frames sent in the packet (tests: qlog reads a packet's frames from its
+    /// bytes).
+    #[cfg(test)]
     pub fn control(&self) -> &[Control] {
         self.rare.as_ref().map_or(&[], |r| &r.control)
     }

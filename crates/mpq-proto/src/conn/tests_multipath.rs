@@ -277,7 +277,8 @@ struct SharedLog(std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>);
 
 impl crate::qlog::QlogSink for SharedLog {
     fn emit(&mut self, time: Instant, name: &'static str, data: serde_json::Value) {
-        if name == "security:key_updated" {
+        // One update logs both directions' keys: count it once.
+        if name == "security:key_updated" && data["key_type"] == "client_1rtt_secret" {
             let trigger = data["trigger"].as_str().unwrap_or_default().to_string();
             self.0.lock().expect("log").push((time, trigger));
         }

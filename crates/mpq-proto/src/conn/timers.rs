@@ -93,6 +93,7 @@ impl Connection {
         }
         if self.idle_deadline().is_some_and(|t| now >= t) {
             tracing::debug!(side = ?self.shared.side, "idle timeout");
+            self.shared.qlog_lost(now, &ConnectionError::TimedOut);
             self.set_drained(Some(ConnectionError::TimedOut));
             return;
         }
@@ -101,6 +102,7 @@ impl Connection {
             // own timers, as with the idle timeout.
             let peer_answered = self.shared.side == Side::Server || self.shared.got_server_cid;
             tracing::debug!(side = ?self.shared.side, peer_answered, "handshake timeout");
+            self.shared.qlog_lost(now, &ConnectionError::HandshakeTimeout { peer_answered });
             self.set_drained(Some(ConnectionError::HandshakeTimeout { peer_answered }));
             return;
         }

@@ -476,6 +476,8 @@ impl Connection {
             return;
         };
         let h = &p.header;
+        // qlog: the frames as they go on the wire, read before sealing encrypts them.
+        let qlog_frames = self.shared.qlog_sent_frames(&buf[h.pn_offset + h.pn_len..]);
         if seal_packet(buf, h.header_start, h.len_offset, h.pn_offset, h.pn_len, h.pn, key, hp, None).is_err() {
             buf.truncate(p.header.header_start);
             return;
@@ -491,7 +493,7 @@ impl Connection {
             }
         }
         let path = &mut self.paths[pi];
-        self.shared.qlog_packet_sent(now, p.header.level, path, p.header.pn, size as usize, &p.frames);
+        self.shared.qlog_packet_sent(now, p.header.level, path, p.header.pn, size as usize, qlog_frames);
         if p.ack_eliciting {
             self.shared.last_send_anchor = now;
         }

@@ -311,6 +311,8 @@ impl PathState {
                 return after;
             }
         }
+        // qlog: the frames as they go on the wire, read before sealing encrypts them.
+        let qlog_frames = host.shared.qlog_sent_frames(&buf[p.header.pn_offset + p.header.pn_len..]);
         let lease = self.send_lease.as_ref();
         let leased = lease.is_some();
         let sealed = match lease {
@@ -367,6 +369,7 @@ impl PathState {
                 }
             }
         }
+        host.shared.qlog_packet_sent(now, p.header.level, self, p.header.pn, size as usize, qlog_frames);
         self.record_sent(host, now, p, size, in_flight, leased);
         after
     }
@@ -382,7 +385,6 @@ impl PathState {
         in_flight: bool,
         leased: bool,
     ) {
-        host.shared.qlog_packet_sent(now, p.header.level, self, p.header.pn, size as usize, &p.frames);
         if p.ack_eliciting && !leased {
             host.shared.last_send_anchor = now;
         }
