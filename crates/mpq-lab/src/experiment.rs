@@ -62,7 +62,7 @@ pub struct Class {
     pub design: Design,
 }
 
-/// A class's shared bottleneck ([`crate::file::BottleneckSpec`], checked).
+/// A class's shared bottleneck (`topology.bottleneck` and `topology.competitor`, checked).
 #[derive(Debug, Clone)]
 pub struct ClassBottleneck {
     /// Its link parameters, as written.
@@ -393,11 +393,18 @@ fn check_class(
     for (i, p) in topo.paths.iter().enumerate() {
         check_link(c, p, &format!("path{i}"), &format!("{tkey}.paths[{i}]"), &mut dims)?;
     }
+    if topo.competitor && topo.bottleneck.is_none() {
+        return Err(c.err(
+            &format!("{tkey}.competitor"),
+            "a competitor crosses the shared bottleneck: add `bottleneck` to the topology",
+        ));
+    }
     let bottleneck = match &topo.bottleneck {
         None => None,
         Some(b) => {
             let bkey = format!("{tkey}.bottleneck");
-            let link = b.link();
+            let mut link = b.clone();
+            link.name.get_or_insert_with(|| "bottleneck".into());
             let unlimited = match &link.rate.value {
                 ParamValue::Fixed(q) => q.value == 0.0,
                 ParamValue::Values(v) => v.iter().any(|q| q.value == 0.0),
@@ -410,7 +417,7 @@ fn check_class(
                 ));
             }
             check_link(c, &link, "bottleneck", &bkey, &mut dims)?;
-            Some(ClassBottleneck { link, competitor: b.competitor })
+            Some(ClassBottleneck { link, competitor: topo.competitor })
         }
     };
     let mut fail = Vec::new();

@@ -89,45 +89,14 @@ pub struct TopologySpec {
     /// Scripted events.
     #[serde(default)]
     pub events: Vec<EventSpec>,
-    /// A bottleneck every path crosses after its own link (which becomes an access link).
-    pub bottleneck: Option<BottleneckSpec>,
-}
-
-/// A bottleneck shared by all paths: a link like a path's (used in both directions, behind
-/// every path's own link), and optionally a competing single-path download through it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BottleneckSpec {
-    /// Capacity (a finite rate: a bottleneck without a limit is no bottleneck).
-    pub rate: Param<RateKind>,
-    /// Round-trip propagation delay, added to every path's.
-    pub rtt: Param<TimeKind>,
-    /// Tail-drop queue limit (default: none).
-    pub queue: Option<Param<QueueKind>>,
-    /// Bernoulli loss probability, each direction.
-    pub loss: Option<Param<ProbabilityKind>>,
-    /// Gilbert-Elliott (bursty) loss instead of `loss`.
-    pub gilbert_elliott: Option<GilbertElliottSpec>,
-    /// Uniform random extra delay of each packet, 0 to this.
-    pub jitter: Option<Param<TimeKind>>,
-    /// Run a competing single-path CUBIC download through the bottleneck (default: no).
+    /// A bottleneck every path crosses after its own link (which becomes an access link): a
+    /// link like a path's, used in both directions behind every path's own link. Its rate
+    /// must be finite (a bottleneck without a limit is no bottleneck).
+    pub bottleneck: Option<PathSpec>,
+    /// With a bottleneck: run a competing single-path CUBIC download through it (default:
+    /// no).
     #[serde(default)]
     pub competitor: bool,
-}
-
-impl BottleneckSpec {
-    /// The bottleneck's link parameters, as a path's.
-    pub fn link(&self) -> PathSpec {
-        PathSpec {
-            name: Some("bottleneck".into()),
-            rate: self.rate.clone(),
-            rtt: self.rtt.clone(),
-            queue: self.queue.clone(),
-            loss: self.loss.clone(),
-            gilbert_elliott: self.gilbert_elliott.clone(),
-            jitter: self.jitter.clone(),
-        }
-    }
 }
 
 /// One path's link.

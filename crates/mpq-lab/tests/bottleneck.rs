@@ -19,7 +19,8 @@ topology:
   paths:
     - {rate: 100mbit, rtt: 4ms, queue: 10ms}
     - {rate: 100mbit, rtt: 8ms, queue: 10ms}
-  bottleneck: {rate: [5mbit, 10mbit], rtt: 16ms, queue: 30ms, competitor: true}
+  bottleneck: {rate: [5mbit, 10mbit], rtt: 16ms, queue: 30ms}
+  competitor: true
 ";
 
 #[test]

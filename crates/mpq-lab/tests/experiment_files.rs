@@ -125,17 +125,26 @@ fn with_bottleneck(extra: &str) -> String {
     edit("  events:\n", &format!("  bottleneck: {{rate: 5mbit, rtt: 10ms, queue: 20ms{extra}}}\n  events:\n"))
 }
 
+/// The good file with a shared bottleneck and `competitor: value` in its topology.
+fn with_competitor(value: &str) -> String {
+    edit(
+        "  events:\n",
+        &format!("  bottleneck: {{rate: 5mbit, rtt: 10ms, queue: 20ms}}\n  competitor: {value}\n  events:\n"),
+    )
+}
+
 #[test]
 fn a_shared_bottleneck_loads_and_bad_ones_are_located() {
-    let e = load(&with_bottleneck(", competitor: true")).unwrap();
+    let e = load(&with_competitor("true")).unwrap();
     let b = e.classes[0].bottleneck.as_ref().expect("the bottleneck");
     assert!(b.competitor);
     assert!(!load(&with_bottleneck("")).unwrap().classes[0].bottleneck.as_ref().unwrap().competitor);
     let varied = load(&with_bottleneck(", loss: [0%, 1%]")).unwrap();
     let dims: Vec<&str> = varied.classes[0].dims.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(dims, ["path0.rate", "path0.rtt", "bottleneck.loss"]);
-    bad(&with_bottleneck(", colour: red"), &["exp.yaml:21", "unknown field `colour`", "`competitor`"]);
-    bad(&with_bottleneck(", competitor: maybe"), &["exp.yaml:21", "invalid type", "boolean"]);
+    bad(&with_bottleneck(", colour: red"), &["exp.yaml:21", "unknown field `colour`", "`gilbert_elliott`"]);
+    bad(&with_competitor("maybe"), &["exp.yaml:22", "invalid type", "boolean"]);
+    bad(&edit("  events:\n", "  competitor: true\n  events:\n"), &["topology.competitor", "add `bottleneck`"]);
     bad(
         &with_bottleneck("").replace("rate: 5mbit", "rate: inf"),
         &["exp.yaml:21", "topology.bottleneck.rate", "finite rate"],
