@@ -100,7 +100,7 @@ fn a_shared_bottleneck_is_planned_and_repeatable_with_mpq_sim() {
     std::fs::write(
         &f,
         "name: bn\nworkload: {download: 300KB}\ntopology:\n  paths:\n    - {rate: 100mbit, rtt: 4ms}\n    \
-- {rate: 100mbit, rtt: 8ms}\n  bottleneck: {rate: 10mbit, rtt: 16ms, queue: 30ms, competitor: true}\n",
+- {rate: 100mbit, rtt: 8ms}\n  bottleneck: {rate: 10mbit, rtt: 16ms, queue: 30ms}\n  competitor: true\n",
     )
     .unwrap();
     let o = mpq(&["lab", "plan", f.to_str().unwrap()]);
