@@ -453,7 +453,7 @@ impl Connection {
     /// Hands the mail waiting for the paths to them (one thread: at once, in slot order),
     /// then does the shared side's part of what they did. Fails, leaving the rest of the
     /// mail waiting, if a PATH_ACK in it acknowledged a packet never sent.
-    pub(crate) fn deliver_mail(&mut self, now: Instant) -> Result<(), TransportError> {
+    fn deliver_mail(&mut self, now: Instant) -> Result<(), TransportError> {
         while let Some(slot) = self.paths.take_mail_waiting() {
             let mail = std::mem::take(&mut self.paths.inbox_mut(slot).mail);
             let Some((mut host, path)) = self.host_for(slot) else { continue };
@@ -465,11 +465,16 @@ impl Connection {
         Ok(())
     }
 
-    /// [`Connection::deliver_mail`] where no PATH_ACK can be waiting; an error closes the
-    /// connection anyway.
+    /// Delivers the mail waiting ([`Connection::deliver_mail`]). A PATH_ACK in it that
+    /// acknowledged a packet never sent closes the connection (PROTOCOL_VIOLATION naming the
+    /// frame); the mail still waiting then is dropped, the paths' work being over (a fuzzer
+    /// found it left behind for the next operation).
     pub(crate) fn deliver_mail_or_close(&mut self, now: Instant) {
         if let Err(e) = self.deliver_mail(now) {
             self.host().close_with_error(now, e);
+            while let Some(slot) = self.paths.take_mail_waiting() {
+                self.paths.inbox_mut(slot).mail = Mail::default();
+            }
         }
     }
 }

@@ -319,6 +319,20 @@ fn a_path_ack_received_on_another_path_is_handled_by_the_path_it_acknowledges() 
         }
         other => panic!("expected PROTOCOL_VIOLATION, got {other:?}"),
     }
+
+    // With more mail behind it (a status change for path 0, posted after the PATH_ACK):
+    // the connection closes and the rest of the mail is dropped, not left for the next
+    // operation (debug builds check none is waiting when one starts; a fuzzer found this).
+    let mut pair = null_pair();
+    let mut frames = path_ack_of(1, 1 << 30);
+    for v in [ft::PATH_STATUS_BACKUP, 0, 1] {
+        write_varint(&mut frames, v);
+    }
+    forge_to_server(&mut pair, 0, false, &frames);
+    let s = server(&mut pair);
+    assert!(s.error().is_some(), "closed");
+    assert!(!s.paths.has_mail_waiting(), "mail left behind");
+    pair.run_until(std::time::Duration::from_millis(100), |_| false);
 }
 
 #[test]
