@@ -272,6 +272,21 @@ impl Board {
         self.views.iter().enumerate().filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
     }
 
+    /// The slot of the path with ID `id`.
+    pub fn slot_of(&self, id: u64) -> Option<usize> {
+        self.iter().find(|(_, v)| v.id == id).map(|(slot, _)| slot)
+    }
+
+    /// The slot of the path that carries the handshake and, without multipath, everything:
+    /// path 0 while it is open, else the first active path, else the first path left (a
+    /// slot in use whenever any path is: slot 0 may be free once its path was discarded).
+    pub fn primary_slot(&self) -> Option<usize> {
+        self.slot_of(0)
+            .filter(|&s| self.get(s).is_some_and(PathView::is_open))
+            .or_else(|| self.iter().find(|(_, v)| v.is_active()).map(|(s, _)| s))
+            .or_else(|| self.iter().next().map(|(s, _)| s))
+    }
+
     /// The largest PTO of the paths on the board with the peer's `max_ack_delay`, or 1 ms
     /// without paths.
     pub fn max_pto(&self, max_ack_delay: Duration) -> Duration {

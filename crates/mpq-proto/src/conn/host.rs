@@ -38,7 +38,7 @@ pub(crate) struct Followups {
 impl Host<'_> {
     /// The slot of the path with ID `id`, found on the board.
     pub fn path_slot(&self, id: u64) -> Option<usize> {
-        self.board.iter().find(|(_, v)| v.id == id).map(|(slot, _)| slot)
+        self.board.slot_of(id)
     }
 
     /// The published view of the path in `slot`.
@@ -56,14 +56,9 @@ impl Host<'_> {
         self.board.iter().count()
     }
 
-    /// The slot of the path that carries the handshake and, without multipath, everything:
-    /// path 0 while it is open, else the first active path, else the first path left (as
-    /// `Connection::primary_path`, from the views).
+    /// The slot of the primary path ([`Board::primary_slot`]).
     pub fn primary_slot(&self) -> Option<usize> {
-        self.path_slot(0)
-            .filter(|&s| self.view(s).is_some_and(PathView::is_open))
-            .or_else(|| self.views().find(|(_, v)| v.is_active()).map(|(s, _)| s))
-            .or_else(|| self.views().next().map(|(s, _)| s))
+        self.board.primary_slot()
     }
 
     /// Mail for the path in `slot`, delivered by the connection after the work at hand.

@@ -644,15 +644,10 @@ impl Connection {
         self.paths.position(|p| p.id == id)
     }
 
-    /// The path that carries the handshake and, without multipath, everything: path 0
-    /// while it exists, else the first open path, else the first path left (a slot in use
-    /// whenever any path is: slot 0 may be free once its path was discarded).
+    /// The path that carries the handshake and, without multipath, everything
+    /// ([`board::Board::primary_slot`]); slot 0 when there is no path.
     pub(crate) fn primary_path(&self) -> usize {
-        self.path_index(0)
-            .filter(|&i| self.paths[i].is_open())
-            .or_else(|| self.paths.position(|p| p.is_active()))
-            .or_else(|| self.paths.position(|_| true))
-            .unwrap_or(0)
+        self.paths.board().primary_slot().unwrap_or(0)
     }
 
     /// The peer updated its keys (RFC 9001 §6.2): we follow, and keep the old key a while.

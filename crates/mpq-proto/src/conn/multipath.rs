@@ -470,8 +470,11 @@ impl Host<'_> {
         self.board.max_pto(self.peer_max_ack_delay())
     }
 
-    /// A packet arrived on `path` (in `slot`).
-    pub(crate) fn on_path_alive(&mut self, path: &mut PathState, slot: usize) {
+    /// An authenticated packet arrived on `path` (in `slot`) at `now`: its counters, and a
+    /// potentially failed path is alive again.
+    pub(crate) fn on_packet_received(&mut self, now: Instant, path: &mut PathState, slot: usize) {
+        path.stats.rx_packets += 1;
+        path.last_recv = Some(now);
         if path.potentially_failed {
             path.potentially_failed = false;
             let id = path.id;

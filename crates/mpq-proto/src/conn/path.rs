@@ -254,7 +254,9 @@ impl PathState {
         self.phase != PathPhase::Abandoned
     }
 
-    /// True when the path may carry application data.
+    /// True when the path may carry application data (the connection reads it from the
+    /// board, `PathView::is_active`).
+    #[cfg(test)]
     pub fn is_active(&self) -> bool {
         self.phase == PathPhase::Active
     }

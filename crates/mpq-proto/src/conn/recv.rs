@@ -368,9 +368,7 @@ impl Connection {
             self.on_peer_address_change(now, pi, rx);
         }
         if let Some((mut host, path)) = self.host_for(pi) {
-            path.stats.rx_packets += 1;
-            path.last_recv = Some(now);
-            host.on_path_alive(path, pi);
+            host.on_packet_received(now, path, pi);
         }
         if level == Level::OneRtt {
             self.shared.packets_in_phase += 1;

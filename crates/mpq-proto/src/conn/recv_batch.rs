@@ -361,9 +361,7 @@ impl Host<'_> {
         ecn: Option<Ecn>,
     ) -> bool {
         let mut fates = o.own.fates.into_iter();
-        path.stats.rx_packets += 1;
-        path.last_recv = Some(now);
-        self.on_path_alive(path, slot);
+        self.on_packet_received(now, path, slot);
         self.shared.packets_in_phase += 1;
         let processed = if o.own.only_own {
             // Nothing for the shared side but the fates of the path's ACKs.
