@@ -24,9 +24,11 @@ impl Connection {
             return;
         }
         let mut fates = PacketFates::none(space_id);
-        let Some((path, mut seat)) = self.paths.seat(pi) else { return };
+        let Some((path, board)) = self.paths.path_and_board(pi) else { return };
+        let mut seat = Seat::take(board, pi);
         path.on_lost(now, lost, false, &mut seat, &mut fates);
         seat.publish(path);
+        seat.give_back(board, path);
         let path_id = path.id;
         self.host().apply_fates(now, path_id, fates);
         self.deliver_mail_or_close(now);
@@ -46,8 +48,8 @@ impl Host<'_> {
         ack: &AckFrame<'_>,
     ) -> Result<(), TransportError> {
         let params = self.ack_params();
+        let mut seat = Seat::take(self.board, slot);
         let fates = {
-            let mut seat = Seat::new(self.board, slot);
             match space_id {
                 SpaceId::Data => path.on_path_ack(now, ack, &params, &mut seat)?,
                 SpaceId::Initial | SpaceId::Handshake => {
@@ -72,6 +74,7 @@ impl Host<'_> {
                 }
             }
         };
+        seat.give_back(self.board, path);
         self.apply_fates(now, path.id, fates);
         Ok(())
     }

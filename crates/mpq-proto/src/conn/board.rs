@@ -309,36 +309,77 @@ impl Board {
 }
 
 /// A path's seat at the board while it works alone (opening a receive batch, handling its
-/// own ACKs and timers): it reads the other paths' views and publishes its own, and touches
-/// nothing else of the board.
-pub(crate) struct Seat<'a> {
-    board: &'a mut Board,
+/// own ACKs and timers), detached from the board: taken with [`Seat::take`], which copies
+/// what the path may read of the others (their coupling views), and returned with
+/// [`Seat::give_back`], which publishes the path's view and ACK offer if its work changed
+/// them. In between the path holds no reference into the connection, so a thread of its own
+/// (issue C2) can do this work while other threads use the board; with one thread nothing
+/// reads the board while a seat is out, so the result is the same as publishing at once.
+#[derive(Debug)]
+pub(crate) struct Seat {
     slot: usize,
+    /// The other active paths' coupling views when the seat was taken; `None` when the path
+    /// was alone on the board.
+    coupling: Option<SmallVec<[CouplingView; 8]>>,
+    /// The path's view changed: publish it on return.
+    view_changed: bool,
+    /// The path's ACK state changed: publish its offer on return (while offers are on).
+    offer_changed: bool,
+    /// Given back (debug builds check that no seat is dropped with changes unpublished).
+    returned: bool,
 }
 
-impl<'a> Seat<'a> {
-    /// The seat of the path in `slot`.
-    pub fn new(board: &'a mut Board, slot: usize) -> Self {
-        Self { board, slot }
+impl Seat {
+    /// The seat of the path in `slot`, with a copy of the other paths' coupling views.
+    pub fn take(board: &Board, slot: usize) -> Self {
+        let coupling = board.iter().nth(1).map(|_| {
+            let others = board.iter().filter(|&(i, v)| i != slot && v.is_active());
+            others.map(|(_, v)| v.coupling).collect()
+        });
+        Self { slot, coupling, view_changed: false, offer_changed: false, returned: false }
+    }
+
+    /// The slot of the path sitting here.
+    pub fn slot(&self) -> usize {
+        self.slot
     }
 
     /// What coupled congestion control needs of the other active paths, or `None` when the
     /// path is alone on the board (nothing to couple with).
-    pub fn coupling_views(&self) -> Option<smallvec::SmallVec<[CouplingView; 8]>> {
-        self.board.iter().nth(1)?;
-        let others = self.board.iter().filter(|&(i, v)| i != self.slot && v.is_active());
-        Some(others.map(|(_, v)| v.coupling).collect())
+    pub fn coupling_views(&self) -> Option<&[CouplingView]> {
+        self.coupling.as_deref()
     }
 
-    /// The path publishes its current view.
-    pub fn publish(&mut self, path: &PathState) {
-        self.board.publish(self.slot, path.view());
+    /// The path's view changed; it is published when the seat is given back.
+    pub fn publish(&mut self, _path: &PathState) {
+        self.view_changed = true;
     }
 
-    /// The path publishes its ACK offer (after its ACK state changed), while offers are on.
-    pub fn publish_offer(&mut self, path: &PathState) {
-        if self.board.offers_on {
-            self.board.publish_offer(self.slot, path.ack_offer());
+    /// The path's ACK state changed; its offer is published when the seat is given back.
+    pub fn publish_offer(&mut self, _path: &PathState) {
+        self.offer_changed = true;
+    }
+
+    /// The path's work is done: its view and offer are published if they changed.
+    pub fn give_back(mut self, board: &mut Board, path: &PathState) {
+        self.returned = true;
+        if self.view_changed {
+            board.publish(self.slot, path.view());
+        }
+        if self.offer_changed && board.offers_on {
+            board.publish_offer(self.slot, path.ack_offer());
+        }
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        if cfg!(debug_assertions) && !std::thread::panicking() {
+            debug_assert!(
+                self.returned || !(self.view_changed || self.offer_changed),
+                "a seat dropped with its path's changes unpublished (slot {})",
+                self.slot
+            );
         }
     }
 }
@@ -403,6 +444,37 @@ mod tests {
         b.remove(2);
         assert!(b.get(2).is_none());
         assert!(b.inbox(2).is_empty(), "a discarded path's inbox is emptied");
+    }
+
+    /// A seat copies the other active paths' coupling views when taken, and the path's
+    /// changes reach the board only when it is given back (and only those it declared).
+    #[test]
+    fn a_seat_is_detached_from_the_board_until_given_back() {
+        let addr = "127.0.0.1:1".parse().expect("addr");
+        let cfg = TransportConfig::default();
+        let mut b = Board::default();
+        let mut mine = PathState::new(0, addr, &cfg, true);
+        mine.phase = PathPhase::Active;
+        let mut other = PathState::new(1, addr, &cfg, true);
+        other.phase = PathPhase::Active;
+        b.publish(0, mine.view());
+        let seat = Seat::take(&b, 0);
+        assert!(seat.coupling_views().is_none(), "alone on the board: nothing to couple with");
+        seat.give_back(&mut b, &mine);
+        b.publish(1, other.view());
+        let mut seat = Seat::take(&b, 0);
+        assert_eq!(seat.coupling_views().map(<[_]>::len), Some(1), "the other path's view, not its own");
+        // The path changes and says so; the board still shows the old view until the seat
+        // comes back.
+        mine.bytes_in_flight = 4321;
+        seat.publish(&mine);
+        assert_eq!(b.get(0).map(|v| v.bytes_in_flight), Some(0));
+        seat.give_back(&mut b, &mine);
+        assert_eq!(b.get(0).map(|v| v.bytes_in_flight), Some(4321));
+        // A seat whose path declared nothing publishes nothing.
+        mine.bytes_in_flight = 99;
+        Seat::take(&b, 0).give_back(&mut b, &mine);
+        assert_eq!(b.get(0).map(|v| v.bytes_in_flight), Some(4321));
     }
 
     /// Mail names the path it is for: what was left for an earlier holder of a slot is

@@ -493,10 +493,11 @@ impl Host<'_> {
             let params = self.shared.ack_params();
             let id = path.id;
             for ack in &mail.path_acks {
-                let mut seat = Seat::new(self.board, slot);
+                let mut seat = Seat::take(self.board, slot);
                 // A failure names the frame, as on the path it arrived on.
                 let frame = ack.as_frame();
                 let fates = path.on_path_ack(now, &frame, &params, &mut seat).map_err(|e| e.or_frame(frame.ty()))?;
+                seat.give_back(self.board, path);
                 self.apply_fates(now, id, fates);
                 if self.shared.is_closed() {
                     return Ok(());
@@ -565,8 +566,8 @@ impl Host<'_> {
                 self.on_abandoned(now, path.id, order, send_abandon, lost);
             }
         }
-        if offer_changed {
-            Seat::new(self.board, slot).publish_offer(path);
+        if offer_changed && self.board.offers_on {
+            self.board.publish_offer(slot, path.ack_offer());
         }
         Ok(())
     }

@@ -98,6 +98,8 @@ pub(crate) struct TouchCounts {
     pub recv_opened: u64,
     /// Datagrams that took the general, per-packet way.
     pub recv_general: u64,
+    /// Seats a path took at the board to open a run of datagrams alone.
+    pub recv_seats: u64,
     /// Send batches that leased the 1-RTT keys.
     pub send_leases: u64,
     /// Send batches a path built by itself (`PathState::build_batch`), not coalescing

@@ -66,9 +66,9 @@ impl PacketFates {
 
 impl PathState {
     /// Coupled congestion control takes the other paths' published views.
-    pub(crate) fn couple(&mut self, seat: &Seat<'_>) {
+    pub(crate) fn couple(&mut self, seat: &Seat) {
         if let Some(views) = seat.coupling_views() {
-            self.cc.set_coupling(&views);
+            self.cc.set_coupling(views);
         }
     }
 
@@ -79,7 +79,7 @@ impl PathState {
         now: Instant,
         ack: &AckFrame<'_>,
         params: &AckParams,
-        seat: &mut Seat<'_>,
+        seat: &mut Seat,
     ) -> Result<PacketFates, TransportError> {
         let exp = u32::from(params.ack_delay_exponent);
         // RFC 9000 §19.3: the field is scaled by 2^exponent; an overflow means "very long".
@@ -112,7 +112,7 @@ impl PathState {
         result: AckResult<SentFrames>,
         ecn: Option<EcnCounts>,
         params: &AckParams,
-        seat: &mut Seat<'_>,
+        seat: &mut Seat,
     ) -> PacketFates {
         let mut fates = PacketFates::none(space);
         if result.newly_acked.is_empty() && result.lost.is_empty() {
@@ -183,7 +183,7 @@ impl PathState {
         now: Instant,
         lost: Fated,
         persistent: bool,
-        seat: &mut Seat<'_>,
+        seat: &mut Seat,
         fates: &mut PacketFates,
     ) {
         if lost.is_empty() {

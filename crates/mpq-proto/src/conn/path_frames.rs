@@ -65,7 +65,7 @@ impl PathState {
         payload: &[u8],
         params: &AckParams,
         multipath: bool,
-        seat: &mut Seat<'_>,
+        seat: &mut Seat,
     ) -> OwnFrames {
         let mut own = OwnFrames { only_own: !payload.is_empty(), ..Default::default() };
         let mut r = Reader::new(payload);

@@ -8,7 +8,7 @@
 
 use smallvec::SmallVec;
 
-use super::board::{Board, Inbox, PathView, Seat};
+use super::board::{Board, Inbox, PathView};
 use super::mail::{AckOffer, Mail};
 use super::path::PathState;
 
@@ -198,12 +198,6 @@ impl PathTable {
         for slot in 0..self.slots.len() {
             self.publish(slot);
         }
-    }
-
-    /// The path in `slot` with its seat at the board, for the work a path does alone.
-    pub fn seat(&mut self, slot: usize) -> Option<(&mut PathState, Seat<'_>)> {
-        let path = self.slots.get_mut(slot).and_then(Option::as_mut)?;
-        Some((path, Seat::new(&mut self.board, slot)))
     }
 
     /// The path in `slot` and the board, apart (a path building its packets reaches the

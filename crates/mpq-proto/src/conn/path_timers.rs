@@ -40,7 +40,7 @@ pub(crate) enum PathTimer {
 impl PathState {
     /// The loss timer of the data space fired (RFC 9002 §6.1.2, Appendix A.10): the packets
     /// now too old are lost; their frames go back as fates. Publishes the path's view.
-    pub(crate) fn on_loss_timer(&mut self, now: Instant, seat: &mut Seat<'_>) -> PacketFates {
+    pub(crate) fn on_loss_timer(&mut self, now: Instant, seat: &mut Seat) -> PacketFates {
         let lost = self.data.loss.detect_lost(now, &self.rtt);
         let mut fates = PacketFates::none(SpaceId::Data);
         self.on_lost(now, lost, false, seat, &mut fates);
@@ -52,7 +52,7 @@ impl PathState {
     /// With multipath and another path working (`others_work`), a path that showed no sign
     /// of life since the probed packet left is potentially failed, and after
     /// `DEAD_PATH_PTOS` timeouts dead. Publishes the path's view.
-    pub(crate) fn on_pto(&mut self, others_work: bool, seat: &mut Seat<'_>) -> PtoVerdict {
+    pub(crate) fn on_pto(&mut self, others_work: bool, seat: &mut Seat) -> PtoVerdict {
         self.pto_count += 1;
         self.stats.pto_count += 1;
         self.data.probes = 2;
@@ -167,6 +167,7 @@ impl PathState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::board::Board;
     use crate::conn::config::TransportConfig;
 
     fn path(validated: bool) -> PathState {
@@ -209,27 +210,43 @@ mod tests {
         pn
     }
 
+    /// The PTO of `p` in slot 0, its seat taken from `board` and given back.
+    fn pto(p: &mut PathState, others_work: bool, board: &mut Board) -> PtoVerdict {
+        let mut seat = Seat::take(board, 0);
+        let v = p.on_pto(others_work, &mut seat);
+        seat.give_back(board, p);
+        v
+    }
+
+    /// The loss timer of `p` in slot 0, its seat taken from `board` and given back.
+    fn loss_timer(p: &mut PathState, now: Instant, board: &mut Board) -> PacketFates {
+        let mut seat = Seat::take(board, 0);
+        let fates = p.on_loss_timer(now, &mut seat);
+        seat.give_back(board, p);
+        fates
+    }
+
     #[test]
     fn a_timeout_fails_a_silent_path_then_declares_it_dead() {
-        let mut board = super::super::board::Board::default();
+        let mut board = Board::default();
         let mut p = path(true);
         board.publish(0, p.view());
         send_chunk(&mut p, 0, 0);
         send_chunk(&mut p, 1, 1000);
         // Alone (or with no other working path): backoff only.
-        let v = p.on_pto(false, &mut Seat::new(&mut board, 0));
+        let v = pto(&mut p, false, &mut board);
         assert!(v.newly_failed.is_none() && !v.dead);
         assert_eq!((p.pto_count, p.data.probes), (1, 2));
         // Another path works and nothing arrived since the probed packet left: potentially
         // failed once, with its in-flight chunks to resend elsewhere; dead after
         // DEAD_PATH_PTOS timeouts in a row.
-        let v = p.on_pto(true, &mut Seat::new(&mut board, 0));
+        let v = pto(&mut p, true, &mut board);
         let chunks = v.newly_failed.expect("newly failed");
         assert_eq!(chunks.iter().map(|c| c.offset).collect::<Vec<_>>(), [0, 1000]);
         assert!(p.potentially_failed && board.get(0).is_some_and(|v| v.potentially_failed), "published");
         let mut dead = v.dead;
         while p.pto_count < DEAD_PATH_PTOS {
-            let v = p.on_pto(true, &mut Seat::new(&mut board, 0));
+            let v = pto(&mut p, true, &mut board);
             assert!(v.newly_failed.is_none(), "failed only once");
             dead = v.dead;
         }
@@ -238,18 +255,18 @@ mod tests {
 
     #[test]
     fn a_path_hearing_from_its_peer_is_slow_not_failed() {
-        let mut board = super::super::board::Board::default();
+        let mut board = Board::default();
         let mut p = path(true);
         board.publish(0, p.view());
         send_chunk(&mut p, 0, 0);
         p.last_recv = Some(Instant::ZERO + Duration::from_millis(5));
-        let v = p.on_pto(true, &mut Seat::new(&mut board, 0));
+        let v = pto(&mut p, true, &mut board);
         assert!(v.newly_failed.is_none() && !p.potentially_failed);
     }
 
     #[test]
     fn the_loss_timer_hands_lost_packets_back_as_fates() {
-        let mut board = super::super::board::Board::default();
+        let mut board = Board::default();
         let mut p = path(true);
         board.publish(0, p.view());
         let first = send_chunk(&mut p, 0, 0);
@@ -257,7 +274,7 @@ mod tests {
             send_chunk(&mut p, i, 1000 * i);
         }
         // Nothing acknowledged yet: the timer finds nothing lost.
-        let fates = p.on_loss_timer(Instant::ZERO + Duration::from_secs(1), &mut Seat::new(&mut board, 0));
+        let fates = loss_timer(&mut p, Instant::ZERO + Duration::from_secs(1), &mut board);
         assert!(fates.lost.is_empty() && fates.acked.is_empty());
         assert_eq!(fates.space, SpaceId::Data);
         // Acknowledge the last packet; the first is then lost by the packet threshold.
@@ -274,7 +291,7 @@ mod tests {
         assert_eq!(lost, [first]);
         // Packets 1 and 2 are too recent for the time threshold at the ACK (9/8 of the
         // 50 ms RTT); a second later the timer declares them lost.
-        let fates = p.on_loss_timer(Instant::ZERO + Duration::from_secs(1), &mut Seat::new(&mut board, 0));
+        let fates = loss_timer(&mut p, Instant::ZERO + Duration::from_secs(1), &mut board);
         assert_eq!(fates.lost.iter().map(|(pn, _)| *pn).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(p.stats.lost_packets, 2);
         assert_eq!(p.bytes_in_flight, 2 * 1200, "the timer's losses left the flight");

@@ -14,7 +14,6 @@ use crate::recovery::received::Ecn;
 use crate::time::Instant;
 use crate::types::{Level, Side, SpaceId};
 
-use super::board::Seat;
 use super::events::ConnectionError;
 use super::host::Host;
 use super::path::{OffPathResponse, PathState};
@@ -401,8 +400,8 @@ impl Connection {
         match processed {
             Ok(ack_eliciting) => {
                 host.record_received(now, path, space_id, pn, ack_eliciting, rx.ecn);
-                if space_id == SpaceId::Data {
-                    Seat::new(host.board, pi).publish_offer(path);
+                if space_id == SpaceId::Data && host.board.offers_on {
+                    host.board.publish_offer(pi, path.ack_offer());
                 }
                 host.shared.qlog_packet_received(now, level, path_id, pn, parsed.packet_len, payload);
             }

@@ -127,12 +127,16 @@ impl Connection {
         let ecn_bits = ecn.and_then(Ecn::from_bits);
         let mut opened: OpenedBatch<'_> = SmallVec::new();
         let mut route: Option<Route> = None;
+        // The seat of the path opening the current run of datagrams (one seat per run: a
+        // GRO batch is usually one path's), given back before anything reads the board.
+        let mut seat: Option<Seat> = None;
         for d in datagrams.iter_mut() {
             if self.shared.state == State::Drained {
+                self.give_back_seat(&mut seat);
                 return;
             }
             let d: &mut [u8] = d;
-            match self.open(now, &lease, &mut route, remote, d) {
+            match self.open(now, &lease, &mut route, &mut seat, remote, d) {
                 Ok(o) => {
                     super::touch!(self, recv_opened);
                     self.shared.stats.rx_datagrams += 1;
@@ -152,6 +156,7 @@ impl Connection {
                 Err(NotOpened::Dropped) => self.shared.stats.rx_datagrams += 1,
                 Err(NotOpened::General) => {
                     super::touch!(self, recv_general);
+                    self.give_back_seat(&mut seat);
                     self.apply_opened(now, ecn_bits, &mut opened);
                     self.handle_datagram_one(now, local, remote, ecn, d);
                     // The general path may have changed what the batch relied on: the routes,
@@ -165,13 +170,26 @@ impl Connection {
                 }
                 Err(NotOpened::Error(e)) => {
                     self.shared.stats.rx_datagrams += 1;
+                    self.give_back_seat(&mut seat);
                     self.apply_opened(now, ecn_bits, &mut opened);
                     self.host().close_with_error(now, e);
                 }
             }
         }
+        self.give_back_seat(&mut seat);
         self.apply_opened(now, ecn_bits, &mut opened);
         self.after_datagrams(now);
+    }
+
+    /// The path that opened the last run of datagrams publishes what its work changed.
+    fn give_back_seat(&mut self, seat: &mut Option<Seat>) {
+        if let Some(seat) = seat.take() {
+            let slot = seat.slot();
+            match self.paths.path_and_board(slot) {
+                Some((path, board)) => seat.give_back(board, path),
+                None => debug_assert!(false, "the path of slot {slot} left while it held its seat"),
+            }
+        }
     }
 
     /// The keys for a batch, if the connection is in the state the batch handles.
@@ -197,12 +215,15 @@ impl Connection {
 
     /// One datagram of the batch: the shared side's checks (the lease still valid, a short
     /// header) and its route to a path (by destination CID, cached for the batch); then
-    /// the path opens it alone ([`PathState::open_packet`]).
+    /// the path opens it alone ([`PathState::open_packet`]) at its seat, detached from the
+    /// board: taken for the first datagram of a run to one path, given back when the run
+    /// ends.
     fn open(
         &mut self,
         now: Instant,
         lease: &RecvLease,
         route: &mut Option<Route>,
+        seat: &mut Option<Seat>,
         remote: SocketAddr,
         d: &mut [u8],
     ) -> Result<OpenedAt, NotOpened> {
@@ -227,10 +248,20 @@ impl Connection {
                 r
             }
         };
-        let Some((path, mut seat)) = self.paths.seat(r.slot).filter(|(p, _)| p.id == r.path_id) else {
+        if seat.as_ref().is_some_and(|s| s.slot() != r.slot) {
+            self.give_back_seat(seat);
+        }
+        if self.paths.get(r.slot).is_none_or(|p| p.id != r.path_id) {
+            return Err(NotOpened::General);
+        }
+        if seat.is_none() {
+            super::touch!(self, recv_seats);
+            *seat = Some(Seat::take(self.paths.board(), r.slot));
+        }
+        let (Some(path), Some(seat)) = (self.paths.get_mut(r.slot), seat.as_mut()) else {
             return Err(NotOpened::General);
         };
-        let (pn, payload, own) = path.open_packet(now, lease, remote, d, &mut seat)?;
+        let (pn, payload, own) = path.open_packet(now, lease, remote, d, seat)?;
         Ok(OpenedAt { path_id: r.path_id, pn, payload, dcid, own })
     }
 }
@@ -247,7 +278,7 @@ impl PathState {
         lease: &RecvLease,
         remote: SocketAddr,
         d: &mut [u8],
-        seat: &mut Seat<'_>,
+        seat: &mut Seat,
     ) -> Result<(u64, Range<usize>, OwnFrames), NotOpened> {
         // Validated (no amplification accounting), from the path's own address (no
         // migration or probing).

@@ -581,6 +581,9 @@ fn bulk_transfer_meets_the_shared_state_once_per_batch() {
         // Datagrams came several per batch, and each batch met the shared state about once.
         assert!(opened > 3 * batches, "batches of one? {what}");
         assert!(applies <= batches + general, "{what}");
+        // Each run of datagrams to one path was opened at one seat taken from the board.
+        let seats = rx.recv_seats - before_rx.recv_seats;
+        assert!(seats > 0 && seats <= batches + general, "{seats} seats: {what}");
         // Only the first packets of a new key phase (and a straggler of the handshake, such
         // as the packet carrying HANDSHAKE_DONE's acknowledgement) went the general way.
         let updates = client(&mut pair).stats().key_updates;

@@ -275,16 +275,18 @@ impl Host<'_> {
         let mp = self.shared.mp.enabled;
         // Another active path that is not itself potentially failed, as the board shows it.
         let others_work = mp && self.views().any(|(i, v)| i != slot && v.is_active() && !v.potentially_failed);
-        let mut seat = Seat::new(self.board, slot);
+        let mut seat = Seat::take(self.board, slot);
         let id = path.id;
         if kind == PathTimer::Loss {
             let fates = path.on_loss_timer(now, &mut seat);
+            seat.give_back(self.board, path);
             if !fates.lost.is_empty() {
                 self.apply_fates(now, id, fates);
             }
             return;
         }
         let verdict = path.on_pto(others_work, &mut seat);
+        seat.give_back(self.board, path);
         self.shared.last_send_anchor = now;
         self.shared.qlog_pto(now, SpaceId::Data, id);
         if let Some(chunks) = verdict.newly_failed {
