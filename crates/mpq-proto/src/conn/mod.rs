@@ -102,6 +102,9 @@ pub(crate) struct TouchCounts {
     pub recv_seats: u64,
     /// Send batches that leased the 1-RTT keys.
     pub send_leases: u64,
+    /// Send batches a path started alone, holding nothing of the connection
+    /// (`SendHost::try_alone`).
+    pub send_alone_batches: u64,
     /// Send batches a path built by itself (`PathState::build_batch`), not coalescing
     /// Initial or Handshake packets.
     pub send_path_batches: u64,

@@ -599,6 +599,11 @@ fn bulk_transfer_meets_the_shared_state_once_per_batch() {
         // Every batch after the handshake was built by its path itself.
         let path_batches = tx.send_path_batches - before_tx.send_path_batches;
         assert!(path_batches >= leases && path_batches > 0, "{path_batches} batches built by the path: {what}");
+        // Most batches of the steady transfer were built alone, holding nothing of the
+        // connection. The others: batches with no room in the window for new data (ACKs
+        // only), and those around a key update (its PING, the new phase's first packets).
+        let alone = tx.send_alone_batches - before_tx.send_alone_batches;
+        assert!(alone * 4 >= path_batches * 3, "{alone} of {path_batches} batches built alone: {what}");
         // The sender's ACKs: its path handled them while opening the batches (loss
         // detection, RTT, window); the shared side only applied their packets' fates. Only
         // ACKs in packets of the general way (the new key phases' first) went through the
@@ -619,7 +624,8 @@ fn bulk_transfer_meets_the_shared_state_once_per_batch() {
             "interval {key_update_interval}: receiver {batches} batches, {opened} datagrams opened alone, \
              {applies} shared applies, {general} general; sender {leases} leases, {leased} packets leased, \
              {by_path} of {fates} ACKs handled by their path, {data_leases} data leases, {unleased_chunks} chunks \
-             one by one, {conn_frames} packets with connection frames"
+             one by one, {conn_frames} packets with connection frames, {alone} of {path_batches} batches built \
+             alone"
         );
     }
 }

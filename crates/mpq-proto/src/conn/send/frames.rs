@@ -10,7 +10,8 @@ use super::super::mail::AckCarried;
 use super::super::path::PathState;
 use super::super::space::{Control, SentFrames};
 use super::super::ConnShared;
-use super::host::{ack_slots_carried_by, SendHost};
+use super::host::ack_slots_carried_by;
+use super::side::BatchSide;
 use super::AppFrames;
 
 impl PathState {
@@ -21,7 +22,7 @@ impl PathState {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn write_acks(
         &mut self,
-        host: &mut SendHost<'_>,
+        side: &mut BatchSide<'_, '_>,
         now: Instant,
         buf: &mut Vec<u8>,
         payload_end: usize,
@@ -33,19 +34,24 @@ impl PathState {
         // lease for the loop and put back: no copy per packet); without one (a packet
         // outside a batch), ask the policy now.
         let leased = self.send_lease.as_mut().map(|l| std::mem::take(&mut l.ack_slots));
-        let placed = match leased {
-            Some(slots) => slots,
-            None => ack_slots_carried_by(host.shared, host.board, host.slot),
+        let placed = match (leased, side.host_ref()) {
+            (Some(slots), _) => slots,
+            (None, Some(h)) => ack_slots_carried_by(h.shared, h.board, h.slot),
+            // Alone, the batch holds a lease.
+            (None, None) => return,
         };
-        let ack_delay_exponent = host.config().ack_delay_exponent;
-        let max_ack_delay = host.config().max_ack_delay;
+        let ack_delay_exponent = side.cfg().ack_delay_exponent;
+        let max_ack_delay = side.cfg().max_ack_delay;
         let carrier = self.id;
-        let multipath = host.shared.mp.enabled;
+        let multipath = match (self.send_lease.as_ref(), side.host_ref()) {
+            (Some(l), _) => l.multipath,
+            (None, h) => h.is_some_and(|h| h.shared.mp.enabled),
+        };
         let mut own_written = false;
         for (j, carrier_ids) in placed.iter() {
             let j = *j;
             let room = payload_end.saturating_sub(buf.len());
-            if j == host.slot {
+            if j == side.slot() {
                 // The path's own ACK, from its own received ranges.
                 if !self.data.ack_pending || self.data.ack_carried_on.contains(&carrier) {
                     continue;
@@ -79,7 +85,8 @@ impl PathState {
             // Another path's ACK, from the offer it published (never its own state); the
             // owner learns by mail that it went out.
             let taken = {
-                let Some(offer) = host.board.offer(j) else { continue };
+                // (Alone, the lease names this path only.)
+                let Some(offer) = side.host_ref().and_then(|h| h.board.offer(j)) else { continue };
                 if self.carried_offer(offer) {
                     continue;
                 }
@@ -102,8 +109,12 @@ impl PathState {
             let notice = AckCarried { owner, carrier, version, at: now, carriers: carrier_ids.clone(), largest };
             carried.push((j, notice));
         }
-        if own_written && host.board.offers_on {
-            host.board.publish_offer(host.slot, self.ack_offer());
+        if own_written {
+            match side.host() {
+                Some(host) if host.board.offers_on => host.board.publish_offer(host.slot, self.ack_offer()),
+                Some(_) => {}
+                None => side.alone.offer_changed = true,
+            }
         }
         if let Some(l) = self.send_lease.as_mut() {
             l.ack_slots = placed;
@@ -114,7 +125,7 @@ impl PathState {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn write_app_frames(
         &mut self,
-        host: &mut SendHost<'_>,
+        side: &mut BatchSide<'_, '_>,
         now: Instant,
         buf: &mut Vec<u8>,
         end: usize,
@@ -144,6 +155,14 @@ impl PathState {
                 out.path_validation = true;
             }
         }
+        // The rest but leased stream data needs the host. (Alone, the batch started with no
+        // PING due, an empty inbox and nothing connection-wide waiting.)
+        let Some(host) = side.host() else {
+            if data_ok {
+                self.write_leased_stream_frames(side, buf, end, frames, &mut out);
+            }
+            return out;
+        };
         #[cfg(test)]
         if !host.shared.injected.is_empty() && room(buf) >= host.shared.injected.len() {
             buf.append(&mut host.shared.injected);
@@ -198,13 +217,26 @@ impl PathState {
         if !host.shared.handshake_complete {
             return out;
         }
-        // STREAM frames fill the rest. They always carry a Length: the packet may still be
-        // padded after them (coalesced Initials, the header protection sample).
+        self.write_leased_stream_frames(side, buf, end, frames, &mut out);
+        out
+    }
+
+    /// STREAM frames fill the rest of the packet. They always carry a Length: the packet may
+    /// still be padded after them (coalesced Initials, the header protection sample).
+    fn write_leased_stream_frames(
+        &mut self,
+        side: &mut BatchSide<'_, '_>,
+        buf: &mut Vec<u8>,
+        end: usize,
+        frames: &mut SentFrames,
+        out: &mut AppFrames,
+    ) {
+        let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
         while room(buf) > frame::MAX_STREAM_HEADER_LEN {
             let max = room(buf) - frame::MAX_STREAM_HEADER_LEN;
             // From the batch's lease while it has data (renewed when spent), else one by
             // one through the host.
-            if let Some(chunk) = self.take_leased_chunk(host, max) {
+            if let Some(chunk) = self.take_leased_chunk(side, max) {
                 frame::encode_stream_header(buf, chunk.id, chunk.offset, Some(chunk.len), chunk.fin);
                 if let Some(d) = self.send_lease.as_ref().and_then(|l| l.data.as_ref()) {
                     d.copy(chunk.offset, chunk.len, buf);
@@ -213,22 +245,28 @@ impl PathState {
                 out.eliciting = true;
                 continue;
             }
+            let Some(host) = side.host() else {
+                // Alone: the leased data is spent; the stream table may hold more.
+                side.needs_host();
+                break;
+            };
             let Some(chunk) = host.next_chunk(max, self.id) else { break };
             frame::encode_stream_header(buf, chunk.id, chunk.offset, Some(chunk.len), chunk.fin);
             host.copy_chunk(&chunk, buf);
             frames.stream.push(chunk);
             out.eliciting = true;
         }
-        out
     }
 
     /// The next STREAM chunk of at most `max` bytes for this path's batch from its data
-    /// lease, renewed once if it cannot give one. `None`: take chunks one by one.
-    fn take_leased_chunk(&mut self, host: &mut SendHost<'_>, max: usize) -> Option<crate::stream::StreamChunk> {
+    /// lease, renewed once if it cannot give one (only with the host). `None`: take chunks
+    /// one by one.
+    fn take_leased_chunk(&mut self, side: &mut BatchSide<'_, '_>, max: usize) -> Option<crate::stream::StreamChunk> {
         let take = |p: &mut PathState| p.send_lease.as_mut()?.data.as_mut()?.take(max);
         if let Some(chunk) = take(self) {
             return Some(chunk);
         }
+        let host = side.host()?;
         if !host.renew_data_lease(self) {
             return None;
         }

@@ -19,8 +19,9 @@ use super::super::board::Board;
 use super::super::config::{AckPolicy, TransportConfig};
 use super::super::path::PathState;
 use super::super::space::{Control, SentFrames};
-use super::super::{touch, ConnShared};
+use super::super::{touch, ConnShared, State};
 use super::lease::{AckSlots, SendLease};
+use super::side::{AloneEffects, BatchConfig, BatchSide};
 use super::AppFrames;
 
 /// The shared half and the board, lent to the path in `slot` while it builds packets.
@@ -40,6 +41,64 @@ impl SendHost<'_> {
     /// The transport configuration.
     pub fn config(&self) -> &TransportConfig {
         &self.shared.config
+    }
+
+    /// Prepares a batch of `path` to be built alone ([`BatchSide::alone`]): when the batch
+    /// may send new data now, nothing connection-wide waits (no PING, no frame of the shared
+    /// side, qlog off), the path's inbox is empty and its ACK placement is its own ACKs only,
+    /// the path leases the keys, its CID and the batch's stream data here. `None`: the batch
+    /// is built with the host (what it leased stays for that).
+    pub fn try_alone(
+        &mut self,
+        path: &mut PathState,
+        now: Instant,
+        allow_data: bool,
+    ) -> Option<BatchSide<'static, 'static>> {
+        let shared = &*self.shared;
+        let quiet_now = shared.state == State::Established
+            && shared.qlog.is_none()
+            && !shared.ping_pending
+            && shared.quiet_for_lease()
+            && self.board.inbox(self.slot).is_empty();
+        #[cfg(test)]
+        let quiet_now = quiet_now && shared.injected.is_empty();
+        if !allow_data || !quiet_now || !path.in_batch || !path.can_send_data(now, shared.config.pacing) {
+            return None;
+        }
+        if path.send_lease.is_none() {
+            path.send_lease = self.lease_keys(path);
+        }
+        let lease = path.send_lease.as_ref()?;
+        let own_acks_only = lease.ack_slots.iter().all(|(j, _)| *j == self.slot);
+        if !lease.quiet || lease.dcid.is_none() || !own_acks_only {
+            return None;
+        }
+        if !lease.has_data() && !self.renew_data_lease(path) {
+            return None;
+        }
+        Some(BatchSide::alone(self.slot, BatchConfig::of(&self.shared.config)))
+    }
+
+    /// A batch `path` built alone returns: what it changed for the others (its view, its
+    /// ACK offer, the ACKs it carried for other paths) is published and posted.
+    pub fn take_back(&mut self, path: &mut PathState, effects: AloneEffects) {
+        touch!(self, send_alone_batches);
+        #[cfg(debug_assertions)]
+        {
+            self.shared.touches.send_leased += effects.leased_packets;
+        }
+        if effects.sent {
+            self.board.publish_sent(self.slot, path);
+        }
+        if effects.offer_changed && self.board.offers_on {
+            self.board.publish_offer(self.slot, path.ack_offer());
+        }
+        for (slot, notice) in effects.carried {
+            if let Some(owner) = self.board.get(slot).map(|v| v.id) {
+                path.note_carried(owner, notice.version);
+                self.board.post(slot).push_ack_carried(notice);
+            }
+        }
     }
 
     /// 1-RTT keys, the path's peer CID, ACK placement and (for a quiet lease, later) stream

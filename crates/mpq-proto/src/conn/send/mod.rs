@@ -22,12 +22,14 @@ pub(crate) use lease::SendLease;
 mod off_path;
 mod path_packet;
 mod reinject;
+mod side;
 
 use super::path::PathState;
 #[cfg(test)]
 pub(crate) use host::ack_slots_carried_by;
 use host::SendHost;
-use path_packet::{batch_goes_on, AfterSeal};
+use path_packet::{batch_goes_on, AfterSeal, BatchWritten};
+use side::BatchSide;
 
 /// Packets of a key's confidentiality limit kept for CONNECTION_CLOSE (RFC 9001 §6.6).
 pub(super) const CLOSE_RESERVE: u64 = 16;
@@ -177,7 +179,7 @@ impl Connection {
                 }
             }
         }
-        self.send_host(pi).is_some_and(|(path, host)| path.acks_due(&host, now))
+        self.send_host(pi).is_some_and(|(path, mut host)| path.acks_due(&BatchSide::with_host(&mut host), now))
     }
 
     /// Path `pi` with the shared side as its send batch sees it ([`SendHost`]).
@@ -239,15 +241,22 @@ impl Connection {
             }
             (count, if count > 1 { segment_size } else { None })
         } else {
-            // The path builds the whole batch itself.
+            // The path builds the whole batch itself: alone while it can, then with the host.
             self.paths.check_offers_fresh();
             let (path, mut host) = self.send_host(pi)?;
             touch!(host, send_path_batches);
-            let b = path.build_batch(&mut host, now, buf, allow_data);
+            let mut b = BatchWritten::default();
+            if let Some(mut alone) = host.try_alone(path, now, allow_data) {
+                path.build_batch(&mut alone, now, buf, allow_data, &mut b);
+                host.take_back(path, alone.alone);
+            }
+            if !b.done {
+                path.build_batch(&mut BatchSide::with_host(&mut host), now, buf, allow_data, &mut b);
+            }
             if let Some(e) = b.close {
                 self.host().close_with_error(now, e);
             }
-            (b.count, b.segment_size)
+            (b.count, if b.count > 1 { b.segment_size } else { None })
         };
         self.shared.stats.tx_datagrams += count as u64;
         if buf.is_empty() {
@@ -348,9 +357,9 @@ impl Connection {
             return false;
         }
         if space_id == SpaceId::Data {
-            return self
-                .send_host(pi)
-                .is_some_and(|(path, mut host)| path.wants_send_1rtt(&mut host, now, cwnd_ok, allow_data));
+            return self.send_host(pi).is_some_and(|(path, mut host)| {
+                path.wants_send_1rtt(&mut BatchSide::with_host(&mut host), now, cwnd_ok, allow_data)
+            });
         }
         let ack_due = self.ack_due(space_id, pi);
         let Some(space) = self.space_mut(space_id, pi) else { return false };
@@ -401,7 +410,14 @@ impl Connection {
         if space_id == SpaceId::Data {
             // The path writes its 1-RTT packets itself.
             let (path, mut host) = self.send_host(pi)?;
-            return path.write_1rtt_packet(&mut host, now, buf, max_end, cwnd_ok, allow_data);
+            return path.write_1rtt_packet(
+                &mut BatchSide::with_host(&mut host),
+                now,
+                buf,
+                max_end,
+                cwnd_ok,
+                allow_data,
+            );
         }
         let ack_delay_exponent = self.shared.config.ack_delay_exponent;
         let header = self.write_header(space_id, pi, buf)?;
@@ -463,7 +479,7 @@ impl Connection {
                 buf.truncate(p.header.header_start);
                 return;
             };
-            let after = path.seal_1rtt(&mut host, now, buf, p);
+            let after = path.seal_1rtt(&mut BatchSide::with_host(&mut host), now, buf, p);
             self.after_seal(now, pi, after);
             return;
         }
@@ -632,7 +648,7 @@ impl Connection {
             SpaceId::Handshake => Level::Handshake,
             SpaceId::Data => {
                 let (path, mut host) = self.send_host(pi)?;
-                return path.write_1rtt_header(&mut host, buf);
+                return path.write_1rtt_header(&mut BatchSide::with_host(&mut host), buf);
             }
         };
         let dcid = self.shared.peer_cids.get(&0)?.current().cid;

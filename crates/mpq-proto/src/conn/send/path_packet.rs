@@ -17,7 +17,8 @@ use crate::types::Level;
 use super::super::path::PathState;
 use super::super::space::SentFrames;
 use super::super::{touch, State};
-use super::host::{ack_carriers, SendHost};
+use super::host::ack_carriers;
+use super::side::BatchSide;
 use super::{
     end_packet, payload_room, Carried, Header, OpenPacket, CLOSE_RESERVE, GSO_PAD_SLACK, MIN_PACKET_ROOM, TAG_LEN,
 };
@@ -32,62 +33,70 @@ pub(crate) struct AfterSeal {
     pub close: Option<TransportError>,
 }
 
-/// What a batch written by a path produced.
+/// What a batch written by a path produced (so far: a batch started alone may go on with
+/// the host).
 #[derive(Debug, Default)]
 pub(crate) struct BatchWritten {
     /// Datagrams written.
     pub count: usize,
-    /// The size of each but perhaps the last (GSO), when several.
+    /// The size of each but perhaps the last (GSO), once one was written.
     pub segment_size: Option<usize>,
     /// The connection must close (the confidentiality limit).
     pub close: Option<TransportError>,
+    /// The batch is over (else it stopped to go on with the host).
+    pub done: bool,
 }
 
 impl PathState {
     /// Writes the datagrams of a batch of this path, all 1-RTT (a GSO batch when several
-    /// fill up), into `buf`, with the host for what is connection-wide.
+    /// fill up), into `buf`, with what `side` has of the connection (the host, or nothing
+    /// for a batch built alone). Goes on from `out` (a batch started alone and continued
+    /// with the host); stops with `out.done` unset when built alone and the shared side is
+    /// needed.
     pub(super) fn build_batch(
         &mut self,
-        host: &mut SendHost<'_>,
+        side: &mut BatchSide<'_, '_>,
         now: Instant,
         buf: &mut Vec<u8>,
         allow_data: bool,
-    ) -> BatchWritten {
-        let max_segments = host.config().max_gso_segments.max(1);
+        out: &mut BatchWritten,
+    ) {
+        let max_segments = side.cfg().max_gso_segments;
         let mtu = usize::from(self.mtu);
-        let mut out = BatchWritten::default();
         loop {
             let limit = out.segment_size.unwrap_or(mtu);
             let mut after = AfterSeal::default();
-            let written = self.write_1rtt_datagram(host, now, buf, limit, allow_data, &mut after);
+            let written = self.write_1rtt_datagram(side, now, buf, limit, allow_data, &mut after);
             debug_assert!(after.unleased_acks.is_none(), "a batch's packets are sealed under its lease");
             if written > 0 {
                 out.count += 1;
             }
             if after.close.is_some() {
                 out.close = after.close;
-                break;
+                out.done = true;
+                return;
             }
             if written == 0 {
-                break;
+                out.done = !side.alone.needs_host;
+                return;
             }
             let seg = *out.segment_size.get_or_insert(written);
             // Batch only full-sized datagrams; a shorter one ends the batch.
             if !batch_goes_on(written, seg, false, mtu, out.count, max_segments) {
-                break;
+                out.done = true;
+                return;
+            }
+            if side.alone.needs_host {
+                return;
             }
         }
-        if out.count <= 1 {
-            out.segment_size = None;
-        }
-        out
     }
 
     /// One datagram of at most `limit` bytes holding one 1-RTT packet of this path; its
     /// size (0: nothing to send).
     fn write_1rtt_datagram(
         &mut self,
-        host: &mut SendHost<'_>,
+        side: &mut BatchSide<'_, '_>,
         now: Instant,
         buf: &mut Vec<u8>,
         limit: usize,
@@ -99,17 +108,17 @@ impl PathState {
         if limit < MIN_PACKET_ROOM {
             return 0;
         }
-        let cwnd_ok = self.can_send_data(now, host.config().pacing);
-        if !self.wants_send_1rtt(host, now, cwnd_ok, allow_data) {
+        let cwnd_ok = self.can_send_data(now, side.cfg().pacing);
+        if !self.wants_send_1rtt(side, now, cwnd_ok, allow_data) {
             return 0;
         }
-        let Some(mut p) = self.write_1rtt_packet(host, now, buf, dg_start + limit, cwnd_ok, allow_data) else {
+        let Some(mut p) = self.write_1rtt_packet(side, now, buf, dg_start + limit, cwnd_ok, allow_data) else {
             return 0;
         };
         // RFC 9000 §8.2.1: path validation also checks that 1200 bytes get through.
         let pad = p.probing_path;
         self.finish_datagram(now, buf, dg_start, limit, &mut p, false, pad);
-        *after = self.seal_1rtt(host, now, buf, p);
+        *after = self.seal_1rtt(side, now, buf, p);
         buf.len() - dg_start
     }
 
@@ -157,12 +166,13 @@ impl PathState {
     /// Whether the path has anything to send in its data space now.
     pub(super) fn wants_send_1rtt(
         &mut self,
-        host: &mut SendHost<'_>,
+        side: &mut BatchSide<'_, '_>,
         now: Instant,
         cwnd_ok: bool,
         allow_data: bool,
     ) -> bool {
-        if host.shared.one_rtt.is_none() || !self.is_open() {
+        // (Alone, the lease holds the keys.)
+        if side.host_ref().is_some_and(|h| h.shared.one_rtt.is_none()) || !self.is_open() {
             return false;
         }
         if self.data.probes > 0 {
@@ -175,36 +185,51 @@ impl PathState {
         if cwnd_ok && (self.challenge.is_some_and(|c| c.send_pending) || !self.path_responses.is_empty()) {
             return true;
         }
-        if self.acks_due(host, now) {
+        if self.acks_due(side, now) {
             return true;
         }
         if !cwnd_ok {
             return false;
         }
-        if !host.board.inbox(host.slot).is_empty() {
+        // (Alone, the inbox was empty when the batch started.)
+        if side.host_ref().is_some_and(|h| !h.board.inbox(h.slot).is_empty()) {
             return true;
         }
         // Stream data the batch holds answers without the shared side.
         let leased = self.send_lease.as_ref().is_some_and(|l| l.has_data());
-        allow_data && (leased || host.has_app_space_data())
+        if !allow_data || leased {
+            return allow_data;
+        }
+        match side.host_ref() {
+            Some(h) => h.has_app_space_data(),
+            None => {
+                // More may wait in the stream table: the host knows.
+                side.needs_host();
+                false
+            }
+        }
     }
 
     /// Some path's ACK is due and placed on this path (in a batch, among the paths its lease
     /// names): its own, from its state; another's, from its offer.
-    pub(super) fn acks_due(&mut self, host: &SendHost<'_>, now: Instant) -> bool {
+    pub(super) fn acks_due(&mut self, side: &BatchSide<'_, '_>, now: Instant) -> bool {
         let carrier = self.id;
-        let max_ack_delay = host.config().max_ack_delay;
+        let max_ack_delay = side.cfg().max_ack_delay;
+        let host = side.host_ref();
         let placed = self.send_lease.as_ref().map(|l| &l.ack_slots);
-        let n = placed.map_or(host.board.slot_bound(), |s| s.len());
+        // (Alone, the lease names the paths: only this one.)
+        let n = placed.map_or_else(|| host.map_or(0, |h| h.board.slot_bound()), |s| s.len());
         for k in 0..n {
             let j = placed.map_or(k, |s| s[k].0);
-            let pending_here = if j == host.slot {
+            let pending_here = if j == side.slot() {
                 !self.data.ack_carried_on.contains(&carrier) && self.own_ack_due(now, max_ack_delay)
             } else {
-                host.board.offer(j).is_some_and(|o| !self.carried_offer(o) && o.due(now, max_ack_delay))
+                host.and_then(|h| h.board.offer(j)).is_some_and(|o| !self.carried_offer(o) && o.due(now, max_ack_delay))
             };
             // (The policy is asked only for a pending ACK, and not at all in a batch.)
-            if pending_here && (placed.is_some() || ack_carriers(host.shared, host.board, j).contains(&host.slot)) {
+            if pending_here
+                && (placed.is_some() || host.is_some_and(|h| ack_carriers(h.shared, h.board, j).contains(&h.slot)))
+            {
                 return true;
             }
         }
@@ -222,19 +247,20 @@ impl PathState {
     /// Writes the header of this path's next 1-RTT packet (its packet number is not taken
     /// yet: the caller takes it once the packet holds something). A batch leases the keys
     /// at its first packet.
-    pub(super) fn write_1rtt_header(&mut self, host: &mut SendHost<'_>, buf: &mut Vec<u8>) -> Option<Header> {
+    pub(super) fn write_1rtt_header(&mut self, side: &mut BatchSide<'_, '_>, buf: &mut Vec<u8>) -> Option<Header> {
         if self.in_batch && self.send_lease.is_none() {
-            self.send_lease = host.lease_keys(self);
+            self.send_lease = side.host()?.lease_keys(self);
         }
         let lease = self.send_lease.as_ref();
+        let host = side.host_ref();
         let dcid = match lease {
             Some(l) => l.dcid?,
-            None => host.shared.peer_cids.get(&self.id)?.current().cid,
+            None => host?.shared.peer_cids.get(&self.id)?.current().cid,
         };
         // The phase of the generation the packet will be sealed with.
         let key_phase = match lease {
             Some(l) => l.generation.phase(),
-            None => host.shared.one_rtt.as_ref().is_some_and(|k| k.key_phase()),
+            None => host?.shared.one_rtt.as_ref().is_some_and(|k| k.key_phase()),
         };
         let pn = self.data.next_pn;
         let pn_len = encode_pn_len(pn, self.data.loss.largest_acked());
@@ -246,24 +272,24 @@ impl PathState {
     /// Writes this path's next 1-RTT packet ending before `max_end`; `None` if nothing fit.
     pub(super) fn write_1rtt_packet(
         &mut self,
-        host: &mut SendHost<'_>,
+        side: &mut BatchSide<'_, '_>,
         now: Instant,
         buf: &mut Vec<u8>,
         max_end: usize,
         cwnd_ok: bool,
         allow_data: bool,
     ) -> Option<OpenPacket> {
-        let header = self.write_1rtt_header(host, buf)?;
+        let header = self.write_1rtt_header(side, buf)?;
         let payload_end = payload_room(buf, &header, max_end)?;
         let mut frames = SentFrames::default();
         let mut carried = Carried::new();
         let probing = self.data.probes > 0;
         let send_data = cwnd_ok || probing;
         // ACKs first: they are what the peer's loss detection waits for.
-        self.write_acks(host, now, buf, payload_end, send_data, &mut frames, &mut carried);
+        self.write_acks(side, now, buf, payload_end, send_data, &mut frames, &mut carried);
         // A probe on a potentially failed path carries a PING only: data waits elsewhere.
         let data_ok = (allow_data && cwnd_ok) || (probing && !self.potentially_failed);
-        let w = self.write_app_frames(host, now, buf, payload_end, &mut frames, cwnd_ok, data_ok);
+        let w = self.write_app_frames(side, now, buf, payload_end, &mut frames, cwnd_ok, data_ok);
         end_packet(buf, header, (frames, carried), w.eliciting, probing, payload_end, &mut self.data, w.path_validation)
     }
 
@@ -272,11 +298,13 @@ impl PathState {
     /// anyway (the peer never acknowledges the new phase), the connection closes with
     /// AEAD_LIMIT_REACHED while [`CLOSE_RESERVE`] packets are left for its CONNECTION_CLOSE.
     /// `Ok(false)`: no more packets (in the closing state); `Err`: close now.
-    fn within_confidentiality_limit(&self, host: &SendHost<'_>) -> Result<bool, TransportError> {
-        let closing = matches!(host.shared.state, State::Closing { .. });
+    fn within_confidentiality_limit(&self, side: &BatchSide<'_, '_>) -> Result<bool, TransportError> {
+        // (Alone: never in the closing state, and always with a lease.)
+        let host = side.host_ref();
+        let closing = host.is_some_and(|h| matches!(h.shared.state, State::Closing { .. }));
         let allowance = match self.send_lease.as_ref() {
             Some(l) => l.allowance,
-            None => host.shared.one_rtt.as_ref().map_or(u64::MAX, |k| k.seal_allowance()),
+            None => host.and_then(|h| h.shared.one_rtt.as_ref()).map_or(u64::MAX, |k| k.seal_allowance()),
         };
         let needed = if closing { 1 } else { CLOSE_RESERVE + 1 };
         if allowance >= needed {
@@ -293,13 +321,13 @@ impl PathState {
     /// counters.
     pub(super) fn seal_1rtt(
         &mut self,
-        host: &mut SendHost<'_>,
+        side: &mut BatchSide<'_, '_>,
         now: Instant,
         buf: &mut Vec<u8>,
         p: OpenPacket,
     ) -> AfterSeal {
         let mut after = AfterSeal::default();
-        match self.within_confidentiality_limit(host) {
+        match self.within_confidentiality_limit(side) {
             Ok(true) => {}
             Ok(false) => {
                 buf.truncate(p.header.header_start);
@@ -311,20 +339,23 @@ impl PathState {
                 return after;
             }
         }
-        // qlog: the frames as they go on the wire, read before sealing encrypts them.
-        let qlog_frames = host.shared.qlog_sent_frames(&buf[p.header.pn_offset + p.header.pn_len..]);
+        // qlog: the frames as they go on the wire, read before sealing encrypts them. (Alone:
+        // qlog is off.)
+        let qlog_frames =
+            side.host_ref().and_then(|h| h.shared.qlog_sent_frames(&buf[p.header.pn_offset + p.header.pn_len..]));
         let lease = self.send_lease.as_ref();
         let leased = lease.is_some();
+        let host = side.host_ref();
         let sealed = match lease {
             Some(l) => Some((&*l.generation.local, &*l.header.local)),
-            None => host.shared.one_rtt.as_ref().map(|k| (k.local_key(), k.local_header_key())),
+            None => host.and_then(|h| h.shared.one_rtt.as_ref()).map(|k| (k.local_key(), k.local_header_key())),
         };
         let Some((key, hp)) = sealed else {
             buf.truncate(p.header.header_start);
             return after;
         };
         // RFC 10069 §2.4: once negotiated, the path ID enters the nonce.
-        let multipath = lease.map_or(host.shared.mp.enabled, |l| l.multipath);
+        let multipath = lease.map_or_else(|| host.is_some_and(|h| h.shared.mp.enabled), |l| l.multipath);
         let nonce_path = multipath.then_some(self.id as u32);
         let h = &p.header;
         if seal_packet(buf, h.header_start, h.len_offset, h.pn_offset, h.pn_len, h.pn, key, hp, nonce_path).is_err() {
@@ -335,14 +366,25 @@ impl PathState {
         let in_flight = p.ack_eliciting || p.padded;
         // The other paths' ACKs it carries went out: the carrier remembers which version it
         // carried, their owners learn it by mail.
+        // (Alone, they are posted when the batch returns: `SendHost::take_back`.)
         for (slot, notice) in &p.carried {
-            if let Some(owner) = host.board.get(*slot).map(|v| v.id) {
-                self.note_carried(owner, notice.version);
-                host.board.post(*slot).push_ack_carried(notice.clone());
+            match side.host() {
+                Some(host) => {
+                    if let Some(owner) = host.board.get(*slot).map(|v| v.id) {
+                        self.note_carried(owner, notice.version);
+                        host.board.post(*slot).push_ack_carried(notice.clone());
+                    }
+                }
+                None => side.alone.carried.push((*slot, notice.clone())),
             }
         }
         if let Some(l) = self.send_lease.as_mut() {
-            touch!(host, send_leased);
+            match side.host() {
+                Some(host) => {
+                    touch!(host, send_leased);
+                }
+                None => side.alone.leased_packets += 1,
+            }
             l.on_sealed(p.header.pn, &p.frames.acks);
             // What the shared side learns when the lease returns.
             l.ack_eliciting_sent |= p.ack_eliciting;
@@ -350,6 +392,12 @@ impl PathState {
                 l.stream_packets.push(size);
             }
         } else {
+            let Some(host) = side.host() else {
+                // Alone, every packet is sealed under the batch's lease.
+                debug_assert!(false, "a batch built alone sealed a packet without its lease");
+                buf.truncate(p.header.header_start);
+                return after;
+            };
             touch!(host, send_unleased);
             let shared = &mut *host.shared;
             shared.packets_in_phase += 1;
@@ -369,8 +417,10 @@ impl PathState {
                 }
             }
         }
-        host.shared.qlog_packet_sent(now, p.header.level, self, p.header.pn, size as usize, qlog_frames);
-        self.record_sent(host, now, p, size, in_flight, leased);
+        if let Some(host) = side.host() {
+            host.shared.qlog_packet_sent(now, p.header.level, self, p.header.pn, size as usize, qlog_frames);
+        }
+        self.record_sent(side, now, p, size, in_flight, leased);
         after
     }
 
@@ -378,20 +428,23 @@ impl PathState {
     /// counters.
     fn record_sent(
         &mut self,
-        host: &mut SendHost<'_>,
+        side: &mut BatchSide<'_, '_>,
         now: Instant,
         p: OpenPacket,
         size: u32,
         in_flight: bool,
         leased: bool,
     ) {
-        if p.ack_eliciting && !leased {
-            host.shared.last_send_anchor = now;
-        }
-        if !p.frames.stream.is_empty() {
-            if !leased {
+        // (A leased batch settles the anchors and the scheduler when it returns.)
+        if let Some(host) = side.host().filter(|_| !leased) {
+            if p.ack_eliciting {
+                host.shared.last_send_anchor = now;
+            }
+            if !p.frames.stream.is_empty() {
                 host.shared.scheduler.on_sent(self.id, u64::from(size));
             }
+        }
+        if !p.frames.stream.is_empty() {
             self.data_bytes_sent += u64::from(size);
         }
         self.on_sent(now, size, in_flight);
@@ -399,7 +452,10 @@ impl PathState {
         if ecn {
             self.ecn.on_marked_sent();
         }
-        host.board.publish_sent(host.slot, self);
+        match side.host() {
+            Some(host) => host.board.publish_sent(host.slot, self),
+            None => side.alone.sent = true,
+        }
         let sent =
             SentPacket { time_sent: now, size, ack_eliciting: p.ack_eliciting, in_flight, ecn, frames: p.frames };
         self.data.loss.on_packet_sent(p.header.pn, sent);
