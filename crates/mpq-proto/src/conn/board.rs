@@ -339,11 +339,6 @@ impl Seat {
         Self { slot, coupling, view_changed: false, offer_changed: false, returned: false }
     }
 
-    /// The slot of the path sitting here.
-    pub fn slot(&self) -> usize {
-        self.slot
-    }
-
     /// What coupled congestion control needs of the other active paths, or `None` when the
     /// path is alone on the board (nothing to couple with).
     pub fn coupling_views(&self) -> Option<&[CouplingView]> {

@@ -644,9 +644,9 @@ impl Connection {
         Some((host::Host { shared: &mut self.shared, board }, path))
     }
 
-    /// Index of the path with ID `id`.
+    /// Slot of the path with ID `id` (found on the board: a checked-out path has one too).
     pub(crate) fn path_index(&self, id: u64) -> Option<usize> {
-        self.paths.position(|p| p.id == id)
+        self.paths.board().slot_of(id)
     }
 
     /// The path that carries the handshake and, without multipath, everything
@@ -756,3 +756,5 @@ mod tests_path_frames;
 mod tests_peer_limits;
 #[cfg(test)]
 mod tests_retry;
+#[cfg(test)]
+mod tests_threads;

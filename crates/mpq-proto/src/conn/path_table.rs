@@ -5,6 +5,13 @@
 //! discarded.
 //!
 //! The table also holds the [`Board`]: each path's published view and its inbox, by slot.
+//!
+//! A path can be **checked out** ([`PathTable::check_out`]) for the work it does alone
+//! (opening a run of received datagrams, building a send batch) and checked back in after:
+//! the path's state then leaves the table, which keeps its slot, its view and its inbox. A
+//! runtime with a thread per path (issue C2) hands the checked-out [`PathHalf`] to the
+//! path's thread; until it is checked in, lookups and walks over the table do not see the
+//! path (they see its view on the board), and mail to it waits in its inbox.
 
 use smallvec::SmallVec;
 
@@ -15,10 +22,48 @@ use super::path::PathState;
 /// Live slots, copied out so that the caller may change the connection while it walks them.
 pub(crate) type Slots = SmallVec<[usize; 8]>;
 
+/// One slot of the table.
+#[derive(Debug)]
+enum Slot {
+    /// No path.
+    Free,
+    /// A path, here.
+    Here(Box<PathState>),
+    /// A path checked out for work it does alone.
+    Out,
+}
+
+impl Slot {
+    fn path(&self) -> Option<&PathState> {
+        match self {
+            Slot::Here(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    fn path_mut(&mut self) -> Option<&mut PathState> {
+        match self {
+            Slot::Here(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// A path checked out of its connection's table ([`PathTable::check_out`]): its whole state,
+/// owned, and its slot. It holds no reference into the connection, so it can go to another
+/// thread while the connection serves the other paths.
+#[derive(Debug)]
+pub(crate) struct PathHalf {
+    /// The path's slot (kept for it in the table).
+    pub slot: usize,
+    /// The path's state.
+    pub path: Box<PathState>,
+}
+
 /// Paths by slot. A new path takes the lowest free slot; removing one frees only its own.
 #[derive(Debug, Default)]
 pub(crate) struct PathTable {
-    slots: Vec<Option<PathState>>,
+    slots: Vec<Slot>,
     live: usize,
     board: Board,
     /// Multipath is in use: paths publish ACK offers while there are several.
@@ -30,13 +75,14 @@ impl PathTable {
     pub fn insert(&mut self, path: PathState) -> usize {
         self.live += 1;
         let view = path.view();
-        let slot = match self.slots.iter().position(Option::is_none) {
+        let path = Box::new(path);
+        let slot = match self.slots.iter().position(|s| matches!(s, Slot::Free)) {
             Some(i) => {
-                self.slots[i] = Some(path);
+                self.slots[i] = Slot::Here(path);
                 i
             }
             None => {
-                self.slots.push(Some(path));
+                self.slots.push(Slot::Here(path));
                 self.slots.len() - 1
             }
         };
@@ -48,31 +94,55 @@ impl PathTable {
     /// Takes the path out of `slot`, which becomes free.
     ///
     /// # Panics
-    /// If the slot is empty (a caller bug: slots come from this table).
+    /// If no path is here (a caller bug: slots come from this table, and a checked-out path
+    /// is checked in before it can be discarded).
     pub fn remove(&mut self, slot: usize) -> PathState {
-        let path = self.slots[slot].take().expect("path slot in use");
+        let Slot::Here(path) = std::mem::replace(&mut self.slots[slot], Slot::Free) else {
+            panic!("no path here in slot {slot}");
+        };
         self.board.remove(slot);
         self.live -= 1;
-        while self.slots.last().is_some_and(Option::is_none) {
+        while self.slots.last().is_some_and(|s| matches!(s, Slot::Free)) {
             self.slots.pop();
         }
         self.update_offers();
-        path
+        *path
     }
 
-    /// Number of paths.
+    /// Takes the path in `slot` out of the table for work it does alone; `None` if no path
+    /// is here. The slot, the path's view and its inbox stay.
+    pub fn check_out(&mut self, slot: usize) -> Option<PathHalf> {
+        let s = self.slots.get_mut(slot)?;
+        if !matches!(s, Slot::Here(_)) {
+            return None;
+        }
+        let Slot::Here(path) = std::mem::replace(s, Slot::Out) else { return None };
+        Some(PathHalf { slot, path })
+    }
+
+    /// Puts a checked-out path back in its slot.
+    ///
+    /// # Panics
+    /// If its slot does not wait for it (a caller bug).
+    pub fn check_in(&mut self, half: PathHalf) {
+        let s = &mut self.slots[half.slot];
+        assert!(matches!(s, Slot::Out), "slot {} does not wait for a checked-out path", half.slot);
+        *s = Slot::Here(half.path);
+    }
+
+    /// Number of paths (checked out or not).
     pub fn len(&self) -> usize {
         self.live
     }
 
     /// The path in `slot`, if any.
     pub fn get(&self, slot: usize) -> Option<&PathState> {
-        self.slots.get(slot).and_then(Option::as_ref)
+        self.slots.get(slot).and_then(Slot::path)
     }
 
     /// The path in `slot`, if any, mutably.
     pub fn get_mut(&mut self, slot: usize) -> Option<&mut PathState> {
-        self.slots.get_mut(slot).and_then(Option::as_mut)
+        self.slots.get_mut(slot).and_then(Slot::path_mut)
     }
 
     /// One past the highest slot in use: `0..slot_bound()` covers every path (check each
@@ -88,27 +158,22 @@ impl PathTable {
 
     /// The paths with their slots, in slot order.
     pub fn enumerate(&self) -> impl Iterator<Item = (usize, &PathState)> + '_ {
-        self.slots.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i, p)))
+        self.slots.iter().enumerate().filter_map(|(i, s)| s.path().map(|p| (i, p)))
     }
 
     /// The paths, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = &PathState> + '_ {
-        self.slots.iter().flatten()
+        self.slots.iter().filter_map(Slot::path)
     }
 
     /// The paths, mutably, in slot order.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut PathState> + '_ {
-        self.slots.iter_mut().flatten()
+        self.slots.iter_mut().filter_map(Slot::path_mut)
     }
 
     /// The first path (lowest slot).
     pub fn first(&self) -> Option<&PathState> {
         self.iter().next()
-    }
-
-    /// The slot of the first path that satisfies `pred`.
-    pub fn position(&self, mut pred: impl FnMut(&PathState) -> bool) -> Option<usize> {
-        self.enumerate().find(|(_, p)| pred(p)).map(|(i, _)| i)
     }
 
     /// The path in `slot` publishes its current view on the board (after a change the
@@ -188,7 +253,7 @@ impl PathTable {
     /// The path in `slot` sent a packet: publishes what that changes (flight, data sent,
     /// amplification room) without rebuilding the whole view.
     pub fn publish_sent(&mut self, slot: usize) {
-        if let Some(p) = self.slots.get(slot).and_then(Option::as_ref) {
+        if let Some(p) = self.slots.get(slot).and_then(Slot::path) {
             self.board.publish_sent(slot, p);
         }
     }
@@ -203,7 +268,7 @@ impl PathTable {
     /// The path in `slot` and the board, apart (a path building its packets reaches the
     /// other paths only through the board).
     pub fn path_and_board(&mut self, slot: usize) -> Option<(&mut PathState, &mut Board)> {
-        let path = self.slots.get_mut(slot).and_then(Option::as_mut)?;
+        let path = self.slots.get_mut(slot).and_then(Slot::path_mut)?;
         Some((path, &mut self.board))
     }
 
@@ -267,13 +332,13 @@ impl std::ops::Index<usize> for PathTable {
     type Output = PathState;
 
     fn index(&self, slot: usize) -> &PathState {
-        self.slots[slot].as_ref().expect("path slot in use")
+        self.slots[slot].path().expect("a path here in this slot")
     }
 }
 
 impl std::ops::IndexMut<usize> for PathTable {
     fn index_mut(&mut self, slot: usize) -> &mut PathState {
-        self.slots[slot].as_mut().expect("path slot in use")
+        self.slots[slot].path_mut().expect("a path here in this slot")
     }
 }
 
@@ -296,7 +361,6 @@ mod tests {
         assert_eq!((t[2].id, t[3].id, t.len()), (2, 3, 3));
         assert!(t.get(1).is_none());
         assert_eq!(t.slots().to_vec(), [0, 2, 3]);
-        assert_eq!(t.position(|p| p.id == 3), Some(3));
         // A new path takes the freed slot; the others do not move.
         assert_eq!(t.insert(path(9)), 1);
         assert_eq!(t.iter().map(|p| p.id).collect::<Vec<_>>(), [0, 9, 2, 3]);
@@ -305,5 +369,29 @@ mod tests {
         t.remove(2);
         assert_eq!(t.insert(path(10)), 2);
         assert_eq!(t.enumerate().map(|(i, p)| (i, p.id)).collect::<Vec<_>>(), [(0, 0), (1, 9), (2, 10)]);
+    }
+
+    /// A checked-out path leaves the table but keeps its slot, its view and its inbox; a
+    /// new path does not take the slot; checked in, it is back where it was.
+    #[test]
+    fn a_checked_out_path_keeps_its_slot_view_and_inbox() {
+        let mut t = PathTable::default();
+        for id in 0..3 {
+            t.insert(path(id));
+        }
+        let half = t.check_out(1).expect("path 1");
+        assert_eq!((half.slot, half.path.id), (1, 1));
+        assert!(t.get(1).is_none() && t.check_out(1).is_none(), "out of the table");
+        assert_eq!(t.iter().map(|p| p.id).collect::<Vec<_>>(), [0, 2], "walks skip it");
+        assert_eq!(t.board().slot_of(1), Some(1), "its view stays on the board");
+        t.post(1).push_ack_acked(7);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.insert(path(5)), 3, "its slot is not free");
+        // The path's state can go to another thread and come back.
+        let half = std::thread::scope(|s| s.spawn(move || half).join().expect("thread"));
+        t.check_in(half);
+        assert_eq!(t[1].id, 1);
+        assert_eq!(t.inbox(1).mail.acks_acked.as_slice(), &[7], "its mail waited");
+        assert!(t.check_out(9).is_none(), "no path there");
     }
 }

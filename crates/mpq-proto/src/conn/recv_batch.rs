@@ -36,6 +36,7 @@ use super::host::Host;
 use super::path::PathState;
 use super::path_ack::AckParams;
 use super::path_frames::OwnFrames;
+use super::path_table::PathHalf;
 use super::{Connection, State};
 
 /// The 1-RTT keys a batch opens packets with (the current generation only: packets of
@@ -90,6 +91,12 @@ enum NotOpened {
     Error(TransportError),
 }
 
+/// A path opening a run of datagrams alone: checked out of the table, with its seat.
+struct OpenRun {
+    half: PathHalf,
+    seat: Seat,
+}
+
 /// The last destination CID seen in the batch and its path (most batches are one path).
 #[derive(Clone, Copy)]
 struct Route {
@@ -127,16 +134,16 @@ impl Connection {
         let ecn_bits = ecn.and_then(Ecn::from_bits);
         let mut opened: OpenedBatch<'_> = SmallVec::new();
         let mut route: Option<Route> = None;
-        // The seat of the path opening the current run of datagrams (one seat per run: a
-        // GRO batch is usually one path's), given back before anything reads the board.
-        let mut seat: Option<Seat> = None;
+        // The path opening the current run of datagrams, checked out with its seat (one per
+        // run: a GRO batch is usually one path's), back before anything else runs.
+        let mut run: Option<OpenRun> = None;
         for d in datagrams.iter_mut() {
             if self.shared.state == State::Drained {
-                self.give_back_seat(&mut seat);
+                self.end_run(&mut run);
                 return;
             }
             let d: &mut [u8] = d;
-            match self.open(now, &lease, &mut route, &mut seat, remote, d) {
+            match self.open(now, &lease, &mut route, &mut run, remote, d) {
                 Ok(o) => {
                     super::touch!(self, recv_opened);
                     self.shared.stats.rx_datagrams += 1;
@@ -156,7 +163,7 @@ impl Connection {
                 Err(NotOpened::Dropped) => self.shared.stats.rx_datagrams += 1,
                 Err(NotOpened::General) => {
                     super::touch!(self, recv_general);
-                    self.give_back_seat(&mut seat);
+                    self.end_run(&mut run);
                     self.apply_opened(now, ecn_bits, &mut opened);
                     self.handle_datagram_one(now, local, remote, ecn, d);
                     // The general path may have changed what the batch relied on: the routes,
@@ -170,25 +177,23 @@ impl Connection {
                 }
                 Err(NotOpened::Error(e)) => {
                     self.shared.stats.rx_datagrams += 1;
-                    self.give_back_seat(&mut seat);
+                    self.end_run(&mut run);
                     self.apply_opened(now, ecn_bits, &mut opened);
                     self.host().close_with_error(now, e);
                 }
             }
         }
-        self.give_back_seat(&mut seat);
+        self.end_run(&mut run);
         self.apply_opened(now, ecn_bits, &mut opened);
         self.after_datagrams(now);
     }
 
-    /// The path that opened the last run of datagrams publishes what its work changed.
-    fn give_back_seat(&mut self, seat: &mut Option<Seat>) {
-        if let Some(seat) = seat.take() {
-            let slot = seat.slot();
-            match self.paths.path_and_board(slot) {
-                Some((path, board)) => seat.give_back(board, path),
-                None => debug_assert!(false, "the path of slot {slot} left while it held its seat"),
-            }
+    /// The path that opened the last run of datagrams comes back: it publishes what its
+    /// work changed and is checked in.
+    fn end_run(&mut self, run: &mut Option<OpenRun>) {
+        if let Some(OpenRun { half, seat }) = run.take() {
+            seat.give_back(self.paths.board_mut(), &half.path);
+            self.paths.check_in(half);
         }
     }
 
@@ -215,15 +220,14 @@ impl Connection {
 
     /// One datagram of the batch: the shared side's checks (the lease still valid, a short
     /// header) and its route to a path (by destination CID, cached for the batch); then
-    /// the path opens it alone ([`PathState::open_packet`]) at its seat, detached from the
-    /// board: taken for the first datagram of a run to one path, given back when the run
-    /// ends.
+    /// the path opens it alone ([`PathState::open_packet`]), checked out of the table with
+    /// its seat at the board for the run of datagrams to it, back when the run ends.
     fn open(
         &mut self,
         now: Instant,
         lease: &RecvLease,
         route: &mut Option<Route>,
-        seat: &mut Option<Seat>,
+        run: &mut Option<OpenRun>,
         remote: SocketAddr,
         d: &mut [u8],
     ) -> Result<OpenedAt, NotOpened> {
@@ -248,20 +252,20 @@ impl Connection {
                 r
             }
         };
-        if seat.as_ref().is_some_and(|s| s.slot() != r.slot) {
-            self.give_back_seat(seat);
+        if run.as_ref().is_some_and(|o| o.half.slot != r.slot) {
+            self.end_run(run);
         }
-        if self.paths.get(r.slot).is_none_or(|p| p.id != r.path_id) {
-            return Err(NotOpened::General);
-        }
-        if seat.is_none() {
+        if run.is_none() {
+            if self.paths.get(r.slot).is_none_or(|p| p.id != r.path_id) {
+                return Err(NotOpened::General);
+            }
             super::touch!(self, recv_seats);
-            *seat = Some(Seat::take(self.paths.board(), r.slot));
+            let seat = Seat::take(self.paths.board(), r.slot);
+            let half = self.paths.check_out(r.slot).ok_or(NotOpened::General)?;
+            *run = Some(OpenRun { half, seat });
         }
-        let (Some(path), Some(seat)) = (self.paths.get_mut(r.slot), seat.as_mut()) else {
-            return Err(NotOpened::General);
-        };
-        let (pn, payload, own) = path.open_packet(now, lease, remote, d, seat)?;
+        let Some(OpenRun { half, seat }) = run.as_mut() else { return Err(NotOpened::General) };
+        let (pn, payload, own) = half.path.open_packet(now, lease, remote, d, seat)?;
         Ok(OpenedAt { path_id: r.path_id, pn, payload, dcid, own })
     }
 }
@@ -415,5 +419,67 @@ impl Host<'_> {
                 false
             }
         }
+    }
+}
+
+#[cfg(test)]
+impl Connection {
+    /// Test of the receive seam with a thread per path: each `(slot, datagrams)` run is
+    /// opened by its path, checked out with its seat, on a thread of its own, all at once;
+    /// then the paths are checked back in and the opened packets applied, run by run.
+    /// Returns how many datagrams each run opened alone.
+    pub(crate) fn open_runs_on_threads(
+        &mut self,
+        now: Instant,
+        runs: &mut [(usize, SocketAddr, Vec<Vec<u8>>)],
+    ) -> Vec<usize> {
+        let lease = self.lease_recv_keys().expect("an established connection");
+        let cid_len = lease.cid_len;
+        let mut halves = Vec::new();
+        for (slot, _, _) in runs.iter() {
+            let seat = Seat::take(self.paths.board(), *slot);
+            let half = self.paths.check_out(*slot).expect("a path in the slot");
+            halves.push(OpenRun { half, seat });
+        }
+        let lease = &lease;
+        let opened: Vec<(OpenRun, Vec<OpenedAt>)> = std::thread::scope(|s| {
+            let threads: Vec<_> = halves
+                .into_iter()
+                .zip(runs.iter_mut())
+                .map(|(mut run, (_, remote, datagrams))| {
+                    let remote = *remote;
+                    s.spawn(move || {
+                        let mut out = Vec::new();
+                        for d in datagrams.iter_mut() {
+                            let OpenRun { half, seat } = &mut run;
+                            let dcid = ConnectionId::try_from_slice(&d[1..1 + cid_len]).expect("a short header");
+                            if let Ok((pn, payload, own)) = half.path.open_packet(now, lease, remote, d, seat) {
+                                out.push(OpenedAt { path_id: half.path.id, pn, payload, dcid, own });
+                            }
+                        }
+                        (run, out)
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().expect("path thread")).collect()
+        });
+        let mut counts = Vec::new();
+        let mut all = Vec::new();
+        for (run, at) in opened {
+            self.end_run(&mut Some(run));
+            counts.push(at.len());
+            all.push(at);
+        }
+        for (k, at) in all.into_iter().enumerate() {
+            let datagrams = &runs[k].2;
+            let mut batch: OpenedBatch<'_> = SmallVec::new();
+            for (o, d) in at.into_iter().zip(datagrams) {
+                let payload = &d[o.payload.clone()];
+                batch.push(Opened { path_id: o.path_id, pn: o.pn, payload, len: d.len(), dcid: o.dcid, own: o.own });
+            }
+            self.apply_opened(now, None, &mut batch);
+        }
+        self.after_datagrams(now);
+        counts
     }
 }

@@ -177,8 +177,19 @@ impl SendStream {
     /// Gives back the unused end of a send batch's lease (`conn/send/lease.rs`): new data
     /// from `from` on is unsent again, and the FIN pending again if `fin` (the lease held it
     /// and did not send it). `before`: the state before the lease, restored if the lease
-    /// sent nothing at all.
-    pub fn unlease(&mut self, from: u64, fin: bool, before: SendState, sent_nothing: bool) {
+    /// sent nothing at all. `to`: the end of the lease.
+    ///
+    /// Returns false if the bytes after the lease were leased or sent since (two paths'
+    /// batches leased this stream one after the other and the earlier one came back last,
+    /// as with a thread per path): they cannot count as unsent again, so the unused range
+    /// is queued to be sent like lost data (its connection credit stays spent: it lies
+    /// below the stream's highest offset sent).
+    pub fn unlease(&mut self, from: u64, to: u64, fin: bool, before: SendState, sent_nothing: bool) -> bool {
+        if self.buf.unsent() != to {
+            debug_assert!(!fin, "a lease with the FIN is the stream's last");
+            self.buf.on_lost(from..to);
+            return false;
+        }
         self.buf.unsend(from);
         if fin && self.fin == Fin::Sent {
             self.fin = Fin::Pending;
@@ -189,6 +200,7 @@ impl SendStream {
         if sent_nothing && matches!(before, SendState::Ready | SendState::Send) {
             self.state = before;
         }
+        true
     }
 
     /// Records an acknowledgement. Returns true when this completed the stream (all data and

@@ -14,10 +14,13 @@ use smallvec::SmallVec;
 use super::space::SentFrames;
 use super::{touch, Connection, State, Transmit};
 
+mod alone;
 mod close;
 mod frames;
 mod host;
 mod lease;
+#[cfg(test)]
+pub(crate) use alone::AloneBatch;
 pub(crate) use lease::SendLease;
 mod off_path;
 mod path_packet;
@@ -200,17 +203,20 @@ impl Connection {
     fn write_batch(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
         self.paths[pi].in_batch = true;
         let t = self.write_batch_leased(now, buf, pi, allow_data);
+        self.end_batch(now, pi);
+        t
+    }
+
+    /// The batch of path `pi` is over: the path returns its lease and leaves the batch; the
+    /// mail the batch posted (ACKs carried for other paths) reaches them now.
+    pub(crate) fn end_batch(&mut self, now: Instant, pi: usize) {
         if let Some(p) = self.paths.get_mut(pi) {
             p.in_batch = false;
-        }
-        if let Some(p) = self.paths.get_mut(pi) {
             // Packets outside a batch (off-path responses, CONNECTION_CLOSE) are not marked.
             p.ecn_batch = false;
         }
         self.return_lease(now, pi);
-        // The mail the batch posted (ACKs carried for other paths) reaches them now.
         self.deliver_mail_or_close(now);
-        t
     }
 
     fn write_batch_leased(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
@@ -241,16 +247,17 @@ impl Connection {
             }
             (count, if count > 1 { segment_size } else { None })
         } else {
-            // The path builds the whole batch itself: alone while it can, then with the host.
+            // The path builds the whole batch itself: alone (checked out of the table) while
+            // it can, then with the host.
             self.paths.check_offers_fresh();
-            let (path, mut host) = self.send_host(pi)?;
-            touch!(host, send_path_batches);
+            touch!(self, send_path_batches);
             let mut b = BatchWritten::default();
-            if let Some(mut alone) = host.try_alone(path, now, allow_data) {
-                path.build_batch(&mut alone, now, buf, allow_data, &mut b);
-                host.take_back(path, alone.alone);
+            if let Some(mut alone) = self.begin_alone_batch(now, pi, allow_data) {
+                alone.build(now, buf);
+                b = self.end_alone_batch(alone);
             }
             if !b.done {
+                let (path, mut host) = self.send_host(pi)?;
                 path.build_batch(&mut BatchSide::with_host(&mut host), now, buf, allow_data, &mut b);
             }
             if let Some(e) = b.close {

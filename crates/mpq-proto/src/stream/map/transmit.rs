@@ -145,9 +145,14 @@ impl Streams {
         if unused == 0 && !fin_unused {
             return;
         }
-        self.conn_sent -= unused;
-        let Some(send) = self.streams.get_mut(&lease.id).and_then(|s| s.send.as_mut()) else { return };
-        send.unlease(lease.next, fin_unused, lease.state_before, lease.next == lease.start && !lease.fin_taken);
+        let Some(send) = self.streams.get_mut(&lease.id).and_then(|s| s.send.as_mut()) else {
+            self.conn_sent -= unused;
+            return;
+        };
+        let sent_nothing = lease.next == lease.start && !lease.fin_taken;
+        if send.unlease(lease.next, lease.end, fin_unused, lease.state_before, sent_nothing) {
+            self.conn_sent -= unused;
+        }
         self.schedule(lease.id);
     }
 

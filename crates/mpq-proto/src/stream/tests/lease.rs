@@ -116,3 +116,34 @@ fn no_lease_with_two_streams_or_data_to_resend() {
     let l = c.lease_stream_data(5000, &|_| true).expect("lease");
     assert_eq!((l.id, l.start, l.end, a), (id, 0, 10, id));
 }
+
+/// Two batches lease one stream one after the other (two paths' threads) and the earlier one
+/// comes back last with bytes unused: those cannot count as unsent again (the later lease
+/// holds the bytes after them), so they are resent like lost data, their connection credit
+/// still spent; every byte still goes out exactly once more and the stream ends intact.
+#[test]
+fn an_earlier_lease_returned_after_a_later_one_resends_its_unused_bytes() {
+    let (mut c, id) = table(&[(5000, false)], true);
+    let mut first = c.lease_stream_data(2000, &|_| true).expect("first lease");
+    let second = c.lease_stream_data(2000, &|_| true).expect("second lease");
+    assert_eq!((first.start, first.end, second.start, second.end), (0, 2000, 2000, 4000));
+    let used = first.take(500).expect("a chunk of the first lease");
+    assert_eq!((used.offset, used.len), (0, 500));
+    let queued = c.queued_bytes();
+    c.return_stream_data(first);
+    assert_eq!(c.queued_bytes(), queued + 1500, "the unused bytes wait to be resent");
+    c.return_stream_data(second);
+    // The second lease's bytes are unsent again (it was the tail); the first's unused
+    // bytes go out as a resend, then the rest of the stream.
+    let mut got: Vec<(u64, usize, bool)> =
+        drain(&mut c, 1200).into_iter().map(|(ch, _)| (ch.offset, ch.len, ch.fin)).collect();
+    got.sort_unstable();
+    let mut next = 500;
+    for &(offset, len, _) in &got {
+        assert_eq!(offset, next, "every byte once, in {got:?}");
+        next += len as u64;
+    }
+    assert_eq!(next, 5000);
+    assert!(got.last().is_some_and(|&(_, _, fin)| fin), "the FIN goes with the last bytes");
+    assert!(!c.has_pending_data(), "{id:?} drained");
+}
