@@ -17,6 +17,39 @@ fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// qlog `transport:packet_sent` and `recovery:metrics_updated` for a packet `path` sent,
+/// built from the path alone, so that a path building a batch alone records its own events
+/// (handed to the sink when the batch returns).
+pub(crate) fn packet_sent_events(
+    level: Level,
+    path: &PathState,
+    pn: u64,
+    size: usize,
+    frames: Option<Vec<Value>>,
+) -> [(&'static str, Value); 2] {
+    let sent = json!({
+        "header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": path.id},
+        "raw": {"length": size},
+        "frames": frames.unwrap_or_default(),
+    });
+    let mut metrics = json!({
+        "min_rtt": ms(path.rtt.min()),
+        "smoothed_rtt": ms(path.rtt.smoothed()),
+        "latest_rtt": ms(path.rtt.latest()),
+        "rtt_variance": ms(path.rtt.rttvar()),
+        "pto_count": path.pto_count,
+        "congestion_window": path.cc.window(),
+        "bytes_in_flight": path.bytes_in_flight,
+        "path_id": path.id,
+    });
+    // Before the first loss the threshold is "infinite" (u64::MAX): qlog has no such value.
+    let ssthresh = path.cc.ssthresh();
+    if ssthresh != u64::MAX {
+        metrics["ssthresh"] = ssthresh.into();
+    }
+    [("transport:packet_sent", sent), ("recovery:metrics_updated", metrics)]
+}
+
 impl ConnShared {
     /// The qlog frames of a packet about to be sealed, read from its plaintext `payload` (the
     /// bytes after the packet number); `None` without a sink, so that a connection without
@@ -38,31 +71,17 @@ impl ConnShared {
         frames: Option<Vec<Value>>,
     ) {
         let Some(q) = self.qlog.as_mut() else { return };
-        q.emit(
-            now,
-            "transport:packet_sent",
-            json!({
-                "header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": path.id},
-                "raw": {"length": size},
-                "frames": frames.unwrap_or_default(),
-            }),
-        );
-        let mut metrics = json!({
-            "min_rtt": ms(path.rtt.min()),
-            "smoothed_rtt": ms(path.rtt.smoothed()),
-            "latest_rtt": ms(path.rtt.latest()),
-            "rtt_variance": ms(path.rtt.rttvar()),
-            "pto_count": path.pto_count,
-            "congestion_window": path.cc.window(),
-            "bytes_in_flight": path.bytes_in_flight,
-            "path_id": path.id,
-        });
-        // Before the first loss the threshold is "infinite" (u64::MAX): qlog has no such value.
-        let ssthresh = path.cc.ssthresh();
-        if ssthresh != u64::MAX {
-            metrics["ssthresh"] = ssthresh.into();
+        for (name, data) in packet_sent_events(level, path, pn, size, frames) {
+            q.emit(now, name, data);
         }
-        q.emit(now, "recovery:metrics_updated", metrics);
+    }
+
+    /// Emits, in order, the qlog events a path recorded while it built a batch alone.
+    pub(crate) fn qlog_emit_recorded(&mut self, events: Vec<(Instant, &'static str, Value)>) {
+        let Some(q) = self.qlog.as_mut() else { return };
+        for (now, name, data) in events {
+            q.emit(now, name, data);
+        }
     }
 
     /// qlog `transport:packet_received` for an authenticated packet whose frames were

@@ -115,3 +115,37 @@ fn two_paths_open_their_received_datagrams_on_two_threads_at_once() {
     assert!(done, "the upload did not finish");
     up.assert_intact();
 }
+
+/// Collects a connection's `transport:packet_sent` events as (packet type, number).
+struct SentLog(std::sync::Arc<std::sync::Mutex<Vec<(String, u64)>>>);
+
+impl crate::qlog::QlogSink for SentLog {
+    fn emit(&mut self, _: Instant, name: &'static str, data: serde_json::Value) {
+        if name == "transport:packet_sent" {
+            let ty = data["header"]["packet_type"].as_str().unwrap_or_default().to_string();
+            let pn = data["header"]["packet_number"].as_u64().expect("packet number");
+            self.0.lock().expect("log").push((ty, pn));
+        }
+    }
+}
+
+/// A path building its batches alone records its own qlog events, handed to the sink when
+/// each batch returns: with qlog on, batches are still built alone, and every 1-RTT packet
+/// sent appears once, in order.
+#[test]
+fn batches_built_alone_log_every_packet_they_send() {
+    let mut pair = Pair::new(TransportConfig { pacing: false, ..TransportConfig::default() });
+    let log = std::sync::Arc::default();
+    client(&mut pair).set_qlog(Box::new(SentLog(std::sync::Arc::clone(&log))));
+    let before = client(&mut pair).shared.touches;
+    super::tests::run_upload(&mut pair, 1_000_000, Duration::from_secs(30));
+    let after = client(&mut pair).shared.touches;
+    assert!(after.send_alone_batches > before.send_alone_batches + 20, "{after:?}");
+    let log = log.lock().expect("log");
+    let one_rtt: Vec<u64> = log.iter().filter(|(ty, _)| ty == "1RTT").map(|(_, pn)| *pn).collect();
+    let sent = client(&mut pair).stats().paths[0].tx_packets;
+    assert!(one_rtt.len() > 700, "{} 1-RTT packets logged", one_rtt.len());
+    assert!(one_rtt.iter().enumerate().all(|(i, &pn)| pn == i as u64), "each packet once, in order");
+    let long = log.len() - one_rtt.len();
+    assert_eq!(log.len() as u64, sent, "{long} long-header packets and {} 1-RTT ones", one_rtt.len());
+}

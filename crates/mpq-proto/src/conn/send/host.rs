@@ -45,7 +45,7 @@ impl SendHost<'_> {
 
     /// Prepares a batch of `path` to be built alone ([`BatchSide::alone`]): when the batch
     /// may send new data now, nothing connection-wide waits (no PING, no frame of the shared
-    /// side, qlog off), the path's inbox is empty and its ACK placement is its own ACKs only,
+    /// side), the path's inbox is empty and its ACK placement is its own ACKs only,
     /// the path leases the keys, its CID and the batch's stream data here. `None`: the batch
     /// is built with the host (what it leased stays for that).
     pub fn try_alone(
@@ -56,7 +56,6 @@ impl SendHost<'_> {
     ) -> Option<BatchSide<'static, 'static>> {
         let shared = &*self.shared;
         let quiet_now = shared.state == State::Established
-            && shared.qlog.is_none()
             && !shared.ping_pending
             && shared.quiet_for_lease()
             && self.board.inbox(self.slot).is_empty();
@@ -76,11 +75,12 @@ impl SendHost<'_> {
         if !lease.has_data() && !self.renew_data_lease(path) {
             return None;
         }
-        Some(BatchSide::alone(self.slot, BatchConfig::of(&self.shared.config)))
+        Some(BatchSide::alone(self.slot, BatchConfig::of(&self.shared.config, self.shared.qlog.is_some())))
     }
 
     /// A batch `path` built alone returns: what it changed for the others (its view, its
-    /// ACK offer, the ACKs it carried for other paths) is published and posted.
+    /// ACK offer, the ACKs it carried for other paths, its qlog events) is published,
+    /// emitted and posted.
     pub fn take_back(&mut self, path: &mut PathState, effects: AloneEffects) {
         touch!(self, send_alone_batches);
         #[cfg(debug_assertions)]
@@ -93,6 +93,7 @@ impl SendHost<'_> {
         if effects.offer_changed && self.board.offers_on {
             self.board.publish_offer(self.slot, path.ack_offer());
         }
+        self.shared.qlog_emit_recorded(effects.qlog);
         for (slot, notice) in effects.carried {
             if let Some(owner) = self.board.get(slot).map(|v| v.id) {
                 path.note_carried(owner, notice.version);

@@ -15,6 +15,7 @@ use crate::time::Instant;
 use crate::types::Level;
 
 use super::super::path::PathState;
+use super::super::qlog::packet_sent_events;
 use super::super::space::SentFrames;
 use super::super::{touch, State};
 use super::host::ack_carriers;
@@ -339,10 +340,12 @@ impl PathState {
                 return after;
             }
         }
-        // qlog: the frames as they go on the wire, read before sealing encrypts them. (Alone:
-        // qlog is off.)
-        let qlog_frames =
-            side.host_ref().and_then(|h| h.shared.qlog_sent_frames(&buf[p.header.pn_offset + p.header.pn_len..]));
+        // qlog: the frames as they go on the wire, read before sealing encrypts them.
+        let payload = &buf[p.header.pn_offset + p.header.pn_len..];
+        let qlog_frames = match side.host_ref() {
+            Some(h) => h.shared.qlog_sent_frames(payload),
+            None => side.cfg().qlog.then(|| crate::qlog::frames_json(payload, side.cfg().ack_delay_exponent)),
+        };
         let lease = self.send_lease.as_ref();
         let leased = lease.is_some();
         let host = side.host_ref();
@@ -417,8 +420,20 @@ impl PathState {
                 }
             }
         }
-        if let Some(host) = side.host() {
-            host.shared.qlog_packet_sent(now, p.header.level, self, p.header.pn, size as usize, qlog_frames);
+        let record_qlog = side.cfg().qlog;
+        match side.host() {
+            Some(host) => {
+                host.shared.qlog_packet_sent(now, p.header.level, self, p.header.pn, size as usize, qlog_frames)
+            }
+            None if record_qlog => {
+                // Alone, the path records its own events; the sink gets them when the batch
+                // returns.
+                let (level, pn) = (p.header.level, p.header.pn);
+                for (name, data) in packet_sent_events(level, self, pn, size as usize, qlog_frames) {
+                    side.alone.qlog.push((now, name, data));
+                }
+            }
+            None => {}
         }
         self.record_sent(side, now, p, size, in_flight, leased);
         after

@@ -4,10 +4,10 @@
 //! A batch is built either **with the host** (the shared half and the board, under the
 //! connection's lock in a runtime with threads: everything connection-wide is at hand), or
 //! **alone**: when nothing connection-wide waits (a quiet lease), the batch's ACKs are the
-//! path's own, its inbox is empty, qlog is off and the lease already holds the 1-RTT keys,
-//! the peer's CID and the stream data for the batch, the path builds, seals and records the
-//! whole batch holding nothing of the connection ([`SendHost::try_build_alone`]). What an
-//! alone batch changes for the others (its view on the board, its ACK offer, the sent-packet
+//! path's own, its inbox is empty and the lease already holds the 1-RTT keys, the peer's
+//! CID and the stream data for the batch, the path builds, seals and records the whole batch
+//! holding nothing of the connection ([`SendHost::try_alone`]). What an alone batch changes
+//! for the others (its view on the board, its ACK offer, its qlog events, the sent-packet
 //! counters of debug builds) is kept in [`AloneEffects`] and handed over once when the batch
 //! returns ([`SendHost::take_back`]). If it needs the shared side (its leased data ran out
 //! and more may wait in the stream table), it stops after the packet at hand and the batch
@@ -17,6 +17,8 @@
 //! no reference at all, so a path's thread (issue C2) can run it outside the lock.
 
 use std::time::Duration;
+
+use crate::time::Instant;
 
 use super::super::config::TransportConfig;
 use super::super::mail::AckCarried;
@@ -33,16 +35,19 @@ pub(crate) struct BatchConfig {
     pub ack_delay_exponent: u8,
     /// Our max_ack_delay.
     pub max_ack_delay: Duration,
+    /// qlog is on: a batch built alone records its events for the sink.
+    pub qlog: bool,
 }
 
 impl BatchConfig {
-    /// The batch settings of `config`.
-    pub fn of(config: &TransportConfig) -> Self {
+    /// The batch settings of `config`, with qlog on if `qlog`.
+    pub fn of(config: &TransportConfig, qlog: bool) -> Self {
         Self {
             max_gso_segments: config.max_gso_segments.max(1),
             pacing: config.pacing,
             ack_delay_exponent: config.ack_delay_exponent,
             max_ack_delay: config.max_ack_delay,
+            qlog,
         }
     }
 }
@@ -58,6 +63,8 @@ pub(crate) struct AloneEffects {
     pub carried: Vec<(usize, AckCarried)>,
     /// Packets sealed under the lease (debug builds' touch counters).
     pub leased_packets: u64,
+    /// qlog events the path recorded (time, name, data), for the sink, in order.
+    pub qlog: Vec<(Instant, &'static str, serde_json::Value)>,
     /// The batch needed the shared side (more stream data may wait in the stream table):
     /// it stopped, and goes on with the host.
     pub needs_host: bool,
@@ -75,7 +82,7 @@ pub(crate) struct BatchSide<'h, 'a> {
 impl<'h, 'a> BatchSide<'h, 'a> {
     /// A batch built with the host.
     pub fn with_host(host: &'h mut SendHost<'a>) -> Self {
-        let (slot, cfg) = (host.slot, BatchConfig::of(host.config()));
+        let (slot, cfg) = (host.slot, BatchConfig::of(host.config(), host.shared.qlog.is_some()));
         Self { host: Some(host), slot, cfg, alone: AloneEffects::default() }
     }
 
