@@ -9,11 +9,9 @@ use super::tests_multipath::{open_second_path, server};
 use super::*;
 use crate::testing::Pair;
 
-/// Two paths of one connection build their send batches alone on two threads at once (each
-/// checked out with its lease); checked back in, both batches reach the peer on their paths
-/// and the transfer they began completes intact.
-#[test]
-fn two_paths_build_their_send_batches_on_two_threads_at_once() {
+/// A pair with two validated paths, unpaced (bursts fill GSO batches), and an upload whose
+/// first data the client holds, nothing of it sent yet. Returns the second path's ID.
+fn two_paths_and_an_upload() -> (Pair, u64, Upload) {
     let cfg = TransportConfig { initial_max_path_id: Some(4), pacing: false, ..TransportConfig::default() };
     let mut pair = Pair::new(cfg);
     let id = open_second_path(&mut pair);
@@ -21,6 +19,25 @@ fn two_paths_build_their_send_batches_on_two_threads_at_once() {
     pair.run_until(Duration::from_millis(500), |_| false);
     let mut up = Upload::new(400_000);
     up.pump(&mut pair);
+    (pair, id, up)
+}
+
+/// Runs the upload to its end and checks every byte arrived.
+fn finish(pair: &mut Pair, up: &mut Upload) {
+    let done = pair.run_until(Duration::from_secs(30), |p| {
+        up.pump(p);
+        up.is_done()
+    });
+    assert!(done, "the upload did not finish");
+    up.assert_intact();
+}
+
+/// Two paths of one connection build their send batches alone on two threads at once (each
+/// checked out with its lease); checked back in, both batches reach the peer on their paths
+/// and the transfer they began completes intact.
+#[test]
+fn two_paths_build_their_send_batches_on_two_threads_at_once() {
+    let (mut pair, id, mut up) = two_paths_and_an_upload();
     let (now, client_addr) = (pair.now, pair.client_addr);
     let c = client(&mut pair);
     let slots = [c.path_index(0).expect("path 0"), c.path_index(id).expect("path 1")];
@@ -61,12 +78,7 @@ fn two_paths_build_their_send_batches_on_two_threads_at_once() {
         pair.inject_batch(true, src, dst, &mut datagrams);
         assert_eq!(rx_packets(server(&mut pair), id), before[k] + n, "path {id}: every datagram opened");
     }
-    let done = pair.run_until(Duration::from_secs(30), |p| {
-        up.pump(p);
-        up.is_done()
-    });
-    assert!(done, "the upload did not finish");
-    up.assert_intact();
+    finish(&mut pair, &mut up);
 }
 
 fn rx_packets(c: &Connection, id: u64) -> u64 {
@@ -78,12 +90,7 @@ fn rx_packets(c: &Connection, id: u64) -> u64 {
 /// applied and the transfer goes on and completes intact.
 #[test]
 fn two_paths_open_their_received_datagrams_on_two_threads_at_once() {
-    let cfg = TransportConfig { initial_max_path_id: Some(4), pacing: false, ..TransportConfig::default() };
-    let mut pair = Pair::new(cfg);
-    let id = open_second_path(&mut pair);
-    pair.run_until(Duration::from_millis(500), |_| false);
-    let mut up = Upload::new(400_000);
-    up.pump(&mut pair);
+    let (mut pair, id, mut up) = two_paths_and_an_upload();
     // The client's next datagrams, taken off the link by path (the round-robin scheduler
     // would spread them; the default one fills both windows).
     let now = pair.now;
@@ -108,12 +115,7 @@ fn two_paths_open_their_received_datagrams_on_two_threads_at_once() {
     assert_eq!(opened, sizes, "every datagram opened by its path alone");
     let after: Vec<u64> = [0, id].iter().map(|&p| rx_packets(s, p)).collect();
     assert!(after[0] > before[0] && after[1] > before[1], "{before:?} -> {after:?}");
-    let done = pair.run_until(Duration::from_secs(30), |p| {
-        up.pump(p);
-        up.is_done()
-    });
-    assert!(done, "the upload did not finish");
-    up.assert_intact();
+    finish(&mut pair, &mut up);
 }
 
 /// Collects a connection's `transport:packet_sent` events as (packet type, number).
