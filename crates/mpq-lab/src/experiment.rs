@@ -113,6 +113,8 @@ pub struct Experiment {
     pub ccs: Vec<CcAlgorithm>,
     /// ACK policies to run.
     pub ack_policies: Vec<AckPolicy>,
+    /// ACK-range limits to run (`None`: the protocol's default, every range kept).
+    pub ack_ranges: Vec<Option<usize>>,
     /// Path counts to run (empty: all the class's paths).
     pub path_counts: Vec<usize>,
     /// Initial paths to run.
@@ -314,6 +316,17 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
     let schedulers = c.names(&fa.scheduler, "factors.scheduler", SchedulerKind::default(), |s| s.parse())?;
     let ccs = c.names(&fa.cc, "factors.cc", CcAlgorithm::Cubic, |s| s.parse())?;
     let ack_policies = c.names(&fa.ack_policy, "factors.ack_policy", AckPolicy::default(), |s| s.parse())?;
+    let most_ranges = mpq_proto::conn::DEFAULT_MAX_ACK_RANGES;
+    for (i, &n) in fa.ack_ranges.iter().enumerate() {
+        if !(1..=most_ranges).contains(&n) {
+            return Err(c.err(
+                &format!("factors.ack_ranges[{i}]"),
+                format!("{n} ranges: an ACK frame reports 1 to {most_ranges} ranges"),
+            ));
+        }
+    }
+    let ack_ranges =
+        if fa.ack_ranges.is_empty() { vec![None] } else { fa.ack_ranges.iter().map(|&n| Some(n)).collect() };
     for (i, &n) in fa.paths.iter().enumerate() {
         if n == 0 || n > max_paths {
             return Err(c.err(&format!("factors.paths[{i}]"), format!("{n} paths: the topology has {max_paths}")));
@@ -362,6 +375,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         schedulers,
         ccs,
         ack_policies,
+        ack_ranges,
         path_counts: fa.paths.clone(),
         initial_paths,
         repetitions: f.repetitions,

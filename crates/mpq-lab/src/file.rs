@@ -181,6 +181,9 @@ pub struct FactorsSpec {
     /// Where PATH_ACKs go (default: same-path).
     #[serde(default)]
     pub ack_policy: Vec<String>,
+    /// Most ranges one ACK frame reports, e.g. [4, 8, 16, 32] (default: every range kept).
+    #[serde(default)]
+    pub ack_ranges: Vec<usize>,
     /// Numbers of paths: the first N of the topology (default: all).
     #[serde(default)]
     pub paths: Vec<usize>,

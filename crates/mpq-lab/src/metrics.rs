@@ -63,6 +63,9 @@ pub struct Row {
     pub cc: String,
     /// ACK policy.
     pub ack_policy: String,
+    /// Most ranges per ACK frame, when the run limited them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_ranges: Option<usize>,
     /// `download` or `reqresp`.
     pub workload: String,
     /// Download size (or request size), bytes.
@@ -211,6 +214,7 @@ pub fn row(
         scheduler: run.scheduler.clone(),
         cc: run.cc.clone(),
         ack_policy: run.ack_policy.clone(),
+        ack_ranges: run.ack_ranges,
         workload: workload.to_owned(),
         size: run.size,
         links: scenario.links.clone(),

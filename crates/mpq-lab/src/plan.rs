@@ -46,6 +46,8 @@ pub struct RunSpec {
     pub cc: String,
     /// ACK policy name.
     pub ack_policy: String,
+    /// Most ranges per ACK frame (`None`: the protocol's default).
+    pub ack_ranges: Option<usize>,
     /// Download size, or request size.
     pub size: u64,
     /// IDs of the baselines of this run's paths (topology order), for the aggregation benefit.
@@ -204,7 +206,8 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
             for &initial in exp.initial_paths.iter().filter(|&&i| i < n) {
                 for sched in &exp.schedulers {
                     for cc in &exp.ccs {
-                        for &ack in &exp.ack_policies {
+                        let acks = exp.ack_policies.iter().flat_map(|&a| exp.ack_ranges.iter().map(move |&r| (a, r)));
+                        for (ack, ranges) in acks {
                             let bcc = exp.baseline_cc.unwrap_or(*cc).to_string();
                             let mut ids = Vec::new();
                             if exp.baselines && n > 1 {
@@ -219,6 +222,8 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                             scheduler: sched.to_string(),
                                             cc: bcc.clone(),
                                             ack_policy: ack_policy_name(ack).into(),
+                                            // Baselines keep the protocol's default.
+                                            ack_ranges: None,
                                             size,
                                             baselines: Vec::new(),
                                         });
@@ -230,8 +235,9 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                             order.extend((0..n).filter(|&p| p != initial));
                             multi.push(RunSpec {
                                 id: format!(
-                                    "{sid}/mp-{sched}-{cc}-{}-n{n}-i{initial}-{}",
+                                    "{sid}/mp-{sched}-{cc}-{}{}-n{n}-i{initial}-{}",
                                     ack_policy_name(ack),
+                                    ranges.map_or_else(String::new, |r| format!("-r{r}")),
                                     size_tag(size)
                                 ),
                                 role: Role::Multipath,
@@ -240,6 +246,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                 scheduler: sched.to_string(),
                                 cc: cc.to_string(),
                                 ack_policy: ack_policy_name(ack).into(),
+                                ack_ranges: ranges,
                                 size,
                                 baselines: ids,
                             });
@@ -265,6 +272,9 @@ impl PlannedScenario {
         s.scheduler = run.scheduler.parse()?;
         s.cc = run.cc.parse()?;
         s.ack_policy = run.ack_policy.parse()?;
+        if let Some(n) = run.ack_ranges {
+            s.ack_ranges = n;
+        }
         s.fail = self
             .fail
             .iter()
@@ -292,6 +302,9 @@ impl PlannedScenario {
             }
         }
         c += &format!(" --scheduler {} --cc {} --ack-policy {}", run.scheduler, run.cc, run.ack_policy);
+        if let Some(n) = run.ack_ranges {
+            c += &format!(" --ack-ranges {n}");
+        }
         if let Some(b) = &self.bottleneck {
             c += &format!(" --bottleneck {b}");
             if self.competitor {

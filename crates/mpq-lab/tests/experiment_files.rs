@@ -198,3 +198,35 @@ fn shipped_experiment_files_load() {
     }
     assert!(n >= 2, "{n} experiment files in {}", dir.display());
 }
+
+/// `factors.ack_ranges` (seed 003's ACK-range limits): each limit is a multipath run of its
+/// own (`-rN` in its ID, `--ack-ranges N` in its command, the limit in its simulator
+/// scenario); the single-path baselines keep the protocol's default; a limit outside 1..=256
+/// is an error naming the key.
+#[test]
+fn ack_range_limits_are_a_factor() {
+    let text = edit("cc: [olia]", "cc: [olia]\n  ack_ranges: [4, 32]");
+    let exp = load(&text).unwrap();
+    assert_eq!(exp.ack_ranges, [Some(4), Some(32)]);
+    let plan = mpq_lab::plan::Plan::new(&exp).unwrap();
+    let sc = &plan.scenarios[0];
+    let multi: Vec<_> = sc.runs.iter().filter(|r| r.role == mpq_lab::plan::Role::Multipath).collect();
+    assert_eq!(multi.len(), 2 * 2 * 2, "2 schedulers x 2 initial paths x 2 limits");
+    for r in &multi {
+        let n = r.ack_ranges.expect("a limit");
+        assert!(r.id.contains(&format!("-r{n}-")), "{}", r.id);
+        assert!(sc.sim_command(&exp, r).contains(&format!("--ack-ranges {n}")));
+        assert_eq!(sc.sim_scenario(&exp, r).unwrap().ack_ranges, n);
+    }
+    for r in sc.runs.iter().filter(|r| r.role == mpq_lab::plan::Role::Baseline) {
+        assert_eq!(r.ack_ranges, None, "{}", r.id);
+        assert_eq!(sc.sim_scenario(&exp, r).unwrap().ack_ranges, mpq_proto::conn::DEFAULT_MAX_ACK_RANGES);
+    }
+    // Without the factor: one run per combination, with the default and the old IDs.
+    let plain = mpq_lab::plan::Plan::new(&load(GOOD).unwrap()).unwrap();
+    assert!(plain.scenarios[0].runs.iter().all(|r| r.ack_ranges.is_none() && !r.id.contains("-r")));
+    bad(
+        &edit("cc: [olia]", "cc: [olia]\n  ack_ranges: [4, 0]"),
+        &["exp.yaml:9", "factors.ack_ranges[1]", "1 to 256 ranges"],
+    );
+}

@@ -24,7 +24,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use mpq_proto::cc::CcAlgorithm;
-use mpq_proto::conn::{AckPolicy, ConnectionStats, PathStats, TransportConfig};
+use mpq_proto::conn::{AckPolicy, ConnectionStats, PathStats, TransportConfig, DEFAULT_MAX_ACK_RANGES};
 use mpq_proto::endpoint::{Endpoint, EndpointConfig};
 use mpq_proto::qlog::QlogSink;
 use mpq_proto::sched::SchedulerKind;
@@ -73,6 +73,8 @@ pub struct Scenario {
     pub cc: CcAlgorithm,
     /// Where PATH_ACKs go.
     pub ack_policy: AckPolicy,
+    /// Most ranges in one ACK frame, both endpoints ([`TransportConfig::max_ack_ranges`]).
+    pub ack_ranges: usize,
     /// Link failures: path index and the time (from the start) from which its link loses
     /// everything in both directions.
     pub fail: Vec<(usize, Duration)>,
@@ -232,6 +234,7 @@ impl Scenario {
             scheduler: SchedulerKind::default(),
             cc: CcAlgorithm::Cubic,
             ack_policy: AckPolicy::default(),
+            ack_ranges: DEFAULT_MAX_ACK_RANGES,
             fail: Vec::new(),
             workload: Workload::Download,
             seed: 1,
@@ -285,6 +288,7 @@ impl Scenario {
             cc: self.cc,
             scheduler: self.scheduler,
             ack_policy: self.ack_policy,
+            max_ack_ranges: self.ack_ranges,
             initial_max_path_id: (n > 1 && self.multipath).then(|| n - 1),
             max_concurrent_paths: defaults.max_concurrent_paths.max(n),
             ..defaults
@@ -321,6 +325,9 @@ impl Scenario {
         }
         if self.max_time.is_some_and(|t| t.is_zero()) {
             return bad("the time limit must be positive".into());
+        }
+        if self.ack_ranges == 0 {
+            return bad("an ACK frame reports at least one range (ack ranges 0)".into());
         }
         Ok(())
     }

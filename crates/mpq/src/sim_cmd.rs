@@ -39,6 +39,10 @@ pub struct SimArgs {
     /// Where PATH_ACKs go: same-path, lowest-rtt or all-paths.
     #[arg(long, default_value = "same-path")]
     pub ack_policy: String,
+    /// Most ranges one ACK frame reports, the highest first (default: every range kept,
+    /// 256); e.g. 4 to reproduce an ACK-range-limited receiver.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub ack_ranges: Option<u64>,
     /// Make link N lose everything from time T on, e.g. 0@3s (repeatable).
     #[arg(long = "fail-link", value_name = "N@T")]
     pub fail: Vec<String>,
@@ -117,6 +121,9 @@ pub fn scenario(args: &SimArgs) -> Result<Scenario> {
     s.scheduler = args.scheduler.parse().map_err(anyhow::Error::msg)?;
     s.cc = args.cc.parse().map_err(anyhow::Error::msg)?;
     s.ack_policy = args.ack_policy.parse().map_err(anyhow::Error::msg)?;
+    if let Some(n) = args.ack_ranges {
+        s.ack_ranges = n as usize;
+    }
     s.fail = args.fail.iter().map(|f| parse_fail(f)).collect::<Result<_>>()?;
     if let Some(b) = &args.bottleneck {
         let link = b.parse::<LinkConfig>().map_err(|e| anyhow!("--bottleneck {b}: {e}"))?;
@@ -232,6 +239,14 @@ mod tests {
         assert_eq!(s.links.len(), 2);
         assert_eq!(s.size, 20_000_000);
         assert_eq!(s.workload, Workload::Download);
+        assert_eq!(s.ack_ranges, mpq_proto::conn::DEFAULT_MAX_ACK_RANGES);
+    }
+
+    #[test]
+    fn ack_ranges_limit_the_scenario_and_zero_is_refused() {
+        assert_eq!(parse(&["--ack-ranges", "4"]).unwrap().ack_ranges, 4);
+        let e = parse(&["--ack-ranges", "0"]).unwrap_err().to_string();
+        assert!(e.contains("--ack-ranges") && e.contains("1..=256"), "{e}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub struct Varying {
     scheduler: bool,
     cc: bool,
     ack_policy: bool,
+    ack_ranges: bool,
     paths: bool,
     size: bool,
 }
@@ -29,6 +30,7 @@ impl Varying {
             scheduler: many(&mp, |r| r.scheduler.clone()),
             cc: many(&mp, |r| r.cc.clone()),
             ack_policy: many(&mp, |r| r.ack_policy.clone()),
+            ack_ranges: many(&mp, |r| r.ack_ranges),
             paths: many(&mp, |r| r.paths),
             size: many(&mp, |r| r.size),
         }
@@ -46,6 +48,9 @@ impl Varying {
         }
         if self.ack_policy {
             parts.push(format!("ack {}", r.ack_policy));
+        }
+        if self.ack_ranges {
+            parts.push(r.ack_ranges.map_or_else(|| "all ACK ranges".into(), |n| format!("{n} ACK ranges")));
         }
         if self.paths {
             parts.push(format!("{} paths", r.paths));

@@ -23,6 +23,7 @@ pub fn row(id: &str, role: Role, path: usize, goodput: f64, eben: Option<f64>) -
         scheduler: "minrtt".into(),
         cc: if multipath { "olia".into() } else { "cubic".into() },
         ack_policy: "same-path".into(),
+        ack_ranges: None,
         workload: "download".into(),
         size: 1_000_000,
         links: vec!["10mbit/20ms".into(), "5mbit/40ms".into()],

@@ -8,6 +8,10 @@ use std::time::Duration;
 use crate::cc::{CcAlgorithm, CcConfig};
 use crate::stream::StreamsConfig;
 
+/// Default of [`TransportConfig::max_ack_ranges`]: every range a path keeps of the packets
+/// it received.
+pub const DEFAULT_MAX_ACK_RANGES: usize = crate::recovery::received::DEFAULT_MAX_RANGES;
+
 /// Transport settings for one connection. The defaults suit the open Internet; the lab
 /// overrides them per experiment.
 #[derive(Debug, Clone)]
@@ -58,6 +62,11 @@ pub struct TransportConfig {
     pub scheduler: SchedulerKind,
     /// Multipath: where PATH_ACK frames go.
     pub ack_policy: AckPolicy,
+    /// Most ranges one ACK or PATH_ACK frame reports, the highest first (RFC 9000 §13.2.4
+    /// lets a receiver limit them; packets below the lowest reported range are then
+    /// acknowledged later or never, and the sender may declare them lost). At least 1; the
+    /// default, [`DEFAULT_MAX_ACK_RANGES`], is every range a path keeps.
+    pub max_ack_ranges: usize,
     /// Multipath: send MAX_DATA and MAX_STREAM_DATA on every path, so a lossy path cannot
     /// hold back the peer's flow control (MPQUIC sends WINDOW_UPDATE frames on all paths:
     /// De Coninck and Bonaventure, "Multipath QUIC: Design and Evaluation", CoNEXT 2017, §3).
@@ -120,6 +129,7 @@ impl Default for TransportConfig {
             initial_max_path_id: None,
             scheduler: SchedulerKind::MinRtt,
             ack_policy: AckPolicy::SamePath,
+            max_ack_ranges: DEFAULT_MAX_ACK_RANGES,
             flow_control_on_all_paths: true,
             max_concurrent_paths: 8,
             handshake_timeout: None,

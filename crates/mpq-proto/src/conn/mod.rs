@@ -71,7 +71,7 @@ use crate::time::Instant;
 use crate::transport_params::TransportParameters;
 use crate::types::{Dir, Side, SpaceId, StreamId};
 
-pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig};
+pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig, DEFAULT_MAX_ACK_RANGES};
 pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
 #[cfg(any(test, feature = "fuzzing"))]
 pub use fuzzing::{Footprint, ForgeSlot};

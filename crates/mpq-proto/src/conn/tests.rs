@@ -676,3 +676,26 @@ fn ack_frames_and_their_ranges_are_counted() {
     assert!(p.acks_sent > 10, "the receiver acknowledged: {p:?}");
     assert_eq!(p.ack_ranges_sent, p.acks_sent, "one range per ACK without loss: {p:?}");
 }
+
+/// `max_ack_ranges` bounds the ranges of every ACK frame (RFC 9000 §13.2.4): with loss
+/// leaving gaps, the receiver reports at most that many, the highest first, and the transfer
+/// still completes intact; without the bound the same run reports more.
+#[test]
+fn ack_frames_report_at_most_max_ack_ranges() {
+    let mut most = Vec::new();
+    for max_ack_ranges in [2, DEFAULT_MAX_ACK_RANGES] {
+        let mut pair = Pair::new(TransportConfig { max_ack_ranges, ..TransportConfig::default() });
+        assert!(confirm_handshake(&mut pair));
+        // Drop every 5th datagram to the server: gaps in what it receives.
+        pair.drop = Box::new(|n, to_server| to_server && n % 5 == 0);
+        run_upload(&mut pair, 300_000, Duration::from_secs(60));
+        let h = pair.server.handles()[0];
+        let p = pair.server.connection(h).expect("server").stats().paths[0].clone();
+        assert!(p.acks_sent > 10, "{p:?}");
+        most.push((p.ack_ranges_sent, p.acks_sent));
+    }
+    let [(limited, acks), (unlimited, acks_unlimited)] = most[..] else { unreachable!() };
+    assert!(limited <= 2 * acks, "at most 2 ranges per ACK: {limited} ranges in {acks} ACKs");
+    assert!(limited > acks, "gaps were reported: {limited} ranges in {acks} ACKs");
+    assert!(unlimited > 4 * acks_unlimited, "unbounded, more ranges: {unlimited} in {acks_unlimited} ACKs");
+}

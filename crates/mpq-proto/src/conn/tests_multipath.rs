@@ -587,7 +587,7 @@ fn multipath_frame_errors() {
     Frame::PathStatus { path_id: 3, seq: 0, backup: true }.encode(&mut buf);
     let mut ranges = crate::range_set::RangeSet::new();
     ranges.insert(0..1);
-    crate::frame::encode_ack_bounded(&mut buf, Some(3), &ranges, 0, None, 100);
+    crate::frame::encode_ack_bounded(&mut buf, Some(3), &ranges, 0, None, 100, usize::MAX);
     assert_eq!(mp_server_error_for(&buf), None);
 }
 

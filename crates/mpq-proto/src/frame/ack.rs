@@ -293,10 +293,11 @@ pub fn ack_encoded_len(
     plan(path_id, ranges, delay, ecn, max_ranges, usize::MAX).map_or(0, |(_, len)| len)
 }
 
-/// Like [`encode_ack`], but includes as many ranges (highest first) as fit in `max_bytes`.
+/// Like [`encode_ack`], but includes as many ranges (highest first) as fit in `max_bytes`,
+/// at most `max_ranges` (RFC 9000 §13.2.4 lets a receiver limit the ranges it reports).
 ///
-/// Returns the number of ranges written, the first included; `None`, writing nothing, if `ranges` is empty or not
-/// even the first range fits.
+/// Returns the number of ranges written, the first included; `None`, writing nothing, if `ranges` is empty,
+/// `max_ranges` is 0 or not even the first range fits.
 pub fn encode_ack_bounded(
     out: &mut Vec<u8>,
     path_id: Option<u64>,
@@ -304,8 +305,9 @@ pub fn encode_ack_bounded(
     delay: u64,
     ecn: Option<&EcnCounts>,
     max_bytes: usize,
+    max_ranges: usize,
 ) -> Option<usize> {
-    let (n, len) = plan(path_id, ranges, delay, ecn, usize::MAX, max_bytes)?;
+    let (n, len) = plan(path_id, ranges, delay, ecn, max_ranges, max_bytes)?;
     let start = out.len();
     write(out, path_id, ranges, delay, ecn, n);
     debug_assert_eq!(out.len() - start, len);
@@ -383,7 +385,7 @@ mod tests {
 
         for max in 0..20 {
             let mut out = Vec::new();
-            let written = encode_ack_bounded(&mut out, Some(1), &s, 0, None, max);
+            let written = encode_ack_bounded(&mut out, Some(1), &s, 0, None, max, usize::MAX);
             let ok = written.is_some();
             assert!(out.len() <= max);
             assert_eq!(ok, max >= 6, "max {max}");
@@ -396,7 +398,7 @@ mod tests {
                 assert_eq!(written, Some(got.len()), "the ranges written are reported");
             }
         }
-        assert!(encode_ack_bounded(&mut Vec::new(), None, &RangeSet::new(), 0, None, 100).is_none());
+        assert!(encode_ack_bounded(&mut Vec::new(), None, &RangeSet::new(), 0, None, 100, 8).is_none());
         assert_eq!(encode_ack(&mut Vec::new(), None, &RangeSet::new(), 0, None, 100), 0);
     }
 }

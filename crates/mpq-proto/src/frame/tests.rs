@@ -180,7 +180,7 @@ proptest! {
         assert_prefixes_fail(&out)?;
 
         let mut out = vec![0xee];
-        let ok = encode_ack_bounded(&mut out, path_id, &set, delay, ecn.as_ref(), max_bytes).is_some();
+        let ok = encode_ack_bounded(&mut out, path_id, &set, delay, ecn.as_ref(), max_bytes, usize::MAX).is_some();
         prop_assert!(out.len() - 1 <= max_bytes);
         if ok {
             let Frame::Ack(a) = Frame::decode(&mut Reader::new(&out[1..])).unwrap() else { panic!() };

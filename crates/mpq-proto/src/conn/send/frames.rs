@@ -42,6 +42,7 @@ impl PathState {
         };
         let ack_delay_exponent = side.cfg().ack_delay_exponent;
         let max_ack_delay = side.cfg().max_ack_delay;
+        let max_ranges = side.cfg().max_ack_ranges;
         let carrier = self.id;
         let multipath = match (self.send_lease.as_ref(), side.host_ref()) {
             (Some(l), _) => l.multipath,
@@ -64,9 +65,15 @@ impl PathState {
                 let largest = space.received.ranges().max();
                 let ecn = space.received.ecn_counts();
                 let frame_path = if multipath { Some(carrier) } else { None };
-                if let Some(n) =
-                    frame::encode_ack_bounded(buf, frame_path, space.received.ranges(), delay, ecn.as_ref(), room)
-                {
+                if let Some(n) = frame::encode_ack_bounded(
+                    buf,
+                    frame_path,
+                    space.received.ranges(),
+                    delay,
+                    ecn.as_ref(),
+                    room,
+                    max_ranges,
+                ) {
                     self.stats.acks_sent += 1;
                     self.stats.ack_ranges_sent += n as u64;
                     if let Some(l) = largest {
@@ -95,8 +102,15 @@ impl PathState {
                 }
                 let delay = offer.ack_delay(now).as_micros() as u64 >> ack_delay_exponent;
                 let frame_path = if multipath { Some(offer.path_id) } else { None };
-                let written =
-                    frame::encode_ack_bounded(buf, frame_path, &offer.ranges, delay, offer.ecn.as_ref(), room);
+                let written = frame::encode_ack_bounded(
+                    buf,
+                    frame_path,
+                    &offer.ranges,
+                    delay,
+                    offer.ecn.as_ref(),
+                    room,
+                    max_ranges,
+                );
                 written.map(|n| (offer.path_id, offer.version, offer.ranges.max(), n))
             };
             let Some((owner, version, largest, n)) = taken else { continue };

@@ -427,6 +427,7 @@ impl Connection {
             );
         }
         let ack_delay_exponent = self.shared.config.ack_delay_exponent;
+        let max_ranges = self.shared.config.max_ack_ranges.max(1);
         let header = self.write_header(space_id, pi, buf)?;
         let payload_end = payload_room(buf, &header, max_end)?;
         let mut frames = SentFrames::default();
@@ -442,7 +443,9 @@ impl Connection {
             let largest = space.received.ranges().max();
             let ecn = space.received.ecn_counts();
             let room = payload_end - buf.len();
-            if let Some(n) = frame::encode_ack_bounded(buf, None, space.received.ranges(), delay, ecn.as_ref(), room) {
+            if let Some(n) =
+                frame::encode_ack_bounded(buf, None, space.received.ranges(), delay, ecn.as_ref(), room, max_ranges)
+            {
                 if let Some(l) = largest {
                     frames.acks.push((0, l));
                 }

@@ -35,6 +35,8 @@ pub(crate) struct BatchConfig {
     pub ack_delay_exponent: u8,
     /// Our max_ack_delay.
     pub max_ack_delay: Duration,
+    /// Most ranges in one ACK frame.
+    pub max_ack_ranges: usize,
     /// qlog is on: a batch built alone records its events for the sink.
     pub qlog: bool,
 }
@@ -47,6 +49,7 @@ impl BatchConfig {
             pacing: config.pacing,
             ack_delay_exponent: config.ack_delay_exponent,
             max_ack_delay: config.max_ack_delay,
+            max_ack_ranges: config.max_ack_ranges.max(1),
             qlog,
         }
     }
