@@ -61,6 +61,10 @@ pub struct Common {
     /// Where multipath ACKs go: same-path, lowest-rtt or all-paths.
     #[arg(long, default_value = "same-path")]
     pub ack_policy: String,
+    /// Most ranges one ACK frame reports, the highest first (default: every range kept,
+    /// 256); a smaller limit makes smaller ACKs after losses.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub ack_ranges: Option<u64>,
     /// Largest path ID offered to the peer (initial_max_path_id; multipath is offered by
     /// default and used when the peer offers it too).
     #[arg(long, default_value_t = 7, value_name = "N")]

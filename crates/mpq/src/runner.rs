@@ -113,6 +113,9 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
     if let Some(n) = common.key_update_every {
         t.key_update_interval = n.max(1);
     }
+    if let Some(n) = common.ack_ranges {
+        t.max_ack_ranges = n as usize;
+    }
     Ok(t)
 }
 
@@ -382,4 +385,29 @@ pub fn serve_events(ep: &mut Endpoint, mut on: impl FnMut(Served)) {
 /// Client and server configs share this transport config.
 pub fn shared(t: TransportConfig) -> Arc<TransportConfig> {
     Arc::new(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        common: Common,
+    }
+
+    fn config(args: &[&str]) -> Result<TransportConfig> {
+        let t = T::try_parse_from(std::iter::once("mpq").chain(args.iter().copied()))?;
+        transport_config(&t.common)
+    }
+
+    #[test]
+    fn ack_ranges_reach_the_transport_config() {
+        assert_eq!(config(&[]).unwrap().max_ack_ranges, mpq_proto::conn::DEFAULT_MAX_ACK_RANGES);
+        assert_eq!(config(&["--ack-ranges", "8"]).unwrap().max_ack_ranges, 8);
+        let e = config(&["--ack-ranges", "0"]).unwrap_err().to_string();
+        assert!(e.contains("--ack-ranges"), "{e}");
+    }
 }
