@@ -110,19 +110,30 @@ fn seed002_low_bdp_smoke() {
 
 #[test]
 fn seed003() {
-    let rows = short_form("seed003.yaml", 4);
-    let policies: Vec<&str> = multipath(&rows).map(|r| r["ack_policy"].as_str().unwrap()).collect();
+    // Two baselines, then two ACK placements crossed with five ACK-range limits.
+    let rows = short_form("seed003.yaml", 12);
+    let mut policies: Vec<&str> = multipath(&rows).map(|r| r["ack_policy"].as_str().unwrap()).collect();
+    policies.dedup();
     assert_eq!(policies, ["same-path", "all-paths"]);
+    let limits: Vec<u64> = multipath(&rows).take(5).map(|r| r["ack_ranges"].as_u64().unwrap()).collect();
+    assert_eq!(limits, [4, 8, 16, 32, 256]);
     assert!(rows.iter().all(|r| r["size"] == 50_000_000 && r["completed"] == true));
     // The ACK metrics the file lists are measured: the receiver acknowledged the download,
-    // each ACK with at least one range.
+    // each ACK with at least one range and no more than the run's limit.
     for r in &rows {
         assert!(r["ack_frames"].as_u64().unwrap() > 0, "{r}");
-        assert!(r["ranges_per_ack"].as_f64().unwrap() >= 1.0, "{r}");
+        let per_ack = r["ranges_per_ack"].as_f64().unwrap();
+        assert!(per_ack >= 1.0, "{r}");
+        if let Some(limit) = r["ack_ranges"].as_u64() {
+            assert!(per_ack <= limit as f64, "{per_ack} ranges per ACK over a limit of {limit}: {r}");
+        }
     }
-    let all = multipath(&rows).find(|r| r["ack_policy"] == "all-paths").unwrap();
-    let same = multipath(&rows).find(|r| r["ack_policy"] == "same-path").unwrap();
-    assert!(all["ack_frames"].as_u64() > same["ack_frames"].as_u64(), "ACKs on every path send more frames");
+    let unlimited =
+        |policy: &str| multipath(&rows).find(|r| r["ack_policy"] == policy && r["ack_ranges"] == 256).unwrap();
+    assert!(
+        unlimited("all-paths")["ack_frames"].as_u64() > unlimited("same-path")["ack_frames"].as_u64(),
+        "ACKs on every path send more frames"
+    );
 }
 
 #[test]
