@@ -71,6 +71,27 @@ pub struct TransportConfig {
     /// which a client would otherwise wait out in full against an address where nothing
     /// listens. `None` (the default): only the idle timeout applies.
     pub handshake_timeout: Option<Duration>,
+    /// The QUIC versions this endpoint accepts, most preferred first (default: v1 then v2,
+    /// [`crate::VERSION_1`], [`crate::VERSION_2`]). A server answers a client Initial of
+    /// another version with a Version Negotiation packet listing these (RFC 9000 §6.1); a
+    /// client offers them in its version_information (RFC 9368 §3) and lets the server
+    /// move the connection to any of them that is compatible with its first flight
+    /// (RFC 9368 §2.1).
+    pub versions: Vec<u32>,
+    /// Client: the version of the first Initial (default v1, which every QUIC server
+    /// speaks; a server that prefers v2 upgrades the connection by compatible version
+    /// negotiation, RFC 9368 §2.1). Offered even if missing from `versions`.
+    pub initial_version: u32,
+    /// Server: move a connection to the first of `versions` that the client offers in its
+    /// version_information, even when the client's own version is acceptable (compatible
+    /// version negotiation, RFC 9368 §2.3). Off by default: a connection stays in the
+    /// version the client started with, the conservative choice; `mpq server --versions`
+    /// turns it on, so that the order given there decides.
+    pub server_switches_version: bool,
+    /// Advertise grease_quic_bit (RFC 9287 §3) and so accept packets whose QUIC Bit (the
+    /// fixed bit, 0x40) is 0; when the peer advertises it too, send some packets with the
+    /// bit cleared, at random, so that middleboxes cannot ossify on it. On by default.
+    pub grease_quic_bit: bool,
 }
 
 /// Where a multipath endpoint sends its PATH_ACK frames.
@@ -123,6 +144,10 @@ impl Default for TransportConfig {
             flow_control_on_all_paths: true,
             max_concurrent_paths: 8,
             handshake_timeout: None,
+            versions: vec![crate::VERSION_1, crate::VERSION_2],
+            initial_version: crate::VERSION_1,
+            server_switches_version: false,
+            grease_quic_bit: true,
         }
     }
 }

@@ -59,7 +59,7 @@ impl Peer {
             tls,
             side,
             write_level: Level::Initial,
-            initial: initial_keys(&ConnectionId::new(&DCID), side),
+            initial: initial_keys(&ConnectionId::new(&DCID), side, crate::VERSION_1),
             handshake: None,
             one_rtt: None,
             next_pn: [0; 3],
@@ -215,8 +215,8 @@ fn handshake(client_alpn: &[u8]) -> Result<(Peer, Peer), crate::TransportError> 
     let ctp = b"client transport parameters".to_vec();
     let stp = b"server transport parameters".to_vec();
     let name = ServerName::try_from("localhost").unwrap();
-    let mut client = Peer::new(TlsSession::client(cc, name, ctp).unwrap(), Side::Client);
-    let mut server = Peer::new(TlsSession::server(sc, stp).unwrap(), Side::Server);
+    let mut client = Peer::new(TlsSession::client(cc, name, ctp, crate::VERSION_1, false).unwrap(), Side::Client);
+    let mut server = Peer::new(TlsSession::server(sc, stp, crate::VERSION_1).unwrap(), Side::Server);
     let mut to_server = client.flush();
     for _ in 0..6 {
         if to_server.is_empty() {
