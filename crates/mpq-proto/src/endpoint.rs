@@ -212,6 +212,13 @@ impl Endpoint {
         self.guard.tp_retry_scid_override = v;
     }
 
+    /// Tests: what this endpoint sends as version_information (`Some(None)`: nothing), to
+    /// exercise the peer's checks (RFC 9368 §4).
+    #[cfg(test)]
+    pub(crate) fn set_tp_version_override(&mut self, v: Option<Option<crate::transport_params::VersionInformation>>) {
+        self.guard.tp_version_override = v;
+    }
+
     /// Tests: handshakes the server currently counts as in progress.
     #[cfg(test)]
     pub(crate) fn handshakes_counted(&self) -> usize {
@@ -340,6 +347,14 @@ impl Endpoint {
     /// Our transport parameters on the wire, with one reserved parameter of random ID and
     /// value (RFC 9000 §18.1) so that peers keep ignoring unknown parameters (§7.4.2).
     fn encode_params(&mut self, tp: &crate::transport_params::TransportParameters) -> Vec<u8> {
+        #[cfg(test)]
+        let tp = &{
+            let mut tp = tp.clone();
+            if let Some(v) = &self.guard.tp_version_override {
+                tp.version_information = v.clone();
+            }
+            tp
+        };
         let mut value = [0u8; 8];
         let len = self.rng.random_range(0..=value.len());
         self.rng.fill_bytes(&mut value[..len]);

@@ -773,3 +773,5 @@ mod tests_path_frames;
 mod tests_peer_limits;
 #[cfg(test)]
 mod tests_retry;
+#[cfg(test)]
+mod tests_version;

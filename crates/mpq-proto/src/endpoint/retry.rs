@@ -70,6 +70,10 @@ pub(super) struct ServerGuard {
     /// (`Some(None)`: leave it out), to check the client's verification.
     #[cfg(test)]
     pub tp_retry_scid_override: Option<Option<ConnectionId>>,
+    /// Tests: what this endpoint sends as version_information (`Some(None)`: leave it out),
+    /// to check the peer's verification (RFC 9368 §4).
+    #[cfg(test)]
+    pub tp_version_override: Option<Option<crate::transport_params::VersionInformation>>,
 }
 
 /// The limits [`ServerGuard`] applies (from the endpoint configuration).
@@ -91,6 +95,8 @@ impl ServerGuard {
             stats: EndpointStats::default(),
             #[cfg(test)]
             tp_retry_scid_override: None,
+            #[cfg(test)]
+            tp_version_override: None,
         }
     }
 
