@@ -232,3 +232,34 @@ fn transport_parameters_carry_one_reserved_parameter() {
     let c = client(&mut pair);
     assert!(c.shared.peer_params.as_ref().unwrap().version_information.is_some());
 }
+
+/// A qlog sink the test keeps a handle on.
+#[derive(Clone, Default)]
+struct SharedSink(std::sync::Arc<std::sync::Mutex<Vec<(&'static str, serde_json::Value)>>>);
+
+impl crate::qlog::QlogSink for SharedSink {
+    fn emit(&mut self, _time: crate::time::Instant, name: &'static str, data: serde_json::Value) {
+        self.0.lock().unwrap().push((name, data));
+    }
+}
+
+#[test]
+fn qlog_shows_the_negotiated_version() {
+    let mut pair = Pair::asymmetric(TransportConfig::default(), server_cfg(&[VERSION_2, VERSION_1], true));
+    let sink = SharedSink::default();
+    client(&mut pair).set_qlog(Box::new(sink.clone()));
+    assert_eq!(negotiated(&mut pair), Some((VERSION_2, VERSION_2)));
+    let events = sink.0.lock().unwrap();
+    let info = events.iter().find(|(n, _)| *n == "transport:version_information").expect("version_information");
+    assert_eq!(info.1["chosen_version"], "6b3343cf");
+    assert_eq!(info.1["client_versions"], serde_json::json!(["00000001", "6b3343cf"]));
+    assert_eq!(info.1["server_versions"], serde_json::json!(["6b3343cf", "00000001"]));
+    // Long headers name their version: the client's first Initial in v1, the rest in v2.
+    let versions: Vec<&str> = events
+        .iter()
+        .filter(|(n, _)| n.starts_with("transport:packet_"))
+        .filter_map(|(_, d)| d["header"]["version"].as_str())
+        .collect();
+    assert_eq!(versions.first(), Some(&"00000001"));
+    assert!(versions.contains(&"6b3343cf"));
+}
