@@ -90,12 +90,13 @@ pub struct Common {
     /// --versions widens what either accepts.
     #[arg(long, value_name = "VERSION", value_parser = mpq_proto::packet::version::parse)]
     pub quic_version: Option<u32>,
-    /// QUIC versions accepted, most preferred first, e.g. v2,v1 (default: v1,v2). A client
-    /// offers them for compatible version negotiation (RFC 9368): a server may move the
-    /// connection to one of them without a round trip. A server given this list answers
+    /// QUIC versions accepted, most preferred first, e.g. v2,v1 (default: v1,v2), for
+    /// compatible version negotiation (RFC 9368), which changes version without a round
+    /// trip. A client still starts in v1 if the list has it (or in --quic-version) and
+    /// offers the list in this order, so a server may move it to v2. A server answers
     /// other versions with Version Negotiation and moves each connection to the first
-    /// version of the list that the client offers (without it, a connection stays in the
-    /// client's version).
+    /// version of this list that the client offers; without the flag a server follows the
+    /// client's order (and supports v1 and v2).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = mpq_proto::packet::version::parse)]
     pub versions: Option<Vec<u32>>,
     /// Do not advertise grease_quic_bit (RFC 9287): keep the QUIC Bit set in every packet

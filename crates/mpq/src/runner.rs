@@ -129,7 +129,7 @@ fn apply_versions(t: &mut TransportConfig, common: &Common) -> Result<()> {
         }
         t.versions = list.clone();
         // The order given is the server's preference (RFC 9368 §2.3).
-        t.server_switches_version = true;
+        t.prefer_server_version_order = true;
     } else if let Some(v) = common.quic_version {
         t.versions = vec![v];
     }

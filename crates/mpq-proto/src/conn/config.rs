@@ -79,15 +79,18 @@ pub struct TransportConfig {
     /// (RFC 9368 §2.1).
     pub versions: Vec<u32>,
     /// Client: the version of the first Initial (default v1, which every QUIC server
-    /// speaks; a server that prefers v2 upgrades the connection by compatible version
-    /// negotiation, RFC 9368 §2.1). Offered even if missing from `versions`.
+    /// speaks; a server that prefers v2, or a client whose `versions` put v2 first, upgrade
+    /// the connection by compatible version negotiation, RFC 9368 §2.1). Offered even if
+    /// missing from `versions`.
     pub initial_version: u32,
-    /// Server: move a connection to the first of `versions` that the client offers in its
-    /// version_information, even when the client's own version is acceptable (compatible
-    /// version negotiation, RFC 9368 §2.3). Off by default: a connection stays in the
-    /// version the client started with, the conservative choice; `mpq server --versions`
-    /// turns it on, so that the order given there decides.
-    pub server_switches_version: bool,
+    /// Server: which order picks the version of a connection among those both sides
+    /// accept (compatible version negotiation, RFC 9368 §2.3). Off (the default): the
+    /// client's, so a connection moves only if the client ranks another version above the
+    /// one it started in, and a client that prefers its own version (every client that
+    /// does not offer others, every v1-only client) is never moved. On: the server's
+    /// `versions` order, e.g. v2 first to move every client that offers v2 to v2.
+    /// `mpq server --versions` turns it on.
+    pub prefer_server_version_order: bool,
     /// Advertise grease_quic_bit (RFC 9287 §3) and so accept packets whose QUIC Bit (the
     /// fixed bit, 0x40) is 0; when the peer advertises it too, send some packets with the
     /// bit cleared, at random, so that middleboxes cannot ossify on it. On by default.
@@ -146,7 +149,7 @@ impl Default for TransportConfig {
             handshake_timeout: None,
             versions: vec![crate::VERSION_1, crate::VERSION_2],
             initial_version: crate::VERSION_1,
-            server_switches_version: false,
+            prefer_server_version_order: false,
             grease_quic_bit: true,
         }
     }

@@ -20,7 +20,7 @@ fn client_cfg(initial: u32, versions: &[u32]) -> TransportConfig {
 /// A server accepting `versions`; with `switch`, it moves connections to the first of them
 /// the client offers.
 fn server_cfg(versions: &[u32], switch: bool) -> TransportConfig {
-    TransportConfig { versions: versions.to_vec(), server_switches_version: switch, ..TransportConfig::default() }
+    TransportConfig { versions: versions.to_vec(), prefer_server_version_order: switch, ..TransportConfig::default() }
 }
 
 /// Runs the handshake to confirmation; the negotiated version on (client, server).
@@ -85,6 +85,16 @@ fn default_server_keeps_the_client_version() {
     assert_eq!(negotiated(&mut pair), Some((VERSION_1, VERSION_1)));
     let mut pair = Pair::asymmetric(client_cfg(VERSION_2, &[VERSION_2, VERSION_1]), TransportConfig::default());
     assert_eq!(negotiated(&mut pair), Some((VERSION_2, VERSION_2)));
+}
+
+#[test]
+fn client_preferring_v2_is_upgraded_by_a_default_server() {
+    // Starts in v1 (any server speaks it) but ranks v2 first: a server that follows the
+    // client's order (the default) moves it to v2.
+    let mut pair = Pair::asymmetric(client_cfg(VERSION_1, &[VERSION_2, VERSION_1]), TransportConfig::default());
+    assert_eq!(negotiated(&mut pair), Some((VERSION_2, VERSION_2)));
+    let c = client(&mut pair);
+    assert_eq!(c.shared.version.original, VERSION_1);
 }
 
 #[test]

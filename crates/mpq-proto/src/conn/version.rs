@@ -23,37 +23,44 @@ pub fn compatible(from: u32, to: u32) -> bool {
     from == to || matches!((from, to), (VERSION_1, VERSION_2) | (VERSION_2, VERSION_1))
 }
 
-/// The versions a client offers in its `version_information` (RFC 9368 §3): the version of
-/// its first Initial first (its Chosen Version must be among them), then the configured
-/// versions it could be moved to, in the configured order.
+/// The versions a client offers in its `version_information` (RFC 9368 §3), most
+/// preferred first: the configured versions compatible with the version of its first
+/// Initial, which is always among them (its Chosen Version must be, RFC 9368 §3).
 pub fn client_available(config: &TransportConfig) -> Vec<u32> {
-    let mut v = vec![config.initial_version];
-    v.extend(config.versions.iter().copied().filter(|&x| x != config.initial_version && compatible(config.initial_version, x)));
+    let initial = config.initial_version;
+    let mut v: Vec<u32> = config.versions.iter().copied().filter(|&x| compatible(initial, x)).collect();
+    v.dedup();
+    if !v.contains(&initial) {
+        v.push(initial);
+    }
     v
 }
 
 /// The version a server continues a connection in whose client's first Initial was in
-/// `original` (RFC 9368 §2.3). `client` is the client's version_information when the
-/// server could read it from the first packet.
+/// `original` (RFC 9368 §2.3: the server chooses among the versions the client offers
+/// that are compatible with its first flight). `client` is the client's
+/// version_information when the server could read it from the first packet.
 ///
-/// Unless the server configuration asks to switch (`prefer_own_order`), the connection
-/// stays in the client's version: every peer handles that. With it, the server picks the
-/// first of its `versions` that the client offers and that is compatible with `original`.
+/// By default the client's order decides: the connection moves only if the client ranks
+/// another version the server accepts above the one it started in (a client that starts in
+/// v1 for compatibility but prefers v2). With `prefer_server_version_order` the server's
+/// `versions` order decides instead. Without version_information (a client that does not
+/// implement RFC 9368), the connection stays in the client's version.
 pub fn server_choice(original: u32, client: Option<&VersionInformation>, config: &TransportConfig) -> u32 {
-    let Some(info) = client.filter(|_| config.server_switches_version) else {
-        return original;
-    };
+    let Some(info) = client else { return original };
     // RFC 9368 §4: a Chosen Version other than the packet's is an error the connection
     // reports once it reads the parameters; no switch on such a first flight.
     if info.chosen != original {
         return original;
     }
-    config
-        .versions
-        .iter()
-        .copied()
-        .find(|&v| (v == original || info.available.contains(&v)) && compatible(original, v))
-        .unwrap_or(original)
+    let acceptable = |v: u32| compatible(original, v) && config.versions.contains(&v);
+    let offered = |v: u32| v == original || info.available.contains(&v);
+    let choice = if config.prefer_server_version_order {
+        config.versions.iter().copied().find(|&v| offered(v) && acceptable(v))
+    } else {
+        info.available.iter().copied().take_while(|&v| v != original).find(|&v| acceptable(v))
+    };
+    choice.unwrap_or(original)
 }
 
 /// The version state of one connection.
@@ -225,5 +232,63 @@ impl Connection {
                 tracing::debug!(version = %version::name(self.shared.version.current), "server chose another version");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(chosen: u32, available: &[u32]) -> VersionInformation {
+        VersionInformation { chosen, available: available.to_vec() }
+    }
+
+    fn server(versions: &[u32], own_order: bool) -> TransportConfig {
+        TransportConfig { versions: versions.to_vec(), prefer_server_version_order: own_order, ..Default::default() }
+    }
+
+    #[test]
+    fn v1_and_v2_are_compatible_both_ways_and_nothing_else_is() {
+        assert!(compatible(VERSION_1, VERSION_2) && compatible(VERSION_2, VERSION_1));
+        assert!(compatible(VERSION_1, VERSION_1));
+        assert!(!compatible(VERSION_1, 0x1a2a_3a4a) && !compatible(0xff00_001d, VERSION_1));
+    }
+
+    #[test]
+    fn client_offers_its_versions_in_order_with_its_initial_version() {
+        let c = |initial, versions: &[u32]| TransportConfig {
+            initial_version: initial,
+            versions: versions.to_vec(),
+            ..Default::default()
+        };
+        assert_eq!(client_available(&TransportConfig::default()), [VERSION_1, VERSION_2]);
+        assert_eq!(client_available(&c(VERSION_1, &[VERSION_2, VERSION_1])), [VERSION_2, VERSION_1]);
+        assert_eq!(client_available(&c(VERSION_2, &[VERSION_1])), [VERSION_1, VERSION_2]);
+        assert_eq!(client_available(&c(VERSION_2, &[VERSION_2, 0x1a2a_3a4a])), [VERSION_2]);
+    }
+
+    #[test]
+    fn server_choice_follows_the_client_by_default_and_its_own_order_when_asked() {
+        let both = server(&[VERSION_1, VERSION_2], false);
+        // No version_information (a v1 peer without RFC 9368): stay.
+        assert_eq!(server_choice(VERSION_1, None, &both), VERSION_1);
+        // The client's order: v1 first stays, v2 first moves.
+        assert_eq!(server_choice(VERSION_1, Some(&info(VERSION_1, &[VERSION_1, VERSION_2])), &both), VERSION_1);
+        assert_eq!(server_choice(VERSION_1, Some(&info(VERSION_1, &[VERSION_2, VERSION_1])), &both), VERSION_2);
+        // Not a version the server accepts: stay.
+        let v1_only = server(&[VERSION_1], false);
+        assert_eq!(server_choice(VERSION_1, Some(&info(VERSION_1, &[VERSION_2, VERSION_1])), &v1_only), VERSION_1);
+        // The server's order.
+        let prefers_v2 = server(&[VERSION_2, VERSION_1], true);
+        assert_eq!(server_choice(VERSION_1, Some(&info(VERSION_1, &[VERSION_1, VERSION_2])), &prefers_v2), VERSION_2);
+        assert_eq!(server_choice(VERSION_1, Some(&info(VERSION_1, &[VERSION_1])), &prefers_v2), VERSION_1);
+        let prefers_v1 = server(&[VERSION_1, VERSION_2], true);
+        assert_eq!(server_choice(VERSION_2, Some(&info(VERSION_2, &[VERSION_2, VERSION_1])), &prefers_v1), VERSION_1);
+        // A Chosen Version that is not the Initial's version: no switch (the connection
+        // closes with VERSION_NEGOTIATION_ERROR when it reads the parameters).
+        assert_eq!(server_choice(VERSION_1, Some(&info(VERSION_2, &[VERSION_2])), &prefers_v2), VERSION_1);
+        // Reserved (greased) versions in the client's list are skipped.
+        let grease = 0x1a2a_3a4a;
+        assert_eq!(server_choice(VERSION_1, Some(&info(VERSION_1, &[grease, VERSION_2, VERSION_1])), &both), VERSION_2);
     }
 }

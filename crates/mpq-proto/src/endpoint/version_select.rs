@@ -14,12 +14,13 @@ use crate::transport_params::TransportParameters;
 use crate::types::Side;
 
 /// The version the server continues the connection of the client Initial `parsed` (first
-/// packet of `datagram`) in. Without `server_switches_version` the client's version, at no
-/// cost. With it, a copy of the packet is opened to read the ClientHello; if the ClientHello
-/// does not fit in that packet (large key shares), or anything else fails, the connection
-/// stays in the client's version, which is always a valid outcome.
+/// packet of `datagram`) in. A copy of the packet is opened to read the ClientHello (one
+/// more decryption per new connection, small beside the handshake); if the ClientHello does
+/// not fit in that packet (large key shares), or anything else fails, the connection stays
+/// in the client's version, which is always a valid outcome. A server with one version has
+/// nothing to choose.
 pub(super) fn negotiated_version(datagram: &[u8], parsed: &ParsedPacket, config: &TransportConfig) -> u32 {
-    if !config.server_switches_version {
+    if config.versions.len() < 2 {
         return parsed.version;
     }
     let info = first_flight_params(datagram, parsed).and_then(|tp| tp.version_information);
