@@ -507,6 +507,13 @@ impl Endpoint {
         let reset_token = self.reset_key.token(&local_cid);
         // RFC 9368 §2.3: the server may move the connection to another compatible version.
         let version = version_select::negotiated_version(data, &parsed, &server.transport);
+        if version != parsed.version {
+            tracing::debug!(
+                "compatible version negotiation: {} -> {}",
+                crate::packet::version::name(parsed.version),
+                crate::packet::version::name(version)
+            );
+        }
         let mut tp = crate::conn::local_transport_params(
             Side::Server,
             &server.transport,

@@ -229,7 +229,12 @@ impl Connection {
         if self.shared.side == Side::Client && !self.shared.version.settled {
             self.shared.version.settled = true;
             if switched {
-                tracing::debug!(version = %version::name(self.shared.version.current), "server chose another version");
+                let v = &self.shared.version;
+                tracing::debug!(
+                    "compatible version negotiation: {} -> {} (the server's choice)",
+                    version::name(v.original),
+                    version::name(v.current)
+                );
             }
         }
     }
