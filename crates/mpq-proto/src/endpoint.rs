@@ -464,8 +464,9 @@ impl Endpoint {
                 self.send_version_negotiation(local, remote, data, dcid, scid, &server.transport.versions);
                 return None;
             }
-            Ok(p) if p.kind != header::PacketKind::VersionNegotiation
-                && !server.transport.versions.contains(&p.version) =>
+            Ok(p)
+                if p.kind != header::PacketKind::VersionNegotiation
+                    && !server.transport.versions.contains(&p.version) =>
             {
                 // A version we implement but this server does not accept (RFC 9000 §6.1).
                 let (dcid, scid) = cid_ranges(data);

@@ -105,7 +105,8 @@ impl Connection {
         }
         if self.shared.handshake_complete && !self.shared.early_one_rtt.is_empty() {
             for mut p in std::mem::take(&mut self.shared.early_one_rtt) {
-                let Ok(parsed) = parse_packet_with(&p.bytes, self.shared.local_cid_len, self.shared.parse_options()) else {
+                let Ok(parsed) = parse_packet_with(&p.bytes, self.shared.local_cid_len, self.shared.parse_options())
+                else {
                     continue;
                 };
                 self.handle_packet(now, &p.rx, &parsed, &mut p.bytes, p.is_last);

@@ -101,7 +101,8 @@ fn client_preferring_v2_is_upgraded_by_a_default_server() {
 fn server_preferring_v1_moves_a_v2_client_to_v1() {
     // Compatible negotiation works both ways (RFC 9369 §4); the client derives v1 keys from
     // a session made for v2.
-    let mut pair = Pair::asymmetric(client_cfg(VERSION_2, &[VERSION_2, VERSION_1]), server_cfg(&[VERSION_1, VERSION_2], true));
+    let mut pair =
+        Pair::asymmetric(client_cfg(VERSION_2, &[VERSION_2, VERSION_1]), server_cfg(&[VERSION_1, VERSION_2], true));
     assert_eq!(negotiated(&mut pair), Some((VERSION_1, VERSION_1)));
     run_upload(&mut pair, 100_000, Duration::from_secs(30));
 }

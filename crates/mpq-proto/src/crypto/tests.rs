@@ -497,17 +497,29 @@ fn captured_secrets_derive_the_keys_rustls_derives() {
     let (mut ours, mut next) = client.tls.one_rtt_keys_for(Side::Client, VERSION_1).expect("captured 1-RTT secrets");
     let theirs = server.one_rtt.as_ref().unwrap();
     // Client's local = server's remote, with and without a path ID in the nonce.
-    assert_eq!(seal_with(&*ours.local.packet, 5, None), seal_with(theirs.remote_key(RemoteKeyChoice::Current).unwrap(), 5, None));
-    assert_eq!(seal_with(&*ours.local.packet, 5, Some(3)), seal_with(theirs.remote_key(RemoteKeyChoice::Current).unwrap(), 5, Some(3)));
+    assert_eq!(
+        seal_with(&*ours.local.packet, 5, None),
+        seal_with(theirs.remote_key(RemoteKeyChoice::Current).unwrap(), 5, None)
+    );
+    assert_eq!(
+        seal_with(&*ours.local.packet, 5, Some(3)),
+        seal_with(theirs.remote_key(RemoteKeyChoice::Current).unwrap(), 5, Some(3))
+    );
     assert_eq!(mask_of(&*ours.remote.header), mask_of(theirs.local_header_key()));
     // The next phase ("quic ku") matches the server's pre-derived next keys.
     let next_set = next.next_packet_keys();
-    assert_eq!(seal_with(&*next_set.local, 1, None), seal_with(theirs.remote_key(RemoteKeyChoice::Next).unwrap(), 1, None));
+    assert_eq!(
+        seal_with(&*next_set.local, 1, None),
+        seal_with(theirs.remote_key(RemoteKeyChoice::Next).unwrap(), 1, None)
+    );
     // v2 labels give other keys.
     let v2 = client.tls.handshake_keys_for(Side::Client, crate::VERSION_2).unwrap();
     assert_ne!(seal_with(&*v2.local.packet, 3, None), seal_with(&*hs.local.packet, 3, None));
     ours = client.tls.one_rtt_keys_for(Side::Client, crate::VERSION_2).unwrap().0;
-    assert_ne!(seal_with(&*ours.local.packet, 5, None), seal_with(theirs.remote_key(RemoteKeyChoice::Current).unwrap(), 5, None));
+    assert_ne!(
+        seal_with(&*ours.local.packet, 5, None),
+        seal_with(theirs.remote_key(RemoteKeyChoice::Current).unwrap(), 5, None)
+    );
     // A session made without `may_upgrade` keeps nothing.
     let (plain, _) = handshake(ALPN).unwrap();
     assert!(plain.tls.handshake_keys_for(Side::Client, VERSION_1).is_none());

@@ -70,7 +70,8 @@ impl SecretCapture {
         let c = self.lock();
         let (client, server) = (c.client_traffic.as_deref()?, c.server_traffic.as_deref()?);
         let keys = keys(suite, side, version, client, server)?;
-        let mut next = NextSecrets { suite: Suite::of(suite)?, side, version, client: client.to_vec(), server: server.to_vec() };
+        let mut next =
+            NextSecrets { suite: Suite::of(suite)?, side, version, client: client.to_vec(), server: server.to_vec() };
         next.update();
         Some((keys, next))
     }
@@ -293,7 +294,8 @@ struct RingHeaderKey(aead::quic::HeaderProtectionKey);
 
 impl RingHeaderKey {
     fn xor(&self, sample: &[u8], first: &mut u8, pn: &mut [u8], masked: bool) -> Result<(), rustls::Error> {
-        let mask = self.0.new_mask(sample).map_err(|_| rustls::Error::General("bad header protection sample".into()))?;
+        let mask =
+            self.0.new_mask(sample).map_err(|_| rustls::Error::General("bad header protection sample".into()))?;
         let (first_mask, pn_mask) = (mask[0], &mask[1..]);
         // Long headers protect 4 low bits of the first byte, short headers 5.
         let bits = if *first & 0x80 != 0 { 0x0f } else { 0x1f };

@@ -220,8 +220,7 @@ pub(super) fn write_invalid_token_close(parsed: &ParsedPacket, scid: &Connection
     let keys = initial_keys(&parsed.dcid, Side::Server, parsed.version);
     let mut out = Vec::with_capacity(128);
     let (pn, pn_len) = (0, 1);
-    let o =
-        header::write_long_header(&mut out, LongType::Initial, parsed.version, &parsed.scid, scid, &[], pn, pn_len);
+    let o = header::write_long_header(&mut out, LongType::Initial, parsed.version, &parsed.scid, scid, &[], pn, pn_len);
     Frame::ConnectionClose(ConnectionClose {
         error_code: TransportErrorCode::INVALID_TOKEN.0,
         frame_type: Some(0),

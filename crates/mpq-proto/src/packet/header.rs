@@ -13,9 +13,9 @@ use ring::aead;
 use thiserror::Error;
 
 use super::number::write_pn;
+use super::version;
 use crate::cid::{ConnectionId, MAX_CID_LEN};
 use crate::coding::{Reader, UnexpectedEnd};
-use super::version;
 #[cfg(test)]
 use crate::VERSION_1;
 
