@@ -28,10 +28,11 @@ pub fn compatible(from: u32, to: u32) -> bool {
 /// Initial, which is always among them (its Chosen Version must be, RFC 9368 §3).
 pub fn client_available(config: &TransportConfig) -> Vec<u32> {
     let initial = config.initial_version;
-    let mut v: Vec<u32> = config.versions.iter().copied().filter(|&x| compatible(initial, x)).collect();
-    v.dedup();
-    if !v.contains(&initial) {
-        v.push(initial);
+    let mut v: Vec<u32> = Vec::with_capacity(config.versions.len() + 1);
+    for &x in config.versions.iter().chain(std::iter::once(&initial)) {
+        if compatible(initial, x) && !v.contains(&x) {
+            v.push(x);
+        }
     }
     v
 }
@@ -270,6 +271,7 @@ mod tests {
         assert_eq!(client_available(&c(VERSION_1, &[VERSION_2, VERSION_1])), [VERSION_2, VERSION_1]);
         assert_eq!(client_available(&c(VERSION_2, &[VERSION_1])), [VERSION_1, VERSION_2]);
         assert_eq!(client_available(&c(VERSION_2, &[VERSION_2, 0x1a2a_3a4a])), [VERSION_2]);
+        assert_eq!(client_available(&c(VERSION_1, &[VERSION_1, VERSION_2, VERSION_1])), [VERSION_1, VERSION_2]);
     }
 
     #[test]
