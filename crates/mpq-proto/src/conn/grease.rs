@@ -4,6 +4,7 @@
 
 use rand::Rng;
 
+use super::path::PathState;
 use super::ConnShared;
 
 /// The QUIC Bit (RFC 9000 §17.2, §17.3.1).
@@ -15,17 +16,10 @@ impl ConnShared {
         self.peer_params.as_ref().is_some_and(|p| p.grease_quic_bit)
     }
 
-    /// Clears the QUIC Bit of the first byte of a short header packet being built, half of
-    /// the time, if the peer advertised grease_quic_bit. RFC 9287 §3.1: an endpoint that
-    /// receives the parameter "SHOULD set the QUIC Bit to an unpredictable value"; the
-    /// randomness comes from the connection's seeded generator (sans-IO). Long header
-    /// packets keep the bit: they are sent during the handshake, partly before the peer's
-    /// transport parameters are known, and a bit that changes only once they are would
-    /// tell an observer nothing worth the risk with peers that check it early.
-    pub(crate) fn grease_quic_bit(&mut self, first: &mut u8) {
-        if self.peer_accepts_greased_bit() && self.rng.random::<bool>() {
-            *first &= !QUIC_BIT;
-        }
+    /// A greasing key for a path ([`PathState::grease`]) if the peer accepts greased
+    /// packets: randomness from the connection's seeded generator (sans-IO).
+    pub(crate) fn grease_key(&mut self) -> Option<u64> {
+        self.peer_accepts_greased_bit().then(|| self.rng.random())
     }
 
     /// Header parsing options: packets with the QUIC Bit cleared are accepted if and only if
@@ -34,5 +28,24 @@ impl ConnShared {
     /// says to discard them).
     pub(crate) fn parse_options(&self) -> crate::packet::ParseOptions {
         crate::packet::ParseOptions { allow_grease_quic_bit: self.config.grease_quic_bit }
+    }
+}
+
+impl PathState {
+    /// Clears the QUIC Bit of the first byte of this path's short header packet `pn` half
+    /// of the time, when the peer advertised grease_quic_bit. RFC 9287 §3.1: an endpoint that
+    /// receives the parameter "SHOULD set the QUIC Bit to an unpredictable value". The bit
+    /// is a keyed hash of the packet number under the path's secret key (SplitMix64 over
+    /// key ^ pn), unpredictable to anyone without the key. Long header packets keep the
+    /// bit: they go out during the handshake, partly before the peer's parameters are known.
+    pub(crate) fn grease_quic_bit(&self, first: &mut u8, pn: u64) {
+        let Some(key) = self.grease else { return };
+        let mut z = (key ^ pn).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        if z & 1 == 1 {
+            *first &= !QUIC_BIT;
+        }
     }
 }

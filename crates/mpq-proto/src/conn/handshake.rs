@@ -1,6 +1,7 @@
 //! Driving TLS: CRYPTO data in and out, keys per level, transport parameters,
 //! handshake completion and confirmation, key discard (RFC 9001 §4).
 
+use rand::Rng;
 use rustls::quic::KeyChange;
 
 use crate::crypto::key_update::OneRttKeys;
@@ -207,6 +208,8 @@ impl Connection {
         for p in self.paths.iter_mut() {
             p.mtu = mtu;
             p.cc.set_max_datagram_size(u64::from(mtu));
+            // RFC 9287 §3.1: the peer accepts a cleared QUIC Bit.
+            p.grease = tp.grease_quic_bit.then(|| self.shared.rng.random());
         }
         self.paths.publish_all();
         self.shared.peer_params = Some(tp);

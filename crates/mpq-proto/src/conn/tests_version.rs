@@ -184,22 +184,61 @@ fn a_forged_initial_in_another_version_does_not_move_the_client() {
     assert_eq!(negotiated(&mut pair), Some((VERSION_1, VERSION_1)));
 }
 
+/// How many of the short headers numbered 0..64 a path would send with the QUIC Bit 0.
+fn greased_of_64(conn: &Connection, path_id: u64) -> usize {
+    let path = conn.paths.iter().find(|p| p.id == path_id).expect("path");
+    (0..64u64)
+        .filter(|&pn| {
+            let mut b = 0x40;
+            path.grease_quic_bit(&mut b, pn);
+            b & 0x40 == 0
+        })
+        .count()
+}
+
 #[test]
 fn greased_quic_bit_is_sent_and_accepted_when_both_advertise_it() {
     let mut pair = Pair::new(TransportConfig::default());
     run_upload(&mut pair, 200_000, Duration::from_secs(30));
     let c = client(&mut pair);
     assert!(c.shared.peer_accepts_greased_bit());
-    // Half of the short headers go out with the bit cleared; the transfer above needed the
-    // receiver to accept them. Draw a few first bytes the way the sender does.
-    let cleared = (0..64)
-        .filter(|_| {
-            let mut b = 0x40;
-            c.shared.grease_quic_bit(&mut b);
-            b & 0x40 == 0
-        })
-        .count();
+    // About half of the short headers go out with the bit cleared; the transfer above needed
+    // the receiver to accept them.
+    let cleared = greased_of_64(c, 0);
     assert!((8..56).contains(&cleared), "cleared {cleared} of 64");
+    // The server advertised it too: it dropped none of them.
+    let h = pair.server.handles()[0];
+    assert_eq!(pair.server.connection(h).unwrap().stats().dropped_packets, 0);
+}
+
+#[test]
+fn a_cleared_quic_bit_is_dropped_by_a_receiver_that_did_not_advertise_grease() {
+    let no_grease = TransportConfig { grease_quic_bit: false, ..TransportConfig::default() };
+    let mut pair = Pair::asymmetric(TransportConfig::default(), no_grease);
+    assert!(negotiated(&mut pair).is_some());
+    let c = client(&mut pair);
+    assert!(c.paths.iter().all(|p| p.grease.is_none()), "the server did not advertise it");
+    // A client that greases anyway (not what RFC 9287 allows): about half its packets are
+    // dropped (RFC 9000 §17.3.1: the fixed bit must be 1).
+    c.paths.iter_mut().for_each(|p| p.grease = Some(7));
+    // Each retransmission is a new packet number, greased or not at random: the upload
+    // gets through, with drops.
+    run_upload(&mut pair, 50_000, Duration::from_secs(60));
+    let h = pair.server.handles()[0];
+    let dropped = pair.server.connection(h).unwrap().stats().dropped_packets;
+    assert!(dropped > 0, "greased packets were accepted");
+}
+
+#[test]
+fn greased_quic_bit_on_every_multipath_path() {
+    // A path opened after the handshake gets its own key; the server's accepted path too.
+    let cfg = TransportConfig { initial_max_path_id: Some(4), ..TransportConfig::default() };
+    let mut pair = Pair::new(cfg);
+    let id = super::tests_multipath::open_second_path(&mut pair);
+    assert!((8..56).contains(&greased_of_64(client(&mut pair), id)), "the client's new path greases");
+    let h = pair.server.handles()[0];
+    let s = pair.server.connection(h).unwrap();
+    assert!((8..56).contains(&greased_of_64(s, id)), "the server's accepted path greases");
 }
 
 #[test]
@@ -209,13 +248,9 @@ fn quic_bit_is_kept_and_required_without_grease_quic_bit() {
     run_upload(&mut pair, 100_000, Duration::from_secs(30));
     // The client did not advertise it: the server never clears the bit.
     let h = pair.server.handles()[0];
-    let s = pair.server.connection_mut(h).unwrap();
+    let s = pair.server.connection(h).unwrap();
     assert!(!s.shared.peer_accepts_greased_bit());
-    for _ in 0..64 {
-        let mut b = 0x40;
-        s.shared.grease_quic_bit(&mut b);
-        assert_eq!(b, 0x40);
-    }
+    assert_eq!(greased_of_64(s, 0), 0);
     // And a packet with the bit cleared is dropped by the client, which did not advertise it.
     assert!(!pair.client.connection(pair.client_conn).unwrap().shared.parse_options().allow_grease_quic_bit);
 }
