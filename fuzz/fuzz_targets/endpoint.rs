@@ -44,6 +44,9 @@ enum Cid {
 enum Version {
     V1,
     Other(u32),
+    /// QUIC v2 (RFC 9369): its own Initial keys and type bits; with a real ClientHello the
+    /// server's compatible version negotiation reads its version_information.
+    V2,
 }
 
 #[derive(Arbitrary, Debug)]
@@ -269,6 +272,7 @@ fuzz_target!(|input: Input| {
                 let v = match version {
                     Version::V1 => VERSION_1,
                     Version::Other(v) => *v,
+                    Version::V2 => mpq_proto::VERSION_2,
                 };
                 let (d, sc) = (h.cid(*dcid), h.cid(*scid));
                 let dgram = client_initial(v, &d, &sc, token, u64::from(*pn), &payload, if *pad { 1200 } else { 0 });

@@ -468,7 +468,7 @@ pub fn client_initial(
     payload: &[u8],
     pad_to: usize,
 ) -> Vec<u8> {
-    let keys = mpq_proto::crypto::initial::initial_keys(dcid, Side::Client);
+    let keys = mpq_proto::crypto::initial::initial_keys(dcid, Side::Client, version);
     let mut out = Vec::with_capacity(pad_to.max(payload.len() + 100));
     let h = write_long_header(&mut out, LongType::Initial, version, dcid, scid, token, pn, 4);
     out.extend_from_slice(payload);
@@ -508,7 +508,7 @@ pub fn initial_crypto_data(datagram: &[u8]) -> Vec<u8> {
         let Ok(p) = parse_packet(&buf[off..], 8) else { break };
         let len = p.packet_len.min(buf.len() - off);
         if p.kind == PacketKind::Initial {
-            let keys = mpq_proto::crypto::initial::initial_keys(&p.dcid, Side::Server);
+            let keys = mpq_proto::crypto::initial::initial_keys(&p.dcid, Side::Server, p.version);
             let pkt = &mut buf[off..off + len];
             if let Ok(h) = remove_header_protection(pkt, p.pn_offset, &*keys.remote.header) {
                 let pn = decode_pn(None, h.truncated_pn, h.pn_len);

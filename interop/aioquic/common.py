@@ -8,6 +8,7 @@ from typing import TextIO
 from aioquic.quic import crypto as _crypto
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.logger import QuicFileLogger
+from aioquic.quic.packet import QuicProtocolVersion
 
 ALPN = "hq-interop"
 
@@ -43,6 +44,18 @@ def install_key_update_probe() -> None:
     _crypto.CryptoPair._update_key = probe  # type: ignore[method-assign]
 
 
+def parse_version(name: str) -> int:
+    """"v1", "v2" (RFC 9369) or a hex number, as the harness passes versions."""
+    name = name.strip().lower()
+    named = {"v1": QuicProtocolVersion.VERSION_1, "v2": QuicProtocolVersion.VERSION_2}
+    return int(named[name]) if name in named else int(name, 16)
+
+
+def log_version(quic) -> None:
+    """Report the negotiated version: aioquic has no public accessor, `_version` holds it."""
+    log(f"negotiated quic_version={quic._version:08x}")  # noqa: SLF001
+
+
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--secrets-log",
@@ -52,6 +65,17 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--qlog-dir", metavar="DIR", help="write qlog traces to DIR")
     parser.add_argument(
         "--idle-timeout", type=float, default=30.0, help="QUIC idle timeout in seconds"
+    )
+    parser.add_argument(
+        "--versions",
+        metavar="LIST",
+        help="QUIC versions in order of preference, e.g. v2,v1 (default: aioquic's, v1,v2); "
+        "a client starts in --original-version, else the first",
+    )
+    parser.add_argument(
+        "--original-version",
+        metavar="VERSION",
+        help="client: the version of the first Initial (compatible version negotiation, RFC 9368)",
     )
     parser.add_argument(
         "--max-datagram-size",
@@ -71,6 +95,10 @@ def base_configuration(args: argparse.Namespace, is_client: bool) -> tuple[QuicC
         max_stream_data=MAX_STREAM_DATA,
         max_datagram_size=args.max_datagram_size,
     )
+    if args.versions:
+        config.supported_versions = [parse_version(v) for v in args.versions.split(",")]
+    if args.original_version:
+        config.original_version = parse_version(args.original_version)
     if args.secrets_log:
         secrets = open(args.secrets_log, "a")
         config.secrets_log_file = secrets

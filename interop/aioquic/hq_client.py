@@ -39,6 +39,7 @@ from common import (  # noqa: E402
     base_configuration,
     install_key_update_probe,
     log,
+    log_version,
 )
 
 
@@ -86,6 +87,7 @@ class HqClientProtocol(QuicConnectionProtocol):
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, HandshakeCompleted):
             log(f"handshake completed alpn={event.alpn_protocol} resumed={event.session_resumed}")
+            log_version(self._quic)
         elif isinstance(event, StreamDataReceived):
             dl = self._downloads.get(event.stream_id)
             if dl is None:

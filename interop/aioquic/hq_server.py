@@ -28,7 +28,7 @@ from aioquic.quic.events import (  # noqa: E402
     StreamDataReceived,
 )
 
-from common import add_common_args, base_configuration, install_key_update_probe, log  # noqa: E402
+from common import add_common_args, base_configuration, install_key_update_probe, log, log_version  # noqa: E402
 
 ERR_REQUEST = 0x10
 MAX_REQUEST = 4096
@@ -82,6 +82,7 @@ class HqServerProtocol(QuicConnectionProtocol):
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, HandshakeCompleted):
             log(f"handshake completed alpn={event.alpn_protocol}")
+            log_version(self._quic)
         elif isinstance(event, ConnectionTerminated):
             log(
                 f"connection terminated error_code={event.error_code:#x} "

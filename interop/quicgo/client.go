@@ -30,6 +30,7 @@ func runClient(args []string) error {
 	qlogDir := fs.String("qlog-dir", "", "write qlog traces to this directory")
 	timeout := fs.Duration("timeout", 60*time.Second, "overall deadline")
 	idle := fs.Duration("idle-timeout", 30*time.Second, "QUIC idle timeout")
+	versions := fs.String("versions", "", "QUIC versions, in order, e.g. v2 or v2,v1 (default: quic-go's, v1,v2)")
 	// Go's flag package stops at the first non-flag argument; accept URLs anywhere.
 	var urls []string
 	for rest := args; ; {
@@ -39,6 +40,9 @@ func runClient(args []string) error {
 		}
 		urls = append(urls, fs.Arg(0))
 		rest = fs.Args()[1:]
+	}
+	if err := parseVersions(*versions); err != nil {
+		return err
 	}
 	if *output == "" || len(urls) == 0 {
 		return errors.New("client: -output and at least one URL are required")
@@ -107,6 +111,7 @@ func runClient(args []string) error {
 		return fmt.Errorf("dial %s: %w", authority, err)
 	}
 	logf("handshake completed alpn=%s", conn.ConnectionState().TLS.NegotiatedProtocol)
+	logf("negotiated quic_version=%08x", uint32(conn.ConnectionState().Version))
 
 	var wg sync.WaitGroup
 	errs := make([]error, len(paths))

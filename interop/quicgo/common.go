@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,10 +20,39 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", args...)
 }
 
+// quicVersions is the -versions flag of either role: the QUIC versions to use, in
+// order (nil: quic-go's default, v1 then v2). quic-go has no compatible version
+// negotiation (RFC 9368): a client starts in the first, a server accepts any of them.
+var quicVersions []quic.Version
+
+// parseVersions parses "v1,v2" (also "1", "2" or hex numbers) into quicVersions.
+func parseVersions(list string) error {
+	quicVersions = nil
+	if list == "" {
+		return nil
+	}
+	for _, name := range strings.Split(list, ",") {
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "v1", "1":
+			quicVersions = append(quicVersions, quic.Version1)
+		case "v2", "2":
+			quicVersions = append(quicVersions, quic.Version2)
+		default:
+			var v uint32
+			if _, err := fmt.Sscanf(name, "0x%x", &v); err != nil {
+				return fmt.Errorf("unknown QUIC version %q", name)
+			}
+			quicVersions = append(quicVersions, quic.Version(v))
+		}
+	}
+	return nil
+}
+
 // quicConfig returns the quic-go configuration shared by both roles. qlogDir, if
 // set, makes quic-go write one qlog file per connection there.
 func quicConfig(qlogDir string, idle time.Duration) *quic.Config {
 	return &quic.Config{
+		Versions:                       quicVersions,
 		MaxIdleTimeout:                 idle,
 		InitialStreamReceiveWindow:     4 << 20,
 		MaxStreamReceiveWindow:         16 << 20,

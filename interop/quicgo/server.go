@@ -30,8 +30,12 @@ func runServer(args []string) error {
 	keyLog := fs.String("keylog", "", "append TLS secrets to this file (default: $SSLKEYLOGFILE)")
 	qlogDir := fs.String("qlog-dir", "", "write qlog traces to this directory")
 	idle := fs.Duration("idle-timeout", 30*time.Second, "QUIC idle timeout")
+	versions := fs.String("versions", "", "QUIC versions, in order, e.g. v2 or v2,v1 (default: quic-go's, v1,v2)")
 	retry := fs.Bool("retry", false, "validate every client's address with a Retry first (RFC 9000 §8.1.2)")
 	fs.Parse(args)
+	if err := parseVersions(*versions); err != nil {
+		return err
+	}
 	if *root == "" || *certFile == "" || *keyFile == "" {
 		return errors.New("server: -root, -cert and -key are required")
 	}
@@ -93,6 +97,7 @@ func runServer(args []string) error {
 func serveConn(conn *quic.Conn, root string) {
 	st := conn.ConnectionState()
 	logf("%s: handshake completed alpn=%s", conn.RemoteAddr(), st.TLS.NegotiatedProtocol)
+	logf("%s: negotiated quic_version=%08x", conn.RemoteAddr(), uint32(st.Version))
 	for {
 		str, err := conn.AcceptStream(context.Background())
 		if err != nil {

@@ -10,6 +10,7 @@
 mod reset_tokens;
 mod retry;
 mod schedule;
+mod version_select;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -211,6 +212,13 @@ impl Endpoint {
         self.guard.tp_retry_scid_override = v;
     }
 
+    /// Tests: what this endpoint sends as version_information (`Some(None)`: nothing), to
+    /// exercise the peer's checks (RFC 9368 §4).
+    #[cfg(test)]
+    pub(crate) fn set_tp_version_override(&mut self, v: Option<Option<crate::transport_params::VersionInformation>>) {
+        self.guard.tp_version_override = v;
+    }
+
     /// Tests: handshakes the server currently counts as in progress.
     #[cfg(test)]
     pub(crate) fn handshakes_counted(&self) -> usize {
@@ -261,10 +269,19 @@ impl Endpoint {
         let mut odcid = [0u8; 16];
         self.rng.fill_bytes(&mut odcid);
         let orig_dst_cid = ConnectionId::new(&odcid);
-        let tp = crate::conn::local_transport_params(Side::Client, &config.transport, local_cid, [0; 16], orig_dst_cid);
-        let mut tp_bytes = Vec::new();
-        tp.encode(&mut tp_bytes);
-        let tls = TlsSession::client(config.tls.clone(), name, tp_bytes)?;
+        let version = config.transport.initial_version;
+        let tp = crate::conn::local_transport_params(
+            Side::Client,
+            &config.transport,
+            local_cid,
+            [0; 16],
+            orig_dst_cid,
+            version,
+        );
+        let tp_bytes = self.encode_params(&tp);
+        // A client that offers other versions may be moved to one (RFC 9368 §2.1).
+        let may_upgrade = crate::conn::version::client_available(&config.transport).len() > 1;
+        let tls = TlsSession::client(config.tls.clone(), name, tp_bytes, version, may_upgrade)?;
         let seed = self.rng.random();
         // RFC 9000 §8.1.3: a NEW_TOKEN token from an earlier connection to this server.
         let tokens = crate::conn::AddressTokens {
@@ -285,6 +302,8 @@ impl Endpoint {
             seed,
             address_validated: false,
             tokens,
+            original_version: version,
+            version,
         });
         conn.start(now);
         let h = self.insert(conn);
@@ -325,13 +344,33 @@ impl Endpoint {
         }
     }
 
-    /// The connection a version 1 datagram is routed to by its destination CID, if any
-    /// (what [`Endpoint::handle_datagram`] does first).
+    /// Our transport parameters on the wire, with one reserved parameter of random ID and
+    /// value (RFC 9000 §18.1) so that peers keep ignoring unknown parameters (§7.4.2).
+    fn encode_params(&mut self, tp: &crate::transport_params::TransportParameters) -> Vec<u8> {
+        #[cfg(test)]
+        let tp = &{
+            let mut tp = tp.clone();
+            if let Some(v) = &self.guard.tp_version_override {
+                tp.version_information = v.clone();
+            }
+            tp
+        };
+        let mut value = [0u8; 8];
+        let len = self.rng.random_range(0..=value.len());
+        self.rng.fill_bytes(&mut value[..len]);
+        let n = self.rng.random::<u64>();
+        let mut out = Vec::new();
+        tp.encode_with_grease(&mut out, n, &value[..len]);
+        out
+    }
+
+    /// The connection a datagram of a version we implement is routed to by its destination
+    /// CID, if any (what [`Endpoint::handle_datagram`] does first).
     fn route_of(&self, data: &[u8]) -> Option<usize> {
         let first = *data.first()?;
         if first & 0x80 != 0 {
             let version = data.get(1..5).map(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
-            if version.is_some_and(|v| v != 0 && v != crate::VERSION_1) {
+            if version.is_some_and(|v| v != 0 && !crate::packet::version::is_implemented(v)) {
                 return None;
             }
         }
@@ -351,7 +390,7 @@ impl Endpoint {
     ) -> Option<ConnectionHandle> {
         let first = *data.first()?;
         let version = data.get(1..5).map(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
-        if first & 0x80 != 0 && version.is_some_and(|v| v != 0 && v != crate::VERSION_1) {
+        if first & 0x80 != 0 && version.is_some_and(|v| v != 0 && !crate::packet::version::is_implemented(v)) {
             // Another version: its CIDs may be up to 255 bytes (RFC 8999 §5.1), longer than
             // ours, so it is answered before any v1 parsing. (Version 0 is a Version
             // Negotiation packet for one of our client connections: routed below.)
@@ -384,6 +423,30 @@ impl Endpoint {
         None
     }
 
+    /// Answers a client packet in a version this server does not accept with a Version
+    /// Negotiation packet listing the versions it does, plus one reserved version (RFC 9000
+    /// §6.1, §15: greasing, so that clients keep ignoring versions they don't know).
+    fn send_version_negotiation(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        data: &[u8],
+        dcid: std::ops::Range<usize>,
+        scid: std::ops::Range<usize>,
+        versions: &[u32],
+    ) {
+        // RFC 9000 §6.1: answer only datagrams large enough to be an Initial.
+        if data.len() < crate::MIN_INITIAL_SIZE {
+            return;
+        }
+        let (Some(dcid), Some(scid)) = (data.get(dcid), data.get(scid)) else { return };
+        let mut list = versions.to_vec();
+        list.push(self.rng.random::<u32>() & 0xf0f0_f0f0 | 0x0a0a_0a0a);
+        let mut out = Vec::new();
+        header::write_version_negotiation(&mut out, dcid, scid, &list, &mut self.rng);
+        self.responses.push_back((Some(local), remote, out));
+    }
+
     fn handle_unknown_long(
         &mut self,
         now: Instant,
@@ -393,21 +456,21 @@ impl Endpoint {
         data: &mut [u8],
     ) -> Option<ConnectionHandle> {
         let server = self.server.clone()?;
-        let parsed = match header::parse_packet(data, self.config.cid_len) {
+        // RFC 9287 §3: a server that advertises grease_quic_bit accepts a first Initial with
+        // the bit cleared (a client may remember the parameter from an earlier connection).
+        let opts = header::ParseOptions { allow_grease_quic_bit: server.transport.grease_quic_bit };
+        let parsed = match header::parse_packet_with(data, self.config.cid_len, opts) {
             Err(header::HeaderError::UnsupportedVersion { dcid, scid, .. }) => {
-                // RFC 9000 §6.1: answer only datagrams large enough to be an Initial.
-                if data.len() >= crate::MIN_INITIAL_SIZE {
-                    let mut out = Vec::new();
-                    let grease = self.rng.random::<u32>() & 0xf0f0_f0f0 | 0x0a0a_0a0a;
-                    header::write_version_negotiation(
-                        &mut out,
-                        &data[dcid],
-                        &data[scid],
-                        &[crate::VERSION_1, grease],
-                        &mut self.rng,
-                    );
-                    self.responses.push_back((Some(local), remote, out));
-                }
+                self.send_version_negotiation(local, remote, data, dcid, scid, &server.transport.versions);
+                return None;
+            }
+            Ok(p)
+                if p.kind != header::PacketKind::VersionNegotiation
+                    && !server.transport.versions.contains(&p.version) =>
+            {
+                // A version we implement but this server does not accept (RFC 9000 §6.1).
+                let (dcid, scid) = cid_ranges(data);
+                self.send_version_negotiation(local, remote, data, dcid, scid, &server.transport.versions);
                 return None;
             }
             other => other,
@@ -443,17 +506,31 @@ impl Endpoint {
         }
         let local_cid = self.new_cid();
         let reset_token = self.reset_key.token(&local_cid);
-        let mut tp =
-            crate::conn::local_transport_params(Side::Server, &server.transport, local_cid, reset_token, orig_dst_cid);
+        // RFC 9368 §2.3: the server may move the connection to another compatible version.
+        let version = version_select::negotiated_version(data, &parsed, &server.transport);
+        if version != parsed.version {
+            tracing::debug!(
+                "compatible version negotiation: {} -> {}",
+                crate::packet::version::name(parsed.version),
+                crate::packet::version::name(version)
+            );
+        }
+        let mut tp = crate::conn::local_transport_params(
+            Side::Server,
+            &server.transport,
+            local_cid,
+            reset_token,
+            orig_dst_cid,
+            version,
+        );
         // RFC 9000 §7.3: after a Retry, the server names the CID it chose in the Retry.
         tp.retry_source_connection_id = retry_scid;
         #[cfg(test)]
         if let (Some(o), Some(_)) = (self.guard.tp_retry_scid_override, retry_scid) {
             tp.retry_source_connection_id = o;
         }
-        let mut tp_bytes = Vec::new();
-        tp.encode(&mut tp_bytes);
-        let tls = match TlsSession::server(server.tls.clone(), tp_bytes) {
+        let tp_bytes = self.encode_params(&tp);
+        let tls = match TlsSession::server(server.tls.clone(), tp_bytes, version) {
             Ok(t) => t,
             Err(e) => {
                 tracing::warn!(%e, "cannot create TLS server session");
@@ -479,6 +556,8 @@ impl Endpoint {
             seed,
             address_validated: validated,
             tokens,
+            original_version: parsed.version,
+            version,
         });
         let h = self.insert(conn);
         self.guard.track(h.0, orig_dst_cid, remote.ip());
@@ -815,3 +894,13 @@ impl Connection {
 
 /// Reference count helper so runtimes can share server configs.
 pub type SharedServerConfig = Arc<ServerConfig>;
+
+/// The ranges of the connection IDs of the long header at the start of `data` (for a
+/// Version Negotiation answer); empty ranges if the header is cut short.
+fn cid_ranges(data: &[u8]) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+    let dcid_len = data.get(5).map_or(0, |&l| usize::from(l));
+    let dcid = 6..6 + dcid_len;
+    let scid_len = data.get(dcid.end).map_or(0, |&l| usize::from(l));
+    let scid = dcid.end + 1..dcid.end + 1 + scid_len;
+    (dcid, scid)
+}

@@ -42,6 +42,8 @@ impl TransportErrorCode {
     pub const AEAD_LIMIT_REACHED: Self = Self(0x0f);
     /// No viable network path exists.
     pub const NO_VIABLE_PATH: Self = Self(0x10);
+    /// Version negotiation failed or was tampered with (RFC 9368 §4, §10.2).
+    pub const VERSION_NEGOTIATION_ERROR: Self = Self(0x11);
 
     /// A TLS alert: CRYPTO_ERROR is 0x0100 + the alert description (RFC 9001 §4.8).
     pub fn crypto(alert: u8) -> Self {
@@ -68,6 +70,7 @@ impl TransportErrorCode {
             0x0e => "KEY_UPDATE_ERROR",
             0x0f => "AEAD_LIMIT_REACHED",
             0x10 => "NO_VIABLE_PATH",
+            0x11 => "VERSION_NEGOTIATION_ERROR",
             0x0100..=0x01ff => "CRYPTO_ERROR",
             _ => return None,
         })
@@ -131,6 +134,11 @@ impl TransportError {
     /// PROTOCOL_VIOLATION with a reason.
     pub fn protocol_violation(reason: impl Into<String>) -> Self {
         Self::new(TransportErrorCode::PROTOCOL_VIOLATION, reason)
+    }
+
+    /// VERSION_NEGOTIATION_ERROR with a reason (RFC 9368 §4).
+    pub fn version_negotiation(reason: impl Into<String>) -> Self {
+        Self::new(TransportErrorCode::VERSION_NEGOTIATION_ERROR, reason)
     }
 
     /// TRANSPORT_PARAMETER_ERROR with a reason.

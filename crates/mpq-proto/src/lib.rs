@@ -33,8 +33,7 @@ pub use error::{TransportError, TransportErrorCode};
 pub use time::Instant;
 pub use types::{Dir, Level, Side, SpaceId, StreamId};
 
-/// QUIC version 1 (RFC 9000).
-pub const VERSION_1: u32 = 0x0000_0001;
+pub use packet::version::{VERSION_1, VERSION_2};
 
 /// Smallest maximum datagram size every QUIC path must support (RFC 9000 §14).
 pub const MIN_INITIAL_SIZE: usize = 1200;

@@ -1,5 +1,6 @@
-//! QUIC transport parameters (RFC 9000 §18), plus `max_datagram_frame_size` (RFC 9221 §3)
-//! and the multipath `initial_max_path_id` (RFC 10069 §2.1).
+//! QUIC transport parameters (RFC 9000 §18), plus `max_datagram_frame_size` (RFC 9221 §3),
+//! the multipath `initial_max_path_id` (RFC 10069 §2.1), `version_information` (RFC 9368 §3)
+//! and `grease_quic_bit` (RFC 9287 §3).
 //!
 //! [`TransportParameters::decode`] enforces every MUST of RFC 9000 §7.4 and §18.2 that can be
 //! checked on the parameters alone, with TRANSPORT_PARAMETER_ERROR. Checks that need the
@@ -54,7 +55,14 @@ pub mod id {
     pub const MAX_DATAGRAM_FRAME_SIZE: u64 = 0x20;
     /// initial_max_path_id (multipath).
     pub const INITIAL_MAX_PATH_ID: u64 = 0x3e;
+    /// version_information (RFC 9368 §3).
+    pub const VERSION_INFORMATION: u64 = 0x11;
+    /// grease_quic_bit (RFC 9287 §3), zero-length.
+    pub const GREASE_QUIC_BIT: u64 = 0x2ab2;
 }
+
+mod version_info;
+pub use version_info::VersionInformation;
 
 /// Default max_udp_payload_size (RFC 9000 §18.2).
 pub const DEFAULT_MAX_UDP_PAYLOAD_SIZE: u64 = 65527;
@@ -172,6 +180,10 @@ pub struct TransportParameters {
     pub max_datagram_frame_size: u64,
     /// Multipath: initial maximum path ID; `Some` signals multipath support.
     pub initial_max_path_id: Option<u64>,
+    /// The sender's chosen and available versions (RFC 9368 §3); `None` when absent.
+    pub version_information: Option<VersionInformation>,
+    /// The sender accepts packets with the QUIC Bit (fixed bit) cleared (RFC 9287 §3).
+    pub grease_quic_bit: bool,
 }
 
 impl Default for TransportParameters {
@@ -196,6 +208,8 @@ impl Default for TransportParameters {
             retry_source_connection_id: None,
             max_datagram_frame_size: 0,
             initial_max_path_id: None,
+            version_information: None,
+            grease_quic_bit: false,
         }
     }
 }
@@ -276,14 +290,24 @@ impl TransportParameters {
         if let Some(p) = self.initial_max_path_id {
             write_varint_param(out, id::INITIAL_MAX_PATH_ID, p);
         }
+        if let Some(v) = &self.version_information {
+            write_varint(out, id::VERSION_INFORMATION);
+            write_varint(out, v.encoded_len() as u64);
+            v.encode_value(out);
+        }
+        if self.grease_quic_bit {
+            write_param(out, id::GREASE_QUIC_BIT, &[]);
+        }
     }
 
-    /// Like [`TransportParameters::encode`], then appends an empty GREASE parameter with
-    /// the reserved ID `31 * n + 27` (RFC 9000 §18.1); `n` should come from the
-    /// endpoint's RNG and is reduced to keep the ID a valid varint.
-    pub fn encode_with_grease(&self, out: &mut Vec<u8>, n: u64) {
+    /// Like [`TransportParameters::encode`], then appends a GREASE parameter with the
+    /// reserved ID `31 * n + 27` and `value` (RFC 9000 §18.1: reserved parameters "exercise
+    /// the requirement that unknown transport parameters be ignored" and have no semantics,
+    /// so any value goes). `n` and `value` should come from the endpoint's RNG; `n` is
+    /// reduced to keep the ID a valid varint.
+    pub fn encode_with_grease(&self, out: &mut Vec<u8>, n: u64, value: &[u8]) {
         self.encode(out);
-        write_param(out, 31 * (n % (1 << 32)) + 27, &[]);
+        write_param(out, 31 * (n % (1 << 32)) + 27, value);
     }
 
     /// Decodes parameters sent by `sender`.
@@ -394,6 +418,14 @@ impl TransportParameters {
                     return invalid("initial_max_path_id");
                 }
                 self.initial_max_path_id = Some(v);
+            }
+            id::VERSION_INFORMATION => self.version_information = Some(VersionInformation::decode_value(val)?),
+            id::GREASE_QUIC_BIT => {
+                // RFC 9287 §3: a value that is not empty MUST be a TRANSPORT_PARAMETER_ERROR.
+                if !val.is_empty() {
+                    return Err(malformed("grease_quic_bit"));
+                }
+                self.grease_quic_bit = true;
             }
             _ => {} // RFC 9000 §7.4.2: unknown parameters MUST be ignored.
         }

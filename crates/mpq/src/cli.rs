@@ -89,6 +89,24 @@ pub struct Common {
     /// then reports "no answer from ADDR"); 0 leaves only the idle timeout.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     pub handshake_timeout: f64,
+    /// QUIC version to use: v1 (RFC 9000) or v2 (RFC 9369). A client sends its first
+    /// Initial in it (default v1, which every server speaks); a server accepts only it.
+    /// --versions widens what either accepts.
+    #[arg(long, value_name = "VERSION", value_parser = mpq_proto::packet::version::parse)]
+    pub quic_version: Option<u32>,
+    /// QUIC versions accepted, most preferred first, e.g. v2,v1 (default: v1,v2), for
+    /// compatible version negotiation (RFC 9368), which changes version without a round
+    /// trip. A client still starts in v1 if the list has it (or in --quic-version) and
+    /// offers the list in this order, so a server may move it to v2. A server answers
+    /// other versions with Version Negotiation and moves each connection to the first
+    /// version of this list that the client offers; without the flag a server follows the
+    /// client's order (and supports v1 and v2).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = mpq_proto::packet::version::parse)]
+    pub versions: Option<Vec<u32>>,
+    /// Do not advertise grease_quic_bit (RFC 9287): keep the QUIC Bit set in every packet
+    /// and drop packets without it.
+    #[arg(long)]
+    pub no_grease_quic_bit: bool,
     /// More logging (-v debug, -vv trace).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,

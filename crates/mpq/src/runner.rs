@@ -116,7 +116,36 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
     if let Some(n) = common.ack_ranges {
         t.max_ack_ranges = n as usize;
     }
+    apply_versions(&mut t, common)?;
     Ok(t)
+}
+
+/// `--quic-version`, `--versions` and `--no-grease-quic-bit` (see their help in `cli`).
+fn apply_versions(t: &mut TransportConfig, common: &Common) -> Result<()> {
+    use mpq_proto::packet::version::{is_implemented, name};
+    if let Some(list) = &common.versions {
+        if list.is_empty() {
+            anyhow::bail!("--versions: give at least one version (v1, v2)");
+        }
+        if let Some(v) = list.iter().find(|v| !is_implemented(**v)) {
+            anyhow::bail!("--versions: {} is not a version mpq speaks (v1, v2)", name(*v));
+        }
+        t.versions = list.clone();
+        // The order given is the server's preference (RFC 9368 §2.3).
+        t.prefer_server_version_order = true;
+    } else if let Some(v) = common.quic_version {
+        t.versions = vec![v];
+    }
+    if let Some(v) = common.quic_version {
+        if !is_implemented(v) {
+            anyhow::bail!("--quic-version: {} is not a version mpq speaks (v1, v2)", name(v));
+        }
+        t.initial_version = v;
+    } else if !t.versions.contains(&mpq_proto::VERSION_1) {
+        t.initial_version = t.versions[0];
+    }
+    t.grease_quic_bit = !common.no_grease_quic_bit;
+    Ok(())
 }
 
 /// A command-line duration in seconds: finite and not negative.
@@ -140,7 +169,8 @@ pub fn describe_loss(e: &mpq_proto::conn::ConnectionError, server: SocketAddr, c
             format!("the handshake with {server} did not complete within {} s", common.handshake_timeout)
         }
         E::VersionMismatch => {
-            format!("{server} does not speak QUIC version 1: its Version Negotiation listed no version we support")
+            let v = mpq_proto::packet::version::name(common.quic_version.unwrap_or(mpq_proto::VERSION_1));
+            format!("{server} does not speak QUIC {v}: its Version Negotiation did not list it (try --quic-version v1)")
         }
         E::TimedOut => format!("{server} stopped answering (idle timeout of {} s)", common.idle_timeout),
         other => other.to_string(),

@@ -134,7 +134,7 @@ fn version_negotiation_without_v1_ends_the_client_with_a_clear_error() {
     );
     responder.join().expect("responder");
     assert!(!ok);
-    assert!(stderr.contains(&format!("{addr} does not speak QUIC version 1")), "{stderr}");
+    assert!(stderr.contains(&format!("{addr} does not speak QUIC v1")), "{stderr}");
     assert!(took < Duration::from_secs(8), "waited for a timeout instead: {took:?}");
 }
 
@@ -185,6 +185,11 @@ fn server_and_client_arguments_are_checked() {
             vec!["client", "https://127.0.0.1:1/x", "--insecure", "--handshake-timeout=-1"],
             "--handshake-timeout -1".into(),
         ),
+        (vec!["client", "https://127.0.0.1:1/x", "--insecure", "--quic-version", "v3"], "unknown QUIC version".into()),
+        (
+            vec!["server", "--listen", "127.0.0.1:0", "--versions", "v2,0x1a2a3a4a"],
+            "--versions: 0x1a2a3a4a is not a version mpq speaks".into(),
+        ),
     ];
     for (args, want) in cases {
         let (ok, stderr, _) = run(&args, Duration::from_secs(10));
@@ -197,10 +202,25 @@ fn server_and_client_arguments_are_checked() {
 /// `-v` tells what the handshake negotiated, on both sides.
 #[test]
 fn verbose_logs_the_handshake_outcome() {
-    let root = scratch("verbose");
+    handshake_outcome("verbose", &[], &[], "QUIC v1");
+}
+
+/// A server given `--versions v2,v1` moves a default client (v1, offering v2) to v2 by
+/// compatible version negotiation (RFC 9368); a client with `--quic-version v2` starts there.
+#[test]
+fn versions_flags_negotiate_quic_v2() {
+    handshake_outcome("v2-upgrade", &["--versions", "v2,v1"], &[], "QUIC v2");
+    handshake_outcome("v2-only", &["--quic-version", "v2"], &["--quic-version", "v2"], "QUIC v2");
+}
+
+/// Runs `mpq server -v` and `mpq client -v` with extra arguments; both handshake lines must
+/// name `version` and the rest of the negotiation.
+fn handshake_outcome(name: &str, server_args: &[&str], client_args: &[&str], version: &str) {
+    let root = scratch(name);
     std::fs::write(root.join("hello.txt"), b"hello").expect("write");
     let mut server = mpq()
         .args(["server", "--listen", "127.0.0.1:0", "--root", root.to_str().expect("utf-8"), "-v"])
+        .args(server_args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -209,10 +229,11 @@ fn verbose_logs_the_handshake_outcome() {
     let mut line = String::new();
     BufReader::new(server.stdout.take().expect("stdout")).read_line(&mut line).expect("listening line");
     let addr = line.trim().strip_prefix("listening on ").expect("listening on ADDR").to_string();
-    let out = scratch("verbose-out");
+    let out = scratch(&format!("{name}-out"));
     let url = format!("https://{addr}/hello.txt");
-    let (ok, stderr, _) =
-        run(&["client", &url, "--insecure", "-v", "--output", out.to_str().expect("utf-8")], Duration::from_secs(30));
+    let mut args = vec!["client", &url, "--insecure", "-v", "--output", out.to_str().expect("utf-8")];
+    args.extend_from_slice(client_args);
+    let (ok, stderr, _) = run(&args, Duration::from_secs(30));
     let _ = server.kill();
     let server_out = server.wait_with_output().expect("server output");
     let server_err = String::from_utf8_lossy(&server_out.stderr);
@@ -223,7 +244,7 @@ fn verbose_logs_the_handshake_outcome() {
             .lines()
             .find(|l| l.contains(&format!("{side} handshake complete")))
             .unwrap_or_else(|| panic!("no {side} handshake line in {log}"));
-        for want in ["QUIC version 0x1", "TLS13_", "ALPN \"hq-interop\"", "full handshake", "multipath negotiated"] {
+        for want in [version, "TLS13_", "ALPN \"hq-interop\"", "full handshake", "multipath negotiated"] {
             assert!(l.contains(want), "{side}: {want:?} missing from {l}");
         }
     }

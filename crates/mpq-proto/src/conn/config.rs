@@ -80,6 +80,30 @@ pub struct TransportConfig {
     /// which a client would otherwise wait out in full against an address where nothing
     /// listens. `None` (the default): only the idle timeout applies.
     pub handshake_timeout: Option<Duration>,
+    /// The QUIC versions this endpoint accepts, most preferred first (default: v1 then v2,
+    /// [`crate::VERSION_1`], [`crate::VERSION_2`]). A server answers a client Initial of
+    /// another version with a Version Negotiation packet listing these (RFC 9000 §6.1); a
+    /// client offers them in its version_information (RFC 9368 §3) and lets the server
+    /// move the connection to any of them that is compatible with its first flight
+    /// (RFC 9368 §2.1).
+    pub versions: Vec<u32>,
+    /// Client: the version of the first Initial (default v1, which every QUIC server
+    /// speaks; a server that prefers v2, or a client whose `versions` put v2 first, upgrade
+    /// the connection by compatible version negotiation, RFC 9368 §2.1). Offered even if
+    /// missing from `versions`.
+    pub initial_version: u32,
+    /// Server: which order picks the version of a connection among those both sides
+    /// accept (compatible version negotiation, RFC 9368 §2.3). Off (the default): the
+    /// client's, so a connection moves only if the client ranks another version above the
+    /// one it started in, and a client that prefers its own version (every client that
+    /// does not offer others, every v1-only client) is never moved. On: the server's
+    /// `versions` order, e.g. v2 first to move every client that offers v2 to v2.
+    /// `mpq server --versions` turns it on.
+    pub prefer_server_version_order: bool,
+    /// Advertise grease_quic_bit (RFC 9287 §3) and so accept packets whose QUIC Bit (the
+    /// fixed bit, 0x40) is 0; when the peer advertises it too, send some packets with the
+    /// bit cleared, at random, so that middleboxes cannot ossify on it. On by default.
+    pub grease_quic_bit: bool,
 }
 
 /// Where a multipath endpoint sends its PATH_ACK frames.
@@ -133,6 +157,10 @@ impl Default for TransportConfig {
             flow_control_on_all_paths: true,
             max_concurrent_paths: 8,
             handshake_timeout: None,
+            versions: vec![crate::VERSION_1, crate::VERSION_2],
+            initial_version: crate::VERSION_1,
+            prefer_server_version_order: false,
+            grease_quic_bit: true,
         }
     }
 }

@@ -31,9 +31,10 @@ pub enum ConnectionError {
     /// The peer sent a stateless reset.
     #[error("stateless reset by peer")]
     Reset,
-    /// The server does not support our version: its Version Negotiation packet listed none
-    /// we speak (RFC 9000 §6.2).
-    #[error("version negotiation failed: the server supports no QUIC version we speak (v1)")]
+    /// The server does not support the version we started in: its Version Negotiation
+    /// packet did not list it (RFC 9000 §6.2). Restarting in another version it lists
+    /// (incompatible version negotiation, RFC 9368 §2.2) is not implemented.
+    #[error("version negotiation failed: the server does not support the QUIC version we started in")]
     VersionMismatch,
     /// The handshake did not complete within
     /// [`TransportConfig::handshake_timeout`](super::TransportConfig::handshake_timeout).

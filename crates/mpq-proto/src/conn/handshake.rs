@@ -1,12 +1,13 @@
 //! Driving TLS: CRYPTO data in and out, keys per level, transport parameters,
 //! handshake completion and confirmation, key discard (RFC 9001 §4).
 
+use rand::Rng;
 use rustls::quic::KeyChange;
 
 use crate::crypto::key_update::OneRttKeys;
 use crate::error::{TransportError, TransportErrorCode};
 use crate::time::Instant;
-use crate::transport_params::TransportParameters;
+use crate::transport_params::{TransportParameters, VersionInformation};
 use crate::types::{Level, Side, SpaceId};
 
 use super::config::TransportConfig;
@@ -16,13 +17,16 @@ use crate::cid::ConnectionId;
 use crate::stream::Streams;
 
 /// Our transport parameters (RFC 9000 §18.2), built before the connection exists because
-/// TLS needs them at construction.
+/// TLS needs them at construction. `version` is the connection's version: for a client the
+/// version of its first Initial, for a server the negotiated one (RFC 9368 §3: the Chosen
+/// Version).
 pub(crate) fn local_transport_params(
     side: Side,
     config: &TransportConfig,
     local_cid: ConnectionId,
     reset_token: [u8; 16],
     orig_dst_cid: ConnectionId,
+    version: u32,
 ) -> TransportParameters {
     let s = Streams::new(side, &config.streams).local_params();
     let mut tp = TransportParameters {
@@ -40,6 +44,16 @@ pub(crate) fn local_transport_params(
         active_connection_id_limit: config.active_connection_id_limit,
         initial_source_connection_id: Some(local_cid),
         initial_max_path_id: config.initial_max_path_id,
+        // RFC 9368 §3: the client lists the versions it accepts being moved to, the server
+        // every version it supports.
+        version_information: Some(VersionInformation {
+            chosen: version,
+            available: match side {
+                Side::Client => super::version::client_available(config),
+                Side::Server => config.versions.clone(),
+            },
+        }),
+        grease_quic_bit: config.grease_quic_bit,
         ..TransportParameters::default()
     };
     if side == Side::Server {
@@ -48,6 +62,12 @@ pub(crate) fn local_transport_params(
         tp.disable_active_migration = config.disable_active_migration;
     }
     tp
+}
+
+/// The TLS secrets of a client moved to another version were not captured: cannot happen
+/// for a session made with `may_upgrade`, which every client that may switch gets.
+fn missing_keys() -> TransportError {
+    TransportError::new(TransportErrorCode::INTERNAL_ERROR, "no secrets for the negotiated version's keys")
 }
 
 impl Connection {
@@ -74,13 +94,25 @@ impl Connection {
                     }
                 }
             }
+            // A client moved to another version derives that version's keys itself: its TLS
+            // session was made for the original one (see `crypto::version_keys`).
+            let (side, version) = (self.shared.side, self.shared.version.current);
+            let rederive = side == Side::Client && version != self.shared.version.original;
             match change {
                 Some(KeyChange::Handshake { keys }) => {
+                    let keys = if rederive { self.shared.tls.handshake_keys_for(side, version) } else { Some(keys) };
+                    let Some(keys) = keys else { return Err(missing_keys()) };
                     self.shared.handshake_keys = Some(keys);
                     self.shared.write_level = Level::Handshake;
                 }
                 Some(KeyChange::OneRtt { keys, next }) => {
-                    self.shared.one_rtt = Some(OneRttKeys::new(keys, next));
+                    let keys = if rederive {
+                        let (keys, next) = self.shared.tls.one_rtt_keys_for(side, version).ok_or_else(missing_keys)?;
+                        OneRttKeys::new_versioned(keys, next)
+                    } else {
+                        OneRttKeys::new(keys, next)
+                    };
+                    self.shared.one_rtt = Some(keys);
                     self.shared.write_level = Level::OneRtt;
                 }
                 None => {
@@ -118,6 +150,7 @@ impl Connection {
     /// Validates and applies the peer's transport parameters (RFC 9000 §7.3, §7.4).
     fn on_peer_params(&mut self, raw: &[u8]) -> Result<(), TransportError> {
         let tp = TransportParameters::decode(self.shared.side.peer(), raw)?;
+        self.shared.check_peer_version_information(&tp)?;
         // Authenticate the connection IDs used during the handshake (RFC 9000 §7.3).
         if tp.initial_source_connection_id != self.shared.peer_initial_scid {
             return Err(TransportError::transport_parameter("initial_source_connection_id mismatch"));
@@ -175,6 +208,8 @@ impl Connection {
         for p in self.paths.iter_mut() {
             p.mtu = mtu;
             p.cc.set_max_datagram_size(u64::from(mtu));
+            // RFC 9287 §3.1: the peer accepts a cleared QUIC Bit.
+            p.grease = tp.grease_quic_bit.then(|| self.shared.rng.random());
         }
         self.paths.publish_all();
         self.shared.peer_params = Some(tp);
@@ -190,6 +225,7 @@ impl Connection {
             self.shared.state = State::Established;
         }
         self.shared.events.push_back(Event::Connected);
+        self.shared.qlog_version_information(now);
         self.shared.qlog_state(now, "handshake_completed");
         if self.shared.side == Side::Server {
             // RFC 9001 §4.1.2: the server's handshake is confirmed once it completes.
@@ -233,6 +269,7 @@ impl Host<'_> {
         let space = match id {
             SpaceId::Initial => {
                 self.shared.initial_keys = None;
+                self.shared.version.original_initial_keys = None;
                 self.shared.initial.take()
             }
             SpaceId::Handshake => {

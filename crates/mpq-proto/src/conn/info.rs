@@ -7,7 +7,7 @@ use super::Connection;
 /// The outcome of a completed handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandshakeInfo {
-    /// QUIC version (only v1, RFC 9000, is spoken).
+    /// The negotiated QUIC version: v1 (RFC 9000) or v2 (RFC 9369).
     pub version: u32,
     /// TLS 1.3 cipher suite, e.g. `TLS13_AES_128_GCM_SHA256`.
     pub cipher_suite: String,
@@ -25,8 +25,8 @@ impl std::fmt::Display for HandshakeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "QUIC version {:#x}, {}, ALPN {:?}, {}, multipath {}, paths [",
-            self.version,
+            "QUIC {}, {}, ALPN {:?}, {}, multipath {}, paths [",
+            crate::packet::version::name(self.version),
             self.cipher_suite,
             self.alpn,
             if self.resumed { "resumed session" } else { "full handshake" },
@@ -46,7 +46,7 @@ impl Connection {
             return None;
         }
         Some(HandshakeInfo {
-            version: crate::VERSION_1,
+            version: self.shared.version.current,
             cipher_suite: self
                 .shared
                 .tls

@@ -30,6 +30,7 @@ pub mod config;
 pub mod events;
 #[cfg(any(test, feature = "fuzzing"))]
 mod fuzzing;
+mod grease;
 mod handshake;
 pub(crate) mod host;
 mod info;
@@ -52,6 +53,7 @@ mod send;
 mod shared;
 mod space;
 mod timers;
+pub(crate) mod version;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -237,6 +239,8 @@ pub(crate) struct ConnShared {
     initial: Option<PacketSpace>,
     handshake: Option<PacketSpace>,
     initial_keys: Option<rustls::quic::Keys>,
+    /// The QUIC version in use and how it was negotiated (RFC 9368).
+    version: version::VersionState,
     handshake_keys: Option<rustls::quic::Keys>,
     one_rtt: Option<OneRttKeys>,
     /// Next 1-RTT secrets as handed out by TLS, until 1-RTT keys are installed.
@@ -357,6 +361,11 @@ pub(crate) struct ConnectionInit {
     pub address_validated: bool,
     /// Tokens: the client's initial token and store, the server's issuer and Retry CID.
     pub tokens: retry::AddressTokens,
+    /// The version of the client's first Initial (RFC 9368's original version).
+    pub original_version: u32,
+    /// The version the connection sends in: the original one, or the one a server chose by
+    /// compatible version negotiation (RFC 9368 §2.1).
+    pub version: u32,
 }
 
 impl Connection {
@@ -374,6 +383,8 @@ impl Connection {
             seed,
             address_validated,
             tokens,
+            original_version,
+            version,
         } = init;
         let mut cids0 = LocalCids::default();
         cids0.issue(local_cid, reset_key.token(&local_cid), false);
@@ -383,7 +394,15 @@ impl Connection {
         peer_cids.insert(0, PeerCids::new(peer_cid, config.active_connection_id_limit));
         // After a Retry the Initial keys come from the DCID the client chose then, which the
         // server finds in its token (RFC 9001 §5.2); otherwise from the first DCID.
-        let initial_keys = Some(crate::crypto::initial::initial_keys(&tokens.retry_scid.unwrap_or(orig_dst_cid), side));
+        let initial_dcid = tokens.retry_scid.unwrap_or(orig_dst_cid);
+        let initial_keys = Some(crate::crypto::initial::initial_keys(&initial_dcid, side, version));
+        let mut version_state = version::VersionState::new(original_version, version);
+        if version != original_version {
+            // A server that switched still reads the client's first flight, protected with
+            // the original version's Initial keys (RFC 9368 §2.1).
+            version_state.original_initial_keys =
+                Some(crate::crypto::initial::initial_keys(&initial_dcid, side, original_version));
+        }
         // A client's own address needs no validation; the server validates the client's.
         let path = PathState::new(0, remote, &config, side == Side::Client || address_validated);
         let streams = Streams::new(side, &config.streams);
@@ -396,6 +415,7 @@ impl Connection {
             initial: Some(PacketSpace::new(1)),
             handshake: Some(PacketSpace::new(1)),
             initial_keys,
+            version: version_state,
             handshake_keys: None,
             one_rtt: None,
             write_level: crate::types::Level::Initial,
@@ -758,3 +778,5 @@ mod tests_peer_limits;
 mod tests_retry;
 #[cfg(test)]
 mod tests_threads;
+#[cfg(test)]
+mod tests_version;

@@ -145,6 +145,7 @@ impl Connection {
             return None;
         }
         let mut path = PathState::new(id, rx.remote, &self.shared.config, false);
+        path.grease = self.shared.grease_key();
         path.local = Some(rx.local);
         path.phase = PathPhase::Validating;
         path.amp_received = rx.datagram_len as u64;

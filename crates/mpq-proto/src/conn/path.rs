@@ -130,6 +130,11 @@ pub(crate) struct OffPathResponse {
 pub(crate) struct PathState {
     /// Path ID (RFC 10069 §1); 0 is the handshake path.
     pub id: u64,
+    /// Key of the QUIC Bit greasing of this path's short headers (RFC 9287), drawn from the
+    /// connection's generator once the peer advertised grease_quic_bit (`conn/grease.rs`);
+    /// `None`: the bit stays set. Held by the path so that it needs nothing else to write
+    /// a header.
+    pub grease: Option<u64>,
     /// The peer's address on this path.
     pub remote: SocketAddr,
     /// The application data packet number space of this path.
@@ -212,6 +217,7 @@ impl PathState {
         let mtu = crate::MIN_INITIAL_SIZE as u16;
         Self {
             id,
+            grease: None,
             remote,
             data: PacketSpace::new(config.ack_eliciting_threshold),
             rtt: RttEstimator::new(config.initial_rtt),

@@ -85,6 +85,7 @@ impl Connection {
         }
         self.shared.mp.next_path_id += 1;
         let mut path = PathState::new(id, remote, &self.shared.config, true);
+        path.grease = self.shared.grease_key();
         path.local = local;
         path.phase = PathPhase::Validating;
         path.mtu = self.paths.first().map_or(path.mtu, |p| p.mtu);

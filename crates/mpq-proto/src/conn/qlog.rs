@@ -51,6 +51,16 @@ pub(crate) fn packet_sent_events(
 }
 
 impl ConnShared {
+    /// qlog `PacketHeader`: long headers carry the version (a hex string in qlog's QUIC
+    /// schema), which tells v1 from v2 (RFC 9369) and shows a compatible version negotiation.
+    fn qlog_header(&self, level: Level, pn: u64, path_id: u64) -> Value {
+        let mut h = json!({"packet_type": packet_type_name(level), "packet_number": pn, "path_id": path_id});
+        if level != Level::OneRtt {
+            h["version"] = format!("{:08x}", self.version.current).into();
+        }
+        h
+    }
+
     /// The qlog frames of a packet about to be sealed, read from its plaintext `payload` (the
     /// bytes after the packet number); `None` without a sink, so that a connection without
     /// qlog decodes nothing.
@@ -70,8 +80,15 @@ impl ConnShared {
         size: usize,
         frames: Option<Vec<Value>>,
     ) {
+        if self.qlog.is_none() {
+            return;
+        }
+        let header = self.qlog_header(level, pn, path.id);
         let Some(q) = self.qlog.as_mut() else { return };
-        for (name, data) in packet_sent_events(level, path, pn, size, frames) {
+        let mut events = packet_sent_events(level, path, pn, size, frames);
+        // (A long header's also names the version.)
+        events[0].1["header"] = header;
+        for (name, data) in events {
             q.emit(now, name, data);
         }
     }
@@ -100,12 +117,13 @@ impl ConnShared {
         }
         let exponent = self.peer_ack_delay_exponent();
         let frames = frames_json(payload, exponent);
+        let header = self.qlog_header(level, pn, path_id);
         let Some(q) = self.qlog.as_mut() else { return };
         q.emit(
             now,
             "transport:packet_received",
             json!({
-                "header": {"packet_type": packet_type_name(level), "packet_number": pn, "path_id": path_id},
+                "header": header,
                 "raw": {"length": length, "payload_length": payload.len()},
                 "frames": frames,
             }),

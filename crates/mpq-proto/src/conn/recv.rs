@@ -7,7 +7,7 @@ use crate::cid::ConnectionId;
 use crate::crypto::key_update::RemoteKeyChoice;
 use crate::error::{TransportError, TransportErrorCode};
 use crate::frame::{frame_type as ft, AckFrame, ConnectionClose, Frame, StreamFrame};
-use crate::packet::header::{parse_packet, PacketKind, ParsedPacket};
+use crate::packet::header::{parse_packet_with, PacketKind, ParsedPacket};
 use crate::packet::number::decode_pn;
 use crate::packet::protect::remove_header_protection;
 use crate::recovery::received::Ecn;
@@ -72,7 +72,7 @@ impl Connection {
         let mut first_dcid = None;
         while offset < total {
             let buf = &mut data[offset..];
-            let parsed = match parse_packet(buf, self.shared.local_cid_len) {
+            let parsed = match parse_packet_with(buf, self.shared.local_cid_len, self.shared.parse_options()) {
                 Ok(p) => p,
                 Err(_) => {
                     self.shared.stats.dropped_packets += 1;
@@ -105,7 +105,10 @@ impl Connection {
         }
         if self.shared.handshake_complete && !self.shared.early_one_rtt.is_empty() {
             for mut p in std::mem::take(&mut self.shared.early_one_rtt) {
-                let Ok(parsed) = parse_packet(&p.bytes, self.shared.local_cid_len) else { continue };
+                let Ok(parsed) = parse_packet_with(&p.bytes, self.shared.local_cid_len, self.shared.parse_options())
+                else {
+                    continue;
+                };
                 self.handle_packet(now, &p.rx, &parsed, &mut p.bytes, p.is_last);
                 if self.shared.state == State::Drained {
                     return;
@@ -136,10 +139,18 @@ impl Connection {
                 return;
             }
         };
-        if parsed.kind != PacketKind::Short && parsed.version != crate::VERSION_1 {
-            self.shared.stats.dropped_packets += 1;
-            return;
-        }
+        // RFC 9368 §2.1: long headers carry the connection's version, or one it may switch to.
+        let switch_to = match parsed.kind {
+            PacketKind::Short => None,
+            _ => match self.packet_version(parsed) {
+                super::version::VersionFit::Fits => None,
+                super::version::VersionFit::Switch(v) => Some(v),
+                super::version::VersionFit::Drop => {
+                    self.shared.stats.dropped_packets += 1;
+                    return;
+                }
+            },
+        };
         // RFC 9000 §7.2: once an Initial was accepted, later Initials with a different
         // Source Connection ID MUST be discarded (the server's records the client's SCID
         // from the first Initial; the client's, the server's from the first it processed).
@@ -220,7 +231,14 @@ impl Connection {
         if matches!(self.shared.state, State::Draining { .. }) {
             return;
         }
-        match self.unprotect(now, level, path_id, parsed, pkt) {
+        let undo = switch_to.map(|v| self.try_switch(v));
+        let opened = self.unprotect(now, level, path_id, parsed, pkt);
+        match (&opened, undo) {
+            (Ok(Some(_)), undo) if level != Level::OneRtt => self.settle_version(undo.is_some()),
+            (_, Some(undo)) => self.undo_switch(undo),
+            _ => {}
+        }
+        match opened {
             Ok(Some((pn, header_len, payload_len, _key_phase))) => {
                 let payload = &pkt[header_len..header_len + payload_len];
                 self.on_packet_authenticated(now, rx, level, path_id, parsed, pn, payload);
@@ -264,7 +282,7 @@ impl Connection {
         };
         let multipath = self.shared.mp.enabled;
         let hp = match level {
-            Level::Initial => self.shared.initial_keys.as_ref().map(|k| &*k.remote.header),
+            Level::Initial => self.shared.initial_keys_for(parsed.version).map(|k| &*k.remote.header),
             Level::Handshake => self.shared.handshake_keys.as_ref().map(|k| &*k.remote.header),
             Level::OneRtt => self.shared.one_rtt.as_ref().map(|k| k.remote_header_key()),
             Level::ZeroRtt => None,
@@ -280,7 +298,7 @@ impl Connection {
         let plain_len = match level {
             Level::Initial | Level::Handshake => {
                 let keys = if level == Level::Initial {
-                    self.shared.initial_keys.as_ref()
+                    self.shared.initial_keys_for(parsed.version)
                 } else {
                     self.shared.handshake_keys.as_ref()
                 };
@@ -417,8 +435,16 @@ impl Connection {
             return;
         }
         let versions = &pkt[parsed.pn_offset.min(pkt.len())..];
-        let offers_v1 = versions.chunks_exact(4).any(|v| v == crate::VERSION_1.to_be_bytes());
-        if !offers_v1 {
+        // RFC 9368 §4: a list with the original version is ignored (it cannot be genuine).
+        // Otherwise the server wants another version: restarting in it (incompatible
+        // version negotiation, RFC 9368 §2.2) is not implemented, so the attempt ends.
+        let original = self.shared.version.original.to_be_bytes();
+        let offers_ours = versions.chunks_exact(4).any(|v| v == original);
+        if !offers_ours {
+            tracing::debug!(
+                offered = ?crate::packet::header::negotiation_versions(versions).map(crate::packet::version::name).collect::<Vec<_>>(),
+                "version negotiation: the server does not speak our version"
+            );
             self.host().enter_draining(now, ConnectionError::VersionMismatch);
             self.set_drained(None);
         }

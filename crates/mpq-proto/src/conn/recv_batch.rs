@@ -237,7 +237,8 @@ impl Connection {
         // A short header (RFC 9000 §17.3.1): fixed bit set, long-header bit clear. It runs
         // to the end of the datagram, so the datagram holds this one packet.
         let first = *d.first().ok_or(NotOpened::General)?;
-        if first & 0xc0 != 0x40 {
+        // The fixed bit may be 0 when we advertised grease_quic_bit (RFC 9287 §3).
+        if first & 0x80 != 0 || (first & 0x40 == 0 && !self.shared.config.grease_quic_bit) {
             return Err(NotOpened::General);
         }
         let dcid = ConnectionId::try_from_slice(d.get(1..1 + lease.cid_len).ok_or(NotOpened::General)?)

@@ -35,7 +35,9 @@ impl Connection {
         let acceptable = self.shared.side == Side::Client
             && !self.shared.got_server_cid
             && self.shared.tokens.retry_scid.is_none()
-            && parsed.version == crate::VERSION_1
+            // A Retry comes in the version of our Initial (its tag key depends on it, RFC 9369
+            // §3.3.3); compatible version negotiation happens after it (RFC 9368 §2.4).
+            && parsed.version == self.shared.version.current
             // "A client MUST discard a Retry packet with a zero-length Retry Token field."
             && !parsed.token.is_empty()
             // §17.2.5.1: a Retry whose SCID equals the DCID we sent is discarded.
@@ -54,7 +56,8 @@ impl Connection {
         if let Some(p) = self.shared.peer_cids.get_mut(&0) {
             p.set_initial(parsed.scid);
         }
-        self.shared.initial_keys = Some(crate::crypto::initial::initial_keys(&parsed.scid, Side::Client));
+        let version = self.shared.version.current;
+        self.shared.initial_keys = Some(crate::crypto::initial::initial_keys(&parsed.scid, Side::Client, version));
         self.reset_initial_recovery(now);
         self.shared.qlog_retry_received(now, pkt.len(), &parsed.scid);
     }

@@ -245,7 +245,7 @@ fn client_accepts_the_rfc9001_a4_retry() {
     let mut conn = Connection::new(ConnectionInit {
         side: Side::Client,
         config: Arc::new(TransportConfig::default()),
-        tls: TlsSession::client(tls, name, Vec::new()).unwrap(),
+        tls: TlsSession::client(tls, name, Vec::new(), crate::VERSION_1, false).unwrap(),
         now: Instant::ZERO,
         remote,
         local_cid: ConnectionId::EMPTY,
@@ -255,6 +255,8 @@ fn client_accepts_the_rfc9001_a4_retry() {
         seed: 1,
         address_validated: false,
         tokens: AddressTokens::default(),
+        original_version: crate::VERSION_1,
+        version: crate::VERSION_1,
     });
     let mut retry = hex("ff000000010008f067a5502a4262b5746f6b656e04a265ba2eff4d829058fb3f0f2496ba");
     let mut tampered = retry.clone();

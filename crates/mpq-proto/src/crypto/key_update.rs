@@ -35,6 +35,9 @@ pub enum RemoteKeyChoice {
 /// Where the keys of the following generations come from.
 enum KeySource {
     Tls(Secrets),
+    /// Secrets of a version the TLS session was not created for (a client upgraded by
+    /// compatible version negotiation, see [`super::version_keys`]).
+    Versioned(super::version_keys::NextSecrets),
     /// INSECURE: the null cipher of every generation, for simulations.
     Null,
 }
@@ -43,6 +46,7 @@ impl KeySource {
     fn next_keys(&mut self) -> PacketKeySet {
         match self {
             KeySource::Tls(s) => s.next_packet_keys(),
+            KeySource::Versioned(s) => s.next_packet_keys(),
             KeySource::Null => PacketKeySet { local: null_packet_key(), remote: null_packet_key() },
         }
     }
@@ -193,6 +197,12 @@ impl OneRttKeys {
     /// Builds the state from what rustls returns in `KeyChange::OneRtt { keys, next }`.
     pub fn new(keys: Keys, next: Secrets) -> Self {
         Self::build(keys, KeySource::Tls(next))
+    }
+
+    /// Keys of a version the TLS session was not created for, with the secrets of the next
+    /// phases (see [`super::version_keys`]).
+    pub fn new_versioned(keys: Keys, next: super::version_keys::NextSecrets) -> Self {
+        Self::build(keys, KeySource::Versioned(next))
     }
 
     /// INSECURE: null keys in every generation ([`super::null`]), for simulations.

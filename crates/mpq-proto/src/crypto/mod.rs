@@ -18,10 +18,12 @@ pub use rustls::crypto::aws_lc_rs as backend;
 #[cfg(not(feature = "aws-lc-rs"))]
 pub use rustls::crypto::ring as backend;
 
+pub mod client_hello;
 pub mod initial;
 pub mod key_update;
 pub mod null;
 pub mod session;
+pub mod version_keys;
 
 pub use initial::initial_keys;
 pub use key_update::{OneRttKeys, RemoteKeyChoice};

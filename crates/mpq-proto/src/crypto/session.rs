@@ -3,8 +3,10 @@
 use std::sync::Arc;
 
 use rustls::pki_types::ServerName;
-use rustls::quic::{self, KeyChange, Version};
+use rustls::quic::{self, KeyChange, Keys};
 
+use super::version_keys::{NextSecrets, SecretCapture};
+use crate::packet::version::tls_version;
 use crate::{Level, TransportError, TransportErrorCode};
 
 /// TLS alert `internal_error`, reported when rustls fails without naming an alert.
@@ -14,6 +16,9 @@ const ALERT_INTERNAL_ERROR: u8 = 80;
 /// hands out packet keys as the handshake advances.
 pub struct TlsSession {
     conn: quic::Connection,
+    /// A client that may be upgraded to another version keeps the TLS secrets, to derive
+    /// that version's keys (see [`super::version_keys`]).
+    capture: Option<Arc<SecretCapture>>,
 }
 
 impl std::fmt::Debug for TlsSession {
@@ -26,20 +31,55 @@ impl TlsSession {
     /// A client session. `config` must offer TLS 1.3 only and set ALPN protocols (QUIC has
     /// no ALPN-less mode, RFC 9001 §8.1); `transport_params` is our encoded RFC 9000 §18
     /// extension body.
+    ///
+    /// `version` is the QUIC version of the client's first Initial. With `may_upgrade`, the
+    /// session keeps its secrets so that the connection can switch to another version the
+    /// server picks by compatible version negotiation (RFC 9368 §2.1): the configuration is
+    /// copied for this connection, with a key log that captures the secrets and passes
+    /// everything on to the configured one.
     pub fn client(
         config: Arc<rustls::ClientConfig>,
         server_name: ServerName<'static>,
         transport_params: Vec<u8>,
+        version: u32,
+        may_upgrade: bool,
     ) -> Result<Self, rustls::Error> {
-        let conn = quic::ClientConnection::new(config, Version::V1, server_name, transport_params)?;
-        Ok(Self { conn: conn.into() })
+        let (config, capture) = if may_upgrade {
+            let capture = Arc::new(SecretCapture::new(config.key_log.clone()));
+            let mut own = (*config).clone();
+            own.key_log = capture.clone();
+            (Arc::new(own), Some(capture))
+        } else {
+            (config, None)
+        };
+        let conn = quic::ClientConnection::new(config, tls_version(version), server_name, transport_params)?;
+        Ok(Self { conn: conn.into(), capture })
     }
 
-    /// A server session. `config.max_early_data_size` must be 0 or `u32::MAX` (rustls
-    /// rejects other values for QUIC).
-    pub fn server(config: Arc<rustls::ServerConfig>, transport_params: Vec<u8>) -> Result<Self, rustls::Error> {
-        let conn = quic::ServerConnection::new(config, Version::V1, transport_params)?;
-        Ok(Self { conn: conn.into() })
+    /// A server session for a connection in `version` (the negotiated version: a server
+    /// picks it before the session exists, RFC 9368 §2.1). `config.max_early_data_size`
+    /// must be 0 or `u32::MAX` (rustls rejects other values for QUIC).
+    pub fn server(
+        config: Arc<rustls::ServerConfig>,
+        transport_params: Vec<u8>,
+        version: u32,
+    ) -> Result<Self, rustls::Error> {
+        let conn = quic::ServerConnection::new(config, tls_version(version), transport_params)?;
+        Ok(Self { conn: conn.into(), capture: None })
+    }
+
+    /// Handshake keys of `version` for `side`, when the session was created for another
+    /// version and kept its secrets; `None` otherwise.
+    pub fn handshake_keys_for(&self, side: crate::Side, version: u32) -> Option<Keys> {
+        let suite = self.conn.negotiated_cipher_suite()?;
+        self.capture.as_ref()?.handshake_keys(suite, super::rustls_side(side), version)
+    }
+
+    /// First 1-RTT keys of `version` and the secrets of the following key phases, like
+    /// [`TlsSession::handshake_keys_for`].
+    pub fn one_rtt_keys_for(&self, side: crate::Side, version: u32) -> Option<(Keys, NextSecrets)> {
+        let suite = self.conn.negotiated_cipher_suite()?;
+        self.capture.as_ref()?.one_rtt_keys(suite, super::rustls_side(side), version)
     }
 
     /// Feeds in-order CRYPTO frame data received at `level`.

@@ -59,7 +59,7 @@ impl Peer {
             tls,
             side,
             write_level: Level::Initial,
-            initial: initial_keys(&ConnectionId::new(&DCID), side),
+            initial: initial_keys(&ConnectionId::new(&DCID), side, crate::VERSION_1),
             handshake: None,
             one_rtt: None,
             next_pn: [0; 3],
@@ -211,12 +211,17 @@ impl Peer {
 }
 
 fn handshake(client_alpn: &[u8]) -> Result<(Peer, Peer), crate::TransportError> {
+    handshake_with(client_alpn, false)
+}
+
+/// The handshake with a client that keeps its secrets for another version (`may_upgrade`).
+fn handshake_with(client_alpn: &[u8], may_upgrade: bool) -> Result<(Peer, Peer), crate::TransportError> {
     let (cc, sc) = configs(client_alpn);
     let ctp = b"client transport parameters".to_vec();
     let stp = b"server transport parameters".to_vec();
     let name = ServerName::try_from("localhost").unwrap();
-    let mut client = Peer::new(TlsSession::client(cc, name, ctp).unwrap(), Side::Client);
-    let mut server = Peer::new(TlsSession::server(sc, stp).unwrap(), Side::Server);
+    let mut client = Peer::new(TlsSession::client(cc, name, ctp, crate::VERSION_1, may_upgrade).unwrap(), Side::Client);
+    let mut server = Peer::new(TlsSession::server(sc, stp, crate::VERSION_1).unwrap(), Side::Server);
     let mut to_server = client.flush();
     for _ in 0..6 {
         if to_server.is_empty() {
@@ -458,4 +463,64 @@ fn key_phase_marks_are_per_path_and_follow_updates_lazily() {
     assert!(!k.can_initiate(), "packet 99 of path B is older than the phase");
     k.on_packet_acked_path(&mut b, 100);
     assert!(k.can_initiate());
+}
+
+/// Seals `payload` as packet `pn` with `key` and returns ciphertext and tag.
+fn seal_with(key: &dyn rustls::quic::PacketKey, pn: u64, path: Option<u32>) -> Vec<u8> {
+    let mut buf = b"some payload bytes".to_vec();
+    let tag = match path {
+        Some(p) => key.encrypt_in_place_for_path(p, pn, b"header", &mut buf),
+        None => key.encrypt_in_place(pn, b"header", &mut buf),
+    }
+    .unwrap();
+    buf.extend_from_slice(tag.as_ref());
+    buf
+}
+
+/// The header protection mask of `hp` for a fixed sample.
+fn mask_of(hp: &dyn rustls::quic::HeaderProtectionKey) -> (u8, [u8; 4]) {
+    let (mut first, mut pn) = (0xc3u8, [0u8; 4]);
+    hp.encrypt_in_place(&[7; 16], &mut first, &mut pn).unwrap();
+    (first, pn)
+}
+
+/// The keys `version_keys` derives from captured secrets are rustls's own when asked for
+/// the session's version (v1 here): the same derivation with the other labels gives v2's.
+#[test]
+fn captured_secrets_derive_the_keys_rustls_derives() {
+    let (client, server) = handshake_with(ALPN, true).unwrap();
+    let hs = client.tls.handshake_keys_for(Side::Client, VERSION_1).expect("captured handshake secrets");
+    let theirs = client.handshake.as_ref().unwrap();
+    assert_eq!(seal_with(&*hs.local.packet, 3, None), seal_with(&*theirs.local.packet, 3, None));
+    assert_eq!(seal_with(&*hs.remote.packet, 9, None), seal_with(&*theirs.remote.packet, 9, None));
+    assert_eq!(mask_of(&*hs.local.header), mask_of(&*theirs.local.header));
+    let (mut ours, mut next) = client.tls.one_rtt_keys_for(Side::Client, VERSION_1).expect("captured 1-RTT secrets");
+    let theirs = server.one_rtt.as_ref().unwrap();
+    // Client's local = server's remote, with and without a path ID in the nonce.
+    assert_eq!(
+        seal_with(&*ours.local.packet, 5, None),
+        seal_with(theirs.remote_key(RemoteKeyChoice::Current).unwrap(), 5, None)
+    );
+    assert_eq!(
+        seal_with(&*ours.local.packet, 5, Some(3)),
+        seal_with(theirs.remote_key(RemoteKeyChoice::Current).unwrap(), 5, Some(3))
+    );
+    assert_eq!(mask_of(&*ours.remote.header), mask_of(theirs.local_header_key()));
+    // The next phase ("quic ku") matches the server's pre-derived next keys.
+    let next_set = next.next_packet_keys();
+    assert_eq!(
+        seal_with(&*next_set.local, 1, None),
+        seal_with(theirs.remote_key(RemoteKeyChoice::Next).unwrap(), 1, None)
+    );
+    // v2 labels give other keys.
+    let v2 = client.tls.handshake_keys_for(Side::Client, crate::VERSION_2).unwrap();
+    assert_ne!(seal_with(&*v2.local.packet, 3, None), seal_with(&*hs.local.packet, 3, None));
+    ours = client.tls.one_rtt_keys_for(Side::Client, crate::VERSION_2).unwrap().0;
+    assert_ne!(
+        seal_with(&*ours.local.packet, 5, None),
+        seal_with(theirs.remote_key(RemoteKeyChoice::Current).unwrap(), 5, None)
+    );
+    // A session made without `may_upgrade` keeps nothing.
+    let (plain, _) = handshake(ALPN).unwrap();
+    assert!(plain.tls.handshake_keys_for(Side::Client, VERSION_1).is_none());
 }

@@ -70,6 +70,10 @@ pub(super) struct ServerGuard {
     /// (`Some(None)`: leave it out), to check the client's verification.
     #[cfg(test)]
     pub tp_retry_scid_override: Option<Option<ConnectionId>>,
+    /// Tests: what this endpoint sends as version_information (`Some(None)`: leave it out),
+    /// to check the peer's verification (RFC 9368 §4).
+    #[cfg(test)]
+    pub tp_version_override: Option<Option<crate::transport_params::VersionInformation>>,
 }
 
 /// The limits [`ServerGuard`] applies (from the endpoint configuration).
@@ -91,6 +95,8 @@ impl ServerGuard {
             stats: EndpointStats::default(),
             #[cfg(test)]
             tp_retry_scid_override: None,
+            #[cfg(test)]
+            tp_version_override: None,
         }
     }
 
@@ -180,7 +186,7 @@ impl ServerGuard {
 /// nothing about the sender, but junk costs no connection state, no TLS session and no
 /// qlog file. Works on a copy: the datagram is decrypted again by the connection.
 pub(super) fn initial_decrypts(datagram: &[u8], parsed: &ParsedPacket) -> bool {
-    let keys = initial_keys(&parsed.dcid, Side::Server);
+    let keys = initial_keys(&parsed.dcid, Side::Server, parsed.version);
     let mut pkt = datagram[..parsed.packet_len.min(datagram.len())].to_vec();
     let Ok(hdr) = remove_header_protection(&mut pkt, parsed.pn_offset, &*keys.remote.header) else {
         return false;
@@ -203,7 +209,7 @@ pub(super) fn write_retry(
 ) -> Vec<u8> {
     let token = key.seal_retry(rng, client, &parsed.dcid, retry_scid, now);
     let mut out = Vec::with_capacity(64 + token.len());
-    header::write_retry(&mut out, crate::VERSION_1, &parsed.scid, retry_scid, &parsed.dcid, &token, rng);
+    header::write_retry(&mut out, parsed.version, &parsed.scid, retry_scid, &parsed.dcid, &token, rng);
     out
 }
 
@@ -211,11 +217,10 @@ pub(super) fn write_retry(
 /// without creating state: protected with the Initial keys of the client's DCID, so the
 /// client (which derived the same keys) can read it. `scid` is any CID of ours.
 pub(super) fn write_invalid_token_close(parsed: &ParsedPacket, scid: &ConnectionId) -> Option<Vec<u8>> {
-    let keys = initial_keys(&parsed.dcid, Side::Server);
+    let keys = initial_keys(&parsed.dcid, Side::Server, parsed.version);
     let mut out = Vec::with_capacity(128);
     let (pn, pn_len) = (0, 1);
-    let o =
-        header::write_long_header(&mut out, LongType::Initial, crate::VERSION_1, &parsed.scid, scid, &[], pn, pn_len);
+    let o = header::write_long_header(&mut out, LongType::Initial, parsed.version, &parsed.scid, scid, &[], pn, pn_len);
     Frame::ConnectionClose(ConnectionClose {
         error_code: TransportErrorCode::INVALID_TOKEN.0,
         frame_type: Some(0),

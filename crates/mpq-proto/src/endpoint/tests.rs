@@ -159,6 +159,7 @@ fn max_udp_payload_size_is_advertised() {
         crate::ConnectionId::new(&[1; 8]),
         [0; 16],
         crate::ConnectionId::new(&[2; 8]),
+        crate::VERSION_1,
     );
     let mut bytes = Vec::new();
     tp.encode(&mut bytes);

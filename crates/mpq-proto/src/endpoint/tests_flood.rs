@@ -42,7 +42,7 @@ fn valid_initial(rng: &mut ChaCha8Rng) -> Vec<u8> {
     let mut c = [0u8; 16];
     rng.fill_bytes(&mut c);
     let (dcid, scid) = (ConnectionId::new(&c[..8]), ConnectionId::new(&c[8..]));
-    let keys = initial_keys(&dcid, Side::Client);
+    let keys = initial_keys(&dcid, Side::Client, crate::VERSION_1);
     let mut out = Vec::with_capacity(crate::MIN_INITIAL_SIZE);
     let o = write_long_header(&mut out, LongType::Initial, crate::VERSION_1, &dcid, &scid, &[], 0, 4);
     crate::frame::encode_crypto_header(&mut out, 1000, 100);
@@ -90,7 +90,9 @@ fn junk_initials_from_many_sources_create_no_state() {
 
 #[test]
 fn handshakes_are_bounded_in_total_and_per_address() {
-    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    // Not the endpoint's seed (2): the same stream would make an Initial's random DCID equal
+    // to a connection ID the endpoint issued, routing it to that connection.
+    let mut rng = ChaCha8Rng::seed_from_u64(20);
     let now = Instant::ZERO;
     let local: SocketAddr = SERVER.parse().unwrap();
     // Per address: one source sending valid Initials gets at most max_handshakes_per_ip.

@@ -13,8 +13,10 @@ use ring::aead;
 use thiserror::Error;
 
 use super::number::write_pn;
+use super::version;
 use crate::cid::{ConnectionId, MAX_CID_LEN};
 use crate::coding::{Reader, UnexpectedEnd};
+#[cfg(test)]
 use crate::VERSION_1;
 
 /// Length of the AEAD tag every QUIC v1 cipher suite appends (and of the Retry tag).
@@ -71,12 +73,14 @@ pub enum LongType {
 }
 
 impl LongType {
-    fn bits(self) -> u8 {
-        match self {
-            Self::Initial => 0,
-            Self::ZeroRtt => 1,
-            Self::Handshake => 2,
-        }
+    /// The Packet Type bits of this type in `version` (RFC 9000 §17.2, RFC 9369 §3.2).
+    fn bits(self, version: u32) -> u8 {
+        let kind = match self {
+            Self::Initial => PacketKind::Initial,
+            Self::ZeroRtt => PacketKind::ZeroRtt,
+            Self::Handshake => PacketKind::Handshake,
+        };
+        version::long_type_bits(version, kind)
     }
 }
 
@@ -182,7 +186,7 @@ pub fn parse_packet_with(buf: &[u8], local_cid_len: usize, opts: ParseOptions) -
     let scid_range = r.position()..r.position() + scid_len;
     let scid_bytes = r.bytes(scid_len)?;
 
-    if version != 0 && version != VERSION_1 {
+    if version != 0 && !version::is_implemented(version) {
         // Checked before the v1 rules (fixed bit, CID length) because they don't apply.
         return Err(HeaderError::UnsupportedVersion { version, dcid: dcid_range, scid: scid_range });
     }
@@ -210,12 +214,8 @@ pub fn parse_packet_with(buf: &[u8], local_cid_len: usize, opts: ParseOptions) -
     if first & FIXED_BIT == 0 && !opts.allow_grease_quic_bit {
         return Err(HeaderError::FixedBitZero);
     }
-    let kind = match (first >> 4) & 0x03 {
-        0 => PacketKind::Initial,
-        1 => PacketKind::ZeroRtt,
-        2 => PacketKind::Handshake,
-        _ => PacketKind::Retry,
-    };
+    // RFC 9369 §3.2: the type bits mean other types in v2.
+    let kind = version::long_kind(version, (first >> 4) & 0x03);
 
     if kind == PacketKind::Retry {
         let start = r.position();
@@ -329,7 +329,7 @@ pub fn write_long_header(
     debug_assert!((1..=MAX_PN_LEN).contains(&pn_len));
     debug_assert!(ty == LongType::Initial || token.is_empty());
     let header_start = out.len();
-    out.push(LONG_FORM | FIXED_BIT | ty.bits() << 4 | (pn_len as u8 - 1));
+    out.push(LONG_FORM | FIXED_BIT | ty.bits(version) << 4 | (pn_len as u8 - 1));
     out.extend_from_slice(&version.to_be_bytes());
     out.push(dcid.len() as u8);
     out.extend_from_slice(dcid);
@@ -402,19 +402,15 @@ pub fn negotiation_versions(list: &[u8]) -> impl Iterator<Item = u32> + '_ {
 // ---------------------------------------------------------------------------------------
 // Retry (RFC 9000 §17.2.5, RFC 9001 §5.8)
 
-/// The fixed AES-128-GCM key for the QUIC v1 Retry integrity tag (RFC 9001 §5.8).
-const RETRY_KEY: [u8; 16] =
-    [0xbe, 0x0c, 0x69, 0x0b, 0x9f, 0x66, 0x57, 0x5a, 0x1d, 0x76, 0x6b, 0x54, 0xe3, 0x68, 0xc8, 0x4e];
-/// The fixed nonce for the QUIC v1 Retry integrity tag (RFC 9001 §5.8).
-const RETRY_NONCE: [u8; 12] = [0x46, 0x15, 0x99, 0xd3, 0x5d, 0x63, 0x2b, 0xf2, 0x23, 0x98, 0x25, 0xbb];
-
 /// The Retry integrity tag: AES-128-GCM over an empty plaintext with the Retry
-/// pseudo-packet (ODCID length, ODCID, the Retry packet without its tag) as AAD.
-fn retry_tag(pseudo_packet: &[u8]) -> [u8; TAG_LEN] {
-    let key = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &RETRY_KEY).expect("16-byte AES key"));
+/// pseudo-packet (ODCID length, ODCID, the Retry packet without its tag) as AAD, under the
+/// fixed key and nonce of `version` (RFC 9001 §5.8, RFC 9369 §3.3.3).
+fn retry_tag(version: u32, pseudo_packet: &[u8]) -> [u8; TAG_LEN] {
+    let (retry_key, retry_nonce) = version::retry_key_nonce(version);
+    let key = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, retry_key).expect("16-byte AES key"));
     let tag = key
         .seal_in_place_separate_tag(
-            aead::Nonce::assume_unique_for_key(RETRY_NONCE),
+            aead::Nonce::assume_unique_for_key(*retry_nonce),
             aead::Aad::from(pseudo_packet),
             &mut [],
         )
@@ -446,21 +442,26 @@ pub fn write_retry(
     let start = out.len();
     let mut b = [0u8; 1];
     rng.fill_bytes(&mut b);
-    out.push(LONG_FORM | FIXED_BIT | 3 << 4 | (b[0] & 0x0f));
+    out.push(LONG_FORM | FIXED_BIT | version::long_type_bits(version, PacketKind::Retry) << 4 | (b[0] & 0x0f));
     out.extend_from_slice(&version.to_be_bytes());
     out.push(dcid.len() as u8);
     out.extend_from_slice(dcid);
     out.push(scid.len() as u8);
     out.extend_from_slice(scid);
     out.extend_from_slice(token);
-    let tag = retry_tag(&out[prefix_start..]);
+    let tag = retry_tag(version, &out[prefix_start..]);
     out.extend_from_slice(&tag);
     out.drain(prefix_start..start);
 }
 
 /// Checks the integrity tag of a Retry packet (`retry` is the whole packet, from its first
-/// byte to the end of the tag) against the DCID the client used in its first Initial.
+/// byte to the end of the tag) against the DCID the client used in its first Initial. The
+/// tag's key depends on the version in the packet's header (RFC 9369 §3.3.3).
 pub fn verify_retry(retry: &[u8], odcid: &ConnectionId) -> bool {
+    let Some(v) = retry.get(1..5) else {
+        return false;
+    };
+    let version = u32::from_be_bytes([v[0], v[1], v[2], v[3]]);
     let Some(body_len) = retry.len().checked_sub(TAG_LEN) else {
         return false;
     };
@@ -469,7 +470,7 @@ pub fn verify_retry(retry: &[u8], odcid: &ConnectionId) -> bool {
     pseudo.push(odcid.len() as u8);
     pseudo.extend_from_slice(odcid);
     pseudo.extend_from_slice(&retry[..body_len]);
-    constant_time_eq(&retry_tag(&pseudo), &retry[body_len..])
+    constant_time_eq(&retry_tag(version, &pseudo), &retry[body_len..])
 }
 
 // ---------------------------------------------------------------------------------------
@@ -673,6 +674,43 @@ mod tests {
         assert_eq!(parse_packet(&out[..out.len() - 1], 0), Err(HeaderError::BadVersionList));
     }
 
+    /// RFC 9369 Appendix A.4: the v2 Retry packet for ODCID 8394c8f03e515708: type bits
+    /// 0b00 and the v2 integrity key and nonce (RFC 9369 §3.2, §3.3.3).
+    #[test]
+    fn rfc9369_a4_retry_v2() {
+        let expected = hex("cf6b3343cf0008f067a5502a4262b5746f6b656ec8646ce8bfe33952d955543665dcc7b6");
+        let odcid = ConnectionId::new(&hex("8394c8f03e515708"));
+        assert!(verify_retry(&expected, &odcid));
+        let h = parse_packet(&expected, 0).unwrap();
+        assert_eq!((h.kind, h.version), (PacketKind::Retry, crate::VERSION_2));
+        assert_eq!(&expected[h.token], b"token");
+        // The v1 tag would not verify: the version in the header picks the key.
+        let mut as_v1 = expected.clone();
+        as_v1[1..5].copy_from_slice(&VERSION_1.to_be_bytes());
+        assert!(!verify_retry(&as_v1, &odcid));
+        let mut out = Vec::new();
+        write_retry(
+            &mut out,
+            crate::VERSION_2,
+            &ConnectionId::EMPTY,
+            &ConnectionId::new(&hex("f067a5502a4262b5")),
+            &odcid,
+            b"token",
+            &mut rng(),
+        );
+        assert_eq!(out[0] & 0xf0, 0xc0, "v2 Retry has type bits 0b00");
+        out[0] = 0xcf;
+        let tag = {
+            let mut pseudo = vec![8];
+            pseudo.extend_from_slice(&odcid);
+            pseudo.extend_from_slice(&out[..out.len() - TAG_LEN]);
+            retry_tag(crate::VERSION_2, &pseudo)
+        };
+        let n = out.len();
+        out[n - TAG_LEN..].copy_from_slice(&tag);
+        assert_eq!(out, expected);
+    }
+
     /// RFC 9001 Appendix A.4: the Retry packet for ODCID 8394c8f03e515708.
     #[test]
     fn rfc9001_a4_retry() {
@@ -698,7 +736,7 @@ mod tests {
             let mut pseudo = vec![8];
             pseudo.extend_from_slice(&odcid);
             pseudo.extend_from_slice(&out[1..out.len() - TAG_LEN]);
-            retry_tag(&pseudo)
+            retry_tag(VERSION_1, &pseudo)
         };
         let n = out.len();
         out[n - TAG_LEN..].copy_from_slice(&tag);

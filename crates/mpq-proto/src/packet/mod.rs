@@ -4,9 +4,12 @@
 pub mod header;
 pub mod number;
 pub mod protect;
+pub mod version;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_v2;
 
 pub use header::{
     is_stateless_reset, parse_packet, parse_packet_with, peek_dcid, write_long_header, write_short_header, HeaderError,

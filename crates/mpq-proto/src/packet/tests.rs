@@ -26,7 +26,7 @@ const RFC_DCID: &str = "8394c8f03e515708";
 
 /// RFC 9001 A.2: the CRYPTO frame of the client Initial; the packet is padded to 1162
 /// bytes of payload with PADDING frames.
-const A2_CRYPTO_FRAME: &str = "
+pub(super) const A2_CRYPTO_FRAME: &str = "
 060040f1010000ed0303ebf8fa56f12939b9584a3896472ec40bb863cfd3e868
 04fe3a47f06a2b69484c00000413011302010000c000000010000e00000b6578
 616d706c652e636f6dff01000100000a00080006001d00170018001000070005
@@ -106,7 +106,7 @@ fn a2_unprotected(out: &mut Vec<u8>) -> LongHeaderOffsets {
 
 #[test]
 fn rfc9001_a2_client_initial() {
-    let keys = initial_keys(&rfc_dcid(), Side::Client);
+    let keys = initial_keys(&rfc_dcid(), Side::Client, crate::VERSION_1);
     let mut pkt = Vec::with_capacity(1200);
     let off = a2_unprotected(&mut pkt);
     // The RFC's unprotected header, Length back-patched to 0x449e = 1182.
@@ -132,7 +132,7 @@ fn rfc9001_a2_client_initial() {
     assert_eq!(pkt, expected);
 
     // The server opens it.
-    let server = initial_keys(&rfc_dcid(), Side::Server);
+    let server = initial_keys(&rfc_dcid(), Side::Server, crate::VERSION_1);
     let h = parse_packet(&pkt, 8).unwrap();
     assert_eq!((h.kind, h.pn_offset, h.packet_len), (PacketKind::Initial, 18, 1200));
     let u = remove_header_protection(&mut pkt, h.pn_offset, &*server.remote.header).unwrap();
@@ -146,7 +146,7 @@ fn rfc9001_a2_client_initial() {
 
 #[test]
 fn rfc9001_a3_server_initial() {
-    let keys = initial_keys(&rfc_dcid(), Side::Server);
+    let keys = initial_keys(&rfc_dcid(), Side::Server, crate::VERSION_1);
     let mut pkt = vec![];
     let off = write_long_header(
         &mut pkt,
@@ -173,7 +173,7 @@ fn rfc9001_a3_server_initial() {
     .unwrap();
     assert_eq!(pkt, hex(A3_PROTECTED));
 
-    let client = initial_keys(&rfc_dcid(), Side::Client);
+    let client = initial_keys(&rfc_dcid(), Side::Client, crate::VERSION_1);
     let h = parse_packet(&pkt, 8).unwrap();
     let u = remove_header_protection(&mut pkt, h.pn_offset, &*client.remote.header).unwrap();
     assert_eq!((u.first_byte, u.pn_len, u.truncated_pn), (0xc1, 2, 1));
@@ -201,7 +201,7 @@ fn rfc9001_a1_initial_key_derivation() {
         ),
     ];
     for (side, key, iv, hp) in cases {
-        let keys = initial_keys(&rfc_dcid(), side);
+        let keys = initial_keys(&rfc_dcid(), side, crate::VERSION_1);
         let pn = 0x1234_5678u64;
         let header = b"some header bytes";
         let mut ours = b"payload bytes to encrypt".to_vec();
@@ -353,8 +353,8 @@ fn build_coalesced(d: &mut Vec<u8>, keys: &Keys, pns: [u64; 3]) -> Vec<Vec<u8>> 
 
 #[test]
 fn coalesced_round_trip() {
-    let client = initial_keys(&rfc_dcid(), Side::Client);
-    let server = initial_keys(&rfc_dcid(), Side::Server);
+    let client = initial_keys(&rfc_dcid(), Side::Client, crate::VERSION_1);
+    let server = initial_keys(&rfc_dcid(), Side::Server, crate::VERSION_1);
     let mut d = vec![0xff; 3]; // unrelated bytes before: offsets are absolute
     let pns = [0, 300, 70_000];
     let payloads = build_coalesced(&mut d, &client, pns);
@@ -384,7 +384,7 @@ fn coalesced_round_trip() {
 
 #[test]
 fn seal_rejects_short_and_long_payloads() {
-    let keys = initial_keys(&rfc_dcid(), Side::Client);
+    let keys = initial_keys(&rfc_dcid(), Side::Client, crate::VERSION_1);
     let (k, hp) = (&*keys.local.packet, &*keys.local.header);
     let cid = ConnectionId::new(&[1; 8]);
     // pn_len 1 needs 3 payload bytes for the sample.
@@ -404,8 +404,8 @@ fn seal_rejects_short_and_long_payloads() {
 
 #[test]
 fn tampering_is_detected() {
-    let client = initial_keys(&rfc_dcid(), Side::Client);
-    let server = initial_keys(&rfc_dcid(), Side::Server);
+    let client = initial_keys(&rfc_dcid(), Side::Client, crate::VERSION_1);
+    let server = initial_keys(&rfc_dcid(), Side::Server, crate::VERSION_1);
     let mut d = vec![];
     build_coalesced(&mut d, &client, [1, 2, 3]);
     // Flip each byte of the datagram in turn: parsing may fail or a packet may fail to
@@ -440,8 +440,8 @@ fn tampering_is_detected() {
 
 #[test]
 fn truncated_packets_are_errors() {
-    let client = initial_keys(&rfc_dcid(), Side::Client);
-    let server = initial_keys(&rfc_dcid(), Side::Server);
+    let client = initial_keys(&rfc_dcid(), Side::Client, crate::VERSION_1);
+    let server = initial_keys(&rfc_dcid(), Side::Server, crate::VERSION_1);
     let mut d = vec![];
     build_coalesced(&mut d, &client, [1, 2, 3]);
     let first = parse_packet(&d, 8).unwrap().packet_len;
@@ -487,7 +487,7 @@ proptest! {
     /// Arbitrary bytes through the whole receive path never panic.
     #[test]
     fn receive_path_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-        let keys = initial_keys(&rfc_dcid(), Side::Server);
+        let keys = initial_keys(&rfc_dcid(), Side::Server, crate::VERSION_1);
         let mut buf = bytes;
         let mut rest = &mut buf[..];
         while !rest.is_empty() {
@@ -507,8 +507,8 @@ proptest! {
     /// Any pn / pn_len / payload seals and opens back, and the header parses.
     #[test]
     fn short_round_trip(pn in 0u64..(1 << 40), gap in 1u64..1000, payload in proptest::collection::vec(any::<u8>(), 3..200), phase: bool) {
-        let client = initial_keys(&rfc_dcid(), Side::Client);
-        let server = initial_keys(&rfc_dcid(), Side::Server);
+        let client = initial_keys(&rfc_dcid(), Side::Client, crate::VERSION_1);
+        let server = initial_keys(&rfc_dcid(), Side::Server, crate::VERSION_1);
         let largest_acked = pn.checked_sub(gap);
         let pn_len = encode_pn_len(pn, largest_acked);
         let mut p = vec![];

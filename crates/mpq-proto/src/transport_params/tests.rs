@@ -71,8 +71,32 @@ fn unknown_and_grease_ignored() {
 
     let tp = TransportParameters { initial_max_data: 9, ..Default::default() };
     let mut out = Vec::new();
-    tp.encode_with_grease(&mut out, u64::MAX);
+    tp.encode_with_grease(&mut out, u64::MAX, &[1, 2, 3]);
     assert_eq!(TransportParameters::decode(Side::Server, &out).unwrap(), tp);
+}
+
+#[test]
+fn version_information_and_grease_quic_bit_round_trip() {
+    let tp = TransportParameters {
+        version_information: Some(VersionInformation {
+            chosen: crate::VERSION_2,
+            available: vec![crate::VERSION_2, crate::VERSION_1, 0x1a2a_3a4a],
+        }),
+        grease_quic_bit: true,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    tp.encode(&mut out);
+    assert!(out.windows(3).any(|w| w == [0x6a, 0xb2, 0]), "grease_quic_bit: 2-byte ID, empty value");
+    assert_eq!(TransportParameters::decode(Side::Server, &out).unwrap(), tp);
+    // RFC 9287 §3: grease_quic_bit with a value is a TRANSPORT_PARAMETER_ERROR.
+    let mut bad = Vec::new();
+    param(&mut bad, id::GREASE_QUIC_BIT, &[0]);
+    assert_eq!(err(Side::Client, &bad), TPE);
+    // RFC 9368 §3: a chosen version of 0 is a parsing failure.
+    let mut bad = Vec::new();
+    param(&mut bad, id::VERSION_INFORMATION, &[0, 0, 0, 0, 0, 0, 0, 1]);
+    assert_eq!(err(Side::Server, &bad), TPE);
 }
 
 #[test]
@@ -250,6 +274,9 @@ fn params() -> impl Strategy<Value = TransportParameters> {
             retry_source_connection_id: rscid,
             max_datagram_frame_size: dg,
             initial_max_path_id: mp,
+            // Covered by their own round-trip tests (version_info.rs, below).
+            version_information: None,
+            grease_quic_bit: dam,
         }
     })
 }

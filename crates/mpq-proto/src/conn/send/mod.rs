@@ -675,7 +675,7 @@ impl Connection {
             .get(&0)
             .and_then(|l| l.active.values().next())
             .map_or_else(crate::cid::ConnectionId::default, |c| c.cid);
-        let o = write_long_header(buf, ty, crate::VERSION_1, &dcid, &scid, token, pn, pn_len);
+        let o = write_long_header(buf, ty, self.shared.version.current, &dcid, &scid, token, pn, pn_len);
         let (pn_offset, len_offset) = (o.pn_offset, Some(o.len_offset));
         Some(Header { level, header_start, pn_offset, pn_len, pn, len_offset })
     }

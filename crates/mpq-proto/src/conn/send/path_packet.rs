@@ -267,6 +267,7 @@ impl PathState {
         let pn_len = encode_pn_len(pn, self.data.loss.largest_acked());
         let header_start = buf.len();
         let pn_offset = write_short_header(buf, &dcid, key_phase, false, pn, pn_len);
+        self.grease_quic_bit(&mut buf[header_start], pn); // RFC 9287
         Some(Header { level: Level::OneRtt, header_start, pn_offset, pn_len, pn, len_offset: None })
     }
 
