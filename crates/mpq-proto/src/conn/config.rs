@@ -80,6 +80,9 @@ pub struct TransportConfig {
     /// which a client would otherwise wait out in full against an address where nothing
     /// listens. `None` (the default): only the idle timeout applies.
     pub handshake_timeout: Option<Duration>,
+    /// DATAGRAM frames (RFC 9221): what we advertise and the queues' bounds. Off by default
+    /// ([`DatagramConfig::max_frame_size`] 0).
+    pub datagrams: super::DatagramConfig,
 }
 
 /// Where a multipath endpoint sends its PATH_ACK frames.
@@ -133,6 +136,7 @@ impl Default for TransportConfig {
             flow_control_on_all_paths: true,
             max_concurrent_paths: 8,
             handshake_timeout: None,
+            datagrams: super::DatagramConfig::default(),
         }
     }
 }

@@ -40,6 +40,8 @@ pub(crate) fn local_transport_params(
         active_connection_id_limit: config.active_connection_id_limit,
         initial_source_connection_id: Some(local_cid),
         initial_max_path_id: config.initial_max_path_id,
+        // RFC 9221 §3: 0 (omitted) means DATAGRAM frames are not supported.
+        max_datagram_frame_size: config.datagrams.max_frame_size,
         ..TransportParameters::default()
     };
     if side == Side::Server {
