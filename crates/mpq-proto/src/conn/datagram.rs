@@ -474,3 +474,49 @@ impl super::host::Host<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The largest payload for a frame limit fits it, and one byte more does not.
+        #[test]
+        fn payload_within_is_the_largest_that_fits(limit in 0usize..100_000) {
+            let p = payload_within(limit);
+            if limit >= 2 {
+                prop_assert!(frame_len(p) <= limit, "{} -> {}", limit, p);
+            }
+            if limit >= 2 {
+                prop_assert!(frame_len(p + 1) > limit, "{} -> {}", limit, p);
+            }
+        }
+    }
+
+    /// The send queue keeps its bounds and order; pinned datagrams wait for their path.
+    #[test]
+    fn send_queue_bounds_and_pins() {
+        let mut q =
+            Datagrams::new(DatagramConfig { send_queue_len: 3, send_queue_bytes: 25, ..DatagramConfig::enabled() });
+        for i in 0..5u8 {
+            q.push(Bytes::from(vec![i; 10]), if i % 2 == 1 { Some(1) } else { None });
+        }
+        // 25 bytes hold two of ten.
+        assert_eq!(q.send_queue_len(), 2);
+        assert_eq!(q.stats.total.dropped_send, 3);
+        assert!(q.has_pinned_for(1) && q.has_unpinned());
+        // Path 0 takes only the unpinned one; path 1 its pinned one.
+        assert_eq!(q.take_for(0, true, 1000, 1000).unwrap()[0], 4);
+        assert_eq!(q.take_for(0, true, 1000, 1000), None);
+        assert_eq!(q.take_for(1, false, 1000, 1000).unwrap()[0], 3);
+        assert!(q.send_is_empty() && !q.has_pinned());
+        // One that does not fit the room waits; one that can never fit the path is dropped.
+        q.push(Bytes::from(vec![7; 10]), None);
+        assert_eq!(q.take_for(0, true, 5, 1000), None);
+        assert_eq!(q.send_queue_len(), 1);
+        assert_eq!(q.take_for(0, true, 5, 5), None);
+        assert!(q.send_is_empty());
+        assert_eq!(q.stats.paths[&0].dropped_send, 1);
+    }
+}
