@@ -182,6 +182,8 @@ struct DatagramRun {
     received: Option<(u64, u64)>,
     /// The client's datagram counters at the end.
     stats: Option<mpq_proto::conn::DatagramStats>,
+    /// Datagrams the server sent us (a peer that echoes them), and their payload bytes.
+    echoed: (u64, u64),
 }
 
 impl DatagramRun {
@@ -193,6 +195,10 @@ impl DatagramRun {
         duration: Duration,
         c: &mut mpq_proto::conn::Connection,
     ) -> Option<Result<(), String>> {
+        while let Some(d) = c.recv_datagram() {
+            self.echoed.0 += 1;
+            self.echoed.1 += d.data.len() as u64;
+        }
         if self.sent_until.is_none() {
             if now - start < duration {
                 while c.datagram_send_queue_len() < DATAGRAM_BACKLOG {
@@ -425,6 +431,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             report: None,
             received: None,
             stats: None,
+            echoed: (0, 0),
         }),
         wake: None,
     };
@@ -472,6 +479,8 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
                     "lost_detected": c.total.lost,
                     "acked": c.total.acked,
                     "dropped_send": c.total.dropped_send,
+                    "echoed": d.echoed.0,
+                    "echoed_bytes": d.echoed.1,
                     "paths": per_path,
                 },
                 "cpu_s": cpu,
