@@ -9,6 +9,7 @@ use super::tests_multipath::{addr2, open_second_path, server};
 use super::*;
 use crate::error::TransportErrorCode;
 use crate::testing::Pair;
+use crate::time::Instant;
 
 fn dg_config() -> TransportConfig {
     TransportConfig { datagrams: DatagramConfig::enabled(), ..TransportConfig::default() }
@@ -336,4 +337,35 @@ fn datagrams_pinned_to_an_abandoned_path_are_dropped_and_refused() {
     assert_eq!(client(&mut pair).datagram_stats().paths[&id].dropped_send, 3);
     assert_eq!(client(&mut pair).send_datagram(&b"x"[..], Some(id)), Err(DatagramError::UnknownPath));
     let _ = addr2();
+}
+
+/// A datagram pinned to a path still being validated waits for the validation (like
+/// stream data, nothing but probing frames goes on an unvalidated path), then goes there.
+#[test]
+fn datagrams_pinned_to_a_new_path_wait_for_its_validation() {
+    let mut pair = Pair::new(mp_dg_config());
+    assert!(confirm_handshake(&mut pair));
+    let server_addr = pair.server_addr;
+    let id = super::tests_multipath::open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(2))
+        .expect("path opened");
+    for i in 0..5u8 {
+        client(&mut pair).send_datagram(vec![i; 100], Some(id)).expect("pinned to a validating path");
+    }
+    let mut validated_at = None;
+    let mut got: Vec<(Option<Instant>, Datagram)> = Vec::new();
+    pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            if e == Event::Path(PathEvent::Validated { id }) {
+                validated_at = Some(p.now);
+            }
+        }
+        while p.server.poll_event().is_some() {}
+        let now = validated_at.map(|_| p.now);
+        got.extend(drain_server(p).into_iter().map(|d| (now, d)));
+        got.len() == 5
+    });
+    assert!(validated_at.is_some(), "path {id} never validated");
+    assert_eq!(got.len(), 5);
+    // All arrived on the new path, after the client saw it validated.
+    assert!(got.iter().all(|(t, d)| t.is_some() && d.path_id == id));
 }

@@ -174,6 +174,7 @@ impl Connection {
         }
         // Datagrams pinned to this path are its own traffic.
         if self.shared.handshake_complete
+            && self.paths[pi].phase == super::path::PathPhase::Active
             && self.shared.datagrams.has_pinned_for(self.paths[pi].id)
             && self.can_send_data(now, pi)
         {

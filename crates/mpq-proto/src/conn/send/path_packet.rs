@@ -198,7 +198,11 @@ impl PathState {
         }
         // Datagrams pinned to this path (never alone: a batch is not built alone while
         // datagrams wait).
-        if side.host_ref().is_some_and(|h| h.shared.handshake_complete && h.shared.datagrams.has_pinned_for(self.id)) {
+        if self.phase == super::super::path::PathPhase::Active
+            && side
+                .host_ref()
+                .is_some_and(|h| h.shared.handshake_complete && h.shared.datagrams.has_pinned_for(self.id))
+        {
             return true;
         }
         // Stream data the batch holds answers without the shared side.
