@@ -369,3 +369,36 @@ fn datagrams_pinned_to_a_new_path_wait_for_its_validation() {
     // All arrived on the new path, after the client saw it validated.
     assert!(got.iter().all(|(t, d)| t.is_some() && d.path_id == id));
 }
+
+/// Collects the DATAGRAM frames of the packets a connection logs: (event, length).
+struct DatagramFrames(std::sync::Arc<std::sync::Mutex<Vec<(&'static str, u64)>>>);
+
+impl crate::qlog::QlogSink for DatagramFrames {
+    fn emit(&mut self, _: Instant, name: &'static str, data: serde_json::Value) {
+        for f in data["frames"].as_array().into_iter().flatten() {
+            if f["frame_type"] == "datagram" {
+                self.0.lock().expect("log").push((name, f["length"].as_u64().expect("length")));
+            }
+        }
+    }
+}
+
+/// qlog: DATAGRAM frames appear in packet_sent and packet_received as the schema's
+/// `datagram` frame with its `length`.
+#[test]
+fn datagram_frames_are_logged_with_their_length() {
+    let mut pair = Pair::new(dg_config());
+    let (sent, received) = (std::sync::Arc::default(), std::sync::Arc::default());
+    client(&mut pair).set_qlog(Box::new(DatagramFrames(std::sync::Arc::clone(&sent))));
+    assert!(confirm_handshake(&mut pair));
+    server(&mut pair).set_qlog(Box::new(DatagramFrames(std::sync::Arc::clone(&received))));
+    for len in [1usize, 100, 1000] {
+        client(&mut pair).send_datagram(vec![0; len], None).expect("send");
+    }
+    let mut got = Vec::new();
+    run_collect(&mut pair, Duration::from_millis(300), &mut got);
+    assert_eq!(got.len(), 3);
+    let want = |name| vec![(name, 1), (name, 100), (name, 1000)];
+    assert_eq!(*sent.lock().expect("log"), want("transport:packet_sent"));
+    assert_eq!(*received.lock().expect("log"), want("transport:packet_received"));
+}
