@@ -20,6 +20,7 @@ Environment knobs:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import queue
 import random
@@ -873,3 +874,67 @@ def check_path_acks(client: str, server: str, paths: dict[int, dict], sstats: di
         # validation), so its PATH_ACKs for path 1 arrive on path 0: mpq must count them.
         got = sum(p.get("rx_acks_for_other_paths", 0) for p in mpq_paths.values())
         assert got > 0, f"mpq server received no PATH_ACK for one path on another{context}"
+
+
+# --------------------------------------------------------------------------------------
+# DATAGRAM (RFC 9221): mpq perf --datagrams against aioquic/dgram_peer.py, both ways.
+
+
+def _mpq_perf_datagrams() -> Path:
+    """The mpq binary, if its `perf client` has --datagrams (else skip or fail)."""
+    require("mpq", "client")
+    binary = find_mpq()
+    assert binary is not None
+    r = subprocess.run([str(binary), "perf", "client", "--help"], capture_output=True, text=True, timeout=10)
+    if "--datagrams" not in r.stdout + r.stderr:
+        reason = f"{binary} perf client has no --datagrams yet"
+        if _env_flag("INTEROP_REQUIRE_MPQ"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return binary
+
+
+@pytest.mark.mpq
+@pytest.mark.parametrize("direction", ["mpq->aioquic", "aioquic->mpq"])
+def test_datagrams(direction: str, tls_files, free_udp_port, logdir, start_server):
+    """Datagrams both ways between mpq and aioquic (ALPN "perf", mpq perf's protocol).
+
+    mpq->aioquic: `mpq perf client --datagrams` sends for a second; the aioquic server counts
+    what arrives (its report is mpq's "received") and echoes every datagram, which mpq
+    counts ("echoed"). aioquic->mpq: the aioquic client sends 200 datagrams to
+    `mpq perf server`, which reports how many it received.
+    """
+    require("aioquic", "server")
+    mpq = _mpq_perf_datagrams()
+    env = dict(os.environ)
+    peer = str(HERE / "aioquic/dgram_peer.py")
+    if direction == "mpq->aioquic":
+        srv = start_server(
+            [sys.executable, peer, "server", "--port", str(free_udp_port),
+             "--cert", str(tls_files["cert"]), "--key", str(tls_files["key"])],
+            env,
+        )
+        port = srv.wait_listening()
+        cmd = [str(mpq), "perf", "client", "--connect", f"127.0.0.1:{port}", "--datagrams",
+               "--duration", "1", "--datagram-size", "500", "--json"]
+        rc, log = run_client(cmd, logdir, env, 30)
+        context = f"\n$ {' '.join(cmd)}\n{tail(log)}\n{srv.describe()}"
+        assert rc == 0, f"mpq perf client exited with {rc}{context}"
+        summary = json.loads(log.strip().splitlines()[-1])
+        d = summary["datagrams"]
+        assert d["sent"] > 100, context
+        assert d["received"] > 0 and d["received"] + d["lost"] == d["sent"], context
+        # aioquic echoed what it received: datagrams came back the other way.
+        assert d["echoed"] > 0, context
+        print(f"datagrams mpq->aioquic: sent {d['sent']}, received {d['received']}, echoed {d['echoed']}")
+    else:
+        srv = start_server([str(mpq), "perf", "server", "--listen", f"127.0.0.1:{free_udp_port}"], env)
+        port = srv.wait_listening()
+        cmd = [sys.executable, peer, "client", "--port", str(port), "--count", "200", "--size", "500"]
+        rc, log = run_client(cmd, logdir, env, 30)
+        context = f"\n$ {' '.join(cmd)}\n{tail(log)}\n{srv.describe()}"
+        assert rc == 0, f"aioquic client exited with {rc}{context}"
+        summary = json.loads(log.strip().splitlines()[-1])
+        # Loopback, paced sender: nearly everything arrives.
+        assert summary["received_by_server"] >= 180, context
+        print(f"datagrams aioquic->mpq: sent {summary['sent']}, received {summary['received_by_server']}")

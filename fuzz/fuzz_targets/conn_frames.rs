@@ -2,7 +2,8 @@
 //! arbitrary frame sequences in 1-RTT packets forged in either side's name, on any of its
 //! paths (or to any CID the receiver issued, on unknown path IDs), from the path's address
 //! or a new one, with the Key Phase bit as sent or flipped, under each ACK placement policy; interleaved with application
-//! writes, path opening / abandoning, key updates and the passing of time. After each input the
+//! writes, datagrams (RFC 9221: advertised under two of the three ACK policies, pinned to a
+//! path or placed by the scheduler), path opening / abandoning, key updates and the passing of time. After each input the
 //! pair runs until it is quiet (at most 3 s of virtual time). Invariants: no panic, bytes in flight within the congestion window,
 //! bounded per-path tables and bounded heap growth.
 #![no_main]
@@ -15,7 +16,7 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mpq_fuzz::{live_bytes, null_one_rtt_packet, packetize, CountingAlloc, FuzzFrame};
-use mpq_proto::conn::{AckPolicy, ClientConfig, Connection, PathStatus, ServerConfig, TransportConfig};
+use mpq_proto::conn::{AckPolicy, ClientConfig, Connection, DatagramConfig, PathStatus, ServerConfig, TransportConfig};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 use mpq_proto::stream::StreamsConfig;
 use mpq_proto::testing::Pair;
@@ -63,6 +64,9 @@ enum Op {
     SetStatus { client: bool, path: u8, backup: bool },
     /// Either side starts a key update with its next packet (where RFC 9001 §6.1 allows).
     KeyUpdate { client: bool },
+    /// Either side queues `count` datagrams (RFC 9221) of `len` bytes, pinned to its
+    /// `path`-th path or placed by the scheduler.
+    Datagrams { client: bool, path: Option<u8>, len: u16, count: u8 },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -92,6 +96,13 @@ fn configs(policy: u8) -> &'static (ClientConfig, ServerConfig) {
                 ..StreamsConfig::default()
             },
             ack_policy: [AckPolicy::SamePath, AckPolicy::LowestRtt, AckPolicy::AllPaths][policy],
+            // DATAGRAM (RFC 9221) advertised under two of the policies (frames up to 1200
+            // bytes; forged ones above that, or any under the first policy, are violations).
+            datagrams: if policy == 0 {
+                DatagramConfig::default()
+            } else {
+                DatagramConfig { max_frame_size: 1200, ..DatagramConfig::enabled() }
+            },
             ..TransportConfig::default()
         });
         (ClientConfig { tls: Arc::new(c), transport: transport.clone() }, ServerConfig { tls: s, transport })
@@ -229,6 +240,9 @@ impl Harness {
                 (&mut self.pair.server, self.server_conn)
             };
             let Some(conn) = ep.connection_mut(h) else { continue };
+            // The client reads its datagrams; the server never does (its receive queue
+            // stays within its bounds).
+            while client && conn.recv_datagram().is_some() {}
             let mut new = Vec::new();
             for dir in [Dir::Bi, Dir::Uni] {
                 while let Some(id) = conn.accept_stream(dir) {
@@ -363,6 +377,15 @@ fuzz_target!(|input: Input| {
             Op::KeyUpdate { client } => {
                 if let Some(c) = h.conn(*client) {
                     c.fuzz_key_update_due();
+                }
+            }
+            Op::Datagrams { client, path, len, count } => {
+                if let Some(c) = h.conn(*client) {
+                    let ids = c.path_ids();
+                    let path = path.filter(|_| !ids.is_empty()).map(|p| ids[usize::from(p) % ids.len()]);
+                    for _ in 0..*count {
+                        let _ = c.send_datagram(vec![0xd9; usize::from(*len % 1400)], path);
+                    }
                 }
             }
             Op::SetStatus { client, path, backup } => {

@@ -233,6 +233,22 @@ pub struct PerfClientArgs {
     /// (what a busy server holds); they need the server's --max-connections above it.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub idle_connections: usize,
+    /// Measure datagram throughput instead of streams: send unreliable DATAGRAM frames
+    /// (RFC 9221) for --duration seconds, as fast as congestion control lets them out, and
+    /// ask the server how many arrived. Reports datagrams sent, received and lost, and the
+    /// goodput of the payload received. Datagrams are never retransmitted.
+    #[arg(long, conflicts_with = "bytes")]
+    pub datagrams: bool,
+    /// With --datagrams: payload bytes per datagram. It must fit one packet (the error
+    /// names the largest size the path and the server allow: about --mtu minus 45).
+    #[arg(long, default_value_t = 1000, value_name = "BYTES", requires = "datagrams")]
+    pub datagram_size: usize,
+    /// With --datagrams: send every datagram on this path ID (0 is the handshake path,
+    /// 1, 2... the paths --path opens, in order); datagrams wait until it is open and are
+    /// dropped if it fails. Default: the scheduler places each datagram (with the default
+    /// min-RTT scheduler, the fastest path with room in its congestion window).
+    #[arg(long, value_name = "PATH_ID", requires = "datagrams")]
+    pub datagram_path: Option<u64>,
     /// Multipath addresses.
     #[command(flatten)]
     pub paths: PathArgs,

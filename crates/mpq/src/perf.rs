@@ -1,6 +1,10 @@
 //! `mpq perf`: goodput measurement. The client opens N bidirectional streams and asks for a
 //! number of bytes on each (8-byte big-endian request, `u64::MAX` for "until I close"); the
 //! server sends that much from a static buffer.
+//!
+//! With `--datagrams` the client sends DATAGRAM frames (RFC 9221) instead for the duration,
+//! then asks on a stream ([`DATAGRAM_REPORT`] as the request) how many the server received:
+//! the answer is 16 bytes, the count and the payload bytes, big-endian.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -9,7 +13,7 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use mpq_proto::conn::{ClientConfig, Event, ServerConfig};
+use mpq_proto::conn::{ClientConfig, DatagramConfig, DatagramError, Event, ServerConfig};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 use mpq_proto::{Dir, Instant, StreamId};
 use serde_json::json;
@@ -22,20 +26,48 @@ use crate::runner::{self, App};
 /// without copying ([`mpq_proto::conn::Connection::write_bytes`]).
 static ZEROS: [u8; 1024 * 1024] = [0; 1024 * 1024];
 
+/// The request a `--datagrams` client sends on a stream at the end: "how many of my
+/// datagrams arrived".
+pub const DATAGRAM_REPORT: u64 = u64::MAX - 1;
+
+/// Datagrams the client keeps queued in the connection while it measures (the connection
+/// drops the oldest beyond its queue bound; this stays well below it).
+const DATAGRAM_BACKLOG: usize = 64;
+
+/// After the last datagram is queued, wait this long for those in flight before asking
+/// for the count.
+const DATAGRAM_GRACE: Duration = Duration::from_millis(250);
+
 struct PerfServer {
     /// (connection, stream) -> (request bytes, bytes to send, bytes sent)
     streams: HashMap<(ConnectionHandle, StreamId), (Vec<u8>, u64, u64)>,
+    /// Datagrams read per connection: (count, payload bytes).
+    datagrams: HashMap<ConnectionHandle, (u64, u64)>,
 }
 
 impl App for PerfServer {
     fn poll(&mut self, _now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
         let streams = &mut self.streams;
+        let datagrams = &mut self.datagrams;
+        let mut readable = Vec::new();
         runner::serve_events(ep, |ev| match ev {
-            runner::Served::Ended(h) => streams.retain(|(ch, _), _| *ch != h),
+            runner::Served::Ended(h) => {
+                streams.retain(|(ch, _), _| *ch != h);
+                datagrams.remove(&h);
+            }
             runner::Served::NewStream(h, id) => {
                 streams.insert((h, id), (Vec::new(), 0, 0));
             }
+            runner::Served::Datagrams(h) => readable.push(h),
         });
+        for h in readable {
+            let Some(c) = ep.connection_mut(h) else { continue };
+            let n = self.datagrams.entry(h).or_default();
+            while let Some(d) = c.recv_datagram() {
+                n.0 += 1;
+                n.1 += d.data.len() as u64;
+            }
+        }
         let mut done = Vec::new();
         for (&(h, id), (req, size, sent)) in self.streams.iter_mut() {
             let Some(c) = ep.connection_mut(h) else {
@@ -52,6 +84,20 @@ impl App for PerfServer {
                     continue;
                 }
                 *size = u64::from_be_bytes(req[..8].try_into().unwrap_or([0; 8]));
+                if *size == DATAGRAM_REPORT {
+                    // Those still queued count too.
+                    let n = self.datagrams.entry(h).or_default();
+                    while let Some(d) = c.recv_datagram() {
+                        n.0 += 1;
+                        n.1 += d.data.len() as u64;
+                    }
+                    let mut answer = n.0.to_be_bytes().to_vec();
+                    answer.extend_from_slice(&n.1.to_be_bytes());
+                    let _ = c.write(id, &answer);
+                    let _ = c.finish(id);
+                    done.push((h, id));
+                    continue;
+                }
             }
             while *sent < *size {
                 let n = (*size - *sent).min(ZEROS.len() as u64) as usize;
@@ -74,13 +120,16 @@ impl App for PerfServer {
 
 /// Runs the perf server until killed.
 pub fn server(args: PerfServerArgs) -> Result<()> {
-    let transport = runner::shared(runner::transport_config(&args.common)?);
+    let mut transport = runner::transport_config(&args.common)?;
+    // Clients may measure datagrams (--datagrams): advertise them (RFC 9221 §3).
+    transport.datagrams = DatagramConfig::enabled();
+    let transport = runner::shared(transport);
     let tls = crate::tls::server_config(&args.common, None, None, &[b"perf"])?;
     let mut endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
     endpoint.set_max_connections(usize::try_from(args.max_connections).unwrap_or(usize::MAX));
     endpoint.set_retry_mode(args.retry);
     runner::qlog_server_connections(&mut endpoint, &args.common.qlog_dir);
-    let app = PerfServer { streams: HashMap::new() };
+    let app = PerfServer { streams: HashMap::new(), datagrams: HashMap::new() };
     runner::run(&args.listen, endpoint, app, |addrs| {
         for addr in addrs {
             println!("listening on {addr}");
@@ -111,11 +160,98 @@ struct PerfClient {
     paths: runner::ClientPaths,
     idle: IdleConnections,
     common: crate::cli::Common,
+    /// `--datagrams`: the datagram measurement.
+    dgram: Option<DatagramRun>,
+    /// When `poll` wants to run again without I/O.
+    wake: Option<Instant>,
+}
+
+/// The client's datagram measurement (`--datagrams`).
+struct DatagramRun {
+    /// The payload of every datagram.
+    payload: bytes::Bytes,
+    /// `--datagram-path`.
+    path: Option<u64>,
+    /// Datagrams handed to the connection.
+    queued: u64,
+    /// When the last one was queued (the sending phase ended).
+    sent_until: Option<Instant>,
+    /// The stream asking for the server's count, and the answer so far.
+    report: Option<(StreamId, Vec<u8>)>,
+    /// The server's count: (datagrams, payload bytes).
+    received: Option<(u64, u64)>,
+    /// The client's datagram counters at the end.
+    stats: Option<mpq_proto::conn::DatagramStats>,
+    /// Datagrams the server sent us (a peer that echoes them), and their payload bytes.
+    echoed: (u64, u64),
+}
+
+impl DatagramRun {
+    /// One round of the datagram measurement; `Some(result)` ends the run.
+    fn poll(
+        &mut self,
+        now: Instant,
+        start: Instant,
+        duration: Duration,
+        c: &mut mpq_proto::conn::Connection,
+    ) -> Option<Result<(), String>> {
+        while let Some(d) = c.recv_datagram() {
+            self.echoed.0 += 1;
+            self.echoed.1 += d.data.len() as u64;
+        }
+        if self.sent_until.is_none() {
+            if now - start < duration {
+                while c.datagram_send_queue_len() < DATAGRAM_BACKLOG {
+                    match c.send_datagram(self.payload.clone(), self.path) {
+                        Ok(()) => self.queued += 1,
+                        // The pinned path is not open yet (or failed): the datagrams wait.
+                        Err(DatagramError::UnknownPath) => break,
+                        Err(DatagramError::TooLarge { max }) => {
+                            return Some(Err(format!(
+                                "--datagram-size {}: at most {max} bytes fit one packet on this path",
+                                self.payload.len()
+                            )))
+                        }
+                        Err(e) => return Some(Err(format!("cannot send datagrams: {e}"))),
+                    }
+                }
+                return None;
+            }
+            self.sent_until = Some(now);
+        }
+        if self.report.is_none() {
+            if now - self.sent_until.unwrap_or(now) < DATAGRAM_GRACE {
+                return None;
+            }
+            let id = c.open_stream(Dir::Bi)?;
+            let _ = c.write(id, &DATAGRAM_REPORT.to_be_bytes());
+            let _ = c.finish(id);
+            self.report = Some((id, Vec::new()));
+        }
+        let (id, answer) = self.report.as_mut()?;
+        let mut b = [0u8; 16];
+        while let Ok(r) = c.read(*id, &mut b) {
+            answer.extend_from_slice(&b[..r.len]);
+            if r.len == 0 || r.fin {
+                break;
+            }
+        }
+        if answer.len() < 16 {
+            return None;
+        }
+        let n = u64::from_be_bytes(answer[..8].try_into().unwrap_or([0; 8]));
+        let bytes = u64::from_be_bytes(answer[8..16].try_into().unwrap_or([0; 8]));
+        self.received = Some((n, bytes));
+        self.stats = Some(c.datagram_stats());
+        Some(Ok(()))
+    }
 }
 
 impl App for PerfClient {
     fn timeout(&self) -> Option<Instant> {
-        self.paths.timeout()
+        // Datagrams: back soon to keep the connection's queue topped up (and to ask for
+        // the count after the grace period).
+        [self.paths.timeout(), self.wake].into_iter().flatten().min()
     }
 
     fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
@@ -167,6 +303,19 @@ impl App for PerfClient {
         let start = *self.start.get_or_insert(now);
         if self.last_report.0 == Instant::ZERO {
             self.last_report = (now, 0);
+        }
+        if let Some(d) = self.dgram.as_mut() {
+            let duration = self.duration.unwrap_or_default();
+            self.wake = now.checked_add(Duration::from_millis(1));
+            let Some(result) = d.poll(now, start, duration, c) else { return ControlFlow::Continue(()) };
+            if let Err(e) = result {
+                self.error = Some(e);
+            }
+            self.end = Some(d.sent_until.unwrap_or(now));
+            self.bytes = d.received.map_or(0, |r| r.1);
+            self.stats = Some(c.stats());
+            c.close(now, 0, b"done");
+            return ControlFlow::Break(());
         }
         while (self.ids.len() as u64) < self.streams {
             let Some(id) = c.open_stream(Dir::Bi) else { break };
@@ -227,7 +376,14 @@ fn cpu_seconds() -> f64 {
 
 /// Runs one measurement and prints the result.
 pub fn client(args: PerfClientArgs) -> Result<()> {
-    let transport = runner::shared(runner::transport_config(&args.common)?);
+    let mut transport = runner::transport_config(&args.common)?;
+    if args.datagrams {
+        transport.datagrams = DatagramConfig::enabled();
+        if args.datagram_size == 0 {
+            bail!("--datagram-size 0: give a positive payload size");
+        }
+    }
+    let transport = runner::shared(transport);
     let tls = crate::tls::client_config(&args.common, None, true, b"perf")?;
     if args.streams == 0 {
         bail!("--streams 0: at least one stream is needed");
@@ -267,6 +423,17 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         qlog_dir: args.common.qlog_dir.clone(),
         idle: IdleConnections::new(args.idle_connections),
         common: args.common.clone(),
+        dgram: args.datagrams.then(|| DatagramRun {
+            payload: bytes::Bytes::from(vec![0u8; args.datagram_size]),
+            path: args.datagram_path,
+            queued: 0,
+            sent_until: None,
+            report: None,
+            received: None,
+            stats: None,
+            echoed: (0, 0),
+        }),
+        wake: None,
     };
     let cpu0 = cpu_seconds();
     let mut endpoint = runner::endpoint(None);
@@ -282,6 +449,66 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
     let goodput = app.bytes as f64 * 8.0 / secs;
     let stats = app.stats.unwrap_or_default();
     let paths = crate::report::paths_json(&stats);
+    if let Some(d) = &app.dgram {
+        let (received, received_bytes) = d.received.unwrap_or_default();
+        let c = d.stats.clone().unwrap_or_default();
+        let sent = c.total.sent;
+        let lost = sent.saturating_sub(received);
+        let loss = if sent > 0 { lost as f64 / sent as f64 } else { 0.0 };
+        let per_path: serde_json::Map<String, serde_json::Value> = c
+            .paths
+            .iter()
+            .map(|(id, p)| {
+                (id.to_string(), json!({"sent": p.sent, "acked": p.acked, "lost": p.lost, "dropped": p.dropped_send}))
+            })
+            .collect();
+        if args.json {
+            let out = json!({
+                "mode": "datagrams",
+                "goodput_bps": goodput,
+                "duration_s": secs,
+                "bytes": received_bytes,
+                "datagram_size": args.datagram_size,
+                "datagram_path": args.datagram_path,
+                "datagrams": {
+                    "queued": d.queued,
+                    "sent": sent,
+                    "received": received,
+                    "lost": lost,
+                    "loss_ratio": loss,
+                    "lost_detected": c.total.lost,
+                    "acked": c.total.acked,
+                    "dropped_send": c.total.dropped_send,
+                    "echoed": d.echoed.0,
+                    "echoed_bytes": d.echoed.1,
+                    "paths": per_path,
+                },
+                "cpu_s": cpu,
+                "cpu_util": cpu / secs,
+                "multipath": app.multipath,
+                "rx_datagrams": io.rx_datagrams,
+                "tx_calls": io.tx_calls,
+                "paths": paths,
+            });
+            println!("{out}");
+        } else {
+            println!(
+                "datagrams of {} bytes for {secs:.2} s: sent {sent}, received {received}, lost {lost} ({:.2} %), \
+                 goodput {:.1} Mbit/s, client CPU {:.0} %",
+                args.datagram_size,
+                100.0 * loss,
+                goodput / 1e6,
+                100.0 * cpu / secs
+            );
+            for (id, p) in &c.paths {
+                println!(
+                    "  path {id}: sent {}, acknowledged {}, lost {}, dropped {}",
+                    p.sent, p.acked, p.lost, p.dropped_send
+                );
+            }
+        }
+        return app.paths.finish();
+    }
     if args.json {
         let out = json!({
             "goodput_bps": goodput,

@@ -382,6 +382,8 @@ pub enum Served {
     Ended(ConnectionHandle),
     /// The client opened this bidirectional stream.
     NewStream(ConnectionHandle, mpq_proto::StreamId),
+    /// Datagrams (RFC 9221) from the client wait to be read with `recv_datagram`.
+    Datagrams(ConnectionHandle),
 }
 
 /// A server's event handling: logs handshakes, reports the connections that ended and
@@ -401,6 +403,7 @@ pub fn serve_events(ep: &mut Endpoint, mut on: impl FnMut(Served)) {
             }
             Event::Connected => log_handshake(ep, h),
             Event::Stream(mpq_proto::stream::StreamEvent::Opened { .. }) if !opened.contains(&h) => opened.push(h),
+            Event::DatagramReceived => on(Served::Datagrams(h)),
             _ => {}
         }
     }

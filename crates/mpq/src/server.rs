@@ -52,6 +52,8 @@ impl App for HqServer {
             runner::Served::NewStream(h, id) => {
                 streams.insert((h, id), Stream::Request(Vec::new()));
             }
+            // (DATAGRAM is not advertised by the file server.)
+            runner::Served::Datagrams(_) => {}
         });
         let mut finished = Vec::new();
         for (&(h, id), st) in self.streams.iter_mut() {

@@ -249,3 +249,64 @@ fn handshake_outcome(name: &str, server_args: &[&str], client_args: &[&str], ver
         }
     }
 }
+
+/// `mpq perf client --datagrams` against `mpq perf server` on loopback: the JSON summary
+/// counts the datagrams sent, received and lost, once over the scheduler's choice of path
+/// and once pinned to a second path; an oversized datagram is refused with the limit.
+#[test]
+fn perf_datagrams_on_loopback() {
+    let mut server = mpq()
+        .args(["perf", "server", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().expect("stdout")).read_line(&mut line).expect("listening line");
+    let addr = line.trim().strip_prefix("listening on ").expect("listening on ADDR").to_string();
+    let perf = |extra: &[&str]| {
+        let mut args = vec!["perf", "client", "--connect", &addr, "--datagrams", "--duration", "1", "--json"];
+        args.extend_from_slice(extra);
+        let child = mpq()
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn client");
+        let (out, _) = wait_bounded(child, Duration::from_secs(30), "perf client --datagrams");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let check = |stdout: &str, path: Option<&str>| {
+        let v: serde_json::Value = serde_json::from_str(stdout.lines().last().expect("a line")).expect("json");
+        assert_eq!(v["mode"], "datagrams");
+        let d = &v["datagrams"];
+        let (sent, received, lost) =
+            (d["sent"].as_u64().unwrap(), d["received"].as_u64().unwrap(), d["lost"].as_u64().unwrap());
+        assert!(sent > 100, "{stdout}");
+        assert_eq!(sent, received + lost);
+        // Loopback loses little.
+        assert!(received * 10 >= sent * 9, "{stdout}");
+        assert!(v["goodput_bps"].as_f64().unwrap() > 0.0);
+        assert_eq!(v["bytes"].as_u64().unwrap(), received * 600);
+        if let Some(p) = path {
+            assert_eq!(d["paths"][p]["sent"].as_u64().unwrap(), sent, "{stdout}");
+        }
+    };
+    let (ok, stdout, stderr) = perf(&["--datagram-size", "600"]);
+    assert!(ok, "{stderr}");
+    check(&stdout, None);
+    let (ok, stdout, stderr) =
+        perf(&["--datagram-size", "600", "--local", "127.0.0.1:0", "--local", "127.0.0.2:0", "--datagram-path", "1"]);
+    assert!(ok, "{stderr}");
+    check(&stdout, Some("1"));
+    let (ok, _, stderr) = perf(&["--datagram-size", "5000"]);
+    assert!(!ok && stderr.contains("--datagram-size 5000: at most"), "{stderr}");
+    let _ = server.kill();
+    let _ = server.wait();
+}

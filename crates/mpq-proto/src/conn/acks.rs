@@ -150,6 +150,9 @@ impl Host<'_> {
                 self.post(slot).push_ack_acked(largest);
             }
         }
+        if let Some((path_id, n)) = frames.datagrams() {
+            self.shared.datagrams.on_fate(path_id, n, false);
+        }
         let mut cid_acked = false;
         for c in frames.take_control() {
             match c {
@@ -187,6 +190,10 @@ impl ConnShared {
             for r in frames.crypto() {
                 crypto.on_lost(r);
             }
+        }
+        if let Some((path_id, n)) = frames.datagrams() {
+            // RFC 9221 §5.2: DATAGRAM frames are not retransmitted; the loss is counted.
+            self.datagrams.on_fate(path_id, n, true);
         }
         for c in frames.take_control() {
             match c {

@@ -58,6 +58,9 @@ pub struct TransportConfig {
     /// Multipath: the initial_max_path_id to advertise (None disables multipath). A value
     /// of N allows path IDs 0..=N at the start (RFC 10069 §2.1).
     pub initial_max_path_id: Option<u64>,
+    /// DATAGRAM frames (RFC 9221): what we advertise and the queues' bounds. Off by default
+    /// ([`DatagramConfig::max_frame_size`](super::DatagramConfig::max_frame_size) 0).
+    pub datagrams: super::DatagramConfig,
     /// Multipath: which path carries the next packet of new data.
     pub scheduler: SchedulerKind,
     /// Multipath: where PATH_ACK frames go.
@@ -151,6 +154,7 @@ impl Default for TransportConfig {
             ecn: true,
             max_gso_segments: 10,
             initial_max_path_id: None,
+            datagrams: super::DatagramConfig::default(),
             scheduler: SchedulerKind::MinRtt,
             ack_policy: AckPolicy::SamePath,
             max_ack_ranges: DEFAULT_MAX_ACK_RANGES,

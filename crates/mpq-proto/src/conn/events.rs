@@ -61,6 +61,10 @@ pub enum Event {
     ConnectionLost(ConnectionError),
     /// The connection is fully drained and may be dropped.
     Drained,
+    /// Datagrams from the peer (RFC 9221) wait to be read with
+    /// [`Connection::recv_datagram`](super::Connection::recv_datagram): raised when the
+    /// receive queue stops being empty.
+    DatagramReceived,
 }
 
 /// Connection-wide counters.
@@ -86,6 +90,8 @@ pub struct ConnectionStats {
     pub path_cids_blocked_received: u64,
     /// Per-path counters.
     pub paths: Vec<PathStats>,
+    /// DATAGRAM counters (RFC 9221), for the connection and per path.
+    pub datagrams: super::DatagramStats,
 }
 
 /// What happened to a path (RFC 10069 §3).

@@ -43,6 +43,8 @@ pub(crate) fn local_transport_params(
         max_ack_delay: config.max_ack_delay.as_millis() as u64,
         active_connection_id_limit: config.active_connection_id_limit,
         initial_source_connection_id: Some(local_cid),
+        // RFC 9221 §3: 0 (omitted) means DATAGRAM frames are not supported.
+        max_datagram_frame_size: config.datagrams.max_frame_size,
         initial_max_path_id: config.initial_max_path_id,
         // RFC 9368 §3: the client lists the versions it accepts being moved to, the server
         // every version it supports.

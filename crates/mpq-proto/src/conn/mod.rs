@@ -27,6 +27,7 @@ mod acks;
 mod board;
 mod cids;
 pub mod config;
+pub mod datagram;
 pub mod events;
 #[cfg(any(test, feature = "fuzzing"))]
 mod fuzzing;
@@ -74,6 +75,7 @@ use crate::transport_params::TransportParameters;
 use crate::types::{Dir, Side, SpaceId, StreamId};
 
 pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig, DEFAULT_MAX_ACK_RANGES};
+pub use datagram::{Datagram, DatagramConfig, DatagramCounters, DatagramError, DatagramStats};
 pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
 #[cfg(any(test, feature = "fuzzing"))]
 pub use fuzzing::{Footprint, ForgeSlot};
@@ -327,6 +329,8 @@ pub(crate) struct ConnShared {
     /// (a probing packet, RFC 9000 §9.3): where it came from, for the PATH_RESPONSE.
     probe_from: Option<recv::Rx>,
     /// Raw frame bytes the next 1-RTT packet carries as they are (tests of peer errors).
+    /// DATAGRAM (RFC 9221): the send and receive queues and their counters.
+    datagrams: datagram::Datagrams,
     #[cfg(test)]
     injected: Vec<u8>,
     /// Raw frame bytes the next Handshake packet carries as they are.
@@ -406,6 +410,7 @@ impl Connection {
         // A client's own address needs no validation; the server validates the client's.
         let path = PathState::new(0, remote, &config, side == Side::Client || address_validated);
         let streams = Streams::new(side, &config.streams);
+        let datagrams = datagram::Datagrams::new(config.datagrams);
         let shared = ConnShared {
             side,
             tls,
@@ -426,6 +431,7 @@ impl Connection {
             got_server_cid: false,
             peer_initial_scid: if side == Side::Server { Some(peer_cid) } else { None },
             peer_params: None,
+            datagrams,
             packets_in_phase: 0,
             local_cid_len: local_cid.len(),
             local_cids,
@@ -527,6 +533,7 @@ impl Connection {
         s.paths = self.shared.closed_paths.iter().cloned().collect();
         s.paths.extend(self.paths.iter().map(|p| p.snapshot()));
         s.paths.sort_by_key(|p| p.path_id);
+        s.datagrams = self.shared.datagrams.stats.clone();
         s
     }
 
@@ -762,6 +769,8 @@ impl ConnShared {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_datagram;
 #[cfg(test)]
 mod tests_mail;
 #[cfg(test)]

@@ -575,6 +575,12 @@ impl Host<'_> {
                 continue;
             }
             let ty = frame.ty();
+            if let Frame::Datagram { data } = frame {
+                // RFC 9221 §3: the size limit is on the frame as it came on the wire.
+                let wire_len = r.position() - at;
+                self.on_datagram_frame(path_id, data, wire_len).map_err(|e| e.or_frame(ty))?;
+                continue;
+            }
             self.on_frame(now, level, path, slot, dcid, frame).map_err(|e| e.or_frame(ty))?;
             if self.shared.is_closed() {
                 break;
@@ -671,9 +677,11 @@ impl Host<'_> {
                 }
                 self.confirm_handshake(now);
             }
-            Frame::Datagram { .. } => {
-                // RFC 9221 §3: DATAGRAM without max_datagram_frame_size negotiated.
-                return Err(TransportError::protocol_violation("DATAGRAM frames not negotiated"));
+            Frame::Datagram { data } => {
+                // (`process_frames` passes them with their wire length; this is the same
+                // check with the frame's length form.)
+                let len = crate::frame::datagram_header_len(Some(data.len())) + data.len();
+                self.on_datagram_frame(path_id, data, len)?;
             }
             Frame::PathAbandon { path_id: id, error_code } => {
                 self.check_mp_path_id(id)?;

@@ -44,6 +44,7 @@ impl ConnShared {
         // every path's CID tables.
         (self.handshake_complete && self.streams.has_pending_data())
             || self.ping_pending
+            || (self.handshake_complete && self.datagrams.has_unpinned())
             || self.connection_frames_waiting()
     }
 
@@ -52,6 +53,10 @@ impl ConnShared {
     /// frames and stream data. (A PING the key update asks for is not counted: every packet
     /// checks for it ahead of its data, lease or not.)
     pub(crate) fn quiet_for_lease(&self) -> bool {
-        self.handshake_complete && !self.streams.has_control_pending() && !self.connection_frames_waiting()
+        self.handshake_complete
+            && !self.streams.has_control_pending()
+            && !self.connection_frames_waiting()
+            // Datagrams are written with the host: a batch is not built alone while any wait.
+            && self.datagrams.send_is_empty()
     }
 }

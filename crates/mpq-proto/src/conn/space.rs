@@ -39,6 +39,9 @@ pub(crate) struct RareFrames {
     pub crypto: Vec<Range<u64>>,
     /// Retransmittable control frames.
     pub control: Vec<Control>,
+    /// DATAGRAM frames (RFC 9221), never retransmitted: the path that sent them and how
+    /// many, counted acknowledged or lost.
+    pub datagrams: Option<(u64, u32)>,
 }
 
 impl SentFrames {
@@ -50,6 +53,17 @@ impl SentFrames {
     /// Records a control frame sent in the packet.
     pub fn push_control(&mut self, c: Control) {
         self.rare.get_or_insert_with(Box::default).control.push(c);
+    }
+
+    /// Records a DATAGRAM frame sent in the packet on path `path_id`.
+    pub fn push_datagram(&mut self, path_id: u64) {
+        let d = &mut self.rare.get_or_insert_with(Box::default).datagrams;
+        d.get_or_insert((path_id, 0)).1 += 1;
+    }
+
+    /// The DATAGRAM frames sent in the packet: (path ID, count).
+    pub fn datagrams(&self) -> Option<(u64, u32)> {
+        self.rare.as_ref().and_then(|r| r.datagrams)
     }
 
     /// The CRYPTO ranges sent in the packet.

@@ -350,3 +350,49 @@ fn classification() {
         assert_eq!(f.is_probing(), probe, "0x{ty:x}");
     }
 }
+
+proptest! {
+    /// DATAGRAM (RFC 9221 §4) in both forms: 0x31 round-trips whatever follows it; 0x30
+    /// takes the rest of the packet (a frame after it is payload); every truncation of the
+    /// length form is a FRAME_ENCODING_ERROR naming 0x31; a length beyond the packet too.
+    #[test]
+    fn datagram_frames_in_both_forms(
+        data in proptest::collection::vec(any::<u8>(), 0..1500),
+        extra in proptest::collection::vec(any::<u8>(), 1..8),
+    ) {
+        let f = Frame::Datagram { data: &data };
+        let mut bytes = encode(&f);
+        prop_assert_eq!(bytes.len(), f.encoded_len());
+        prop_assert_eq!(bytes[0], 0x31);
+        let mut r = Reader::new(&bytes);
+        prop_assert_eq!(Frame::decode(&mut r).unwrap(), f.clone());
+        prop_assert!(r.is_empty());
+        assert_prefixes_fail(&bytes)?;
+        for n in 1..bytes.len() {
+            let e = Frame::decode(&mut Reader::new(&bytes[..n])).unwrap_err();
+            prop_assert_eq!(e.frame_type, Some(0x31));
+        }
+        // Followed by PING: two frames.
+        bytes.push(0x01);
+        let frames: Vec<_> = iter_frames(&bytes).collect::<Result<_, _>>().unwrap();
+        prop_assert_eq!(frames, vec![f, Frame::Ping]);
+
+        // The form without a length runs to the end of the payload.
+        let mut open = Vec::new();
+        encode_datagram_header(&mut open, None);
+        open.extend_from_slice(&data);
+        open.extend_from_slice(&extra);
+        let mut all = data.clone();
+        all.extend_from_slice(&extra);
+        let frames: Vec<_> = iter_frames(&open).collect::<Result<_, _>>().unwrap();
+        prop_assert_eq!(frames, vec![Frame::Datagram { data: &all }]);
+        prop_assert_eq!(datagram_header_len(None) + all.len(), open.len());
+
+        // A length one beyond what is there.
+        let mut long = Vec::new();
+        encode_datagram_header(&mut long, Some(data.len() + 1));
+        long.extend_from_slice(&data);
+        let e = Frame::decode(&mut Reader::new(&long)).unwrap_err();
+        prop_assert_eq!((e.code, e.frame_type), (TransportErrorCode::FRAME_ENCODING_ERROR, Some(0x31)));
+    }
+}

@@ -329,3 +329,30 @@ proptest! {
         }
     }
 }
+
+/// max_datagram_frame_size (RFC 9221 §3): 0x20 with a varint value, omitted at 0 (the
+/// default: DATAGRAM unsupported), allowed from either side, malformed values refused.
+#[test]
+fn max_datagram_frame_size_parameter() {
+    let tp = TransportParameters { max_datagram_frame_size: 1200, ..Default::default() };
+    let mut out = Vec::new();
+    tp.encode(&mut out);
+    assert_eq!(out, [0x20, 0x02, 0x44, 0xb0]);
+    for side in [Side::Client, Side::Server] {
+        assert_eq!(TransportParameters::decode(side, &out).unwrap().max_datagram_frame_size, 1200);
+    }
+    let mut out = Vec::new();
+    TransportParameters { max_datagram_frame_size: 0, ..Default::default() }.encode(&mut out);
+    assert!(out.is_empty());
+    // Two varints, or none, as the value.
+    let mut bad = Vec::new();
+    param(&mut bad, id::MAX_DATAGRAM_FRAME_SIZE, &[0x01, 0x02]);
+    assert_eq!(err(Side::Client, &bad), TPE);
+    let mut bad = Vec::new();
+    param(&mut bad, id::MAX_DATAGRAM_FRAME_SIZE, &[]);
+    assert_eq!(err(Side::Server, &bad), TPE);
+    // Twice.
+    let mut twice = vparam(id::MAX_DATAGRAM_FRAME_SIZE, 5);
+    twice.extend(vparam(id::MAX_DATAGRAM_FRAME_SIZE, 5));
+    assert_eq!(err(Side::Client, &twice), TPE);
+}

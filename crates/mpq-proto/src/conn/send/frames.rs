@@ -216,6 +216,23 @@ impl PathState {
                 out.eliciting = true;
             }
         }
+        // DATAGRAM frames (RFC 9221 §5: congestion controlled, so within the window): those
+        // pinned to this path, and with new data allowed, those the scheduler places.
+        // Only on a validated path: like stream data, datagrams wait for validation.
+        if cwnd_ok
+            && self.phase == super::super::path::PathPhase::Active
+            && host.shared.handshake_complete
+            && !host.shared.datagrams.send_is_empty()
+        {
+            let max_frame = super::super::datagram::max_frame_for_mtu(self.mtu);
+            while let Some(d) = host.shared.datagrams.take_for(self.id, data_ok, room(buf), max_frame) {
+                frame::encode_datagram_header(buf, Some(d.len()));
+                buf.extend_from_slice(&d);
+                frames.push_datagram(self.id);
+                host.shared.datagrams.on_sent(self.id, d.len());
+                out.eliciting = true;
+            }
+        }
         if !data_ok {
             return out;
         }

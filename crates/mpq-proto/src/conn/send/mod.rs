@@ -91,6 +91,7 @@ impl Connection {
         }
         self.maybe_initiate_key_update(now);
         self.arm_key_discard(now);
+        self.drop_unsendable_pinned_datagrams();
         if let Some(t) = self.poll_off_path(now, buf) {
             return Some(t);
         }
@@ -169,6 +170,14 @@ impl Connection {
             return true;
         }
         if !self.paths.inbox(pi).is_empty() && self.can_send_data(now, pi) {
+            return true;
+        }
+        // Datagrams pinned to this path are its own traffic.
+        if self.shared.handshake_complete
+            && self.paths[pi].phase == super::path::PathPhase::Active
+            && self.shared.datagrams.has_pinned_for(self.paths[pi].id)
+            && self.can_send_data(now, pi)
+        {
             return true;
         }
         // The handshake spaces live on the primary path: their ACKs, PTO probes and CRYPTO

@@ -196,6 +196,15 @@ impl PathState {
         if side.host_ref().is_some_and(|h| !h.board.inbox(h.slot).is_empty()) {
             return true;
         }
+        // Datagrams pinned to this path (never alone: a batch is not built alone while
+        // datagrams wait).
+        if self.phase == super::super::path::PathPhase::Active
+            && side
+                .host_ref()
+                .is_some_and(|h| h.shared.handshake_complete && h.shared.datagrams.has_pinned_for(self.id))
+        {
+            return true;
+        }
         // Stream data the batch holds answers without the shared side.
         let leased = self.send_lease.as_ref().is_some_and(|l| l.has_data());
         if !allow_data || leased {
