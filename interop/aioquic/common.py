@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
 import sys
 from typing import TextIO
 
@@ -105,3 +107,19 @@ def base_configuration(args: argparse.Namespace, is_client: bool) -> tuple[QuicC
     if args.qlog_dir:
         config.quic_logger = QuicFileLogger(args.qlog_dir)
     return config, secrets
+
+
+async def announce_and_serve(server) -> int:
+    """Prints the server's "listening on HOST:PORT" line (the harness waits for it), then
+    serves until SIGINT or SIGTERM."""
+    sockname = server._transport.get_extra_info("sockname")  # noqa: SLF001 - no public accessor
+    host, port = sockname[0], sockname[1]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"listening on {shown}:{port}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+    return 0

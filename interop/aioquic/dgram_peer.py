@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import ssl
 import struct
 import sys
@@ -33,7 +32,7 @@ from aioquic.quic.events import (  # noqa: E402
     StreamDataReceived,
 )
 
-from common import log  # noqa: E402
+from common import announce_and_serve, log  # noqa: E402
 
 ALPN = "perf"
 DATAGRAM_REPORT = (1 << 64) - 2
@@ -94,15 +93,7 @@ async def run_server(args: argparse.Namespace) -> int:
     config = QuicConfiguration(is_client=False, alpn_protocols=[ALPN], max_datagram_frame_size=MAX_DATAGRAM_FRAME_SIZE)
     config.load_cert_chain(args.cert, args.key)
     server = await serve(args.host, args.port, configuration=config, create_protocol=DgramServer)
-    sockname = server._transport.get_extra_info("sockname")  # noqa: SLF001 - no public accessor
-    print(f"listening on {sockname[0]}:{sockname[1]}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    server.close()
-    return 0
+    return await announce_and_serve(server)
 
 
 async def run_client(args: argparse.Namespace) -> int:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import sys
 from functools import partial
 from pathlib import Path
@@ -28,7 +27,14 @@ from aioquic.quic.events import (  # noqa: E402
     StreamDataReceived,
 )
 
-from common import add_common_args, base_configuration, install_key_update_probe, log, log_version  # noqa: E402
+from common import (  # noqa: E402
+    add_common_args,
+    announce_and_serve,
+    base_configuration,
+    install_key_update_probe,
+    log,
+    log_version,
+)
 
 ERR_REQUEST = 0x10
 MAX_REQUEST = 4096
@@ -132,18 +138,7 @@ async def main() -> int:
         create_protocol=partial(HqServerProtocol, root=root),
         retry=args.retry,
     )
-    sockname = server._transport.get_extra_info("sockname")  # noqa: SLF001 - no public accessor
-    host, port = sockname[0], sockname[1]
-    shown = f"[{host}]" if ":" in host else host
-    print(f"listening on {shown}:{port}", flush=True)
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    server.close()
-    return 0
+    return await announce_and_serve(server)
 
 
 if __name__ == "__main__":

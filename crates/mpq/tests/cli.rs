@@ -213,14 +213,11 @@ fn versions_flags_negotiate_quic_v2() {
     handshake_outcome("v2-only", &["--quic-version", "v2"], &["--quic-version", "v2"], "QUIC v2");
 }
 
-/// Runs `mpq server -v` and `mpq client -v` with extra arguments; both handshake lines must
-/// name `version` and the rest of the negotiation.
-fn handshake_outcome(name: &str, server_args: &[&str], client_args: &[&str], version: &str) {
-    let root = scratch(name);
-    std::fs::write(root.join("hello.txt"), b"hello").expect("write");
+/// Starts a server (`mpq ARGS`), waits for its "listening on ADDR" line and returns it with
+/// ADDR; its stderr stays piped for the test to read.
+fn spawn_listening(args: &[&str]) -> (std::process::Child, String) {
     let mut server = mpq()
-        .args(["server", "--listen", "127.0.0.1:0", "--root", root.to_str().expect("utf-8"), "-v"])
-        .args(server_args)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -229,6 +226,17 @@ fn handshake_outcome(name: &str, server_args: &[&str], client_args: &[&str], ver
     let mut line = String::new();
     BufReader::new(server.stdout.take().expect("stdout")).read_line(&mut line).expect("listening line");
     let addr = line.trim().strip_prefix("listening on ").expect("listening on ADDR").to_string();
+    (server, addr)
+}
+
+/// Runs `mpq server -v` and `mpq client -v` with extra arguments; both handshake lines must
+/// name `version` and the rest of the negotiation.
+fn handshake_outcome(name: &str, server_args: &[&str], client_args: &[&str], version: &str) {
+    let root = scratch(name);
+    std::fs::write(root.join("hello.txt"), b"hello").expect("write");
+    let mut args = vec!["server", "--listen", "127.0.0.1:0", "--root", root.to_str().expect("utf-8"), "-v"];
+    args.extend_from_slice(server_args);
+    let (mut server, addr) = spawn_listening(&args);
     let out = scratch(&format!("{name}-out"));
     let url = format!("https://{addr}/hello.txt");
     let mut args = vec!["client", &url, "--insecure", "-v", "--output", out.to_str().expect("utf-8")];
@@ -255,16 +263,7 @@ fn handshake_outcome(name: &str, server_args: &[&str], client_args: &[&str], ver
 /// and once pinned to a second path; an oversized datagram is refused with the limit.
 #[test]
 fn perf_datagrams_on_loopback() {
-    let mut server = mpq()
-        .args(["perf", "server", "--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn server");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().expect("stdout")).read_line(&mut line).expect("listening line");
-    let addr = line.trim().strip_prefix("listening on ").expect("listening on ADDR").to_string();
+    let (mut server, addr) = spawn_listening(&["perf", "server", "--listen", "127.0.0.1:0"]);
     let perf = |extra: &[&str]| {
         let mut args = vec!["perf", "client", "--connect", &addr, "--datagrams", "--duration", "1", "--json"];
         args.extend_from_slice(extra);

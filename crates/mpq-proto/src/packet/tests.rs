@@ -104,6 +104,13 @@ fn a2_unprotected(out: &mut Vec<u8>) -> LongHeaderOffsets {
     off
 }
 
+/// Seals the long-header packet in `pkt` (header at `off`, packet number `pn` in `pn_len`
+/// bytes) with the local keys of `keys`, as the RFC test vectors are protected.
+pub(super) fn seal_long(pkt: &mut Vec<u8>, off: &LongHeaderOffsets, pn_len: usize, pn: u64, keys: &Keys) {
+    let (key, hp) = (&*keys.local.packet, &*keys.local.header);
+    seal_packet(pkt, off.header_start, Some(off.len_offset), off.pn_offset, pn_len, pn, key, hp, None).unwrap();
+}
+
 #[test]
 fn rfc9001_a2_client_initial() {
     let keys = initial_keys(&rfc_dcid(), Side::Client, crate::VERSION_1);
@@ -113,18 +120,7 @@ fn rfc9001_a2_client_initial() {
     let mut hdr = pkt[..off.pn_offset + 4].to_vec();
     crate::coding::write_varint_fixed(&mut hdr[off.len_offset..], 1182, 2);
     assert_eq!(hdr, hex("c300000001088394c8f03e5157080000449e00000002"));
-    seal_packet(
-        &mut pkt,
-        off.header_start,
-        Some(off.len_offset),
-        off.pn_offset,
-        4,
-        2,
-        &*keys.local.packet,
-        &*keys.local.header,
-        None,
-    )
-    .unwrap();
+    seal_long(&mut pkt, &off, 4, 2, &keys);
     let expected = hex(A2_PROTECTED);
     assert_eq!(expected.len(), 1200);
     assert_eq!(pkt.len(), 1200);
@@ -159,18 +155,7 @@ fn rfc9001_a3_server_initial() {
         2,
     );
     pkt.extend(hex(A3_PAYLOAD));
-    seal_packet(
-        &mut pkt,
-        off.header_start,
-        Some(off.len_offset),
-        off.pn_offset,
-        2,
-        1,
-        &*keys.local.packet,
-        &*keys.local.header,
-        None,
-    )
-    .unwrap();
+    seal_long(&mut pkt, &off, 2, 1, &keys);
     assert_eq!(pkt, hex(A3_PROTECTED));
 
     let client = initial_keys(&rfc_dcid(), Side::Client, crate::VERSION_1);

@@ -4,6 +4,7 @@
 use super::header::*;
 use super::number::*;
 use super::protect::*;
+use super::tests::seal_long;
 use crate::crypto::initial_keys;
 use crate::{ConnectionId, Side, VERSION_1, VERSION_2};
 
@@ -43,18 +44,7 @@ fn rfc9369_a3_server_initial_v2() {
     // RFC 9369 §3.2: a v2 Initial has type bits 0b01 (0xd1 with a 2-byte packet number).
     assert_eq!(pkt[0], 0xd1);
     pkt.extend(hex(A3_PAYLOAD));
-    seal_packet(
-        &mut pkt,
-        off.header_start,
-        Some(off.len_offset),
-        off.pn_offset,
-        2,
-        1,
-        &*keys.local.packet,
-        &*keys.local.header,
-        None,
-    )
-    .unwrap();
+    seal_long(&mut pkt, &off, 2, 1, &keys);
     assert_eq!(pkt, hex(A3_PROTECTED));
 
     // The client opens it with its v2 keys and only with them.
@@ -88,18 +78,7 @@ fn rfc9369_a2_client_initial_header_v2() {
     crate::coding::write_varint_fixed(&mut hdr[off.len_offset..], 1182, 2);
     assert_eq!(hdr, hex("d36b3343cf088394c8f03e5157080000449e00000002"));
     let plain = pkt[off.pn_offset + 4..].to_vec();
-    seal_packet(
-        &mut pkt,
-        off.header_start,
-        Some(off.len_offset),
-        off.pn_offset,
-        4,
-        2,
-        &*keys.local.packet,
-        &*keys.local.header,
-        None,
-    )
-    .unwrap();
+    seal_long(&mut pkt, &off, 4, 2, &keys);
     assert_eq!(pkt.len(), 1200);
     assert_eq!(&pkt[..22], &hex("d76b3343cf088394c8f03e5157080000449ea0c95e82")[..]);
     // The server reads it back.
