@@ -91,7 +91,7 @@ pub(super) fn open_path_when_allowed(
     opened
 }
 
-fn path_stats(c: &Connection, id: u64) -> PathStats {
+pub(super) fn path_stats(c: &Connection, id: u64) -> PathStats {
     c.stats().paths.into_iter().find(|p| p.path_id == id).expect("path stats")
 }
 

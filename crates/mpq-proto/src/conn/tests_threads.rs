@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::send::AloneBatch;
 use super::tests::{client, Upload};
-use super::tests_multipath::{open_second_path, server};
+use super::tests_multipath::{open_second_path, path_stats, server};
 use super::*;
 use crate::testing::Pair;
 
@@ -72,17 +72,13 @@ fn two_paths_build_their_send_batches_on_two_threads_at_once() {
         assert_eq!(datagrams.len(), w.count);
         to_send.push((path.id, path.local.unwrap_or(client_addr), path.remote, datagrams));
     }
-    let before: Vec<u64> = to_send.iter().map(|(id, ..)| rx_packets(server(&mut pair), *id)).collect();
+    let before: Vec<u64> = to_send.iter().map(|(id, ..)| path_stats(server(&mut pair), *id).rx_packets).collect();
     for (k, (id, src, dst, mut datagrams)) in to_send.into_iter().enumerate() {
         let n = datagrams.len() as u64;
         pair.inject_batch(true, src, dst, &mut datagrams);
-        assert_eq!(rx_packets(server(&mut pair), id), before[k] + n, "path {id}: every datagram opened");
+        assert_eq!(path_stats(server(&mut pair), id).rx_packets, before[k] + n, "path {id}: every datagram opened");
     }
     finish(&mut pair, &mut up);
-}
-
-fn rx_packets(c: &Connection, id: u64) -> u64 {
-    c.stats().paths.iter().find(|p| p.path_id == id).map_or(0, |p| p.rx_packets)
 }
 
 /// Two paths of one connection open their runs of received datagrams alone on two threads
@@ -110,10 +106,10 @@ fn two_paths_open_their_received_datagrams_on_two_threads_at_once() {
     let mut runs: Vec<(usize, std::net::SocketAddr, Vec<Vec<u8>>)> =
         by_path.into_iter().map(|(p, src, d)| (s.path_index(p).expect("server path"), src, d)).collect();
     let sizes: Vec<usize> = runs.iter().map(|r| r.2.len()).collect();
-    let before: Vec<u64> = [0, id].iter().map(|&p| rx_packets(s, p)).collect();
+    let before: Vec<u64> = [0, id].iter().map(|&p| path_stats(s, p).rx_packets).collect();
     let opened = s.open_runs_on_threads(now, &mut runs);
     assert_eq!(opened, sizes, "every datagram opened by its path alone");
-    let after: Vec<u64> = [0, id].iter().map(|&p| rx_packets(s, p)).collect();
+    let after: Vec<u64> = [0, id].iter().map(|&p| path_stats(s, p).rx_packets).collect();
     assert!(after[0] > before[0] && after[1] > before[1], "{before:?} -> {after:?}");
     finish(&mut pair, &mut up);
 }

@@ -55,10 +55,9 @@ impl SendHost<'_> {
         allow_data: bool,
     ) -> Option<BatchSide<'static, 'static>> {
         let shared = &*self.shared;
-        let quiet_now = shared.state == State::Established
-            && !shared.ping_pending
-            && shared.quiet_for_lease()
-            && self.board.inbox(self.slot).is_empty();
+        // (Whether connection-wide frames wait is the lease's `quiet`, checked below.)
+        let quiet_now =
+            shared.state == State::Established && !shared.ping_pending && self.board.inbox(self.slot).is_empty();
         #[cfg(test)]
         let quiet_now = quiet_now && shared.injected.is_empty();
         if !allow_data || !quiet_now || !path.in_batch || !path.can_send_data(now, shared.config.pacing) {
