@@ -114,8 +114,12 @@ pub(crate) struct TouchCounts {
     pub send_path_batches: u64,
     /// 1-RTT packets sealed under a lease.
     pub send_leased: u64,
+    /// Of those, packets sealed by batches built alone.
+    pub send_alone_packets: u64,
     /// 1-RTT packets sealed with the connection's key state directly.
     pub send_unleased: u64,
+    /// Send batches whose lease took the connection-wide control frames waiting.
+    pub send_control_leases: u64,
     /// Stream data leases taken by send batches.
     pub send_data_leases: u64,
     /// STREAM chunks taken from the shared stream table one by one (not from a lease).

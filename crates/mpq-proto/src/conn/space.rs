@@ -78,6 +78,16 @@ impl SentFrames {
         self.rare.as_ref().map_or(&[], |r| &r.control)
     }
 
+    /// Adds the CRYPTO ranges and control frames of `other` (connection-wide frames leased
+    /// for a batch, written into one of its packets).
+    pub fn append(&mut self, other: &mut SentFrames) {
+        let Some(theirs) = other.rare.take() else { return };
+        let mine = self.rare.get_or_insert_with(Box::default);
+        mine.crypto.extend(theirs.crypto);
+        mine.control.extend(theirs.control);
+        debug_assert!(theirs.datagrams.is_none(), "datagrams are never leased");
+    }
+
     /// Takes the control frames out (to return them to their queues).
     pub fn take_control(&mut self) -> Vec<Control> {
         self.rare.as_mut().map(|r| std::mem::take(&mut r.control)).unwrap_or_default()

@@ -616,6 +616,13 @@ fn bulk_transfer_meets_the_shared_state_once_per_batch() {
         assert!(data_leases <= leases + 2 * updates + 4, "{what}");
         assert!(unleased_chunks <= 2 + updates, "{unleased_chunks} chunks one by one: {what}");
         assert!(conn_frames <= 2 + 2 * updates, "{conn_frames} packets wrote connection frames: {what}");
+        // The receiver's own batches (its ACKs, and the flow-control credit it hands out
+        // as the data is read, leased with the keys): built alone too, but those around a
+        // key update.
+        let rx_batches = rx.send_path_batches - before_rx.send_path_batches;
+        let rx_alone = rx.send_alone_batches - before_rx.send_alone_batches;
+        let rx_control = rx.send_control_leases - before_rx.send_control_leases;
+        assert!(rx_alone * 4 >= rx_batches * 3, "{rx_alone} of {rx_batches} receiver batches alone: {what}");
         let fates = tx.fates_applied - before_tx.fates_applied;
         let by_path = tx.acks_in_batch - before_tx.acks_in_batch;
         assert!(by_path > 0 && by_path * 2 > fates, "{what}");
@@ -625,7 +632,7 @@ fn bulk_transfer_meets_the_shared_state_once_per_batch() {
              {applies} shared applies, {general} general; sender {leases} leases, {leased} packets leased, \
              {by_path} of {fates} ACKs handled by their path, {data_leases} data leases, {unleased_chunks} chunks \
              one by one, {conn_frames} packets with connection frames, {alone} of {path_batches} batches built \
-             alone"
+             alone; receiver {rx_alone} of {rx_batches} batches alone, {rx_control} with leased control frames"
         );
     }
 }

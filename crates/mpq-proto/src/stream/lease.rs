@@ -1,11 +1,15 @@
-//! New data of one stream leased to a path for a send batch (issue C1's send seam): a range
-//! of the stream's send buffer as reference-counted slices, its connection credit already
-//! counted, and the FIN if the range ends the stream. The path cuts STREAM chunks from it
-//! and copies their bytes into its packets without the stream table; what it did not use
-//! goes back with [`Streams::return_stream_data`](super::Streams::return_stream_data).
+//! Stream data leased to a path for a send batch (issue C1's send seam): [`BatchData`], one
+//! [`DataLease`] per stream with data waiting, each a range of the stream's send buffer as
+//! reference-counted slices: data to resend (lost), or new data with its connection credit
+//! already counted and the FIN if the range ends the stream. The path cuts STREAM chunks from
+//! them and copies their bytes into its packets without the stream table; what it did not
+//! use goes back with [`Streams::return_stream_data`](super::Streams::return_stream_data).
 //!
-//! Cutting follows [`Streams::next_stream_chunk`](super::Streams::next_stream_chunk) exactly
-//! (the same chunk for the same room), so a leased batch sends the same packets.
+//! Cutting follows [`Streams::next_stream_chunk`](super::Streams::next_stream_chunk): lost
+//! data first, then new data, round-robin over the streams chunk by chunk. With one stream
+//! (a transfer) it is exact, the same chunk for the same room, so a leased batch sends the
+//! same packets; with several, each stream's share of the batch is bounded when the lease is
+//! taken, where the table would let a stream with more data take the rest of the batch.
 
 use bytes::Bytes;
 use smallvec::SmallVec;
@@ -13,11 +17,13 @@ use smallvec::SmallVec;
 use super::{SendState, StreamChunk};
 use crate::types::StreamId;
 
-/// A stream's new data held by a send batch.
+/// A stream's data held by a send batch: new data, or data to resend.
 #[derive(Debug)]
 pub struct DataLease {
     /// The stream.
     pub(crate) id: StreamId,
+    /// Lost data to resend (its connection credit was spent when it was first sent).
+    pub(crate) resend: bool,
     /// First offset of the lease.
     pub(crate) start: u64,
     /// Next offset to hand out.
@@ -85,5 +91,70 @@ impl DataLease {
         debug_assert_eq!(out.len() - before, len, "copy outside the lease");
         // Only short on a caller bug: keep the "exactly len bytes" contract.
         out.resize(before + len, 0);
+    }
+}
+
+/// The stream data of one send batch: a [`DataLease`] per stream, resends first.
+#[derive(Debug, Default)]
+pub struct BatchData {
+    /// The streams' leases, those with data to resend first.
+    pub(crate) parts: SmallVec<[DataLease; 1]>,
+    /// The part the next chunk is tried from (round-robin among resends, then new data).
+    cursor: usize,
+}
+
+impl BatchData {
+    /// A batch's data from its parts, those with data to resend first.
+    pub(crate) fn new(mut parts: SmallVec<[DataLease; 1]>) -> Self {
+        parts.sort_by_key(|p| !p.resend);
+        Self { parts, cursor: 0 }
+    }
+
+    /// The next chunk of at most `max_len` bytes: from a part with data to resend while
+    /// any has some, else from the new data, round-robin over the streams, each stream's
+    /// ranges in order. `None`
+    /// when no part can give one (spent, or capped and short of `max_len`): renew then.
+    pub fn take(&mut self, max_len: usize) -> Option<StreamChunk> {
+        let n = self.parts.len();
+        let resends = self.parts.iter().filter(|p| p.resend && !p.is_spent()).count();
+        for k in 0..n {
+            let i = (self.cursor + k) % n;
+            if resends > 0 && !self.parts[i].resend {
+                continue;
+            }
+            // A stream's ranges go in order: round-robin is over streams, not ranges.
+            let id = self.parts[i].id;
+            if self.parts[..i].iter().any(|p| p.id == id && !p.is_spent()) {
+                continue;
+            }
+            if let Some(c) = self.parts[i].take(max_len) {
+                self.cursor = (i + 1) % n;
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// Nothing left to hand out.
+    pub fn is_spent(&self) -> bool {
+        self.parts.iter().all(DataLease::is_spent)
+    }
+
+    /// Bytes not yet handed out.
+    pub fn remaining(&self) -> u64 {
+        self.parts.iter().map(DataLease::remaining).sum()
+    }
+
+    /// Appends exactly the bytes of `chunk` (cut from this lease) to `out`.
+    pub fn copy(&self, chunk: &StreamChunk, out: &mut Vec<u8>) {
+        let end = chunk.offset + chunk.len as u64;
+        let part = self.parts.iter().find(|p| p.id == chunk.id && p.start <= chunk.offset && end <= p.end);
+        match part {
+            Some(p) => p.copy(chunk.offset, chunk.len, out),
+            None => {
+                debug_assert!(false, "copy of a chunk outside the lease");
+                out.resize(out.len() + chunk.len, 0);
+            }
+        }
     }
 }

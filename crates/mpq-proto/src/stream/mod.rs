@@ -19,7 +19,7 @@ mod send_buffer;
 mod tests;
 
 pub use flow::{RecvCredit, SendCredit};
-pub use lease::DataLease;
+pub use lease::{BatchData, DataLease};
 pub use map::Streams;
 pub use recv::{RecvBuffer, RecvState, RecvStream};
 pub use send::{Chunk, SendBuffer, SendState, SendStream};

@@ -125,6 +125,11 @@ impl SendBuffer {
         Some(r.start..end)
     }
 
+    /// A lost range to resend starts at `offset` (what was just taken of it continues).
+    pub fn lost_starts_at(&self, offset: u64) -> bool {
+        self.lost.first().is_some_and(|r| r.start == offset)
+    }
+
     /// Takes up to `max_len` new bytes.
     pub fn next_new(&mut self, max_len: u64) -> Range<u64> {
         let start = self.unsent;

@@ -173,6 +173,7 @@ impl PathState {
         // PING due, an empty inbox and nothing connection-wide waiting.)
         let Some(host) = side.host() else {
             if data_ok {
+                self.write_leased_control(buf, end, frames, &mut out);
                 self.write_leased_stream_frames(side, buf, end, frames, &mut out);
             }
             return out;
@@ -236,6 +237,7 @@ impl PathState {
         if !data_ok {
             return out;
         }
+        self.write_leased_control(buf, end, frames, &mut out);
         let quiet = self.send_lease.as_ref().is_some_and(|l| l.quiet);
         if !quiet {
             host.write_connection_frames(now, buf, end, frames, &mut out);
@@ -250,6 +252,19 @@ impl PathState {
         }
         self.write_leased_stream_frames(side, buf, end, frames, &mut out);
         out
+    }
+
+    /// The connection-wide control frames the batch's lease holds, whole, if the packet has
+    /// room for them (else a later packet of the batch takes them).
+    fn write_leased_control(&mut self, buf: &mut Vec<u8>, end: usize, frames: &mut SentFrames, out: &mut AppFrames) {
+        let Some(l) = self.send_lease.as_mut().filter(|l| l.has_control()) else { return };
+        if l.control.bytes.len() > end.saturating_sub(buf.len()) {
+            return;
+        }
+        buf.append(&mut l.control.bytes);
+        frames.append(&mut l.control.frames);
+        // Every connection-wide frame elicits an acknowledgement (RFC 9000 §13.2.1).
+        out.eliciting = true;
     }
 
     /// STREAM frames fill the rest of the packet. They always carry a Length: the packet may
@@ -270,7 +285,7 @@ impl PathState {
             if let Some(chunk) = self.take_leased_chunk(side, max) {
                 frame::encode_stream_header(buf, chunk.id, chunk.offset, Some(chunk.len), chunk.fin);
                 if let Some(d) = self.send_lease.as_ref().and_then(|l| l.data.as_ref()) {
-                    d.copy(chunk.offset, chunk.len, buf);
+                    d.copy(&chunk, buf);
                 }
                 frames.stream.push(chunk);
                 out.eliciting = true;
@@ -278,7 +293,7 @@ impl PathState {
             }
             let Some(host) = side.host() else {
                 // Alone: the leased data is spent; the stream table may hold more.
-                side.needs_host();
+                self.alone_needs_host(side);
                 break;
             };
             let Some(chunk) = host.next_chunk(max, self.id) else { break };

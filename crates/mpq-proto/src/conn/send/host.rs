@@ -20,9 +20,13 @@ use super::super::config::{AckPolicy, TransportConfig};
 use super::super::path::PathState;
 use super::super::space::{Control, SentFrames};
 use super::super::{touch, ConnShared, State};
-use super::lease::{AckSlots, SendLease};
+use super::lease::{AckSlots, LeasedControl, SendLease};
 use super::side::{AloneEffects, BatchConfig, BatchSide};
 use super::AppFrames;
+
+/// Bytes of a packet kept free of leased control frames: the short header (a 20-byte CID
+/// at most), the AEAD tag and a small ACK frame.
+const LEASED_CONTROL_RESERVE: usize = 1 + 20 + 4 + super::TAG_LEN + 40;
 
 /// The shared half and the board, lent to the path in `slot` while it builds packets.
 pub(crate) struct SendHost<'a> {
@@ -43,11 +47,14 @@ impl SendHost<'_> {
         &self.shared.config
     }
 
-    /// Prepares a batch of `path` to be built alone ([`BatchSide::alone`]): when the batch
-    /// may send new data now, nothing connection-wide waits (no PING, no frame of the shared
-    /// side), the path's inbox is empty and its ACK placement is its own ACKs only,
-    /// the path leases the keys, its CID and the batch's stream data here. `None`: the batch
-    /// is built with the host (what it leased stays for that).
+    /// Prepares a batch of `path` to be built alone ([`BatchSide::alone`]): when no PING
+    /// waits, the path's inbox is empty, its ACK placement is its own ACKs only, and, if the
+    /// batch may send new data now, what waits connection-wide fits the lease (the control
+    /// frames of one packet, stream data of a single stream), the path leases here the keys,
+    /// its CID, those frames and the batch's stream data. A batch that may not send data
+    /// (its window is full, or it only carries the path's own traffic) writes only the
+    /// path's own frames, which need nothing connection-wide. `None`: the batch is built with
+    /// the host (what it leased stays for that).
     pub fn try_alone(
         &mut self,
         path: &mut PathState,
@@ -55,26 +62,65 @@ impl SendHost<'_> {
         allow_data: bool,
     ) -> Option<BatchSide<'static, 'static>> {
         let shared = &*self.shared;
-        // (Whether connection-wide frames wait is the lease's `quiet`, checked below.)
-        let quiet_now =
-            shared.state == State::Established && !shared.ping_pending && self.board.inbox(self.slot).is_empty();
+        // (Datagrams are written with the host, whether the batch may send new data or not.)
+        let quiet_now = shared.state == State::Established
+            && !shared.ping_pending
+            && shared.datagrams.send_is_empty()
+            && self.board.inbox(self.slot).is_empty();
         #[cfg(test)]
         let quiet_now = quiet_now && shared.injected.is_empty();
-        if !allow_data || !quiet_now || !path.in_batch || !path.can_send_data(now, shared.config.pacing) {
+        if !quiet_now || !path.in_batch {
+            return None;
+        }
+        let data_ok = allow_data && path.can_send_data(now, shared.config.pacing);
+        let own_traffic = path.data.ack_pending
+            || path.data.probes > 0
+            || path.challenge.is_some_and(|c| c.send_pending)
+            || !path.path_responses.is_empty();
+        if !data_ok && !own_traffic {
+            // Nothing of its own to send (the host may still place another path's ACK here).
             return None;
         }
         if path.send_lease.is_none() {
             path.send_lease = self.lease_keys(path);
         }
+        if data_ok {
+            self.lease_control(path, now);
+        }
         let lease = path.send_lease.as_ref()?;
         let own_acks_only = lease.ack_slots.iter().all(|(j, _)| *j == self.slot);
-        if !lease.quiet || lease.dcid.is_none() || !own_acks_only {
+        // (Without data, the batch's packets write nothing connection-wide: quiet or not.)
+        if (data_ok && !lease.quiet) || lease.dcid.is_none() || !own_acks_only {
             return None;
         }
-        if !lease.has_data() && !self.renew_data_lease(path) {
+        if data_ok && !lease.has_data() && !self.renew_data_lease(path) && self.shared.has_app_space_data() {
+            // Data waits that the batch cannot lease (several streams, data to resend):
+            // chunk by chunk, with the host.
             return None;
         }
+        let lease = path.send_lease.as_mut()?;
+        if path.data.probes > 0 && !lease.has_data() {
+            // A PTO probe carries data to resend if any waits: the host has it.
+            return None;
+        }
+        lease.all_leased = !self.shared.has_app_space_data();
         Some(BatchSide::alone(self.slot, BatchConfig::of(&self.shared.config, self.shared.qlog.is_some())))
+    }
+
+    /// The connection-wide control frames waiting to be sent go into the lease of `path`'s
+    /// batch, encoded, up to what a packet of the path holds besides its header and ACK; the
+    /// lease is quiet if nothing else waits then.
+    pub fn lease_control(&mut self, path: &mut PathState, now: Instant) {
+        let budget = usize::from(path.mtu).saturating_sub(LEASED_CONTROL_RESERVE);
+        let Some(lease) = path.send_lease.as_mut() else { return };
+        if lease.quiet || lease.has_control() {
+            return;
+        }
+        touch!(self, send_control_leases);
+        let mut out = AppFrames::default();
+        let control = &mut lease.control;
+        self.write_connection_frames(now, &mut control.bytes, budget, &mut control.frames, &mut out);
+        lease.quiet = self.shared.quiet_for_lease();
     }
 
     /// A batch `path` built alone returns: what it changed for the others (its view, its
@@ -85,6 +131,7 @@ impl SendHost<'_> {
         #[cfg(debug_assertions)]
         {
             self.shared.touches.send_leased += effects.leased_packets;
+            self.shared.touches.send_alone_packets += effects.leased_packets;
         }
         if effects.sent {
             self.board.publish_sent(self.slot, path);
@@ -115,6 +162,8 @@ impl SendHost<'_> {
             acks_sent: SmallVec::new(),
             multipath: self.shared.mp.enabled,
             quiet: self.shared.quiet_for_lease(),
+            control: LeasedControl::default(),
+            all_leased: false,
             data: None,
             data_unavailable: false,
             ack_eliciting_sent: false,
@@ -145,9 +194,9 @@ impl SendHost<'_> {
             None
         } else if shared.mp.enabled && self.board.iter().nth(1).is_some() {
             let (sched, snaps) = (&shared.scheduler, &shared.sched_snapshots);
-            shared.streams.lease_stream_data(max, &|id| sched.stream_allowed(id, path_id, snaps))
+            shared.streams.lease_stream_data(max, u64::from(mtu), &|id| sched.stream_allowed(id, path_id, snaps))
         } else {
-            shared.streams.lease_stream_data(max, &|_| true)
+            shared.streams.lease_stream_data(max, u64::from(mtu), &|_| true)
         };
         lease.data_unavailable = data.is_none();
         lease.data = data;
@@ -163,7 +212,8 @@ impl SendHost<'_> {
     }
 
     /// The next STREAM chunk of at most `max` bytes for path `path_id`, from the shared
-    /// stream table (retransmissions, several streams, no lease), with its bytes appended
+    /// stream table (when no lease can serve: redundant scheduling, a lease taken when the
+    /// batch could not send data), with its bytes appended
     /// to `buf` after its header by the caller's `write_header`.
     pub fn next_chunk(&mut self, max: usize, path_id: u64) -> Option<StreamChunk> {
         touch!(self, send_chunks_unleased);

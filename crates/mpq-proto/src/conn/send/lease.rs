@@ -1,27 +1,45 @@
 //! What a path leases for a batch of packets (issue C1's send seam): the current 1-RTT key
 //! generation and the header protection keys, reference-counted, with an allowance of
 //! packets under the confidentiality limit (RFC 9001 §6.6); the peer's connection ID of the
-//! path; and, when nothing connection-wide waits to be sent (no control frame, no CRYPTO,
-//! no CID or multipath frame: the lease is *quiet*), new stream data as reference-counted
-//! slices of the send buffer ([`DataLease`]), its connection credit counted.
+//! path; the connection-wide control frames waiting to be sent (flow control, CIDs,
+//! multipath control, HANDSHAKE_DONE, NEW_TOKEN, 1-RTT CRYPTO), encoded, up to one packet's
+//! worth ([`LeasedControl`]); and, when nothing else connection-wide waits (the lease is
+//! *quiet*), stream data as reference-counted slices of the send buffers ([`BatchData`]:
+//! data to resend and new data, of one stream or several), its connection credit counted.
 //!
 //! The path builds, seals and records the whole batch with the lease alone: STREAM chunks
-//! come from the data lease, keys and CID from the lease, and what the batch did for the
-//! shared side (packets sealed, ACKs sent, whether something ack-eliciting left, the sizes
-//! of the packets with stream data for the scheduler) is counted in it. Then the lease is
-//! returned once: unused data goes back to its stream, the key state and the scheduler learn
-//! what the batch did. A lease that is not quiet, or a batch that runs out of leased data
-//! when no new lease can be had (several streams, data to retransmit), takes frames from the
-//! shared side packet by packet, as before.
+//! come from the data lease, control frames, keys and CID from the lease, and what the batch
+//! did for the shared side (packets sealed, ACKs sent, whether something ack-eliciting left,
+//! the sizes of the packets with stream data for the scheduler) is counted in it. Then the
+//! lease is returned once: unused data goes back to its streams, control frames no packet
+//! carried are handed back like lost ones, the key state and the scheduler learn what the
+//! batch did. A lease that is not quiet (a datagram waits, or more control frames than a
+//! packet holds), or a batch whose leased data runs out while the stream table may hold
+//! more, goes on with the host, which renews the lease or hands out chunks one by one.
 
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 
 use crate::crypto::key_update::{HeaderKeys, KeyGeneration};
-use crate::stream::DataLease;
+use crate::stream::BatchData;
+use crate::types::SpaceId;
 
+use super::super::space::SentFrames;
 use super::super::Connection;
+
+/// Connection-wide control frames a batch carries, encoded when its lease was taken (with
+/// the connection), so that the batch can be built alone. They go into the first packet of
+/// the batch with room for them, whole; what no packet took is handed back when the lease
+/// returns and sent again like a lost frame (RFC 9000 §13.3: the frames carry their latest
+/// value when they are resent).
+#[derive(Debug, Default)]
+pub(crate) struct LeasedControl {
+    /// The frames, encoded back to back.
+    pub bytes: Vec<u8>,
+    /// What they are, for the packet's ledger entry (retransmission, acknowledgement).
+    pub frames: SentFrames,
+}
 
 /// The paths whose ACKs a path carries, by slot, each with the IDs of all its carriers.
 pub(crate) type AckSlots = SmallVec<[(usize, SmallVec<[u64; 4]>); 2]>;
@@ -48,8 +66,13 @@ pub(crate) struct SendLease {
     /// Nothing connection-wide waits to be sent: the batch's packets carry only the path's
     /// own frames and stream data.
     pub quiet: bool,
+    /// Connection-wide control frames for the batch's packets.
+    pub control: LeasedControl,
+    /// When the lease was taken nothing was left to send but what it holds: a batch built
+    /// alone that spends it is over, with no need to ask the host for more.
+    pub all_leased: bool,
     /// Stream data for the batch.
-    pub data: Option<DataLease>,
+    pub data: Option<BatchData>,
     /// No more stream data can be leased in this batch (take chunks one by one).
     pub data_unavailable: bool,
     /// An ack-eliciting packet left in the batch (the idle timer restarts, RFC 9000 §10.1;
@@ -83,6 +106,11 @@ impl SendLease {
     pub fn has_data(&self) -> bool {
         self.data.as_ref().is_some_and(|d| !d.is_spent())
     }
+
+    /// Leased control frames wait for a packet.
+    pub fn has_control(&self) -> bool {
+        !self.control.bytes.is_empty()
+    }
 }
 
 impl Connection {
@@ -93,6 +121,10 @@ impl Connection {
         let Some(mut lease) = self.paths.get_mut(pi).and_then(|p| p.send_lease.take()) else { return };
         if let Some(d) = lease.data.take() {
             self.shared.streams.return_stream_data(d);
+        }
+        if lease.has_control() {
+            // No packet of the batch had room for them: back to their queues.
+            self.shared.on_frames_lost(SpaceId::Data, std::mem::take(&mut lease.control.frames));
         }
         if lease.ack_eliciting_sent {
             // RFC 9000 §10.1: sending an ack-eliciting packet restarts the idle timer, but

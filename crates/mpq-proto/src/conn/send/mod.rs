@@ -26,6 +26,8 @@ mod off_path;
 mod path_packet;
 mod reinject;
 mod side;
+#[cfg(test)]
+mod tests_lease;
 
 use super::path::PathState;
 #[cfg(test)]

@@ -66,6 +66,12 @@ impl PathState {
         let mtu = usize::from(self.mtu);
         loop {
             let limit = out.segment_size.unwrap_or(mtu);
+            if side.host_ref().is_none() && allow_data && self.lease_runs_short(limit) {
+                // Alone, the next packet would go out short of data the host may have:
+                // the host builds it.
+                side.needs_host();
+                return;
+            }
             let mut after = AfterSeal::default();
             let written = self.write_1rtt_datagram(side, now, buf, limit, allow_data, &mut after);
             debug_assert!(after.unleased_acks.is_none(), "a batch's packets are sealed under its lease");
@@ -205,8 +211,8 @@ impl PathState {
         {
             return true;
         }
-        // Stream data the batch holds answers without the shared side.
-        let leased = self.send_lease.as_ref().is_some_and(|l| l.has_data());
+        // Stream data and control frames the batch holds answer without the shared side.
+        let leased = self.send_lease.as_ref().is_some_and(|l| l.has_data() || l.has_control());
         if !allow_data || leased {
             return allow_data;
         }
@@ -214,9 +220,25 @@ impl PathState {
             Some(h) => h.has_app_space_data(),
             None => {
                 // More may wait in the stream table: the host knows.
-                side.needs_host();
+                self.alone_needs_host(side);
                 false
             }
+        }
+    }
+
+    /// The batch's leased stream data cannot fill a packet of `limit` bytes, and the shared
+    /// side may hold more.
+    fn lease_runs_short(&self, limit: usize) -> bool {
+        self.send_lease.as_ref().is_some_and(|l| {
+            !l.all_leased && l.data.as_ref().is_some_and(|d| !d.is_spent() && d.remaining() < limit as u64)
+        })
+    }
+
+    /// A batch built alone has spent what it leased: unless that was all there was to send
+    /// when it began, the host may have more, and the batch goes on with it.
+    pub(super) fn alone_needs_host(&self, side: &mut BatchSide<'_, '_>) {
+        if !self.send_lease.as_ref().is_some_and(|l| l.all_leased) {
+            side.needs_host();
         }
     }
 
@@ -393,6 +415,7 @@ impl PathState {
         }
         if let Some(l) = self.send_lease.as_mut() {
             match side.host() {
+                #[cfg_attr(not(debug_assertions), allow(unused_variables))]
                 Some(host) => {
                     touch!(host, send_leased);
                 }

@@ -5,9 +5,14 @@ use std::time::Duration;
 
 use super::{di, Streams, DIRS};
 use crate::frame::Frame;
-use crate::stream::{DataLease, StreamChunk, StreamEvent};
+use smallvec::SmallVec;
+
+use crate::stream::{BatchData, DataLease, StreamChunk, StreamEvent};
 use crate::time::Instant;
 use crate::types::StreamId;
+
+/// Most ranges one send batch leases (bounds the work of taking a lease).
+pub const MAX_LEASE_PARTS: usize = 16;
 
 impl Streams {
     /// Queues a stream for transmission if it has something to send.
@@ -96,16 +101,79 @@ impl Streams {
         None
     }
 
-    /// Leases up to `max_len` new bytes for a send batch (`conn/send/lease.rs`) in the
-    /// common case of a transfer: one stream waiting to send, `allowed` on this path, and
-    /// nothing lost to resend first. Otherwise `None`, and the batch takes chunks one by one
-    /// with [`Self::next_stream_chunk_where`]. The queues and the connection credit are left
-    /// as a run of `next_stream_chunk` calls over the same bytes would leave them.
-    pub fn lease_stream_data(&mut self, max_len: u64, allowed: &dyn Fn(StreamId) -> bool) -> Option<DataLease> {
-        if !self.lost_queue.is_empty() || self.send_queue.len() != 1 {
-            return None;
+    /// Leases up to `max_len` bytes of stream data for a send batch (`conn/send/lease.rs`):
+    /// from each stream `allowed` on this path with data waiting, its lost data to resend
+    /// (range by range, in order) and, once none is left, its new data (at most
+    /// [`MAX_LEASE_PARTS`] ranges in all), each
+    /// stream's share bounded to `max_len` split evenly over them but never below `min_share`
+    /// (a packet's worth). `None` if nothing can be leased (the batch then takes chunks one
+    /// by one with [`Self::next_stream_chunk_where`]). With one stream the queues and the
+    /// connection credit are left as a run of `next_stream_chunk` calls over the same bytes
+    /// would leave them; with several, each keeps its place in the round-robin.
+    pub fn lease_stream_data(
+        &mut self,
+        max_len: u64,
+        min_share: u64,
+        allowed: &dyn Fn(StreamId) -> bool,
+    ) -> Option<BatchData> {
+        // The streams with data waiting (one with both lost and new data counts once).
+        let in_lost = |id: &StreamId| self.streams.get(id).is_some_and(|s| s.in_lost_queue);
+        let only_new = self.send_queue.iter().take(MAX_LEASE_PARTS).filter(|id| !in_lost(id)).count();
+        let waiting = (self.lost_queue.len() + only_new).clamp(1, MAX_LEASE_PARTS);
+        let share = (max_len / waiting as u64).max(min_share).min(max_len);
+        let mut parts: SmallVec<[DataLease; 1]> = SmallVec::new();
+        let mut left = max_len;
+        for _ in 0..self.lost_queue.len() {
+            if left == 0 || parts.len() >= MAX_LEASE_PARTS {
+                break;
+            }
+            let Some(id) = self.lost_queue.pop_front() else { break };
+            // Its lost ranges in order, as the table would resend them, up to its share.
+            let mut quota = share.min(left);
+            while quota > 0 && parts.len() < MAX_LEASE_PARTS {
+                let Some(part) = self.lease_from(id, quota, true, allowed) else { break };
+                quota -= part.end - part.start;
+                left -= part.end - part.start;
+                let more = part.capped || !self.stream_has_lost(id);
+                parts.push(part);
+                if more {
+                    break;
+                }
+            }
+            self.requeue(id, true);
         }
-        let id = *self.send_queue.front()?;
+        for _ in 0..self.send_queue.len() {
+            if left == 0 || parts.len() >= MAX_LEASE_PARTS {
+                break;
+            }
+            let Some(id) = self.send_queue.pop_front() else { break };
+            if self.stream_has_lost(id) {
+                // Lost data not in this lease goes first: its new data waits.
+                self.send_queue.push_back(id);
+                continue;
+            }
+            match self.lease_from(id, share.min(left), false, allowed) {
+                Some(part) => {
+                    left -= part.end - part.start;
+                    parts.push(part);
+                }
+                None => self.requeue(id, false),
+            }
+        }
+        (!parts.is_empty()).then(|| BatchData::new(parts))
+    }
+
+    /// Leases up to `max_len` bytes of stream `id`: its first lost range if `resend` (the
+    /// caller, which took it off the lost queue, requeues it), else its new data (it was
+    /// taken off the send queue and goes back to its end if it has more); `None` if it is
+    /// not `allowed` or has nothing.
+    fn lease_from(
+        &mut self,
+        id: StreamId,
+        max_len: u64,
+        resend: bool,
+        allowed: &dyn Fn(StreamId) -> bool,
+    ) -> Option<DataLease> {
         if !allowed(id) {
             return None;
         }
@@ -113,19 +181,27 @@ impl Streams {
         let s = self.streams.get_mut(&id)?;
         let send = s.send.as_mut()?;
         let state_before = send.state();
-        let c = send.next_new(max_len, avail)?;
-        self.send_queue.pop_front();
-        s.in_send_queue = false;
-        if send.has_new(avail) {
-            s.in_send_queue = true;
-            self.send_queue.push_back(id);
+        let c = if resend { send.next_retransmit(max_len) } else { send.next_new(max_len, avail) };
+        if !resend {
+            // Back in the round-robin if it has more, as the table decides (with the credit
+            // before the chunk). (A stream's resends are requeued by the caller, once.)
+            s.in_send_queue = send.has_new(avail);
+            if s.in_send_queue {
+                self.send_queue.push_back(id);
+            }
         }
-        self.conn_sent += c.len;
+        let c = c?;
+        if !resend {
+            self.conn_sent += c.len;
+        }
         let parts = send.buf.slices(c.offset, c.len);
         let end = c.offset + c.len;
-        let capped = c.len == max_len && end < send.buf.offset();
+        // More of the stream follows the leased range right away: a chunk the lease cannot
+        // fill waits for a new lease (the table would have cut a longer one).
+        let capped = c.len == max_len && if resend { send.buf.lost_starts_at(end) } else { end < send.buf.offset() };
         Some(DataLease {
             id,
+            resend,
             start: c.offset,
             next: c.offset,
             end,
@@ -137,12 +213,45 @@ impl Streams {
         })
     }
 
-    /// Takes back what a send batch did not use of its lease: those bytes (and the FIN)
-    /// are unsent again, their connection credit free again.
-    pub fn return_stream_data(&mut self, lease: DataLease) {
+    /// Stream `id` still has lost data to resend.
+    fn stream_has_lost(&self, id: StreamId) -> bool {
+        self.streams.get(&id).and_then(|s| s.send.as_ref()).is_some_and(|s| s.has_lost())
+    }
+
+    /// Stream `id`, taken off its queue and not leased, goes back to the end of it (the
+    /// table's round-robin would have skipped it too).
+    fn requeue(&mut self, id: StreamId, lost: bool) {
+        let Some(s) = self.streams.get_mut(&id) else { return };
+        if lost {
+            s.in_lost_queue = false;
+        } else {
+            s.in_send_queue = false;
+        }
+        if s.send.is_some() {
+            // `schedule` queues it again only if it still has something to send.
+            self.schedule(id);
+        }
+    }
+
+    /// Takes back what a send batch did not use of its lease: new bytes (and the FIN) are
+    /// unsent again, their connection credit free again; bytes to resend are lost again.
+    pub fn return_stream_data(&mut self, data: BatchData) {
+        for lease in data.parts {
+            self.return_part(lease);
+        }
+    }
+
+    fn return_part(&mut self, lease: DataLease) {
         let unused = lease.end - lease.next;
         let fin_unused = lease.fin && !lease.fin_taken;
         if unused == 0 && !fin_unused {
+            return;
+        }
+        if lease.resend {
+            if let Some(send) = self.streams.get_mut(&lease.id).and_then(|s| s.send.as_mut()) {
+                send.on_lost(lease.next, unused, fin_unused);
+            }
+            self.schedule(lease.id);
             return;
         }
         let Some(send) = self.streams.get_mut(&lease.id).and_then(|s| s.send.as_mut()) else {
