@@ -31,6 +31,10 @@ pub enum Command {
     /// single-path baselines), run in the simulator in parallel: plan, run, merge.
     #[command(subcommand)]
     Lab(crate::lab_cmd::LabCommand),
+    /// In-process benchmarks of the protocol core: `mpq bench receive` measures how one
+    /// connection's receive work scales with the threads driving its paths.
+    #[command(subcommand)]
+    Bench(crate::bench_cmd::BenchCommand),
 }
 
 /// `mpq perf` subcommands.

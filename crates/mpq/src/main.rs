@@ -1,5 +1,7 @@
 //! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool, simulator, lab.
 
+mod bench_cmd;
+mod bench_recv;
 mod cli;
 mod client;
 mod idle_conns;
@@ -21,7 +23,7 @@ fn main() {
         cli::Command::Client(a) => a.common.verbose,
         cli::Command::Perf(cli::PerfCommand::Server(a)) => a.common.verbose,
         cli::Command::Perf(cli::PerfCommand::Client(a)) => a.common.verbose,
-        cli::Command::Sim(_) | cli::Command::Lab(_) => 0,
+        cli::Command::Sim(_) | cli::Command::Lab(_) | cli::Command::Bench(_) => 0,
     };
     let level = match verbose {
         0 => "warn",
@@ -39,6 +41,7 @@ fn main() {
         cli::Command::Perf(cli::PerfCommand::Client(a)) => perf::client(a),
         cli::Command::Sim(a) => sim_cmd::run(a),
         cli::Command::Lab(c) => lab_cmd::run_lab(c),
+        cli::Command::Bench(c) => bench_cmd::run(c),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -224,9 +224,16 @@ impl Board {
         (!self.mail_waiting.is_empty()).then(|| self.mail_waiting.remove(0))
     }
 
-    /// Some path has mail waiting.
-    pub fn has_mail_waiting(&self) -> bool {
-        !self.mail_waiting.is_empty()
+    /// The slots with mail waiting.
+    pub fn mail_waiting_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.mail_waiting.iter().copied()
+    }
+
+    /// Puts the mark of mail waiting back on `slot` (its path was out when the mail was due).
+    pub fn keep_mail_waiting(&mut self, slot: usize) {
+        if !self.mail_waiting.contains(&slot) {
+            self.mail_waiting.push(slot);
+        }
     }
 
     /// The view of `slot`, mutably, for the per-packet updates of a few fields (cheaper

@@ -447,22 +447,36 @@ impl Connection {
     /// One thread: every operation delivers the mail it posted before it returns, so none
     /// is waiting when the next one starts (checked in debug builds).
     pub(crate) fn debug_assert_mail_delivered(&self) {
-        debug_assert!(!self.paths.has_mail_waiting(), "mail posted but not delivered");
+        // (Mail for a checked-out path waits for its check-in.)
+        debug_assert!(!self.paths.has_mail_waiting_here(), "mail posted but not delivered");
     }
 
     /// Hands the mail waiting for the paths to them (one thread: at once, in slot order),
     /// then does the shared side's part of what they did. Fails, leaving the rest of the
     /// mail waiting, if a PATH_ACK in it acknowledged a packet never sent.
     fn deliver_mail(&mut self, now: Instant) -> Result<(), TransportError> {
+        // A path checked out (its work on another thread) reads its mail once it is back.
+        let mut out: SmallVec<[usize; 2]> = SmallVec::new();
+        let mut result = Ok(());
         while let Some(slot) = self.paths.take_mail_waiting() {
+            if self.paths.is_out(slot) {
+                out.push(slot);
+                continue;
+            }
             let mail = std::mem::take(&mut self.paths.inbox_mut(slot).mail);
             let Some((mut host, path)) = self.host_for(slot) else { continue };
             if mail.is_empty() || mail.owner.is_some_and(|o| o != path.id) {
                 continue;
             }
-            host.handle_mail(now, path, slot, mail)?;
+            if let Err(e) = host.handle_mail(now, path, slot, mail) {
+                result = Err(e);
+                break;
+            }
         }
-        Ok(())
+        for slot in out {
+            self.paths.keep_mail_waiting(slot);
+        }
+        result
     }
 
     /// Delivers the mail waiting ([`Connection::deliver_mail`]). A PATH_ACK in it that

@@ -48,6 +48,7 @@ mod path_timers;
 mod qlog;
 mod recv;
 mod recv_batch;
+mod recv_run;
 mod reset;
 mod retry;
 mod send;
@@ -82,6 +83,7 @@ pub use fuzzing::{Footprint, ForgeSlot};
 pub(crate) use handshake::local_transport_params;
 pub use info::HandshakeInfo;
 pub use path::PathStats;
+pub use recv_run::RecvRun;
 pub(crate) use retry::AddressTokens;
 
 use cids::{LocalCids, PeerCids};

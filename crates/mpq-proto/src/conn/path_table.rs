@@ -130,6 +130,22 @@ impl PathTable {
         *s = Slot::Here(half.path);
     }
 
+    /// The path in `slot` is checked out (its mail waits for its check-in).
+    pub fn is_out(&self, slot: usize) -> bool {
+        matches!(self.slots.get(slot), Some(Slot::Out))
+    }
+
+    /// Marks `slot` as having mail waiting again (it was checked out when the mail was
+    /// delivered).
+    pub fn keep_mail_waiting(&mut self, slot: usize) {
+        self.board.keep_mail_waiting(slot);
+    }
+
+    /// Some path that is not checked out has mail waiting.
+    pub fn has_mail_waiting_here(&self) -> bool {
+        self.board.mail_waiting_slots().any(|s| !self.is_out(s))
+    }
+
     /// Number of paths (checked out or not).
     pub fn len(&self) -> usize {
         self.live
@@ -243,11 +259,6 @@ impl PathTable {
     /// The next slot with mail waiting.
     pub fn take_mail_waiting(&mut self) -> Option<usize> {
         self.board.take_mail_waiting()
-    }
-
-    /// Some path has mail waiting.
-    pub fn has_mail_waiting(&self) -> bool {
-        self.board.has_mail_waiting()
     }
 
     /// The path in `slot` sent a packet: publishes what that changes (flight, data sent,

@@ -41,7 +41,7 @@ use super::{Connection, State};
 
 /// The 1-RTT keys a batch opens packets with (the current generation only: packets of
 /// another phase leave the batch).
-struct RecvLease {
+pub(super) struct RecvLease {
     header: Arc<HeaderKeys>,
     generation: Arc<KeyGeneration>,
     multipath: bool,
@@ -51,38 +51,38 @@ struct RecvLease {
     /// confirmed, which fixes everything in `ack`).
     walk: bool,
     /// Length of our CIDs (the short header's).
-    cid_len: usize,
+    pub(super) cid_len: usize,
 }
 
 /// Where [`Connection::open`] left a packet: the plaintext's place in its datagram.
-struct OpenedAt {
-    path_id: u64,
-    pn: u64,
-    payload: std::ops::Range<usize>,
-    dcid: ConnectionId,
-    own: OwnFrames,
+pub(super) struct OpenedAt {
+    pub(super) path_id: u64,
+    pub(super) pn: u64,
+    pub(super) payload: std::ops::Range<usize>,
+    pub(super) dcid: ConnectionId,
+    pub(super) own: OwnFrames,
 }
 
 /// A packet opened by its path; its frames wait for the shared side.
-struct Opened<'a> {
-    path_id: u64,
-    pn: u64,
+pub(super) struct Opened<'a> {
+    pub(super) path_id: u64,
+    pub(super) pn: u64,
     /// Plaintext frames.
-    payload: &'a [u8],
+    pub(super) payload: &'a [u8],
     /// The packet's size on the wire (the whole datagram: a short header runs to its end),
     /// for qlog.
-    len: usize,
-    dcid: ConnectionId,
+    pub(super) len: usize,
+    pub(super) dcid: ConnectionId,
     /// What the path did with its own frames.
-    own: OwnFrames,
+    pub(super) own: OwnFrames,
 }
 
 /// The packets opened in a batch, inline up to the largest GRO batch (64 segments), so a
 /// batch allocates nothing.
-type OpenedBatch<'a> = SmallVec<[Opened<'a>; 64]>;
+pub(super) type OpenedBatch<'a> = SmallVec<[Opened<'a>; 64]>;
 
 /// Why a datagram left the batch.
-enum NotOpened {
+pub(super) enum NotOpened {
     /// For the general path, untouched.
     General,
     /// A duplicate: nothing more to do.
@@ -92,9 +92,9 @@ enum NotOpened {
 }
 
 /// A path opening a run of datagrams alone: checked out of the table, with its seat.
-struct OpenRun {
-    half: PathHalf,
-    seat: Seat,
+pub(super) struct OpenRun {
+    pub(super) half: PathHalf,
+    pub(super) seat: Seat,
 }
 
 /// The last destination CID seen in the batch and its path (most batches are one path).
@@ -190,7 +190,7 @@ impl Connection {
 
     /// The path that opened the last run of datagrams comes back: it publishes what its
     /// work changed and is checked in.
-    fn end_run(&mut self, run: &mut Option<OpenRun>) {
+    pub(super) fn end_run(&mut self, run: &mut Option<OpenRun>) {
         if let Some(OpenRun { half, seat }) = run.take() {
             seat.give_back(self.paths.board_mut(), &half.path);
             self.paths.check_in(half);
@@ -198,7 +198,7 @@ impl Connection {
     }
 
     /// The keys for a batch, if the connection is in the state the batch handles.
-    fn lease_recv_keys(&self) -> Option<RecvLease> {
+    pub(super) fn lease_recv_keys(&self) -> Option<RecvLease> {
         if self.shared.state != State::Established || !self.shared.handshake_complete {
             return None;
         }
@@ -277,7 +277,7 @@ impl PathState {
     /// number against its received ranges, its key-phase marks, duplicates, its counters,
     /// then its own frames ([`PathState::walk_own_frames`]). Returns the packet number,
     /// where the plaintext frames are in `d`, and what the path did with its own frames.
-    fn open_packet(
+    pub(super) fn open_packet(
         &mut self,
         now: Instant,
         lease: &RecvLease,
@@ -338,7 +338,7 @@ impl PathState {
 impl Connection {
     /// The shared part of the opened packets, in order: their frames, then each packet
     /// recorded for acknowledgement.
-    fn apply_opened(&mut self, now: Instant, ecn: Option<Ecn>, opened: &mut OpenedBatch<'_>) {
+    pub(super) fn apply_opened(&mut self, now: Instant, ecn: Option<Ecn>, opened: &mut OpenedBatch<'_>) {
         if opened.is_empty() {
             return;
         }
@@ -420,67 +420,5 @@ impl Host<'_> {
                 false
             }
         }
-    }
-}
-
-#[cfg(test)]
-impl Connection {
-    /// Test of the receive seam with a thread per path: each `(slot, datagrams)` run is
-    /// opened by its path, checked out with its seat, on a thread of its own, all at once;
-    /// then the paths are checked back in and the opened packets applied, run by run.
-    /// Returns how many datagrams each run opened alone.
-    pub(crate) fn open_runs_on_threads(
-        &mut self,
-        now: Instant,
-        runs: &mut [(usize, SocketAddr, Vec<Vec<u8>>)],
-    ) -> Vec<usize> {
-        let lease = self.lease_recv_keys().expect("an established connection");
-        let cid_len = lease.cid_len;
-        let mut halves = Vec::new();
-        for (slot, _, _) in runs.iter() {
-            let seat = Seat::take(self.paths.board(), *slot);
-            let half = self.paths.check_out(*slot).expect("a path in the slot");
-            halves.push(OpenRun { half, seat });
-        }
-        let lease = &lease;
-        let opened: Vec<(OpenRun, Vec<OpenedAt>)> = std::thread::scope(|s| {
-            let threads: Vec<_> = halves
-                .into_iter()
-                .zip(runs.iter_mut())
-                .map(|(mut run, (_, remote, datagrams))| {
-                    let remote = *remote;
-                    s.spawn(move || {
-                        let mut out = Vec::new();
-                        for d in datagrams.iter_mut() {
-                            let OpenRun { half, seat } = &mut run;
-                            let dcid = ConnectionId::try_from_slice(&d[1..1 + cid_len]).expect("a short header");
-                            if let Ok((pn, payload, own)) = half.path.open_packet(now, lease, remote, d, seat) {
-                                out.push(OpenedAt { path_id: half.path.id, pn, payload, dcid, own });
-                            }
-                        }
-                        (run, out)
-                    })
-                })
-                .collect();
-            threads.into_iter().map(|t| t.join().expect("path thread")).collect()
-        });
-        let mut counts = Vec::new();
-        let mut all = Vec::new();
-        for (run, at) in opened {
-            self.end_run(&mut Some(run));
-            counts.push(at.len());
-            all.push(at);
-        }
-        for (k, at) in all.into_iter().enumerate() {
-            let datagrams = &runs[k].2;
-            let mut batch: OpenedBatch<'_> = SmallVec::new();
-            for (o, d) in at.into_iter().zip(datagrams) {
-                let payload = &d[o.payload.clone()];
-                batch.push(Opened { path_id: o.path_id, pn: o.pn, payload, len: d.len(), dcid: o.dcid, own: o.own });
-            }
-            self.apply_opened(now, None, &mut batch);
-        }
-        self.after_datagrams(now);
-        counts
     }
 }

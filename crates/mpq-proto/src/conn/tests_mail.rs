@@ -264,7 +264,7 @@ fn an_ack_carried_for_another_path_is_reported_to_it_and_its_acknowledgement_pru
     assert!(s.paths[s0].has_carried(1, offer.version));
     assert!(!s.paths[s1].data.ack_pending, "both carriers reported: the ACK counts as sent");
     assert!(s.paths.offer(s1).is_none());
-    assert!(!s.paths.has_mail_waiting());
+    assert!(!s.paths.has_mail_waiting_here());
 
     // The client acknowledges the path-0 packet that carried path 1's ACK.
     let carrier_pn = s.paths[s0]
@@ -306,7 +306,7 @@ fn a_path_ack_received_on_another_path_is_handled_by_the_path_it_acknowledges() 
     assert!(!s.paths[s1].data.loss.iter_outstanding().any(|(p, _)| p == pn), "acknowledged on path 1");
     let s0 = s.path_index(0).expect("path 0");
     assert_eq!(s.paths[s0].stats.rx_acks_for_other_paths, 1);
-    assert!(!s.paths.has_mail_waiting());
+    assert!(!s.paths.has_mail_waiting_here());
 
     let mut pair = null_pair();
     forge_to_server(&mut pair, 0, false, &path_ack_of(1, 1 << 30));
@@ -331,7 +331,7 @@ fn a_path_ack_received_on_another_path_is_handled_by_the_path_it_acknowledges() 
     forge_to_server(&mut pair, 0, false, &frames);
     let s = server(&mut pair);
     assert!(s.error().is_some(), "closed");
-    assert!(!s.paths.has_mail_waiting(), "mail left behind");
+    assert!(!s.paths.has_mail_waiting_here(), "mail left behind");
     pair.run_until(std::time::Duration::from_millis(100), |_| false);
 }
 

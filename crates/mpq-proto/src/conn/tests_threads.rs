@@ -12,7 +12,12 @@ use crate::testing::Pair;
 /// A pair with two validated paths, unpaced (bursts fill GSO batches), and an upload whose
 /// first data the client holds, nothing of it sent yet. Returns the second path's ID.
 fn two_paths_and_an_upload() -> (Pair, u64, Upload) {
-    let cfg = TransportConfig { initial_max_path_id: Some(4), pacing: false, ..TransportConfig::default() };
+    two_paths_and_an_upload_with(AckPolicy::SamePath)
+}
+
+/// [`two_paths_and_an_upload`] with ACKs placed by `ack_policy`.
+fn two_paths_and_an_upload_with(ack_policy: AckPolicy) -> (Pair, u64, Upload) {
+    let cfg = TransportConfig { initial_max_path_id: Some(4), pacing: false, ack_policy, ..TransportConfig::default() };
     let mut pair = Pair::new(cfg);
     let id = open_second_path(&mut pair);
     // Let the connection-wide frames of the path's opening (CIDs, ACKs) settle.
@@ -86,7 +91,15 @@ fn two_paths_build_their_send_batches_on_two_threads_at_once() {
 /// applied and the transfer goes on and completes intact.
 #[test]
 fn two_paths_open_their_received_datagrams_on_two_threads_at_once() {
-    let (mut pair, id, mut up) = two_paths_and_an_upload();
+    // With ACKs on every path, a run applied while the other path is out carries that
+    // path's PATH_ACKs: its mail waits for its check-in.
+    for policy in [AckPolicy::SamePath, AckPolicy::AllPaths] {
+        open_on_two_threads(policy);
+    }
+}
+
+fn open_on_two_threads(policy: AckPolicy) {
+    let (mut pair, id, mut up) = two_paths_and_an_upload_with(policy);
     // The client's next datagrams, taken off the link by path (the round-robin scheduler
     // would spread them; the default one fills both windows).
     let now = pair.now;
@@ -103,15 +116,87 @@ fn two_paths_open_their_received_datagrams_on_two_threads_at_once() {
     }
     assert_eq!(by_path.len(), 2, "data on both paths");
     let s = server(&mut pair);
-    let mut runs: Vec<(usize, std::net::SocketAddr, Vec<Vec<u8>>)> =
-        by_path.into_iter().map(|(p, src, d)| (s.path_index(p).expect("server path"), src, d)).collect();
-    let sizes: Vec<usize> = runs.iter().map(|r| r.2.len()).collect();
     let before: Vec<u64> = [0, id].iter().map(|&p| path_stats(s, p).rx_packets).collect();
-    let opened = s.open_runs_on_threads(now, &mut runs);
-    assert_eq!(opened, sizes, "every datagram opened by its path alone");
+    let sizes: Vec<usize> = by_path.iter().map(|r| r.2.len()).collect();
+    // With the connection: each path checked out for its run (`begin_recv_run`).
+    let runs: Vec<_> = by_path.iter().map(|(p, src, _)| s.begin_recv_run(*p, *src).expect("a run")).collect();
+    // On two threads at once: each path opens its datagrams alone.
+    let opened: Vec<(crate::conn::RecvRun, Vec<Vec<u8>>, usize)> = std::thread::scope(|scope| {
+        let threads: Vec<_> = runs
+            .into_iter()
+            .zip(by_path)
+            .map(|(mut run, (_, _, mut datagrams))| {
+                scope.spawn(move || {
+                    let mut slices: Vec<&mut [u8]> = datagrams.iter_mut().map(Vec::as_mut_slice).collect();
+                    let n = run.open(now, &mut slices);
+                    (run, datagrams, n)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().expect("path thread")).collect()
+    });
+    let counts: Vec<usize> = opened.iter().map(|o| o.2).collect();
+    assert_eq!(counts, sizes, "every datagram opened by its path alone");
+    // With the connection again: each run checked in and applied.
+    let local = pair.server_addr;
+    for (run, mut datagrams, _) in opened {
+        let mut slices: Vec<&mut [u8]> = datagrams.iter_mut().map(Vec::as_mut_slice).collect();
+        server(&mut pair).end_recv_run(now, local, None, run, &mut slices);
+    }
+    let s = server(&mut pair);
     let after: Vec<u64> = [0, id].iter().map(|&p| path_stats(s, p).rx_packets).collect();
     assert!(after[0] > before[0] && after[1] > before[1], "{before:?} -> {after:?}");
     finish(&mut pair, &mut up);
+}
+
+/// A run stops at the first datagram that needs the connection (here one to a connection
+/// ID that is not the path's): the path opened the datagrams before it alone; that one and
+/// those after it go the general way when the run ends, in order; the transfer completes.
+#[test]
+fn a_run_stops_where_a_datagram_needs_the_connection() {
+    let (mut pair, _, mut up) = two_paths_and_an_upload();
+    let now = pair.now;
+    let mut buf = Vec::new();
+    let t = pair.client.poll_transmit(now, &mut buf).expect("data");
+    let seg = t.segment_size.unwrap_or(t.size);
+    let mut datagrams: Vec<Vec<u8>> = buf[..t.size].chunks(seg).map(<[u8]>::to_vec).collect();
+    assert!(datagrams.len() >= 3, "a GSO batch");
+    // A short-header datagram to an unknown CID, second in the run.
+    let mut junk = datagrams[0].clone();
+    junk[1..9].copy_from_slice(&[0xee; 8]);
+    datagrams.insert(1, junk);
+    let (path, src) = (t.path_id, t.source.unwrap_or(pair.client_addr));
+    let s = server(&mut pair);
+    let before = path_stats(s, path).rx_packets;
+    let mut run = s.begin_recv_run(path, src).expect("a run");
+    let mut slices: Vec<&mut [u8]> = datagrams.iter_mut().map(Vec::as_mut_slice).collect();
+    assert_eq!(run.open(now, &mut slices), 1, "stopped at the unknown CID");
+    let local = t.destination;
+    server(&mut pair).end_recv_run(now, local, None, run, &mut slices);
+    let s = server(&mut pair);
+    // Every real datagram counted once (the one to an unknown CID dropped), in order.
+    assert_eq!(path_stats(s, path).rx_packets - before, (datagrams.len() - 1) as u64);
+    finish(&mut pair, &mut up);
+}
+
+/// Mail posted for a path while it is checked out (its run on another thread) waits in its
+/// inbox, marked, through every delivery round of the connection, and reaches it when it is
+/// checked back in.
+#[test]
+fn mail_for_a_checked_out_path_waits_for_its_check_in() {
+    let (mut pair, id, _) = two_paths_and_an_upload();
+    let now = pair.now;
+    let (local, remote) = (pair.server_addr, super::tests_multipath::addr2());
+    let s = server(&mut pair);
+    let slot = s.path_index(id).expect("second path");
+    let run = s.begin_recv_run(id, remote).expect("a run");
+    s.paths.board_mut().post(slot).peer_backup = Some(true);
+    s.deliver_mail_or_close(now);
+    assert!(!s.paths.board().inbox(slot).mail.is_empty(), "the mail waits while the path is out");
+    assert!(s.paths.board().mail_waiting_slots().any(|w| w == slot), "still marked");
+    s.end_recv_run(now, local, None, run, &mut []);
+    assert!(s.paths.board().inbox(slot).mail.is_empty(), "delivered at check-in");
+    assert!(!s.paths.has_mail_waiting_here());
 }
 
 /// Collects a connection's `transport:packet_sent` events as (packet type, number).

@@ -1,0 +1,188 @@
+//! A run of one path's received datagrams opened on a thread of its own (issue C2's receive
+//! seam, over C1's split): [`Connection::begin_recv_run`] checks the path out of the table
+//! with its seat at the board and the batch's keys (with the connection: under its lock, with
+//! threads); [`RecvRun::open`] removes header protection, decrypts, decodes packet numbers and
+//! handles the path's own frames holding nothing of the connection (on the path's thread);
+//! [`Connection::end_recv_run`] checks the path back in and applies the opened packets' other
+//! frames to the shared side, in order (with the connection again). It is the work of
+//! [`Connection::handle_datagrams`] split at the points where a runtime with a thread per
+//! path takes and releases its lock.
+//!
+//! A run opens only what the batch way opens: 1-RTT packets in the current key phase, to one
+//! of the path's connection IDs, on a validated path from its address. At the first datagram
+//! that needs more (another key phase, an unknown CID, a migration, an undecryptable packet)
+//! the run stops; that datagram and those after it go the general way in `end_recv_run`,
+//! after the opened ones, so packet order holds.
+
+use std::net::SocketAddr;
+
+use smallvec::SmallVec;
+
+use crate::cid::ConnectionId;
+use crate::error::TransportError;
+use crate::recovery::received::Ecn;
+use crate::time::Instant;
+
+use super::board::Seat;
+use super::recv_batch::{NotOpened, OpenRun, Opened, OpenedAt, OpenedBatch, RecvLease};
+use super::Connection;
+
+/// What became of one datagram of a run.
+enum Outcome {
+    /// Opened by the path; its frames wait for the shared side.
+    Opened(OpenedAt),
+    /// A duplicate, dropped.
+    Dropped,
+    /// A connection error (the connection closes when the run ends).
+    Error(TransportError),
+}
+
+/// One path's run of received datagrams, checked out of its connection to be opened on
+/// another thread. Holds nothing of the connection: it is `Send`. Must go back through
+/// [`Connection::end_recv_run`] (the path is out of the table until then).
+pub struct RecvRun {
+    /// The path, checked out with its seat at the board (`None` once handed back).
+    run: Option<OpenRun>,
+    /// The keys of the current phase and what the path needs for its own frames.
+    lease: RecvLease,
+    /// The peer's address on the path.
+    remote: SocketAddr,
+    /// Our connection IDs that route to the path, when the run began.
+    cids: SmallVec<[ConnectionId; 4]>,
+    /// A cleared fixed bit is allowed (we advertised grease_quic_bit, RFC 9287 §3).
+    grease_ok: bool,
+    /// What became of each datagram opened so far, in order.
+    outcomes: Vec<Outcome>,
+    /// The run stopped before datagram `outcomes.len()`: it and the rest need the connection.
+    stopped: bool,
+}
+
+impl std::fmt::Debug for RecvRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvRun").field("handled", &self.outcomes.len()).field("stopped", &self.stopped).finish()
+    }
+}
+
+impl Drop for RecvRun {
+    fn drop(&mut self) {
+        debug_assert!(
+            self.run.is_none() || std::thread::panicking(),
+            "a RecvRun must go back through Connection::end_recv_run"
+        );
+    }
+}
+
+impl RecvRun {
+    /// Opens the datagrams of `datagrams` not handled yet, in order, in place, holding
+    /// nothing of the connection; stops at the first one that needs the connection. Returns
+    /// how many are handled (opened or dropped); pass the same slice to
+    /// [`Connection::end_recv_run`].
+    pub fn open(&mut self, now: Instant, datagrams: &mut [&mut [u8]]) -> usize {
+        let Some(OpenRun { half, seat }) = self.run.as_mut() else { return self.outcomes.len() };
+        let start = self.outcomes.len();
+        for d in datagrams.iter_mut().skip(start) {
+            if self.stopped {
+                break;
+            }
+            // A short header (RFC 9000 §17.3.1) to one of the path's CIDs; it runs to the
+            // end of the datagram, so the datagram holds this one packet.
+            let first = d.first().copied().unwrap_or(0x80);
+            let fixed_ok = first & 0x40 != 0 || self.grease_ok;
+            let dcid = d.get(1..1 + self.lease.cid_len).and_then(ConnectionId::try_from_slice);
+            let Some(dcid) = dcid.filter(|c| first & 0x80 == 0 && fixed_ok && self.cids.contains(c)) else {
+                self.stopped = true;
+                break;
+            };
+            match half.path.open_packet(now, &self.lease, self.remote, d, seat) {
+                Ok((pn, payload, own)) => {
+                    self.outcomes.push(Outcome::Opened(OpenedAt { path_id: half.path.id, pn, payload, dcid, own }))
+                }
+                Err(NotOpened::Dropped) => self.outcomes.push(Outcome::Dropped),
+                Err(NotOpened::General) => self.stopped = true,
+                Err(NotOpened::Error(e)) => {
+                    self.outcomes.push(Outcome::Error(e));
+                    self.stopped = true;
+                }
+            }
+        }
+        self.outcomes.len()
+    }
+}
+
+impl Connection {
+    /// Checks path `path_id` out of the table, with its seat at the board and the keys of
+    /// the current phase, so that a run of its datagrams from `remote` can be opened on
+    /// another thread ([`RecvRun::open`]). `None` when the connection is not established
+    /// with 1-RTT keys or the path does not exist: hand the datagrams to
+    /// [`Connection::handle_datagrams`] instead.
+    pub fn begin_recv_run(&mut self, path_id: u64, remote: SocketAddr) -> Option<RecvRun> {
+        self.debug_assert_mail_delivered();
+        let lease = self.lease_recv_keys()?;
+        let slot = self.path_index(path_id)?;
+        let cids = self.shared.local_cids.get(&path_id)?.active.values().map(|c| c.cid).collect();
+        super::touch!(self, recv_seats);
+        let seat = Seat::take(self.paths.board(), slot);
+        let half = self.paths.check_out(slot)?;
+        Some(RecvRun {
+            run: Some(OpenRun { half, seat }),
+            lease,
+            remote,
+            cids,
+            grease_ok: self.shared.config.grease_quic_bit,
+            outcomes: Vec::new(),
+            stopped: false,
+        })
+    }
+
+    /// A run comes back: its path is checked in and publishes what its work changed, the
+    /// opened packets' frames are applied to the shared side in order, then the datagrams
+    /// of `datagrams` (the slice given to [`RecvRun::open`], arrived at `local` from the
+    /// path's peer with codepoint `ecn`) the run did not handle go the general way.
+    pub fn end_recv_run(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        ecn: Option<u8>,
+        mut run: RecvRun,
+        datagrams: &mut [&mut [u8]],
+    ) {
+        self.end_run(&mut run.run);
+        // Mail that came for the path while it was out.
+        self.deliver_mail_or_close(now);
+        super::touch!(self, recv_batches);
+        let remote = run.remote;
+        let outcomes = std::mem::take(&mut run.outcomes);
+        let ecn_bits = ecn.and_then(Ecn::from_bits);
+        let (done, rest) = datagrams.split_at_mut(outcomes.len().min(datagrams.len()));
+        let mut opened: OpenedBatch<'_> = SmallVec::new();
+        for (outcome, d) in outcomes.into_iter().zip(done.iter()) {
+            self.shared.stats.rx_datagrams += 1;
+            match outcome {
+                Outcome::Opened(o) => {
+                    super::touch!(self, recv_opened);
+                    let d: &[u8] = d;
+                    let payload = &d[o.payload.clone()];
+                    opened.push(Opened {
+                        path_id: o.path_id,
+                        pn: o.pn,
+                        payload,
+                        len: d.len(),
+                        dcid: o.dcid,
+                        own: o.own,
+                    });
+                }
+                Outcome::Dropped => {}
+                Outcome::Error(e) => {
+                    self.apply_opened(now, ecn_bits, &mut opened);
+                    self.host().close_with_error(now, e);
+                }
+            }
+        }
+        self.apply_opened(now, ecn_bits, &mut opened);
+        if rest.is_empty() {
+            self.after_datagrams(now);
+        } else {
+            self.handle_datagrams(now, local, remote, ecn, rest);
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! `mpq bench`: in-process benchmarks of the protocol core. `mpq bench receive` measures how
+//! one connection's receive work scales with the threads driving its paths
+//! (`bench_recv.rs`), runs interleaved over the thread counts, repeated, medians reported.
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use crate::bench_recv::{self, RecvRunResult};
+
+/// `mpq bench` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Receive-side scaling: one connection over N paths, its receive work (decryption,
+    /// frame parsing, reassembly, reading, ACKs) driven by 1..N path threads in this process.
+    Receive(RecvBenchArgs),
+}
+
+/// Options of `mpq bench receive`.
+#[derive(Debug, Args)]
+pub struct RecvBenchArgs {
+    /// Paths of the connection.
+    #[arg(long, default_value_t = 2)]
+    pub paths: usize,
+    /// Thread counts to compare, comma-separated (each at most the number of paths).
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub threads: Vec<usize>,
+    /// Megabytes (10^6 bytes) of stream data per run.
+    #[arg(long, default_value_t = 400)]
+    pub megabytes: u64,
+    /// Repetitions; the thread counts are interleaved within each.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Check every byte the receiving application reads.
+    #[arg(long)]
+    pub verify: bool,
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The medians for one thread count.
+#[derive(Debug, Serialize)]
+struct ThreadsResult {
+    threads: usize,
+    /// Median goodput of the receive work, Gbit/s (stream bytes over busy time).
+    gbit_per_s: f64,
+    /// Median datagrams per second of busy time.
+    packets_per_s: f64,
+    /// Goodput relative to the first thread count.
+    speedup: f64,
+    /// Median share of the busy time the threads spent opening datagrams outside the
+    /// connection's lock, summed over threads (0 with one thread).
+    open_outside_lock_share: f64,
+    /// Every run's goodput, Gbit/s, in order.
+    runs_gbit_per_s: Vec<f64>,
+}
+
+/// The report of `mpq bench receive`.
+#[derive(Debug, Serialize)]
+struct RecvBenchReport {
+    paths: usize,
+    megabytes: u64,
+    reps: usize,
+    results: Vec<ThreadsResult>,
+}
+
+/// Runs a `mpq bench` subcommand.
+pub fn run(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Receive(a) => receive(a),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn receive(a: RecvBenchArgs) -> Result<()> {
+    if a.paths == 0 || a.paths > 16 {
+        bail!("--paths must be between 1 and 16 (got {})", a.paths);
+    }
+    if a.threads.is_empty() || a.threads.iter().any(|&t| t == 0 || t > a.paths) {
+        bail!("--threads takes counts between 1 and --paths ({}), e.g. --threads 1,2", a.paths);
+    }
+    if a.reps == 0 || a.megabytes == 0 {
+        bail!("--reps and --megabytes must be at least 1");
+    }
+    let bytes = a.megabytes * 1_000_000;
+    let mut runs: Vec<Vec<RecvRunResult>> = vec![Vec::new(); a.threads.len()];
+    for rep in 0..a.reps {
+        for (k, &t) in a.threads.iter().enumerate() {
+            eprintln!("rep {}/{}: {} path(s), {t} thread(s)...", rep + 1, a.reps, a.paths);
+            let r = bench_recv::run(a.paths, t, bytes, a.verify)?;
+            runs[k].push(r);
+        }
+    }
+    let gbit = |r: &RecvRunResult| r.bytes as f64 * 8.0 / r.busy.as_secs_f64().max(1e-9) / 1e9;
+    let base = median(runs[0].iter().map(gbit).collect());
+    let results: Vec<ThreadsResult> = a
+        .threads
+        .iter()
+        .zip(&runs)
+        .map(|(&threads, rs)| {
+            let g = median(rs.iter().map(gbit).collect());
+            ThreadsResult {
+                threads,
+                gbit_per_s: g,
+                packets_per_s: median(rs.iter().map(|r| r.datagrams as f64 / r.busy.as_secs_f64().max(1e-9)).collect()),
+                speedup: g / base.max(1e-12),
+                open_outside_lock_share: median(
+                    rs.iter().map(|r| r.open_outside_lock.as_secs_f64() / r.busy.as_secs_f64().max(1e-9)).collect(),
+                ),
+                runs_gbit_per_s: rs.iter().map(gbit).collect(),
+            }
+        })
+        .collect();
+    let report = RecvBenchReport { paths: a.paths, megabytes: a.megabytes, reps: a.reps, results };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "receive work of one connection over {} path(s), {} MB per run, medians of {}:",
+        report.paths, report.megabytes, report.reps
+    );
+    println!("{:>8} {:>10} {:>12} {:>9} {:>16}", "threads", "Gbit/s", "packets/s", "speedup", "opening unlocked");
+    for r in &report.results {
+        println!(
+            "{:>8} {:>10.2} {:>12.0} {:>8.2}x {:>15.0}%",
+            r.threads,
+            r.gbit_per_s,
+            r.packets_per_s,
+            r.speedup,
+            r.open_outside_lock_share * 100.0
+        );
+    }
+    Ok(())
+}

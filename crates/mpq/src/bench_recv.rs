@@ -1,0 +1,346 @@
+//! One measured transfer of `mpq bench receive` (issue C2): how the receive work of one
+//! connection over N paths scales with the threads that drive its paths.
+//!
+//! A client and a server run the real protocol in memory (TLS 1.3, AES-GCM, header
+//! protection), multipath with N validated paths and the round-robin scheduler, one stream.
+//! The transfer goes in rounds: the client writes and sends what its windows allow (not
+//! timed), then the server does all of its work on that round's datagrams, timed: header
+//! protection removed, packets decrypted, packet numbers decoded, frames parsed, the stream
+//! reassembled, the data read by the application, and its ACKs built and sealed. Its ACKs
+//! then go back to the client (not timed) and the next round starts. Nothing is precomputed:
+//! every datagram is fresh from the sender and decrypted once.
+//!
+//! With one thread the server handles each path's datagrams in GRO batches of up to 64
+//! through [`Connection::handle_datagrams`], as the single-thread runtime does. With T
+//! threads, path k's batches go to thread k mod T, which checks the path out with
+//! [`Connection::begin_recv_run`], opens the batch alone ([`RecvRun::open`]) and applies it
+//! with [`Connection::end_recv_run`], holding the connection's lock only for the first and
+//! the last step: the split a runtime with a thread per path uses (`docs/connection-split.md`).
+
+use std::net::SocketAddr;
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use mpq_proto::conn::{Connection, Event, PathEvent, PathStatus, RecvRun, TransportConfig};
+use mpq_proto::endpoint::ConnectionHandle;
+use mpq_proto::sched::SchedulerKind;
+use mpq_proto::stream::StreamsConfig;
+use mpq_proto::testing::Pair;
+use mpq_proto::types::{Dir, StreamId};
+
+use crate::progress::Stopwatch;
+
+/// Datagrams of one GRO batch at most.
+const GRO_BATCH: usize = 64;
+/// Virtual time between rounds (the protocol's clock; wall time is what is measured).
+const ROUND_STEP: Duration = Duration::from_micros(200);
+
+/// What one measured transfer gave.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecvRunResult {
+    /// Stream bytes the server's application read.
+    pub bytes: u64,
+    /// Datagrams the server received.
+    pub datagrams: u64,
+    /// Wall time of the server's work.
+    pub busy: Duration,
+    /// Of that, time the threads spent opening datagrams outside the connection's lock,
+    /// summed over threads (zero with one thread).
+    pub open_outside_lock: Duration,
+}
+
+/// The connected pair, its paths and the stream.
+struct Setup {
+    pair: Pair,
+    server: ConnectionHandle,
+    stream: StreamId,
+    server_stream: Option<StreamId>,
+}
+
+/// The client's address for path `k`.
+fn client_addr(k: usize) -> SocketAddr {
+    SocketAddr::from(([10, 0, 1, k as u8 + 1], 4433))
+}
+
+fn transport(paths: usize) -> TransportConfig {
+    // Windows large enough that a round is limited by the sender's congestion window, not
+    // by flow control; no pacing (bursts fill GSO batches).
+    let window = 32 << 20;
+    let streams = StreamsConfig {
+        stream_receive_window: window,
+        receive_window: window,
+        max_stream_window: window,
+        max_connection_window: window,
+        send_buffer_limit: window,
+        ..StreamsConfig::default()
+    };
+    TransportConfig {
+        initial_max_path_id: Some(paths as u64 + 1),
+        max_concurrent_paths: paths as u64 + 1,
+        scheduler: SchedulerKind::RoundRobin,
+        pacing: false,
+        max_idle_timeout: Duration::from_secs(600),
+        streams,
+        ..TransportConfig::default()
+    }
+}
+
+impl Setup {
+    /// Handshake, `paths` validated paths, and a stream the server has accepted.
+    fn new(paths: usize) -> Result<Self> {
+        let mut pair = Pair::new(transport(paths));
+        let mut confirmed = false;
+        let mut allowed = 0usize;
+        pair.run_until(Duration::from_secs(5), |p| {
+            while let Some((_, e)) = p.client.poll_event() {
+                confirmed |= e == Event::HandshakeConfirmed;
+                allowed += usize::from(e == Event::Path(PathEvent::NewPathAllowed));
+            }
+            while p.server.poll_event().is_some() {}
+            confirmed
+        });
+        if !confirmed {
+            bail!("the in-memory handshake did not complete");
+        }
+        let server_addr = pair.server_addr;
+        for k in 1..paths {
+            // A path ID and the server's CIDs for it may take a round trip.
+            let mut id = None;
+            pair.run_until(Duration::from_secs(5), |p| {
+                let now = p.now;
+                let c = p.client.connection_mut(p.client_conn).expect("client");
+                id = c.open_path(now, Some(client_addr(k)), server_addr, PathStatus::Available).ok();
+                id.is_some()
+            });
+            let id = id.with_context(|| format!("path {k} could not be opened"))?;
+            let mut validated = false;
+            pair.run_until(Duration::from_secs(5), |p| {
+                while let Some((_, e)) = p.client.poll_event() {
+                    validated |= e == Event::Path(PathEvent::Validated { id });
+                }
+                while p.server.poll_event().is_some() {}
+                validated
+            });
+            if !validated {
+                bail!("path {k} was not validated");
+            }
+        }
+        let c = pair.client.connection_mut(pair.client_conn).expect("client");
+        let stream = c.open_stream(Dir::Uni).context("no stream")?;
+        // Settle the paths' opening (CIDs, ACKs) before measuring.
+        pair.run_until(Duration::from_millis(300), |_| false);
+        let server = *pair.server.handles().first().context("no server connection")?;
+        Ok(Self { pair, server, stream, server_stream: None })
+    }
+}
+
+/// The stream's byte at `offset` (checked by the receiver, outside the timed work).
+fn pattern(offset: u64) -> u8 {
+    (offset % 251) as u8
+}
+
+/// One path's datagrams of a round: (path ID, server address, client address, datagrams).
+type PathDatagrams = (u64, SocketAddr, SocketAddr, Vec<Vec<u8>>);
+
+/// Runs one transfer of `bytes` over `paths` paths with the server's receive work on
+/// `threads` threads; `verify` checks every byte the application reads.
+pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<RecvRunResult> {
+    let mut s = Setup::new(paths)?;
+    let (handle, stream) = (s.server, s.stream);
+    let mut server_stream = s.server_stream.take();
+    let Pair { client, server, client_conn, now, client_addr, server_addr, .. } = &mut s.pair;
+    let (client_conn, client_addr, server_addr) = (*client_conn, *client_addr, *server_addr);
+    let conn = Mutex::new(server.connection_mut(handle).context("no server connection")?);
+    std::thread::scope(|scope| -> Result<RecvRunResult> {
+        // The path threads, for the whole transfer (a runtime's threads live as long as
+        // their paths).
+        let (done_tx, done_rx) = mpsc::channel::<(Duration, Vec<PathDatagrams>)>();
+        let mut workers = Vec::new();
+        // (One thread: the single-thread runtime, no path threads.)
+        let path_threads = if threads > 1 { threads } else { 0 };
+        for _ in 0..path_threads {
+            let (tx, rx) = mpsc::channel::<(mpq_proto::Instant, Vec<PathDatagrams>)>();
+            let (conn, done) = (&conn, done_tx.clone());
+            scope.spawn(move || {
+                while let Ok((now, job)) = rx.recv() {
+                    if done.send(open_on_path_thread(conn, now, job)).is_err() {
+                        break;
+                    }
+                }
+            });
+            workers.push(tx);
+        }
+        // About a megabyte of the pattern, a whole number of its periods (so it repeats).
+        let chunk: Bytes = (0..251 * 4096).map(pattern).collect::<Vec<u8>>().into();
+        let (mut written, mut read) = (0u64, 0u64);
+        let mut result = RecvRunResult::default();
+        let mut sink = vec![0u8; 1 << 20];
+        let mut buf = Vec::new();
+        let mut idle_rounds = 0;
+        while read < bytes {
+            // The client: keep the stream fed, send what the windows allow (not timed).
+            let c = client.connection_mut(client_conn).context("client connection gone")?;
+            while written < bytes {
+                let off = (written % chunk.len() as u64) as usize;
+                let len = (chunk.len() - off).min((bytes - written) as usize);
+                match c.write_bytes(stream, &chunk.slice(off..off + len)) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => written += n as u64,
+                }
+            }
+            if written == bytes {
+                let _ = c.finish(stream);
+            }
+            let round_now = *now;
+            let mut by_path: Vec<PathDatagrams> = Vec::new();
+            let mut count = 0;
+            while let Some(t) = client.poll_transmit(round_now, &mut buf) {
+                let seg = t.segment_size.unwrap_or(t.size).max(1);
+                let remote = t.source.unwrap_or(client_addr);
+                let i = match by_path.iter().position(|p| p.0 == t.path_id) {
+                    Some(i) => i,
+                    None => {
+                        by_path.push((t.path_id, t.destination, remote, Vec::new()));
+                        by_path.len() - 1
+                    }
+                };
+                for d in buf[..t.size].chunks(seg) {
+                    by_path[i].3.push(d.to_vec());
+                    count += 1;
+                }
+            }
+            idle_rounds = if count == 0 { idle_rounds + 1 } else { 0 };
+            if idle_rounds > 10_000 {
+                bail!("the transfer stalled after {read} of {bytes} bytes");
+            }
+            result.datagrams += count;
+            // The server: everything it does with the round, timed.
+            let clock = Stopwatch::start();
+            // (The round's buffers are freed after the clock stops: the sender allocated them.)
+            let mut spent: Vec<Vec<PathDatagrams>> = Vec::new();
+            if workers.is_empty() {
+                spent.push(receive_on_one_thread(&mut conn.lock().expect("lock"), round_now, by_path));
+            } else {
+                let mut groups: Vec<Vec<PathDatagrams>> = (0..workers.len()).map(|_| Vec::new()).collect();
+                for (k, p) in by_path.into_iter().enumerate() {
+                    groups[k % workers.len()].push(p);
+                }
+                for (w, g) in workers.iter().zip(groups) {
+                    w.send((round_now, g)).context("a path thread stopped")?;
+                }
+                for _ in 0..workers.len() {
+                    let (opening, buffers) = done_rx.recv().context("a path thread stopped")?;
+                    result.open_outside_lock += opening;
+                    spent.push(buffers);
+                }
+            }
+            let mut acks: Vec<(SocketAddr, SocketAddr, Vec<u8>)> = Vec::new();
+            {
+                let mut server = conn.lock().expect("lock");
+                read += read_stream(&mut server, &mut server_stream, &mut sink, read, verify)?;
+                while let Some(t) = server.poll_transmit(round_now, &mut buf) {
+                    let seg = t.segment_size.unwrap_or(t.size).max(1);
+                    let src = t.source.unwrap_or(server_addr);
+                    acks.extend(buf[..t.size].chunks(seg).map(|d| (src, t.destination, d.to_vec())));
+                }
+            }
+            result.busy += clock.elapsed();
+            drop(spent);
+            // Back to the client (not timed), and the protocol's clock moves on.
+            for (src, dst, mut d) in acks {
+                client.handle_datagrams(round_now, dst, src, None, &mut [d.as_mut_slice()]);
+            }
+            *now = round_now + ROUND_STEP;
+            client.handle_timeout(*now);
+            conn.lock().expect("lock").handle_timeout(*now);
+            if client.connection(client_conn).is_none_or(Connection::is_closed) {
+                bail!("the client connection closed after {read} of {bytes} bytes");
+            }
+        }
+        result.bytes = read;
+        Ok(result)
+    })
+}
+
+/// The single-thread runtime's receive work on a round: each path's GRO batches in turn.
+/// Returns the buffers, to be freed outside the timed work.
+fn receive_on_one_thread(
+    conn: &mut Connection,
+    now: mpq_proto::Instant,
+    mut by_path: Vec<PathDatagrams>,
+) -> Vec<PathDatagrams> {
+    let mut batches: Vec<_> = by_path.iter_mut().map(|p| (p.1, p.2, p.3.chunks_mut(GRO_BATCH))).collect();
+    loop {
+        let mut any = false;
+        for (local, remote, chunks) in batches.iter_mut() {
+            if let Some(batch) = chunks.next() {
+                any = true;
+                let mut slices: Vec<&mut [u8]> = batch.iter_mut().map(Vec::as_mut_slice).collect();
+                conn.handle_datagrams(now, *local, *remote, None, &mut slices);
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+    drop(batches);
+    by_path
+}
+
+/// A path thread's receive work on a round: for each GRO batch of its paths, the path is
+/// checked out under the connection's lock, opens the batch without it, and is checked in
+/// and its packets applied under the lock again. Returns the time spent opening, and the
+/// buffers (freed outside the timed work).
+fn open_on_path_thread(
+    conn: &Mutex<&mut Connection>,
+    now: mpq_proto::Instant,
+    mut job: Vec<PathDatagrams>,
+) -> (Duration, Vec<PathDatagrams>) {
+    let mut opening = Duration::ZERO;
+    for (path_id, local, remote, datagrams) in job.iter_mut() {
+        let (path_id, local, remote) = (*path_id, *local, *remote);
+        for batch in datagrams.chunks_mut(GRO_BATCH) {
+            let mut slices: Vec<&mut [u8]> = batch.iter_mut().map(Vec::as_mut_slice).collect();
+            let run: Option<RecvRun> = conn.lock().expect("lock").begin_recv_run(path_id, remote);
+            let Some(mut run) = run else {
+                conn.lock().expect("lock").handle_datagrams(now, local, remote, None, &mut slices);
+                continue;
+            };
+            let clock = Stopwatch::start();
+            run.open(now, &mut slices);
+            opening += clock.elapsed();
+            conn.lock().expect("lock").end_recv_run(now, local, None, run, &mut slices);
+        }
+    }
+    (opening, job)
+}
+
+/// The server's application reads what arrived (part of the timed receive work), checking
+/// every byte against the pattern if `verify`. Returns the bytes read.
+fn read_stream(
+    conn: &mut Connection,
+    id: &mut Option<StreamId>,
+    sink: &mut [u8],
+    mut offset: u64,
+    verify: bool,
+) -> Result<u64> {
+    if id.is_none() {
+        *id = conn.accept_stream(Dir::Uni);
+    }
+    let Some(id) = *id else { return Ok(0) };
+    let start = offset;
+    while let Ok(r) = conn.read(id, sink) {
+        if verify {
+            if let Some(i) = (0..r.len).find(|&i| sink[i] != pattern(offset + i as u64)) {
+                bail!("stream data corrupted at offset {}", offset + i as u64);
+            }
+        }
+        offset += r.len as u64;
+        if r.len == 0 || r.fin {
+            break;
+        }
+    }
+    Ok(offset - start)
+}
