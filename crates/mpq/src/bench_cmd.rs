@@ -52,6 +52,12 @@ struct ThreadsResult {
     /// Median share of the busy time the threads spent opening datagrams outside the
     /// connection's lock, summed over threads (0 with one thread).
     open_outside_lock_share: f64,
+    /// Median share of the busy time the threads spent taking and holding the lock (checking
+    /// paths out, applying what they opened), summed over threads (0 with one thread).
+    locked_share: f64,
+    /// Median share of the busy time spent after the datagrams on one thread (the
+    /// application's read, the ACKs).
+    after_share: f64,
     /// Every run's goodput, Gbit/s, in order.
     runs_gbit_per_s: Vec<f64>,
 }
@@ -100,6 +106,7 @@ fn receive(a: RecvBenchArgs) -> Result<()> {
             runs[k].push(r);
         }
     }
+    let share = |d: std::time::Duration, r: &RecvRunResult| d.as_secs_f64() / r.busy.as_secs_f64().max(1e-9);
     let gbit = |r: &RecvRunResult| r.bytes as f64 * 8.0 / r.busy.as_secs_f64().max(1e-9) / 1e9;
     let base = median(runs[0].iter().map(gbit).collect());
     let results: Vec<ThreadsResult> = a
@@ -113,9 +120,9 @@ fn receive(a: RecvBenchArgs) -> Result<()> {
                 gbit_per_s: g,
                 packets_per_s: median(rs.iter().map(|r| r.datagrams as f64 / r.busy.as_secs_f64().max(1e-9)).collect()),
                 speedup: g / base.max(1e-12),
-                open_outside_lock_share: median(
-                    rs.iter().map(|r| r.open_outside_lock.as_secs_f64() / r.busy.as_secs_f64().max(1e-9)).collect(),
-                ),
+                open_outside_lock_share: median(rs.iter().map(|r| share(r.open_outside_lock, r)).collect()),
+                locked_share: median(rs.iter().map(|r| share(r.locked, r)).collect()),
+                after_share: median(rs.iter().map(|r| share(r.after, r)).collect()),
                 runs_gbit_per_s: rs.iter().map(gbit).collect(),
             }
         })
@@ -129,16 +136,26 @@ fn receive(a: RecvBenchArgs) -> Result<()> {
         "receive work of one connection over {} path(s), {} MB per run, medians of {}:",
         report.paths, report.megabytes, report.reps
     );
-    println!("{:>8} {:>10} {:>12} {:>9} {:>16}", "threads", "Gbit/s", "packets/s", "speedup", "opening unlocked");
+    println!(
+        "{:>8} {:>10} {:>12} {:>9} {:>10} {:>8} {:>12}",
+        "threads", "Gbit/s", "packets/s", "speedup", "unlocked", "locked", "read+ACKs"
+    );
     for r in &report.results {
         println!(
-            "{:>8} {:>10.2} {:>12.0} {:>8.2}x {:>15.0}%",
+            "{:>8} {:>10.2} {:>12.0} {:>8.2}x {:>9.0}% {:>7.0}% {:>11.0}%",
             r.threads,
             r.gbit_per_s,
             r.packets_per_s,
             r.speedup,
-            r.open_outside_lock_share * 100.0
+            r.open_outside_lock_share * 100.0,
+            r.locked_share * 100.0,
+            r.after_share * 100.0
         );
     }
+    println!(
+        "(unlocked, locked: time the path threads spent opening datagrams outside the connection's \
+         lock, and taking and holding it, summed over threads; read+ACKs: after the datagrams, on one \
+         thread; shares of the busy time)"
+    );
     Ok(())
 }

@@ -49,6 +49,12 @@ pub struct RecvRunResult {
     /// Of that, time the threads spent opening datagrams outside the connection's lock,
     /// summed over threads (zero with one thread).
     pub open_outside_lock: Duration,
+    /// Time the threads spent taking the lock and holding it to check paths out and to
+    /// apply what they opened, summed over threads (zero with one thread).
+    pub locked: Duration,
+    /// Time of the work after the datagrams, on one thread: the application's read and the
+    /// server's ACKs.
+    pub after: Duration,
 }
 
 /// The connected pair, its paths and the stream.
@@ -156,7 +162,7 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
     std::thread::scope(|scope| -> Result<RecvRunResult> {
         // The path threads, for the whole transfer (a runtime's threads live as long as
         // their paths).
-        let (done_tx, done_rx) = mpsc::channel::<(Duration, Vec<PathDatagrams>)>();
+        let (done_tx, done_rx) = mpsc::channel::<(Duration, Duration, Vec<PathDatagrams>)>();
         let mut workers = Vec::new();
         // (One thread: the single-thread runtime, no path threads.)
         let path_threads = if threads > 1 { threads } else { 0 };
@@ -231,12 +237,14 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
                     w.send((round_now, g)).context("a path thread stopped")?;
                 }
                 for _ in 0..workers.len() {
-                    let (opening, buffers) = done_rx.recv().context("a path thread stopped")?;
+                    let (opening, locked, buffers) = done_rx.recv().context("a path thread stopped")?;
                     result.open_outside_lock += opening;
+                    result.locked += locked;
                     spent.push(buffers);
                 }
             }
             let mut acks: Vec<(SocketAddr, SocketAddr, Vec<u8>)> = Vec::new();
+            let after = Stopwatch::start();
             {
                 let mut server = conn.lock().expect("lock");
                 read += read_stream(&mut server, &mut server_stream, &mut sink, read, verify)?;
@@ -246,6 +254,7 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
                     acks.extend(buf[..t.size].chunks(seg).map(|d| (src, t.destination, d.to_vec())));
                 }
             }
+            result.after += after.elapsed();
             result.busy += clock.elapsed();
             drop(spent);
             // Back to the client (not timed), and the protocol's clock moves on.
@@ -291,30 +300,35 @@ fn receive_on_one_thread(
 
 /// A path thread's receive work on a round: for each GRO batch of its paths, the path is
 /// checked out under the connection's lock, opens the batch without it, and is checked in
-/// and its packets applied under the lock again. Returns the time spent opening, and the
-/// buffers (freed outside the timed work).
+/// and its packets applied under the lock again. Returns the time spent opening, the time
+/// spent taking and holding the lock, and the buffers (freed outside the timed work).
 fn open_on_path_thread(
     conn: &Mutex<&mut Connection>,
     now: mpq_proto::Instant,
     mut job: Vec<PathDatagrams>,
-) -> (Duration, Vec<PathDatagrams>) {
-    let mut opening = Duration::ZERO;
+) -> (Duration, Duration, Vec<PathDatagrams>) {
+    let (mut opening, mut locked) = (Duration::ZERO, Duration::ZERO);
     for (path_id, local, remote, datagrams) in job.iter_mut() {
         let (path_id, local, remote) = (*path_id, *local, *remote);
         for batch in datagrams.chunks_mut(GRO_BATCH) {
             let mut slices: Vec<&mut [u8]> = batch.iter_mut().map(Vec::as_mut_slice).collect();
+            let clock = Stopwatch::start();
             let run: Option<RecvRun> = conn.lock().expect("lock").begin_recv_run(path_id, remote);
             let Some(mut run) = run else {
                 conn.lock().expect("lock").handle_datagrams(now, local, remote, None, &mut slices);
+                locked += clock.elapsed();
                 continue;
             };
-            let clock = Stopwatch::start();
+            let opened = Stopwatch::start();
+            locked += clock.elapsed();
             run.open(now, &mut slices);
-            opening += clock.elapsed();
+            opening += opened.elapsed();
+            let applied = Stopwatch::start();
             conn.lock().expect("lock").end_recv_run(now, local, None, run, &mut slices);
+            locked += applied.elapsed();
         }
     }
-    (opening, job)
+    (opening, locked, job)
 }
 
 /// The server's application reads what arrived (part of the timed receive work), checking

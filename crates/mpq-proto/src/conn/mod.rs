@@ -792,6 +792,8 @@ mod tests_peer_limits;
 #[cfg(test)]
 mod tests_retry;
 #[cfg(test)]
+mod tests_shuttle;
+#[cfg(test)]
 mod tests_threads;
 #[cfg(test)]
 mod tests_version;

@@ -109,7 +109,9 @@ impl Connection {
         if self.is_closed() {
             return Err(PathError::Closed);
         }
-        let Some(pi) = self.path_index(id).filter(|&i| self.paths[i].is_open()) else {
+        // (From the board: the path may be checked out, on its own thread; the abandon
+        // reaches it by mail.)
+        let Some(pi) = self.path_index(id).filter(|&i| self.paths.board().get(i).is_some_and(|v| v.is_open())) else {
             return Err(PathError::UnknownPath);
         };
         if !self.shared.mp.enabled {
@@ -127,7 +129,8 @@ impl Connection {
         if !self.shared.mp.enabled {
             return Err(PathError::MultipathNotNegotiated);
         }
-        if id > self.shared.mp.peer_max || self.path_index(id).is_some_and(|i| !self.paths[i].is_open()) {
+        let closed = |i: usize| !self.paths.board().get(i).is_some_and(|v| v.is_open());
+        if id > self.shared.mp.peer_max || self.path_index(id).is_some_and(closed) {
             return Err(PathError::UnknownPath);
         }
         self.queue_path_status(id, status == PathStatus::Backup);
@@ -136,7 +139,8 @@ impl Connection {
 
     /// IDs of the paths that are open (not abandoned).
     pub fn path_ids(&self) -> Vec<u64> {
-        self.paths.iter().filter(|p| p.is_open()).map(|p| p.id).collect()
+        // (From the board: a path checked out to its own thread is still open.)
+        self.paths.board().iter().filter(|(_, v)| v.is_open()).map(|(_, v)| v.id).collect()
     }
 
     fn queue_path_status(&mut self, id: u64, backup: bool) {

@@ -171,6 +171,13 @@ impl Connection {
             0
         };
         let known = self.path_index(path_id);
+        if known.is_some_and(|pi| self.paths.is_out(pi)) {
+            // The path is checked out to its own thread, which receives its datagrams itself
+            // (a runtime with a thread per path routes none of them elsewhere): one that
+            // comes here meanwhile is dropped like a lost packet, and its sender resends.
+            self.shared.stats.dropped_packets += 1;
+            return;
+        }
         if let Some(pi) = known {
             let path = &mut self.paths[pi];
             if rx.datagram_len > 0 && path.remote == rx.remote {

@@ -11,7 +11,7 @@ use crate::testing::Pair;
 
 /// A pair with two validated paths, unpaced (bursts fill GSO batches), and an upload whose
 /// first data the client holds, nothing of it sent yet. Returns the second path's ID.
-fn two_paths_and_an_upload() -> (Pair, u64, Upload) {
+pub(super) fn two_paths_and_an_upload() -> (Pair, u64, Upload) {
     two_paths_and_an_upload_with(AckPolicy::SamePath)
 }
 
@@ -28,7 +28,7 @@ fn two_paths_and_an_upload_with(ack_policy: AckPolicy) -> (Pair, u64, Upload) {
 }
 
 /// Runs the upload to its end and checks every byte arrived.
-fn finish(pair: &mut Pair, up: &mut Upload) {
+pub(super) fn finish(pair: &mut Pair, up: &mut Upload) {
     let done = pair.run_until(Duration::from_secs(30), |p| {
         up.pump(p);
         up.is_done()

@@ -585,15 +585,26 @@ impl Connection {
             // in this phase. A receiver that sends only ACKs would wait forever, so elicit one.
             self.shared.ping_pending = true;
         }
-        if due && settled && keys.can_initiate() && keys.initiate_update() {
-            self.shared.phase_acked_at = None;
-            self.shared.packets_in_phase = 0;
-            self.shared.key_update_ping_at = 0;
-            self.shared.stats.key_updates += 1;
-            self.shared.key_discard_pending = true;
-            self.shared.qlog_key_update(now, "local_update");
-            tracing::debug!(side = ?self.shared.side, "initiated key update");
+        if due && settled {
+            self.initiate_key_update(now);
         }
+    }
+
+    /// Starts a key update now if the keys allow one (RFC 9001 §6.1: the previous one was
+    /// acknowledged); true if it started.
+    pub(crate) fn initiate_key_update(&mut self, now: Instant) -> bool {
+        let Some(keys) = self.shared.one_rtt.as_mut() else { return false };
+        if !(keys.can_initiate() && keys.initiate_update()) {
+            return false;
+        }
+        self.shared.phase_acked_at = None;
+        self.shared.packets_in_phase = 0;
+        self.shared.key_update_ping_at = 0;
+        self.shared.stats.key_updates += 1;
+        self.shared.key_discard_pending = true;
+        self.shared.qlog_key_update(now, "local_update");
+        tracing::debug!(side = ?self.shared.side, "initiated key update");
+        true
     }
 }
 
