@@ -115,6 +115,10 @@ impl BatchData {
     /// ranges in order. `None`
     /// when no part can give one (spent, or capped and short of `max_len`): renew then.
     pub fn take(&mut self, max_len: usize) -> Option<StreamChunk> {
+        if let [only] = self.parts.as_mut_slice() {
+            // A transfer: one stream, one range (every packet comes here).
+            return only.take(max_len);
+        }
         let n = self.parts.len();
         let resends = self.parts.iter().filter(|p| p.resend && !p.is_spent()).count();
         for k in 0..n {
@@ -147,6 +151,9 @@ impl BatchData {
 
     /// Appends exactly the bytes of `chunk` (cut from this lease) to `out`.
     pub fn copy(&self, chunk: &StreamChunk, out: &mut Vec<u8>) {
+        if let [only] = self.parts.as_slice() {
+            return only.copy(chunk.offset, chunk.len, out);
+        }
         let end = chunk.offset + chunk.len as u64;
         let part = self.parts.iter().find(|p| p.id == chunk.id && p.start <= chunk.offset && end <= p.end);
         match part {

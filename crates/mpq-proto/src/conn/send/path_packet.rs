@@ -229,8 +229,9 @@ impl PathState {
     /// The batch's leased stream data cannot fill a packet of `limit` bytes, and the shared
     /// side may hold more.
     fn lease_runs_short(&self, limit: usize) -> bool {
+        // (A lease left with no bytes, or only a FIN, goes on: spending it asks the host.)
         self.send_lease.as_ref().is_some_and(|l| {
-            !l.all_leased && l.data.as_ref().is_some_and(|d| !d.is_spent() && d.remaining() < limit as u64)
+            !l.all_leased && l.data.as_ref().is_some_and(|d| (1..limit as u64).contains(&d.remaining()))
         })
     }
 
