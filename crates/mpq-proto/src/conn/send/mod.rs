@@ -24,6 +24,7 @@ pub(crate) use alone::AloneBatch;
 pub(crate) use lease::SendLease;
 mod off_path;
 mod path_packet;
+mod pmtu_probe;
 mod reinject;
 mod side;
 
@@ -55,6 +56,8 @@ pub(super) struct OpenPacket {
     pub padded: bool,
     /// Holds PATH_CHALLENGE or PATH_RESPONSE: the datagram is padded to 1200 bytes.
     pub probing_path: bool,
+    /// A PMTU probe (PING and PADDING, RFC 9000 §14.4).
+    pub pmtu_probe: bool,
     /// Other paths' ACKs it carries, by the owner's slot: their owners are told once the
     /// packet is sealed.
     pub carried: Carried,
@@ -91,6 +94,14 @@ impl Connection {
         }
         self.maybe_initiate_key_update(now);
         self.arm_key_discard(now);
+        if self.shared.handshake_confirmed {
+            // PMTU probes are 1-RTT packets, sent once the handshake is confirmed: each path
+            // starts its search then (a path still validating probes once validated; paths
+            // opened later start at their creation).
+            for p in self.paths.iter_mut() {
+                p.pmtud.start();
+            }
+        }
         self.drop_unsendable_pinned_datagrams();
         if let Some(t) = self.poll_off_path(now, buf) {
             return Some(t);
@@ -167,6 +178,10 @@ impl Connection {
             return false;
         }
         if p.challenge.is_some_and(|c| c.send_pending) || !p.path_responses.is_empty() || p.data.probes > 0 {
+            return true;
+        }
+        // A PMTU probe is the path's own (RFC 8899: each path searches by itself).
+        if self.shared.handshake_confirmed && p.wants_pmtu_probe(now).is_some() {
             return true;
         }
         if !self.paths.inbox(pi).is_empty() && self.can_send_data(now, pi) {
@@ -540,6 +555,7 @@ impl Connection {
             ack_eliciting: p.ack_eliciting,
             in_flight,
             ecn: false,
+            pmtu_probe: false,
             frames: p.frames,
         };
         if let Some(space) = self.space_mut(p.header.level.space(), pi) {
@@ -634,7 +650,7 @@ pub(super) fn end_packet(
     }
     let padded = pad_for_sample(buf, &header);
     space.take_pn();
-    Some(OpenPacket { header, frames, ack_eliciting, padded, probing_path, carried })
+    Some(OpenPacket { header, frames, ack_eliciting, padded, probing_path, pmtu_probe: false, carried })
 }
 
 /// Header protection samples 16 bytes starting 4 bytes after the packet number
