@@ -150,3 +150,35 @@ fn each_path_finds_its_own_mtu() {
     assert!(log.iter().any(|(path, size, f)| *path == id && *size == 1472 && f == &["ping", "padding"]));
     assert_eq!(pair.dropped_too_big.1, big0);
 }
+
+/// Lets `secs` of idle time pass (nothing in flight, so no event would move the pair's
+/// clock), then has the client send a little on a new stream and runs a second.
+fn idle_then_send(pair: &mut Pair, secs: u64) {
+    pair.now += Duration::from_secs(secs);
+    let id = client(pair).open_stream(crate::types::Dir::Uni).expect("stream");
+    client(pair).write(id, &[5u8; 3000]).expect("write");
+    run_for(pair, 1_000);
+}
+
+/// RFC 8899 §5.1.1: PMTU_RAISE_TIMER after a search completed below the ceiling, the path
+/// probes again, and finds that the path now carries more (a route change that widened it).
+#[test]
+fn the_raise_timer_finds_a_wider_path() {
+    let cfg = TransportConfig { max_idle_timeout: Duration::from_secs(3_600), ..TransportConfig::default() };
+    let mut pair = Pair::new(cfg);
+    pair.mtu.push((pair.server_addr, 1350));
+    assert!(confirm_handshake(&mut pair));
+    run_upload(&mut pair, 500_000, Duration::from_secs(30));
+    run_for(&mut pair, 3_000);
+    assert_eq!(client(&mut pair).stats().paths[0].pmtu, 1350);
+    let probes = client(&mut pair).stats().paths[0].pmtu_probes_sent;
+    pair.mtu.clear();
+    // Well before the raise timer: no probe.
+    idle_then_send(&mut pair, 60);
+    let p = client(&mut pair).stats().paths[0].clone();
+    assert_eq!((p.pmtu, p.pmtu_probes_sent), (1350, probes), "{p:?}");
+    // After it (read when the path sends): one probe of the ceiling, which now gets through.
+    idle_then_send(&mut pair, 600);
+    let p = client(&mut pair).stats().paths[0].clone();
+    assert_eq!((p.pmtu, p.pmtu_probes_sent), (1472, probes + 1), "{p:?}");
+}
