@@ -109,8 +109,8 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
         pmtud: !common.no_pmtud,
         max_recv_udp_payload_size: mtu.max(defaults.max_recv_udp_payload_size),
         max_idle_timeout: Duration::from_secs(common.idle_timeout),
-        // GSO batches stay under 64 KiB at the largest size a path may reach.
-        max_gso_segments: (65_000 / usize::from(mtu)).min(44),
+        // (The core keeps each batch under 64 KiB at the path's current size.)
+        max_gso_segments: 44,
         handshake_timeout: Some(handshake_timeout).filter(|d| !d.is_zero()),
         ..TransportConfig::default()
     };

@@ -182,3 +182,29 @@ fn the_raise_timer_finds_a_wider_path() {
     let p = client(&mut pair).stats().paths[0].clone();
     assert_eq!((p.pmtu, p.pmtu_probes_sent), (1472, probes + 1), "{p:?}");
 }
+
+/// A path whose PMTU grew to jumbo size keeps its GSO batches under 64 KiB (one UDP send):
+/// fewer segments, all of the path's current size but the last.
+#[test]
+fn jumbo_batches_stay_under_64_kib() {
+    let cfg = TransportConfig {
+        max_udp_payload_size: 9000,
+        max_recv_udp_payload_size: 9000,
+        max_gso_segments: 44,
+        ..TransportConfig::default()
+    };
+    let mut pair = Pair::new(cfg);
+    // A short RTT: the pace lets a whole window out in one burst.
+    pair.latency = Duration::from_micros(50);
+    assert!(confirm_handshake(&mut pair));
+    run_upload(&mut pair, 2_000_000, Duration::from_secs(30));
+    assert_eq!(client(&mut pair).stats().paths[0].pmtu, 9000);
+    let now = pair.now;
+    let c = client(&mut pair);
+    let id = c.open_stream(crate::types::Dir::Uni).expect("stream");
+    assert!(c.write(id, &vec![7u8; 500_000]).expect("write") > 100_000);
+    let mut buf = Vec::new();
+    let t = c.poll_transmit(now, &mut buf).expect("transmit");
+    assert_eq!(t.segment_size, Some(9000), "{t:?}");
+    assert!(t.size > 3 * 9000 && t.size <= 65_000, "{t:?}");
+}

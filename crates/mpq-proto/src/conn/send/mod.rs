@@ -43,6 +43,15 @@ pub(super) const TAG_LEN: usize = 16;
 pub(crate) const MIN_PACKET_ROOM: usize = 64;
 /// A datagram within this many bytes of its limit counts as full and is padded to it.
 pub(super) const GSO_PAD_SLACK: usize = 64;
+/// Most bytes in one GSO batch: the kernel takes a batch as one UDP send of at most 64 KiB,
+/// so a path whose PMTU grew (jumbo frames) puts fewer segments in a batch.
+pub(super) const MAX_BATCH_BYTES: usize = 65_000;
+
+/// Most datagrams in a batch of `mtu`-byte segments: the configured count, within
+/// [`MAX_BATCH_BYTES`].
+pub(super) fn max_batch_segments(configured: usize, mtu: usize) -> usize {
+    configured.min(MAX_BATCH_BYTES / mtu.max(1)).max(1)
+}
 
 /// A packet written but not yet sealed: the last one of a datagram may still be padded.
 pub(super) struct OpenPacket {
@@ -244,8 +253,8 @@ impl Connection {
     }
 
     fn write_batch_leased(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
-        let max_segments = self.shared.config.max_gso_segments.max(1);
         let mtu = usize::from(self.paths[pi].mtu);
+        let max_segments = max_batch_segments(self.shared.config.max_gso_segments, mtu);
         // One ECN codepoint for the whole batch; only 1-RTT datagrams are marked (once the
         // handshake is confirmed no other packet type is left).
         let ecn = self.shared.config.ecn && self.shared.handshake_confirmed && self.paths[pi].ecn.should_mark();

@@ -62,8 +62,8 @@ impl PathState {
         allow_data: bool,
         out: &mut BatchWritten,
     ) {
-        let max_segments = side.cfg().max_gso_segments;
         let mtu = usize::from(self.mtu);
+        let max_segments = super::max_batch_segments(side.cfg().max_gso_segments, mtu);
         // A PMTU probe is larger than the batch's segments could be: it goes alone, as a
         // batch of one datagram.
         if out.count == 0 && self.write_pmtu_probe(side, now, buf, out) {
