@@ -62,6 +62,9 @@ pub struct LoopStats {
     pub tx_bytes: u64,
     /// recvmmsg calls that returned data.
     pub rx_calls: u64,
+    /// Datagrams the kernel refused as larger than the route's MTU (EMSGSIZE): PMTU probes
+    /// above the local interface's MTU, dropped as lost.
+    pub tx_too_big: u64,
 }
 
 /// Size of one receive buffer: a full GRO batch.
@@ -220,7 +223,16 @@ impl EventLoop {
                     self.pending = Some(t);
                     return Ok(true);
                 }
-                // A datagram the kernel refuses (e.g. unreachable destination) is a loss.
+                // A datagram larger than the route's MTU (EMSGSIZE: the socket never
+                // fragments, see `UdpSocket::bind`) is most often a PMTU probe: dropped, it
+                // is lost like any probe the network drops, and the path's search goes on
+                // below that size. Any other datagram the kernel refuses (e.g. unreachable
+                // destination) is a loss too; loss recovery, and for full-size packets the
+                // black-hole detection, take it from there.
+                Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => {
+                    self.stats.tx_too_big += 1;
+                    tracing::trace!(size = t.size, segment = ?seg, "datagram larger than the route's MTU dropped");
+                }
                 Err(e) => tracing::debug!(%e, "send failed"),
             }
         }

@@ -36,6 +36,12 @@ impl UdpSocket {
         sock.bind(&addr.into())?;
         let std_sock: std::net::UdpSocket = sock.into();
         std_sock.set_nonblocking(true)?;
+        // quinn-udp sets the Don't Fragment bit here (Linux: IP_MTU_DISCOVER =
+        // IP_PMTUDISC_PROBE and IPV6_MTU_DISCOVER = IPV6_PMTUDISC_PROBE, elsewhere
+        // IP_DONTFRAG / IPV6_DONTFRAG): QUIC datagrams must not be fragmented (RFC 9000
+        // §14), and the PROBE mode leaves PMTU discovery to the paths' DPLPMTUD (RFC 8899)
+        // instead of a route MTU cached from ICMP, while a datagram above the interface's
+        // MTU still fails with EMSGSIZE (`EventLoop::flush` treats it as lost).
         let state = UdpSocketState::new(UdpSockRef::from(&std_sock))?;
         let local = std_sock.local_addr()?;
         Ok(Self { io: mio::net::UdpSocket::from_std(std_sock), state, local })
@@ -44,6 +50,12 @@ impl UdpSocket {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The kernel may fragment what this socket sends (false where the Don't Fragment bit
+    /// could be set, e.g. on Linux: PMTU probes then really test the path).
+    pub fn may_fragment(&self) -> bool {
+        self.state.may_fragment()
     }
 
     /// Most segments one GSO send may carry (1 without GSO).
@@ -111,6 +123,17 @@ impl UdpSocket {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// The sockets never fragment (RFC 9000 §14): on Linux the Don't Fragment bit is set on
+    /// IPv4 and IPv6 sockets alike, so a PMTU probe tests the path, not the reassembly.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn sockets_do_not_fragment() {
+        for addr in ["127.0.0.1:0", "[::1]:0", "0.0.0.0:0", "[::]:0"] {
+            let Ok(s) = UdpSocket::bind(addr.parse().unwrap()) else { continue };
+            assert!(!s.may_fragment(), "{addr}");
+        }
+    }
 
     /// A GSO batch of ten 1200-byte segments plus a short tail crosses loopback intact,
     /// whether the kernel coalesces it (GRO) or not.

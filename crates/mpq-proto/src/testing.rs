@@ -97,6 +97,11 @@ pub struct Pair {
     pub drop_addr: Box<dyn FnMut(SocketAddr, SocketAddr) -> bool>,
     /// Extra one-way latency of datagrams from or to an address (a slower path).
     pub extra_latency: Vec<(SocketAddr, Duration)>,
+    /// Largest datagram that gets through from or to an address (a path's MTU, UDP
+    /// payload bytes); larger ones are dropped silently, as on a path without ICMP.
+    pub mtu: Vec<(SocketAddr, usize)>,
+    /// Datagrams dropped for exceeding [`Pair::mtu`], (to client, to server).
+    pub dropped_too_big: (u64, u64),
     sent: u64,
     /// Datagrams delivered in each direction (to client, to server).
     pub delivered: (u64, u64),
@@ -144,6 +149,8 @@ impl Pair {
             drop: Box::new(|_, _| false),
             drop_addr: Box::new(|_, _| false),
             extra_latency: Vec::new(),
+            mtu: Vec::new(),
+            dropped_too_big: (0, 0),
             ecn: PairEcn::default(),
             ect_seen: 0,
             sent: 0,
@@ -176,6 +183,11 @@ impl Pair {
                 for d in buf[..t.size].chunks(seg) {
                     self.sent += 1;
                     if (self.drop)(self.sent, to_server) || (self.drop_addr)(src, dst) {
+                        continue;
+                    }
+                    if self.mtu.iter().any(|&(a, m)| (a == src || a == dst) && d.len() > m) {
+                        let n = if to_server { &mut self.dropped_too_big.1 } else { &mut self.dropped_too_big.0 };
+                        *n += 1;
                         continue;
                     }
                     let mut at = self.now + self.latency + extra;

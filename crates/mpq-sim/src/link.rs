@@ -185,6 +185,9 @@ pub enum LinkEvent {
     /// The link silently loses everything from now on (loss = 100 %), while packets already in
     /// flight are still delivered. Undo with `SetLoss`.
     Blackhole,
+    /// Sets the MTU (packets offered from now on whose on-wire size exceeds it are dropped,
+    /// silently: a PMTU black hole, e.g. a route change onto a tunnel).
+    SetMtu(usize),
 }
 
 /// Why a link dropped a packet.
@@ -310,6 +313,7 @@ impl Link {
             LinkEvent::SetLoss(l) => self.config.loss = *l,
             LinkEvent::SetDelay(d) => self.config.delay = *d,
             LinkEvent::Blackhole => self.config.loss = LossModel::Bernoulli(1.0),
+            LinkEvent::SetMtu(m) => self.config.mtu = *m,
         }
     }
 

@@ -79,10 +79,16 @@ pub struct Common {
     /// Restrict TLS to one cipher suite: aes128gcm, aes256gcm or chacha20.
     #[arg(long)]
     pub cipher: Option<String>,
-    /// Largest UDP payload to send. Without PMTU discovery this is taken on trust: raise it
-    /// (e.g. 1452) only on paths known to carry it.
-    #[arg(long, default_value_t = 1200)]
-    pub mtu: u16,
+    /// Largest UDP payload to send: the ceiling of each path's PMTU discovery (default
+    /// 1472, an Ethernet MTU over IPv4), also advertised as the largest we receive. With
+    /// --no-pmtud it is used on trust (default 1200 then): raise it only on paths known to
+    /// carry it.
+    #[arg(long, value_name = "BYTES")]
+    pub mtu: Option<u16>,
+    /// Do not run PMTU discovery (RFC 8899): every path sends --mtu-sized datagrams from the
+    /// end of the handshake, without probing.
+    #[arg(long)]
+    pub no_pmtud: bool,
     /// Initiate a key update every N packets (RFC 9001 §6).
     #[arg(long, value_name = "N")]
     pub key_update_every: Option<u64>,

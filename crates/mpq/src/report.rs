@@ -5,7 +5,8 @@ use mpq_proto::conn::{ConnectionError, ConnectionStats};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 
 /// The per-path part of the JSON summaries: every field of [`mpq_proto::conn::PathStats`]
-/// (path_id, tx_bytes, rx_bytes, rtt_ms, lost_packets, cwnd, pacing_rate, state, backup,
+/// (path_id, tx_bytes, rx_bytes, rtt_ms, lost_packets, cwnd, pmtu and the PMTU probes,
+/// pacing_rate, state, backup,
 /// the cross-path ACK and flow-control counters, ECN state and CE marks, ...).
 pub fn paths_json(stats: &ConnectionStats) -> Vec<serde_json::Value> {
     stats.paths.iter().map(|p| serde_json::to_value(p).unwrap_or_default()).collect()

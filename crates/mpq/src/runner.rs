@@ -90,11 +90,14 @@ impl<A: App> Driver for Runner<A> {
 
 /// Transport settings from the command line; refuses values that cannot work.
 pub fn transport_config(common: &Common) -> Result<TransportConfig> {
-    if common.mtu < 1200 {
-        anyhow::bail!("--mtu {}: QUIC needs UDP payloads of at least 1200 bytes (RFC 9000 §14)", common.mtu);
+    // With PMTU discovery --mtu is the search's ceiling; without, the size used on trust.
+    let defaults = TransportConfig::default();
+    let mtu = common.mtu.unwrap_or(if common.no_pmtud { 1200 } else { defaults.max_udp_payload_size });
+    if mtu < 1200 {
+        anyhow::bail!("--mtu {mtu}: QUIC needs UDP payloads of at least 1200 bytes (RFC 9000 §14)");
     }
-    if common.mtu > 65_527 {
-        anyhow::bail!("--mtu {}: a UDP payload is at most 65527 bytes", common.mtu);
+    if mtu > 65_527 {
+        anyhow::bail!("--mtu {mtu}: a UDP payload is at most 65527 bytes");
     }
     let handshake_timeout = seconds("--handshake-timeout", common.handshake_timeout)?;
     let mut t = TransportConfig {
@@ -102,11 +105,12 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
         scheduler: common.scheduler.parse().map_err(anyhow::Error::msg)?,
         ack_policy: common.ack_policy.parse().map_err(anyhow::Error::msg)?,
         initial_max_path_id: if common.no_multipath { None } else { Some(common.max_path_id.min(u32::MAX.into())) },
-        max_udp_payload_size: common.mtu.max(1200),
-        max_recv_udp_payload_size: common.mtu.max(TransportConfig::default().max_recv_udp_payload_size),
+        max_udp_payload_size: mtu,
+        pmtud: !common.no_pmtud,
+        max_recv_udp_payload_size: mtu.max(defaults.max_recv_udp_payload_size),
         max_idle_timeout: Duration::from_secs(common.idle_timeout),
-        // GSO batches stay under 64 KiB.
-        max_gso_segments: (65_000 / usize::from(common.mtu.max(1200))).min(44),
+        // (The core keeps each batch under 64 KiB at the path's current size.)
+        max_gso_segments: 44,
         handshake_timeout: Some(handshake_timeout).filter(|d| !d.is_zero()),
         ..TransportConfig::default()
     };

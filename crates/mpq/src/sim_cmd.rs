@@ -206,8 +206,8 @@ pub fn run(args: SimArgs) -> Result<()> {
         }
         for p in &result.paths {
             println!(
-                "  path {}: rx {} B, tx {} B, rtt {:.1} ms, lost {} packets, cwnd {} B, {}",
-                p.path_id, p.rx_bytes, p.tx_bytes, p.rtt_ms, p.lost_packets, p.cwnd, p.state
+                "  path {}: rx {} B, tx {} B, rtt {:.1} ms, lost {} packets, cwnd {} B, pmtu {} B, {}",
+                p.path_id, p.rx_bytes, p.tx_bytes, p.rtt_ms, p.lost_packets, p.cwnd, p.pmtu, p.state
             );
         }
     }

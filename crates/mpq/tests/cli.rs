@@ -309,3 +309,31 @@ fn perf_datagrams_on_loopback() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// PMTU discovery is on by default: over loopback (which carries any size) a path reaches
+/// the --mtu ceiling (default 1472) with one probe; --no-pmtud keeps 1200 bytes and sends no
+/// probe; --mtu raises the ceiling.
+#[test]
+fn perf_paths_report_their_pmtu() {
+    let (mut server, addr) = spawn_listening(&["perf", "server", "--listen", "127.0.0.1:0", "--mtu", "1500"]);
+    let perf = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["perf", "client", "--connect", &addr, "--bytes", "3000000", "--json"];
+        args.extend_from_slice(extra);
+        let child = mpq().args(&args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+        let (out, _) = wait_bounded(child.expect("spawn client"), Duration::from_secs(30), "perf client");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_str(stdout.lines().last().expect("a line")).expect("json");
+        v["paths"][0].clone()
+    };
+    let p = perf(&[]);
+    assert_eq!((p["pmtu"].as_u64(), p["pmtu_probes_acked"].as_u64()), (Some(1472), Some(1)), "{p}");
+    let p = perf(&["--no-pmtud"]);
+    assert_eq!((p["pmtu"].as_u64(), p["pmtu_probes_sent"].as_u64()), (Some(1200), Some(0)), "{p}");
+    // The server accepts 1500 (its --mtu is also what it advertises), the client searches
+    // up to its own 1500.
+    let p = perf(&["--mtu", "1500"]);
+    assert_eq!(p["pmtu"].as_u64(), Some(1500), "{p}");
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -88,6 +88,9 @@ impl Host<'_> {
             tracing::debug!(id = path_id, "path recovered");
             self.shared.events.push_back(Event::Path(PathEvent::Recovered { id: path_id }));
         }
+        if let Some(change) = fates.mtu_updated {
+            self.shared.qlog_mtu_updated(now, path_id, change);
+        }
         if let Some(epoch) = fates.phase_acked {
             if let Some(k) = self.shared.one_rtt.as_mut() {
                 k.on_local_phase_acked(epoch);

@@ -24,9 +24,16 @@ pub struct TransportConfig {
     pub cc: CcAlgorithm,
     /// Congestion controller parameters.
     pub cc_config: CcConfig,
-    /// Largest UDP payload we send once the path is known to carry it. Without PMTU
-    /// discovery this is taken on trust, so the default is the QUIC minimum.
+    /// Largest UDP payload we send. With [`pmtud`](Self::pmtud) (the default) it is the
+    /// ceiling of each path's search (RFC 8899 MAX_PLPMTU, also bounded by the peer's
+    /// max_udp_payload_size); without, it is used on trust once the handshake is done, so it
+    /// must then be what every path carries (1200 always is). Default 1472: an Ethernet
+    /// MTU over IPv4 (an IPv6 path finds its 1452 by the search).
     pub max_udp_payload_size: u16,
+    /// Datagram Packetization Layer PMTU Discovery (RFC 8899, RFC 9000 §14.3) on each path:
+    /// paths start at 1200 bytes and probe up to [`max_udp_payload_size`](Self::max_udp_payload_size)
+    /// once validated (`docs/pmtud.md`). On by default.
+    pub pmtud: bool,
     /// Largest UDP payload we are willing to receive, advertised to the peer as the
     /// max_udp_payload_size transport parameter (RFC 9000 §18.2) so that its path MTU
     /// discovery stops there. The default is an Ethernet MTU's worth over IPv4 (1472).
@@ -141,7 +148,8 @@ impl Default for TransportConfig {
             streams: StreamsConfig::default(),
             cc: CcAlgorithm::Cubic,
             cc_config: CcConfig::default(),
-            max_udp_payload_size: 1200,
+            max_udp_payload_size: 1472,
+            pmtud: true,
             max_recv_udp_payload_size: 1472,
             initial_rtt: Duration::from_millis(333),
             max_ack_delay: Duration::from_millis(25),

@@ -76,6 +76,7 @@ impl Connection {
             ack_eliciting: false,
             in_flight: false,
             ecn: false,
+            pmtu_probe: false,
             frames: SentFrames::default(),
         };
         path.data.loss.on_packet_sent(pn, sent);

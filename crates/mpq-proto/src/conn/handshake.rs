@@ -206,10 +206,10 @@ impl Connection {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let mtu = u64::from(self.shared.config.max_udp_payload_size).min(tp.max_udp_payload_size).max(1200) as u16;
         for p in self.paths.iter_mut() {
-            p.mtu = mtu;
-            p.cc.set_max_datagram_size(u64::from(mtu));
+            // RFC 9000 §18.2: never more than the peer's max_udp_payload_size; PMTU
+            // discovery searches up to it (or, off, the path takes it on trust now).
+            p.set_peer_udp_limit(tp.max_udp_payload_size, false);
             // RFC 9287 §3.1: the peer accepts a cleared QUIC Bit.
             p.grease = tp.grease_quic_bit.then(|| self.shared.rng.random());
         }
@@ -258,6 +258,7 @@ impl Host<'_> {
         }
         self.shared.handshake_confirmed = true;
         self.discard_space(now, SpaceId::Handshake);
+
         // RFC 9000 §8.1.3: a token for the client's next connection.
         self.queue_new_token();
         self.maybe_signal_new_path_allowed();

@@ -367,6 +367,9 @@ impl PathState {
             self.rtt = crate::recovery::rtt::RttEstimator::new(config.initial_rtt);
             // The new network path may treat ECN differently: validate it again.
             self.ecn = Default::default();
+            // Nor is its PMTU known: back to the base and search again (RFC 8899 §5.2).
+            let change = self.pmtud.restart();
+            self.apply_pmtu(change);
         }
         let newly_active = self.phase == PathPhase::Validating;
         if newly_active {

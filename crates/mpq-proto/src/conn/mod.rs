@@ -42,6 +42,7 @@ mod path_ack;
 mod path_api;
 mod path_frames;
 mod path_ids;
+mod path_pmtu;
 mod path_recovery;
 mod path_table;
 mod path_timers;
@@ -789,6 +790,8 @@ mod tests_packet_rules;
 mod tests_path_frames;
 #[cfg(test)]
 mod tests_peer_limits;
+#[cfg(test)]
+mod tests_pmtud;
 #[cfg(test)]
 mod tests_retry;
 #[cfg(test)]

@@ -151,8 +151,9 @@ impl Connection {
         path.amp_received = rx.datagram_len as u64;
         path.stats.rx_bytes = rx.datagram_len as u64;
         path.challenge = Some(self.shared.new_challenge());
-        path.mtu = self.paths.first().map_or(path.mtu, |p| p.mtu);
-        path.cc.set_max_datagram_size(u64::from(path.mtu));
+        // Each path discovers its own PMTU from the base (RFC 8899 §5.2), within the
+        // peer's limit (RFC 9000 §18.2).
+        path.set_peer_udp_limit(self.shared.peer_udp_limit(), self.shared.handshake_confirmed);
         path.peer_backup = self.shared.mp.peer_status.get(&id).is_some_and(|s| s.1);
         // The key-phase marks its first packet left while it was authenticated.
         if let Some((_, marks)) = self.shared.new_path_marks.take().filter(|(p, _)| *p == id) {

@@ -61,6 +61,14 @@ pub struct PathStats {
     pub rx_acks_for_other_paths: u64,
     /// Pacing rate in bytes per second (cwnd / smoothed RTT).
     pub pacing_rate: f64,
+    /// Largest datagram sent on the path now (its PLPMTU, RFC 8899).
+    pub pmtu: u16,
+    /// PMTU probes sent.
+    pub pmtu_probes_sent: u64,
+    /// PMTU probes acknowledged.
+    pub pmtu_probes_acked: u64,
+    /// Black holes detected (the PMTU fell back to 1200 bytes).
+    pub pmtu_black_holes: u64,
     /// Lifecycle: "validating", "active", "abandoned".
     pub state: &'static str,
     /// The peer asked us to use this path only as a backup.
@@ -149,8 +157,10 @@ pub(crate) struct PathState {
     pub bytes_in_flight: u64,
     /// Consecutive PTOs without an acknowledgement (RFC 9002 §6.2.1).
     pub pto_count: u32,
-    /// Largest datagram we send on this path.
+    /// Largest datagram we send on this path: the PLPMTU of its PMTU discovery.
     pub mtu: u16,
+    /// PMTU discovery of this path (RFC 8899; `conn/path_pmtu.rs`).
+    pub pmtud: crate::recovery::pmtud::Pmtud,
     /// The peer's address is validated (RFC 9000 §8.1): the 3x amplification limit is lifted.
     pub validated: bool,
     /// Bytes received from the peer before validation (amplification budget).
@@ -226,6 +236,7 @@ impl PathState {
             bytes_in_flight: 0,
             pto_count: 0,
             mtu,
+            pmtud: crate::recovery::pmtud::Pmtud::new(config.pmtud, config.max_udp_payload_size),
             validated,
             amp_received: 0,
             amp_sent: 0,
@@ -296,6 +307,10 @@ impl PathState {
             PathPhase::Abandoned => "abandoned",
         };
         s.backup = self.peer_backup;
+        s.pmtu = self.mtu;
+        s.pmtu_probes_sent = self.pmtud.probes_sent;
+        s.pmtu_probes_acked = self.pmtud.probes_acked;
+        s.pmtu_black_holes = self.pmtud.black_holes;
         s.ecn = match self.ecn.state() {
             EcnState::Testing => "testing",
             EcnState::Unknown => "unknown",

@@ -55,12 +55,14 @@ pub(crate) struct PacketFates {
     pub phase_acked: Option<u64>,
     /// The path was potentially failed and is alive again (an event for the application).
     pub recovered: bool,
+    /// The path's PMTU changed (a probe acknowledged, a black hole): qlog's `mtu_updated`.
+    pub mtu_updated: Option<crate::recovery::pmtud::PmtuChange>,
 }
 
 impl PacketFates {
     /// No packet changed fate.
     pub fn none(space: SpaceId) -> Self {
-        Self { space, acked: Vec::new(), lost: Vec::new(), phase_acked: None, recovered: false }
+        Self { space, acked: Vec::new(), lost: Vec::new(), phase_acked: None, recovered: false, mtu_updated: None }
     }
 }
 
@@ -149,6 +151,9 @@ impl PathState {
         if space == SpaceId::Data && self.on_own_acks_acked(&mut acked) {
             seat.publish_offer(self);
         }
+        if space == SpaceId::Data {
+            fates.mtu_updated = self.pmtu_on_fates(now, &acked, &result.lost);
+        }
         fates.acked = acked;
         self.on_lost(now, result.lost, result.persistent_congestion, seat, &mut fates);
         seat.publish(self);
@@ -225,6 +230,7 @@ mod tests {
             ack_eliciting: false,
             in_flight: false,
             ecn: false,
+            pmtu_probe: false,
             frames,
         };
         let mut acked: Fated = vec![(0, sent)];

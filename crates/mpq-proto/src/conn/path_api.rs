@@ -88,8 +88,9 @@ impl Connection {
         path.grease = self.shared.grease_key();
         path.local = local;
         path.phase = PathPhase::Validating;
-        path.mtu = self.paths.first().map_or(path.mtu, |p| p.mtu);
-        path.cc.set_max_datagram_size(u64::from(path.mtu));
+        // Each path discovers its own PMTU from the base (RFC 8899 §5.2), within the
+        // peer's limit (RFC 9000 §18.2).
+        path.set_peer_udp_limit(self.shared.peer_udp_limit(), self.shared.handshake_confirmed);
         path.challenge = Some(self.new_challenge_pub());
         path.peer_backup = self.shared.mp.peer_status.get(&id).is_some_and(|s| s.1);
         self.paths.insert(path);

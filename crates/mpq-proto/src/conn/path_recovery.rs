@@ -35,10 +35,17 @@ impl PathState {
         let mut lost_bytes = 0;
         let mut largest_sent_time = None;
         for (_, p) in lost {
+            if p.in_flight {
+                self.bytes_in_flight = self.bytes_in_flight.saturating_sub(u64::from(p.size));
+            }
+            // RFC 9000 §14.4: a lost PMTU probe is no reliable sign of congestion and
+            // SHOULD NOT trigger a congestion control reaction; it is no lost data either.
+            if p.pmtu_probe {
+                continue;
+            }
             self.stats.lost_packets += 1;
             self.stats.lost_bytes += u64::from(p.size);
             if p.in_flight {
-                self.bytes_in_flight = self.bytes_in_flight.saturating_sub(u64::from(p.size));
                 lost_bytes += u64::from(p.size);
                 largest_sent_time = Some(p.time_sent);
             }
@@ -52,7 +59,7 @@ impl PathState {
     /// True if these lost packets will make a congestion event (the coupled controllers
     /// need a fresh view of the other paths before it).
     pub(crate) fn loss_is_congestion(lost: &Packets) -> bool {
-        lost.iter().any(|(_, p)| p.in_flight)
+        lost.iter().any(|(_, p)| p.in_flight && !p.pmtu_probe)
     }
 
     /// ECN validation of an ACK's counts (RFC 9000 §13.4.2). Returns the time of the

@@ -187,11 +187,6 @@ impl PathTable {
         self.slots.iter_mut().filter_map(Slot::path_mut)
     }
 
-    /// The first path (lowest slot).
-    pub fn first(&self) -> Option<&PathState> {
-        self.iter().next()
-    }
-
     /// The path in `slot` publishes its current view on the board (after a change the
     /// other paths' decisions depend on). Nothing happens for a free slot.
     pub fn publish(&mut self, slot: usize) {

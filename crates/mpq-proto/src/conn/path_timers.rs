@@ -26,6 +26,8 @@ pub(crate) struct PtoVerdict {
     /// The path timed out `DEAD_PATH_PTOS` times in a row while another path works: to be
     /// abandoned.
     pub dead: bool,
+    /// The PMTU fell back to the base (a black hole): qlog's `mtu_updated`.
+    pub mtu_updated: Option<crate::recovery::pmtud::PmtuChange>,
 }
 
 /// What a path's loss-detection deadline is for.
@@ -43,6 +45,7 @@ impl PathState {
     pub(crate) fn on_loss_timer(&mut self, now: Instant, seat: &mut Seat) -> PacketFates {
         let lost = self.data.loss.detect_lost(now, &self.rtt);
         let mut fates = PacketFates::none(SpaceId::Data);
+        fates.mtu_updated = self.pmtu_on_fates(now, &[], &lost);
         self.on_lost(now, lost, false, seat, &mut fates);
         seat.publish(self);
         fates
@@ -57,6 +60,10 @@ impl PathState {
         self.stats.pto_count += 1;
         self.data.probes = 2;
         let mut verdict = PtoVerdict::default();
+        // Every full-size packet may be vanishing (a black hole): the probes go out at the
+        // base size then (RFC 8899 §4.3).
+        let change = self.pmtud.on_pto(self.pto_count);
+        verdict.mtu_updated = self.apply_pmtu(change);
         if others_work {
             // Packets still arriving on the path since the probed one was sent: it is slow
             // or its ACKs are queued, not dead.
@@ -204,7 +211,15 @@ mod tests {
         let mut frames = SentFrames::default();
         frames.stream.push(StreamChunk { id: crate::types::StreamId(0), offset, len: 1000, fin: false });
         let time_sent = Instant::ZERO + Duration::from_millis(at_ms);
-        let sent = SentPacket { time_sent, size: 1200, ack_eliciting: true, in_flight: true, ecn: false, frames };
+        let sent = SentPacket {
+            time_sent,
+            size: 1200,
+            ack_eliciting: true,
+            in_flight: true,
+            ecn: false,
+            pmtu_probe: false,
+            frames,
+        };
         p.data.loss.on_packet_sent(pn, sent);
         p.bytes_in_flight += 1200;
         pn

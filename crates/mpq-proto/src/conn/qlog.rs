@@ -209,6 +209,14 @@ impl ConnShared {
     }
 
     /// qlog `recovery:loss_timer_updated`: the PTO of `space` on path `path_id` expired.
+    /// qlog `connectivity:mtu_updated` (qlog 0.3's QUIC schema: old, new, done) of a path
+    /// whose PMTU discovery changed its datagram size.
+    pub(crate) fn qlog_mtu_updated(&mut self, now: Instant, path_id: u64, change: crate::recovery::pmtud::PmtuChange) {
+        let Some(q) = self.qlog.as_mut() else { return };
+        let crate::recovery::pmtud::PmtuChange::Updated { old, new, done } = change;
+        q.emit(now, "connectivity:mtu_updated", json!({"old": old, "new": new, "done": done, "path_id": path_id}));
+    }
+
     pub(crate) fn qlog_pto(&mut self, now: Instant, space: SpaceId, path_id: u64) {
         let Some(q) = self.qlog.as_mut() else { return };
         q.emit(

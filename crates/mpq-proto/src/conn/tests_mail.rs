@@ -151,7 +151,15 @@ fn a_challenge_answer_validates_only_its_path() {
 }
 
 fn sent(frames: SentFrames) -> SentPacket<SentFrames> {
-    SentPacket { time_sent: Instant::ZERO, size: 1200, ack_eliciting: true, in_flight: true, ecn: false, frames }
+    SentPacket {
+        time_sent: Instant::ZERO,
+        size: 1200,
+        ack_eliciting: true,
+        in_flight: true,
+        ecn: false,
+        pmtu_probe: false,
+        frames,
+    }
 }
 
 fn stream_frames(offset: u64) -> SentFrames {

@@ -280,7 +280,7 @@ impl Host<'_> {
         if kind == PathTimer::Loss {
             let fates = path.on_loss_timer(now, &mut seat);
             seat.give_back(self.board, path);
-            if !fates.lost.is_empty() {
+            if !fates.lost.is_empty() || fates.mtu_updated.is_some() {
                 self.apply_fates(now, id, fates);
             }
             return;
@@ -289,6 +289,9 @@ impl Host<'_> {
         seat.give_back(self.board, path);
         self.shared.last_send_anchor = now;
         self.shared.qlog_pto(now, SpaceId::Data, id);
+        if let Some(change) = verdict.mtu_updated {
+            self.shared.qlog_mtu_updated(now, id, change);
+        }
         if let Some(chunks) = verdict.newly_failed {
             tracing::debug!(id, "path potentially failed");
             self.shared.events.push_back(Event::Path(PathEvent::PotentiallyFailed { id }));

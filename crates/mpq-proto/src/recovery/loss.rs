@@ -223,7 +223,15 @@ mod tests {
     }
 
     fn sent(ms: u64) -> SentPacket<()> {
-        SentPacket { time_sent: t(ms), size: 1200, ack_eliciting: true, in_flight: true, ecn: false, frames: () }
+        SentPacket {
+            time_sent: t(ms),
+            size: 1200,
+            ack_eliciting: true,
+            in_flight: true,
+            ecn: false,
+            pmtu_probe: false,
+            frames: (),
+        }
     }
 
     fn ld(n: u64) -> LossDetection<()> {

@@ -5,6 +5,7 @@
 pub mod ecn;
 pub mod loss;
 pub mod pacer;
+pub mod pmtud;
 pub mod received;
 pub mod rtt;
 pub mod sent;

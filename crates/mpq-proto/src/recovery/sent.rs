@@ -19,6 +19,8 @@ pub struct SentPacket<F> {
     pub in_flight: bool,
     /// Sent marked ECT(0) (RFC 9000 §13.4).
     pub ecn: bool,
+    /// A PMTU probe (RFC 9000 §14.4): its loss is no sign of congestion.
+    pub pmtu_probe: bool,
     /// What must happen when it is acknowledged or lost.
     pub frames: F,
 }

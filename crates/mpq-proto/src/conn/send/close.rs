@@ -96,6 +96,7 @@ impl Connection {
             ack_eliciting: false,
             padded: false,
             probing_path: false,
+            pmtu_probe: false,
             carried: Default::default(),
         })
     }

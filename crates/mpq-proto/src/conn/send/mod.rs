@@ -24,6 +24,7 @@ pub(crate) use alone::AloneBatch;
 pub(crate) use lease::SendLease;
 mod off_path;
 mod path_packet;
+mod pmtu_probe;
 mod reinject;
 mod side;
 #[cfg(test)]
@@ -44,6 +45,15 @@ pub(super) const TAG_LEN: usize = 16;
 pub(crate) const MIN_PACKET_ROOM: usize = 64;
 /// A datagram within this many bytes of its limit counts as full and is padded to it.
 pub(super) const GSO_PAD_SLACK: usize = 64;
+/// Most bytes in one GSO batch: the kernel takes a batch as one UDP send of at most 64 KiB,
+/// so a path whose PMTU grew (jumbo frames) puts fewer segments in a batch.
+pub(super) const MAX_BATCH_BYTES: usize = 65_000;
+
+/// Most datagrams in a batch of `mtu`-byte segments: the configured count, within
+/// [`MAX_BATCH_BYTES`].
+pub(super) fn max_batch_segments(configured: usize, mtu: usize) -> usize {
+    configured.min(MAX_BATCH_BYTES / mtu.max(1)).max(1)
+}
 
 /// A packet written but not yet sealed: the last one of a datagram may still be padded.
 pub(super) struct OpenPacket {
@@ -57,6 +67,8 @@ pub(super) struct OpenPacket {
     pub padded: bool,
     /// Holds PATH_CHALLENGE or PATH_RESPONSE: the datagram is padded to 1200 bytes.
     pub probing_path: bool,
+    /// A PMTU probe (PING and PADDING, RFC 9000 §14.4).
+    pub pmtu_probe: bool,
     /// Other paths' ACKs it carries, by the owner's slot: their owners are told once the
     /// packet is sealed.
     pub carried: Carried,
@@ -93,6 +105,14 @@ impl Connection {
         }
         self.maybe_initiate_key_update(now);
         self.arm_key_discard(now);
+        if self.shared.handshake_confirmed {
+            // PMTU probes are 1-RTT packets, sent once the handshake is confirmed: each path
+            // starts its search then (a path still validating probes once validated; paths
+            // opened later start at their creation).
+            for p in self.paths.iter_mut() {
+                p.pmtud.start();
+            }
+        }
         self.drop_unsendable_pinned_datagrams();
         if let Some(t) = self.poll_off_path(now, buf) {
             return Some(t);
@@ -171,6 +191,10 @@ impl Connection {
         if p.challenge.is_some_and(|c| c.send_pending) || !p.path_responses.is_empty() || p.data.probes > 0 {
             return true;
         }
+        // A PMTU probe is the path's own (RFC 8899: each path searches by itself).
+        if self.shared.handshake_confirmed && p.wants_pmtu_probe(now).is_some() {
+            return true;
+        }
         if !self.paths.inbox(pi).is_empty() && self.can_send_data(now, pi) {
             return true;
         }
@@ -231,8 +255,8 @@ impl Connection {
     }
 
     fn write_batch_leased(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
-        let max_segments = self.shared.config.max_gso_segments.max(1);
         let mtu = usize::from(self.paths[pi].mtu);
+        let max_segments = max_batch_segments(self.shared.config.max_gso_segments, mtu);
         // One ECN codepoint for the whole batch; only 1-RTT datagrams are marked (once the
         // handshake is confirmed no other packet type is left).
         let ecn = self.shared.config.ecn && self.shared.handshake_confirmed && self.paths[pi].ecn.should_mark();
@@ -542,6 +566,7 @@ impl Connection {
             ack_eliciting: p.ack_eliciting,
             in_flight,
             ecn: false,
+            pmtu_probe: false,
             frames: p.frames,
         };
         if let Some(space) = self.space_mut(p.header.level.space(), pi) {
@@ -647,7 +672,7 @@ pub(super) fn end_packet(
     }
     let padded = pad_for_sample(buf, &header);
     space.take_pn();
-    Some(OpenPacket { header, frames, ack_eliciting, padded, probing_path, carried })
+    Some(OpenPacket { header, frames, ack_eliciting, padded, probing_path, pmtu_probe: false, carried })
 }
 
 /// Header protection samples 16 bytes starting 4 bytes after the packet number

@@ -71,6 +71,7 @@ impl Connection {
             ack_eliciting: false,
             padded: false,
             probing_path: true,
+            pmtu_probe: false,
             carried: Default::default(),
         };
         let amp_sent = self.paths[pi].amp_sent;

@@ -62,8 +62,13 @@ impl PathState {
         allow_data: bool,
         out: &mut BatchWritten,
     ) {
-        let max_segments = side.cfg().max_gso_segments;
         let mtu = usize::from(self.mtu);
+        let max_segments = super::max_batch_segments(side.cfg().max_gso_segments, mtu);
+        // A PMTU probe is larger than the batch's segments could be: it goes alone, as a
+        // batch of one datagram.
+        if out.count == 0 && self.write_pmtu_probe(side, now, buf, out) {
+            return;
+        }
         loop {
             let limit = out.segment_size.unwrap_or(mtu);
             if side.host_ref().is_none() && allow_data && self.lease_runs_short(limit) {
@@ -505,8 +510,19 @@ impl PathState {
             Some(host) => host.board.publish_sent(host.slot, self),
             None => side.alone.sent = true,
         }
-        let sent =
-            SentPacket { time_sent: now, size, ack_eliciting: p.ack_eliciting, in_flight, ecn, frames: p.frames };
+        let pmtu_probe = p.pmtu_probe;
+        if pmtu_probe {
+            self.pmtud.on_probe_sent(p.header.pn, u16::try_from(size).unwrap_or(u16::MAX));
+        }
+        let sent = SentPacket {
+            time_sent: now,
+            size,
+            ack_eliciting: p.ack_eliciting,
+            in_flight,
+            ecn,
+            pmtu_probe,
+            frames: p.frames,
+        };
         self.data.loss.on_packet_sent(p.header.pn, sent);
     }
 
