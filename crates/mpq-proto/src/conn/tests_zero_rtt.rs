@@ -159,8 +159,7 @@ fn replayed_zero_rtt_is_rejected() {
 }
 
 /// 0-RTT packets that are junk (undecryptable, a Length past the datagram, cut short, of
-/// a connection that has no 0-RTT keys) are dropped without harm, and a flood of them
-/// before the ClientHello was read is held only up to a bound.
+/// a connection that has no 0-RTT keys) are dropped without harm.
 #[test]
 fn junk_zero_rtt_packets_are_dropped() {
     let (cc, sc) = zero_rtt_configs(TransportConfig::default());
@@ -197,8 +196,6 @@ fn junk_zero_rtt_packets_are_dropped() {
         d.resize(d.len() + 1000, 1);
         pair.inject(true, c, s, &mut d);
     }
-    let held = server_conn(&pair).shared.zero_rtt_held();
-    assert!(held <= 16, "{held} 0-RTT packets held");
     // The connection is unharmed: the real early data still arrives.
     let (got, _) = server_reads(&mut pair, Duration::from_secs(3));
     assert_eq!(got, data(100));
@@ -274,4 +271,97 @@ fn no_new_paths_during_zero_rtt() {
     let now = pair.now;
     let c = pair.client.connection_mut(pair.client_conn).expect("client");
     assert!(c.open_path(now, Some(local), remote, PathStatus::Available).is_ok());
+}
+
+/// A server that answers the first flight with a Retry kept nothing of it: the client's
+/// 0-RTT data goes again, in 0-RTT packets to the Retry's connection ID (RFC 9000
+/// §17.2.5.3), and is accepted there.
+#[test]
+fn zero_rtt_goes_again_after_a_retry() {
+    let (cc, sc) = zero_rtt_configs(TransportConfig::default());
+    first_connection(&cc, &sc);
+    let mut pair = Pair::from_configs(&cc, sc);
+    pair.server.set_retry_mode(crate::token::RetryMode::Always);
+    let sent = data(3000);
+    write_early(&mut pair, &sent);
+    let (got, early) = server_reads(&mut pair, Duration::from_secs(2));
+    assert_eq!(got, sent);
+    assert!(early, "the data should have arrived in 0-RTT after the Retry");
+    assert_eq!(server_conn(&pair).zero_rtt_state(), ZeroRttState::Accepted);
+    let c = pair.client.connection(pair.client_conn).expect("client");
+    assert!(c.shared.tokens.retry_scid.is_some(), "no Retry happened");
+    assert_eq!(c.zero_rtt_state(), ZeroRttState::Accepted);
+}
+
+/// A server that moves the connection to another version (compatible version negotiation,
+/// RFC 9368) declines the early data sealed with the first version's keys; the client
+/// sends it again in 1-RTT. (The ticket comes from a connection the server kept in v1: one
+/// it moved to v2 issues tickets without early data.)
+#[test]
+fn zero_rtt_is_declined_across_a_version_change() {
+    let (cc, sc) = zero_rtt_configs(TransportConfig::default());
+    first_connection(&cc, &sc);
+    let server_t = TransportConfig {
+        versions: vec![crate::VERSION_2, crate::VERSION_1],
+        prefer_server_version_order: true,
+        ..TransportConfig::default()
+    };
+    let switching = ServerConfig { tls: sc.tls.clone(), transport: Arc::new(server_t) };
+    let mut pair = Pair::from_configs(&cc, switching);
+    assert_eq!(pair.client.connection(pair.client_conn).map(|c| c.zero_rtt_state()), Some(ZeroRttState::Pending));
+    let sent = data(2000);
+    write_early(&mut pair, &sent);
+    let (got, _) = server_reads(&mut pair, Duration::from_secs(3));
+    assert_eq!(got, sent);
+    let c = pair.client.connection(pair.client_conn).expect("client");
+    assert_eq!(c.handshake_info().map(|i| i.version), Some(crate::VERSION_2));
+    assert_eq!(c.zero_rtt_state(), ZeroRttState::Rejected);
+    assert_eq!(server_conn(&pair).zero_rtt_state(), ZeroRttState::NotAttempted);
+}
+
+/// 0-RTT packets that arrive before TLS has read the whole ClientHello (here a ClientHello
+/// made to span two datagrams) are held, at most 16: a flood of them is dropped past the
+/// bound, the real 0-RTT packet with it, whose data the client then sends again.
+#[test]
+fn zero_rtt_held_before_the_client_hello_is_bounded() {
+    let (mut cc, sc) = zero_rtt_configs(TransportConfig::default());
+    let mut tls = (*cc.tls).clone();
+    // Many ALPN names: a ClientHello larger than one Initial datagram.
+    tls.alpn_protocols.extend((0..80).map(|i| format!("unused-protocol-name-{i:03}").into_bytes()));
+    cc.tls = Arc::new(tls);
+    first_connection(&cc, &sc);
+    let mut pair = Pair::from_configs(&cc, sc);
+    let sent = data(700);
+    write_early(&mut pair, &sent);
+    let mut flight = Vec::new();
+    let mut buf = Vec::new();
+    while let Some(t) = pair.client.poll_transmit(pair.now, &mut buf) {
+        let seg = t.segment_size.unwrap_or(t.size);
+        flight.extend(buf[..t.size].chunks(seg).map(<[u8]>::to_vec));
+    }
+    assert!(flight.len() >= 2, "the ClientHello should span two datagrams");
+    let (s, c) = (pair.server_addr, pair.client_addr);
+    let mut first = flight.remove(0);
+    pair.inject(true, c, s, &mut first);
+    let dcid = server_conn(&pair).orig_dst_cid();
+    assert!(!server_conn(&pair).shared.zero_rtt.decided, "TLS has read only part of the ClientHello");
+    let scid = crate::cid::ConnectionId::new(&[7; 8]);
+    for pn in 0..100u64 {
+        let mut d = Vec::new();
+        let o = write_long_header(&mut d, LongType::ZeroRtt, crate::VERSION_1, &dcid, &scid, &[], pn, 2);
+        d.resize(d.len() + 1000, 1);
+        let len = (d.len() - o.pn_offset) as u16 | 0x4000;
+        d[o.len_offset..o.len_offset + 2].copy_from_slice(&len.to_be_bytes());
+        pair.inject(true, c, s, &mut d);
+        let held = server_conn(&pair).shared.zero_rtt_held();
+        assert!(held <= 16, "{held} 0-RTT packets held");
+    }
+    for mut d in flight {
+        pair.inject(true, c, s, &mut d);
+    }
+    // The rest of the ClientHello (the client sends it as its pacer allows).
+    assert!(pair.run_until(Duration::from_secs(1), |p| server_conn(p).shared.zero_rtt.decided));
+    assert_eq!(server_conn(&pair).shared.zero_rtt_held(), 0, "held packets are opened or dropped once TLS decided");
+    let (got, _) = server_reads(&mut pair, Duration::from_secs(3));
+    assert_eq!(got, sent);
 }

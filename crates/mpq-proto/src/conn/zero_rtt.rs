@@ -61,7 +61,8 @@ pub(crate) struct ZeroRtt {
     /// (RFC 9000 §7.4.1), checked against the new ones when the server accepts.
     remembered: Option<TransportParameters>,
     /// Server: TLS has read the ClientHello, so the keys (or their absence) are final.
-    decided: bool,
+    /// (Crate-visible for the tests of the held packets.)
+    pub(crate) decided: bool,
     /// Server: 0-RTT packets held until then.
     held: Vec<EarlyPacket>,
 }
