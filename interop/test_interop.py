@@ -42,6 +42,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import certs  # noqa: E402
+from resumption import RESUME_ARGS, check_resumption  # noqa: E402
 
 READY_TIMEOUT = 20.0  # seconds for a server to print "listening on"
 SHUTDOWN_TIMEOUT = 5.0
@@ -75,7 +76,14 @@ class Case:
     # "upgrade" the client starts in v1 offering v2 and the server moves the connection to
     # v2 by compatible version negotiation (RFC 9368). None: the defaults (v1).
     versions: str | None = None
+    # "resumption": the client fetches the first file in a first connection and the others
+    # in a second one that resumes its TLS session; "zerortt": the same, with the second
+    # connection's requests in 0-RTT (RFC 9001 §4.6). None: one connection.
+    resume: str | None = None
 
+
+# Session resumption and 0-RTT: mpq against both peers, in both roles.
+RESUME_PAIRS = (("mpq", "aioquic"), ("aioquic", "mpq"), ("mpq", "quicgo"), ("quicgo", "mpq"))
 
 CASES = [
     Case("handshake", ("small.bin",), 20.0),
@@ -105,7 +113,10 @@ CASES = [
         versions="upgrade",
         pairs=(("mpq", "aioquic"), ("aioquic", "mpq")),
     ),
+    Case("resumption", ("small.bin", "1mb.bin"), 30.0, resume="resumption", pairs=RESUME_PAIRS),
+    Case("zerortt", ("small.bin", "1mb.bin"), 30.0, resume="zerortt", pairs=RESUME_PAIRS),
 ]
+
 
 # Per implementation and role, the arguments of each `Case.versions` mode. An upgrade
 # needs a client that starts in v1 but lists v2 (first: aioquic's server follows the
@@ -246,9 +257,20 @@ def require(impl: str, role: str) -> None:
 
 
 def server_cmd(
-    impl: str, port: int, root: Path, tls: dict[str, Path], logdir: Path, retry: bool = False, versions: str | None = None
+    impl: str,
+    port: int,
+    root: Path,
+    tls: dict[str, Path],
+    logdir: Path,
+    retry: bool = False,
+    versions: str | None = None,
+    resume: str | None = None,
 ) -> list[str]:
     extra = VERSION_ARGS[(impl, "server", versions)] if versions else []
+    if resume:
+        # mpq and aioquic issue tickets and accept 0-RTT by default; quic-go's early
+        # listener is behind a flag. mpq at -v logs each handshake's outcome.
+        extra += {"mpq": ["-v"], "quicgo": ["-0rtt"] if resume == "zerortt" else []}.get(impl, [])
     return _server_cmd(impl, port, root, tls, logdir, retry) + extra
 
 
@@ -283,6 +305,9 @@ def _server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: 
 
 def client_cmd(impl: str, urls: list[str], out: Path, tls: dict[str, Path], case: Case) -> list[str]:
     cmd = _client_cmd(impl, urls, out, tls, case)
+    if case.resume:
+        extra = RESUME_ARGS[(impl, case.resume)]
+        cmd = cmd[:2] + extra + cmd[2:] if impl != "aioquic" else cmd + extra
     if case.versions:
         extra = VERSION_ARGS[(impl, "client", case.versions)]
         # quic-go's flag parsing accepts flags anywhere (see client.go); the others too.
@@ -309,6 +334,8 @@ def _client_cmd(impl: str, urls: list[str], out: Path, tls: dict[str, Path], cas
         ]
     if impl == "mpq":
         cmd = [str(find_mpq()), "client", *urls, "--output", str(out), "--ca", str(tls["ca"])]
+        if case.resume:
+            cmd += ["--qlog-dir", str(out.parent / "logs" / "client-qlog")]
         if case.retry:
             cmd += ["-v"]  # logs "Retry received", checked below
         if case.key_update:
@@ -536,7 +563,9 @@ def test_interop(case: Case, client: str, server: str, tls_files, www, free_udp_
     server_env = dict(env)
     client_env = dict(env, SSLKEYLOGFILE=str(logdir / "client.keylog"))
 
-    srv = start_server(server_cmd(server, free_udp_port, root, tls_files, logdir, case.retry, case.versions), server_env)
+    srv = start_server(
+        server_cmd(server, free_udp_port, root, tls_files, logdir, case.retry, case.versions, case.resume), server_env
+    )
     port = srv.wait_listening()
 
     urls = [f"https://127.0.0.1:{port}/{name}" for name in case.files]
@@ -580,6 +609,9 @@ def test_interop(case: Case, client: str, server: str, tls_files, www, free_udp_
             assert "Retry received" in client_log, f"mpq client saw no Retry{context}"
         if server == "mpq":
             assert "Retry sent" in srv.stderr(), f"mpq server sent no Retry{context}"
+
+    if case.resume:
+        check_resumption(case.resume, client, server, client_log, srv, logdir, context)
 
     print(f"{case.name} {client}->{server}: {elapsed:.2f}s")
 

@@ -5,6 +5,11 @@ Downloads every URL (https://HOST:PORT/name, all on the same connection, request
 concurrently) into OUTPUT/name. Exit status 0 only if every download completed with
 FIN; 1 on any error or on --timeout.
 
+--resume fetches the first URL in a first connection and the others in a second one that
+resumes its TLS session with the ticket the server sent; --0rtt does the same and sends
+the second connection's requests in 0-RTT (early data) before its handshake completes.
+The handshake line reports resumed=... early_data_accepted=...
+
 --key-update N makes the client call QuicConnection.request_key_update() each time
 another N bytes of response data have arrived, so the server has to follow a key
 update mid-transfer. Key updates (local or answered) are reported on stderr as
@@ -86,7 +91,10 @@ class HqClientProtocol(QuicConnectionProtocol):
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, HandshakeCompleted):
-            log(f"handshake completed alpn={event.alpn_protocol} resumed={event.session_resumed}")
+            log(
+                f"handshake completed alpn={event.alpn_protocol} resumed={event.session_resumed} "
+                f"early_data_accepted={event.early_data_accepted}"
+            )
             log_version(self._quic)
         elif isinstance(event, StreamDataReceived):
             dl = self._downloads.get(event.stream_id)
@@ -135,8 +143,34 @@ async def run(args: argparse.Namespace) -> int:
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
+    resume = args.resume or args.zero_rtt
+    if resume and len(urls) < 2:
+        log("--resume / --0rtt need two URLs or more")
+        return 2
+    batches = [urls[:1], urls[1:]] if resume else [urls]
+    tickets: list = []
+    for i, batch in enumerate(batches):
+        if i > 0:
+            if not tickets:
+                log("no session ticket received from the first connection")
+                return 1
+            config.session_ticket = tickets[-1]
+        # The second connection sends its requests at once: in 0-RTT with --0rtt.
+        early = i > 0 and args.zero_rtt
+        await fetch(host, port, config, batch, out, args, tickets.append, wait_connected=not early)
+    return 0
+
+
+async def fetch(host, port, config, urls, out: Path, args, ticket_handler, wait_connected: bool) -> None:
     start = time.monotonic()
-    async with connect(host, port, configuration=config, create_protocol=HqClientProtocol) as proto:
+    async with connect(
+        host,
+        port,
+        configuration=config,
+        create_protocol=HqClientProtocol,
+        session_ticket_handler=ticket_handler,
+        wait_connected=wait_connected,
+    ) as proto:
         assert isinstance(proto, HqClientProtocol)
         proto.key_update_every = args.key_update
         downloads = []
@@ -150,7 +184,6 @@ async def run(args: argparse.Namespace) -> int:
         log(f"downloaded {len(downloads)} file(s), {total} bytes in {elapsed:.2f}s")
         proto.close()
         await proto.wait_closed()
-    return 0
 
 
 def main() -> int:
@@ -169,6 +202,10 @@ def main() -> int:
         help="initiate a key update every BYTES bytes of received data (0: never)",
     )
     parser.add_argument("--timeout", type=float, default=60.0, help="overall deadline in seconds")
+    parser.add_argument("--resume", action="store_true", help="fetch the rest of the URLs in a resumed connection")
+    parser.add_argument(
+        "--0rtt", dest="zero_rtt", action="store_true", help="like --resume, with the requests in 0-RTT"
+    )
     add_common_args(parser)
     args = parser.parse_args()
 

@@ -87,7 +87,10 @@ class HqServerProtocol(QuicConnectionProtocol):
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, HandshakeCompleted):
-            log(f"handshake completed alpn={event.alpn_protocol}")
+            log(
+                f"handshake completed alpn={event.alpn_protocol} resumed={event.session_resumed} "
+                f"early_data_accepted={event.early_data_accepted}"
+            )
             log_version(self._quic)
         elif isinstance(event, ConnectionTerminated):
             log(
@@ -102,6 +105,9 @@ class HqServerProtocol(QuicConnectionProtocol):
                 self._reject(sid, "request on a non client-bidi stream")
                 self.transmit()
                 return
+            if not self._quic._handshake_complete:  # noqa: SLF001 - no public accessor
+                # Stream data before the handshake completed: it came in 0-RTT packets.
+                log(f"stream {sid}: request data in 0-RTT")
             buf = self._requests.setdefault(sid, bytearray())
             buf += event.data
             if b"\n" in buf or event.end_stream:
@@ -109,6 +115,20 @@ class HqServerProtocol(QuicConnectionProtocol):
             elif len(buf) > MAX_REQUEST:
                 self._reject(sid, "request too long")
             self.transmit()
+
+
+class TicketStore:
+    """Session tickets this server issued, each handed out once: a ticket (and its 0-RTT)
+    cannot be replayed (RFC 8446 §8.1)."""
+
+    def __init__(self) -> None:
+        self.tickets: dict[bytes, object] = {}
+
+    def add(self, ticket) -> None:
+        self.tickets[ticket.ticket] = ticket
+
+    def pop(self, label: bytes):
+        return self.tickets.pop(label, None)
 
 
 async def main() -> int:
@@ -131,12 +151,15 @@ async def main() -> int:
     config.load_cert_chain(args.cert, args.key)
     root = Path(args.root).resolve()
 
+    tickets = TicketStore()
     server = await serve(
         args.host,
         args.port,
         configuration=config,
         create_protocol=partial(HqServerProtocol, root=root),
         retry=args.retry,
+        session_ticket_fetcher=tickets.pop,
+        session_ticket_handler=tickets.add,
     )
     return await announce_and_serve(server)
 

@@ -31,6 +31,8 @@ func runClient(args []string) error {
 	timeout := fs.Duration("timeout", 60*time.Second, "overall deadline")
 	idle := fs.Duration("idle-timeout", 30*time.Second, "QUIC idle timeout")
 	versions := fs.String("versions", "", "QUIC versions, in order, e.g. v2 or v2,v1 (default: quic-go's, v1,v2)")
+	resume := fs.Bool("resume", false, "fetch the first URL in a first connection, the rest in a second one that resumes its TLS session")
+	zeroRTT := fs.Bool("0rtt", false, "like -resume, with the second connection's requests in 0-RTT")
 	// Go's flag package stops at the first non-flag argument; accept URLs anywhere.
 	var urls []string
 	for rest := args; ; {
@@ -105,13 +107,42 @@ func runClient(args []string) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	if !*resume && !*zeroRTT {
+		return fetch(ctx, authority, tlsConf, quicConfig(*qlogDir, *idle), paths, *output, false)
+	}
+	if len(paths) < 2 {
+		return errors.New("client: -resume and -0rtt need at least two URLs")
+	}
+	tlsConf.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+	if err := fetch(ctx, authority, tlsConf, quicConfig(*qlogDir, *idle), paths[:1], *output, false); err != nil {
+		return err
+	}
+	return fetch(ctx, authority, tlsConf, quicConfig(*qlogDir, *idle), paths[1:], *output, *zeroRTT)
+}
+
+// fetch downloads paths over one connection; with early, the requests go before the
+// handshake completes (0-RTT, if the session ticket allows it).
+func fetch(ctx context.Context, authority string, tlsConf *tls.Config, qconf *quic.Config, paths []string, output string, early bool) error {
 	start := time.Now()
-	conn, err := quic.DialAddr(ctx, authority, tlsConf, quicConfig(*qlogDir, *idle))
+	var conn *quic.Conn
+	var err error
+	if early {
+		conn, err = quic.DialAddrEarly(ctx, authority, tlsConf, qconf)
+	} else {
+		conn, err = quic.DialAddr(ctx, authority, tlsConf, qconf)
+	}
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", authority, err)
 	}
-	logf("handshake completed alpn=%s", conn.ConnectionState().TLS.NegotiatedProtocol)
-	logf("negotiated quic_version=%08x", uint32(conn.ConnectionState().Version))
+	logHandshake := func() {
+		<-conn.HandshakeComplete()
+		st := conn.ConnectionState()
+		logf("handshake completed alpn=%s resumed=%v used_0rtt=%v", st.TLS.NegotiatedProtocol, st.TLS.DidResume, st.Used0RTT)
+		logf("negotiated quic_version=%08x", uint32(st.Version))
+	}
+	if !early {
+		logHandshake()
+	}
 
 	var wg sync.WaitGroup
 	errs := make([]error, len(paths))
@@ -120,10 +151,14 @@ func runClient(args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sizes[i], errs[i] = download(ctx, conn, p, *output)
+			sizes[i], errs[i] = download(ctx, conn, p, output)
 		}()
 	}
 	wg.Wait()
+	if early {
+		// The requests went first; the handshake's outcome (0-RTT used?) once it is known.
+		logHandshake()
+	}
 	var total int64
 	for _, s := range sizes {
 		total += s

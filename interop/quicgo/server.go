@@ -32,6 +32,7 @@ func runServer(args []string) error {
 	idle := fs.Duration("idle-timeout", 30*time.Second, "QUIC idle timeout")
 	versions := fs.String("versions", "", "QUIC versions, in order, e.g. v2 or v2,v1 (default: quic-go's, v1,v2)")
 	retry := fs.Bool("retry", false, "validate every client's address with a Retry first (RFC 9000 §8.1.2)")
+	zeroRTT := fs.Bool("0rtt", false, "accept 0-RTT from resumed sessions")
 	fs.Parse(args)
 	if err := parseVersions(*versions); err != nil {
 		return err
@@ -55,6 +56,28 @@ func runServer(args []string) error {
 		Certificates: []tls.Certificate{cert},
 		NextProtos:   []string{alpn},
 		KeyLogWriter: kl,
+	}
+	if *zeroRTT {
+		conf := quicConfig(*qlogDir, *idle)
+		conf.Allow0RTT = true
+		eln, err := quic.ListenAddrEarly(*listen, tlsConf, conf)
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		defer eln.Close()
+		fmt.Printf("listening on %s\n", eln.Addr())
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		for {
+			conn, err := eln.Accept(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			go serveConn(conn, absRoot)
+		}
 	}
 	var ln *quic.Listener
 	if *retry {
@@ -95,9 +118,13 @@ func runServer(args []string) error {
 }
 
 func serveConn(conn *quic.Conn, root string) {
-	st := conn.ConnectionState()
-	logf("%s: handshake completed alpn=%s", conn.RemoteAddr(), st.TLS.NegotiatedProtocol)
-	logf("%s: negotiated quic_version=%08x", conn.RemoteAddr(), uint32(st.Version))
+	go func() {
+		// An early connection (-0rtt) is accepted before its handshake completes.
+		<-conn.HandshakeComplete()
+		st := conn.ConnectionState()
+		logf("%s: handshake completed alpn=%s resumed=%v used_0rtt=%v", conn.RemoteAddr(), st.TLS.NegotiatedProtocol, st.TLS.DidResume, st.Used0RTT)
+		logf("%s: negotiated quic_version=%08x", conn.RemoteAddr(), uint32(st.Version))
+	}()
 	for {
 		str, err := conn.AcceptStream(context.Background())
 		if err != nil {

@@ -663,6 +663,8 @@ impl Connection {
         if let Err(e) = self.drive_tls(now) {
             self.host().close_with_error(now, e);
         }
+        // A resumed session may send 0-RTT from the first flight on (RFC 9001 §4.6.1).
+        self.init_zero_rtt();
     }
 }
 

@@ -52,6 +52,21 @@ pub fn configs(transport: TransportConfig) -> (ClientConfig, ServerConfig) {
     (ClientConfig { tls: c, transport: transport.clone() }, ServerConfig { tls: s, transport })
 }
 
+/// Client and server configs for session resumption with 0-RTT: the client offers early
+/// data when its ticket allows it, the server issues such tickets (stateful, single-use:
+/// rustls's in-memory session cache) and accepts early data.
+pub fn zero_rtt_configs(transport: TransportConfig) -> (ClientConfig, ServerConfig) {
+    let (mut cc, mut sc) = configs(transport);
+    let mut c = (*cc.tls).clone();
+    c.enable_early_data = true;
+    cc.tls = Arc::new(c);
+    let mut s = (*sc.tls).clone();
+    // RFC 9001 §4.6.1: QUIC requires max_early_data_size 0xffffffff in tickets for 0-RTT.
+    s.max_early_data_size = u32::MAX;
+    sc.tls = Arc::new(s);
+    (cc, sc)
+}
+
 /// Decides whether a datagram is dropped: (sequence number, to_server) -> drop?
 pub type DropFn = Box<dyn FnMut(u64, bool) -> bool>;
 

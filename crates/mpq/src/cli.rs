@@ -167,6 +167,10 @@ pub struct ServerArgs {
     /// of spoofed Initials) or always (one more round trip for every new client).
     #[arg(long, default_value = "auto", value_name = "MODE")]
     pub retry: mpq_proto::token::RetryMode,
+    /// Decline 0-RTT: session tickets still allow resumption, but not early data
+    /// (by default tickets allow it and 0-RTT is accepted, each ticket once).
+    #[arg(long = "no-0rtt")]
+    pub no_0rtt: bool,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -194,6 +198,16 @@ pub struct ClientArgs {
     /// multipath, paths).
     #[arg(long)]
     pub json: bool,
+    /// Session resumption: fetch the first URL in a first connection, then the others in
+    /// a second connection that resumes its TLS session with a ticket the server sent
+    /// (RFC 8446 §2.2). Needs at least two URLs.
+    #[arg(long)]
+    pub resume: bool,
+    /// Like --resume, and send the second connection's requests in 0-RTT packets when the
+    /// ticket allows early data (RFC 9001 §4.6). If the server declines, they go again
+    /// in 1-RTT packets.
+    #[arg(long = "0rtt")]
+    pub zero_rtt: bool,
     /// Multipath addresses.
     #[command(flatten)]
     pub paths: PathArgs,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::ProgressBar;
-use mpq_proto::conn::{ClientConfig, Event};
+use mpq_proto::conn::{ClientConfig, Event, ZeroRttState};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 use mpq_proto::{Dir, Instant, StreamId};
 
@@ -50,6 +50,8 @@ pub fn parse_url(s: &str) -> Result<Url> {
 }
 
 struct Request {
+    /// The connection that fetches it: 0, or 1 for the resumed one (--resume, --0rtt).
+    phase: u8,
     path: String,
     file: std::fs::File,
     stream: Option<StreamId>,
@@ -79,6 +81,14 @@ struct HqClient {
     multipath: bool,
     started: Option<Instant>,
     finished: Option<Instant>,
+    /// The connection in use: 0, then 1 (the resumed one) with --resume or --0rtt.
+    phase: u8,
+    /// --0rtt: requests may go before the handshake completes (in 0-RTT packets).
+    zero_rtt: bool,
+    /// The path options and bound sockets, to start the path manager afresh for the
+    /// resumed connection.
+    path_args: crate::cli::PathArgs,
+    bound: Vec<SocketAddr>,
 }
 
 impl App for HqClient {
@@ -101,6 +111,10 @@ impl App for HqClient {
             }
         }
         while let Some((h, ev)) = ep.poll_event() {
+            if Some(h) != self.conn {
+                // The first connection, closed before the resumed one (--resume).
+                continue;
+            }
             if let Event::ConnectionLost(e) = &ev {
                 if !self.closed {
                     self.error = Some(runner::describe_loss(e, self.server, &self.common));
@@ -119,12 +133,16 @@ impl App for HqClient {
         let Some(h) = self.conn else { return ControlFlow::Continue(()) };
         self.paths.poll(now, ep, h);
         let Some(c) = ep.connection_mut(h) else { return ControlFlow::Break(()) };
-        if !c.is_established() {
+        // With 0-RTT keys (a resumed session whose ticket allows early data), the requests
+        // go at once, within the limits remembered with the ticket.
+        let early = self.zero_rtt && c.zero_rtt_state() == ZeroRttState::Pending;
+        if !c.is_established() && !early {
             return ControlFlow::Continue(());
         }
         self.started.get_or_insert(now);
         self.multipath = c.is_multipath();
-        for r in self.requests.iter_mut().filter(|r| r.stream.is_none()) {
+        let phase = self.phase;
+        for r in self.requests.iter_mut().filter(|r| r.stream.is_none() && r.phase == phase) {
             let Some(id) = c.open_stream(Dir::Bi) else { break };
             let line = format!("GET {}\r\n", r.path);
             if c.write(id, line.as_bytes()) != Ok(line.len()) || c.finish(id).is_err() {
@@ -160,6 +178,25 @@ impl App for HqClient {
                 }
             }
         }
+        if self.phase == 0
+            && self.requests.iter().any(|r| r.phase == 1)
+            && self.requests.iter().all(|r| r.done || r.phase == 1)
+        {
+            // The first connection is done (servers send their tickets right after the
+            // handshake, before any response): close it and resume in a second one
+            // (--resume, --0rtt), whose paths the path manager opens afresh.
+            c.close(now, 0, b"");
+            self.phase = 1;
+            self.conn = None;
+            match runner::ClientPaths::new(&self.path_args, &self.bound, self.server) {
+                Ok(p) => self.paths = p,
+                Err(e) => {
+                    self.error = Some(e.to_string());
+                    return ControlFlow::Break(());
+                }
+            }
+            return self.poll(now, ep);
+        }
         if self.requests.iter().all(|r| r.done) && !self.closed {
             self.closed = true;
             self.finished = Some(now);
@@ -177,6 +214,10 @@ pub fn run(args: ClientArgs) -> Result<()> {
     if args.timeout == 0 {
         bail!("--timeout 0: expected a number of seconds greater than 0");
     }
+    let resume = args.resume || args.zero_rtt;
+    if resume && urls.len() < 2 {
+        bail!("--resume and --0rtt need at least two URLs: the first for the first connection, the rest for the resumed one");
+    }
     let first = urls[0].clone();
     if urls.iter().any(|u| u.host != first.host || u.port != first.port) {
         bail!("all URLs must name the same server");
@@ -189,15 +230,16 @@ pub fn run(args: ClientArgs) -> Result<()> {
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("--output {}: cannot create the directory", args.output.display()))?;
     let mut requests = Vec::new();
-    for u in &urls {
+    for (i, u) in urls.iter().enumerate() {
         let name = u.path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("index.html");
         let path = args.output.join(name);
         let file = std::fs::File::create(&path)
             .with_context(|| format!("cannot write {} (check --output)", path.display()))?;
-        requests.push(Request { path: u.path.clone(), file, stream: None, received: 0, done: false });
+        let phase = u8::from(resume && i > 0);
+        requests.push(Request { phase, path: u.path.clone(), file, stream: None, received: 0, done: false });
     }
     let transport = runner::shared(runner::transport_config(&args.common)?);
-    let tls = crate::tls::client_config(&args.common, args.ca.as_deref(), args.insecure, b"hq-interop")?;
+    let tls = crate::tls::client_config(&args.common, args.ca.as_deref(), args.insecure, b"hq-interop", args.zero_rtt)?;
     let bar = crate::progress::bar();
     let sockets = runner::bind(&runner::client_locals(&args.paths, server)?)?;
     let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
@@ -207,6 +249,10 @@ pub fn run(args: ClientArgs) -> Result<()> {
         multipath: false,
         started: None,
         finished: None,
+        phase: 0,
+        zero_rtt: args.zero_rtt,
+        path_args: args.paths.clone(),
+        bound: bound.clone(),
         config: ClientConfig { tls, transport },
         server,
         server_name: first.host.clone(),

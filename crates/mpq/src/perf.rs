@@ -124,7 +124,7 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
     // Clients may measure datagrams (--datagrams): advertise them (RFC 9221 §3).
     transport.datagrams = DatagramConfig::enabled();
     let transport = runner::shared(transport);
-    let tls = crate::tls::server_config(&args.common, None, None, &[b"perf"])?;
+    let tls = crate::tls::server_config(&args.common, None, None, &[b"perf"], true)?;
     let mut endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
     endpoint.set_max_connections(usize::try_from(args.max_connections).unwrap_or(usize::MAX));
     endpoint.set_retry_mode(args.retry);
@@ -384,7 +384,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         }
     }
     let transport = runner::shared(transport);
-    let tls = crate::tls::client_config(&args.common, None, true, b"perf")?;
+    let tls = crate::tls::client_config(&args.common, None, true, b"perf", false)?;
     if args.streams == 0 {
         bail!("--streams 0: at least one stream is needed");
     }

@@ -138,7 +138,13 @@ fn check_root(root: &Path) -> Result<()> {
 pub fn run(args: ServerArgs) -> Result<()> {
     check_root(&args.root)?;
     let transport = runner::shared(runner::transport_config(&args.common)?);
-    let tls = crate::tls::server_config(&args.common, args.cert.as_deref(), args.key.as_deref(), &[b"hq-interop"])?;
+    let tls = crate::tls::server_config(
+        &args.common,
+        args.cert.as_deref(),
+        args.key.as_deref(),
+        &[b"hq-interop"],
+        !args.no_0rtt,
+    )?;
     let mut endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
     endpoint.set_retry_mode(args.retry);
     runner::qlog_server_connections(&mut endpoint, &args.common.qlog_dir);

@@ -55,12 +55,15 @@ fn key_log(common: &Common) -> Result<Arc<dyn rustls::KeyLog>> {
     })
 }
 
-/// Client configuration: trust `ca` (PEM), or nothing with `insecure`.
+/// Client configuration: trust `ca` (PEM), or nothing with `insecure`. Session tickets
+/// are kept in memory (rustls's default store); with `early_data` a resumed session offers
+/// 0-RTT when its ticket allows it.
 pub fn client_config(
     common: &Common,
     ca: Option<&Path>,
     insecure: bool,
     alpn: &[u8],
+    early_data: bool,
 ) -> Result<Arc<rustls::ClientConfig>> {
     let provider = provider(common.cipher.as_deref())?;
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -80,15 +83,22 @@ pub fn client_config(
     };
     config.alpn_protocols = vec![alpn.to_vec()];
     config.key_log = key_log(common)?;
+    config.enable_early_data = early_data;
     Ok(Arc::new(config))
 }
 
 /// Server configuration from PEM files, or a fresh self-signed certificate.
+///
+/// Session tickets are stateful and single use: rustls's default `ServerSessionMemoryCache`
+/// (256 sessions) hands each ticket out once (`take`), which is what makes 0-RTT safe
+/// against replay (RFC 8446 §8.1, RFC 9001 §9.2); rustls refuses early data with stateless
+/// tickets. `early_data` makes the tickets allow 0-RTT and accepts it.
 pub fn server_config(
     common: &Common,
     cert: Option<&Path>,
     key: Option<&Path>,
     alpn: &[&[u8]],
+    early_data: bool,
 ) -> Result<Arc<rustls::ServerConfig>> {
     let (chain, key) = match (cert, key) {
         (Some(c), Some(k)) => (read_certs(c, "--cert")?, read_key(k)?),
@@ -101,8 +111,9 @@ pub fn server_config(
         .with_single_cert(chain, key)
         .context("--cert and --key do not match (or the key type is not supported)")?;
     config.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
-    // QUIC allows only 0 or u32::MAX; 0-RTT is not supported yet.
-    config.max_early_data_size = 0;
+    // RFC 9001 §4.6.1: QUIC tickets that allow early data carry 0xffffffff (rustls rejects
+    // other values); 0 issues tickets without early data and declines 0-RTT.
+    config.max_early_data_size = if early_data { u32::MAX } else { 0 };
     config.key_log = key_log(common)?;
     Ok(Arc::new(config))
 }

@@ -337,3 +337,53 @@ fn perf_paths_report_their_pmtu() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// `mpq client --resume` / `--0rtt` fetch the first URL in a first connection and the rest
+/// in a second one that resumes the session: with `--0rtt` its request goes in 0-RTT,
+/// which `mpq server` accepts; `mpq server --no-0rtt` issues tickets without early data, so
+/// the client resumes without offering it. Both handshake lines of the second connection
+/// say so, and the files arrive whole. (A server that declines early data a ticket allowed
+/// is `conn::tests_zero_rtt::zero_rtt_rejected_data_is_sent_again_in_one_rtt`.)
+#[test]
+fn client_resumes_with_0rtt() {
+    let root = scratch("resume");
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(root.join("a.txt"), b"first").expect("write");
+    std::fs::write(root.join("b.bin"), &big).expect("write");
+    for (name, server_flag, client_flag, outcome) in [
+        ("resume", None, "--resume", "0-RTT not attempted"),
+        ("0rtt", None, "--0rtt", "0-RTT accepted"),
+        ("0rtt-no-early-data", Some("--no-0rtt"), "--0rtt", "0-RTT not attempted"),
+    ] {
+        let mut args = vec!["server", "--listen", "127.0.0.1:0", "--root", root.to_str().expect("utf-8"), "-v"];
+        args.extend(server_flag);
+        let (mut server, addr) = spawn_listening(&args);
+        let out = scratch(&format!("resume-{name}-out"));
+        let (a, b) = (format!("https://{addr}/a.txt"), format!("https://{addr}/b.bin"));
+        let keylog = out.join("keys.log");
+        let (out_dir, keylog_path) = (out.to_str().expect("utf-8"), keylog.to_str().expect("utf-8"));
+        let args = ["client", &a, &b, "--insecure", "-v", client_flag, "--output", out_dir, "--keylog", keylog_path];
+        let (ok, stderr, _) = run(&args, Duration::from_secs(30));
+        let _ = server.kill();
+        let server_out = server.wait_with_output().expect("server output");
+        let server_err = String::from_utf8_lossy(&server_out.stderr);
+        assert!(ok, "{name}: {stderr}");
+        assert_eq!(std::fs::read(out.join("a.txt")).expect("a.txt"), b"first", "{name}");
+        assert_eq!(std::fs::read(out.join("b.bin")).expect("b.bin"), big, "{name}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("client handshake complete")).collect();
+        assert_eq!(lines.len(), 2, "{name}: two connections expected in {stderr}");
+        assert!(lines[0].contains("full handshake"), "{name}: {}", lines[0]);
+        for want in ["resumed session", outcome] {
+            assert!(lines[1].contains(want), "{name}: {want:?} missing from {}", lines[1]);
+        }
+        // The key log has the early traffic secret when early data was offered.
+        let keys = std::fs::read_to_string(&keylog).expect("key log");
+        assert_eq!(keys.contains("CLIENT_EARLY_TRAFFIC_SECRET"), outcome == "0-RTT accepted", "{name}: {keys}");
+        assert!(
+            server_err.lines().any(|l| l.contains("server handshake complete")
+                && l.contains("resumed session")
+                && l.contains(outcome)),
+            "{name}: no resumed server handshake with {outcome:?} in {server_err}"
+        );
+    }
+}

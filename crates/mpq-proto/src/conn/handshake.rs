@@ -125,6 +125,7 @@ impl Connection {
             }
         }
         self.take_peer_params()?;
+        self.note_zero_rtt_decision();
         if !self.shared.handshake_complete && !self.shared.tls.is_handshaking() {
             self.on_handshake_complete(now)?;
         }
@@ -192,6 +193,8 @@ impl Connection {
                 return Err(TransportError::protocol_violation("multipath with zero-length connection IDs"));
             }
         }
+        // The end of a client's 0-RTT: checked limits, or its data lost (RFC 9000 §7.4.1).
+        self.settle_zero_rtt(&tp)?;
         self.shared.streams.set_peer_params(
             tp.initial_max_data,
             tp.initial_max_stream_data_bidi_local,

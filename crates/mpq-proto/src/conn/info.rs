@@ -15,6 +15,8 @@ pub struct HandshakeInfo {
     pub alpn: String,
     /// The TLS session was resumed.
     pub resumed: bool,
+    /// What became of 0-RTT (early data).
+    pub early_data: super::ZeroRttState,
     /// Both sides offered multipath (RFC 10069).
     pub multipath: bool,
     /// Open paths: (path ID, peer address).
@@ -25,11 +27,17 @@ impl std::fmt::Display for HandshakeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "QUIC {}, {}, ALPN {:?}, {}, multipath {}, paths [",
+            "QUIC {}, {}, ALPN {:?}, {}, 0-RTT {}, multipath {}, paths [",
             crate::packet::version::name(self.version),
             self.cipher_suite,
             self.alpn,
             if self.resumed { "resumed session" } else { "full handshake" },
+            match self.early_data {
+                super::ZeroRttState::NotAttempted => "not attempted",
+                super::ZeroRttState::Pending => "pending",
+                super::ZeroRttState::Accepted => "accepted",
+                super::ZeroRttState::Rejected => "rejected",
+            },
             if self.multipath { "negotiated" } else { "not negotiated" },
         )?;
         for (i, (id, addr)) in self.paths.iter().enumerate() {
@@ -54,6 +62,7 @@ impl Connection {
                 .map_or_else(|| "unknown cipher suite".to_string(), |s| format!("{:?}", s.suite())),
             alpn: self.shared.tls.alpn().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default(),
             resumed: self.shared.tls.is_resumed(),
+            early_data: self.shared.zero_rtt.state,
             multipath: self.shared.mp.enabled,
             paths: self.paths.iter().filter(|p| p.is_open()).map(|p| (p.id, p.remote)).collect(),
         })

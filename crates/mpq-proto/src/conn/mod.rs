@@ -57,6 +57,7 @@ mod shared;
 mod space;
 mod timers;
 pub(crate) mod version;
+pub mod zero_rtt;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -86,6 +87,7 @@ pub use info::HandshakeInfo;
 pub use path::PathStats;
 pub use recv_run::RecvRun;
 pub(crate) use retry::AddressTokens;
+pub use zero_rtt::ZeroRttState;
 
 use cids::{LocalCids, PeerCids};
 use host::Host;
@@ -332,6 +334,8 @@ pub(crate) struct ConnShared {
     early_one_rtt: Vec<recv::EarlyPacket>,
     /// Retry and NEW_TOKEN state (RFC 9000 §8.1).
     tokens: retry::AddressTokens,
+    /// 0-RTT keys, remembered limits and held packets (RFC 9001 §4.6).
+    zero_rtt: zero_rtt::ZeroRtt,
     /// While the frames of a packet from an address its path does not use are processed
     /// (a probing packet, RFC 9000 §9.3): where it came from, for the PATH_RESPONSE.
     probe_from: Option<recv::Rx>,
@@ -468,6 +472,7 @@ impl Connection {
             touches: TouchCounts::default(),
             followups: host::Followups::default(),
             tokens,
+            zero_rtt: zero_rtt::ZeroRtt::default(),
             probe_from: None,
             mp: multipath::MultipathState::default(),
             scheduler: crate::sched::build(config.scheduler),
@@ -800,3 +805,5 @@ mod tests_shuttle;
 mod tests_threads;
 #[cfg(test)]
 mod tests_version;
+#[cfg(test)]
+mod tests_zero_rtt;

@@ -32,9 +32,9 @@ const MAX_EARLY_ONE_RTT_BYTES: usize = 32 * 1024;
 
 /// A 1-RTT packet that reached the server before the client's Finished (RFC 9001 §5.7).
 pub(crate) struct EarlyPacket {
-    rx: Rx,
-    bytes: Vec<u8>,
-    is_last: bool,
+    pub(super) rx: Rx,
+    pub(super) bytes: Vec<u8>,
+    pub(super) is_last: bool,
 }
 
 impl Connection {
@@ -103,6 +103,7 @@ impl Connection {
         if self.shared.state == State::Drained {
             return;
         }
+        self.process_held_zero_rtt(now);
         if self.shared.handshake_complete && !self.shared.early_one_rtt.is_empty() {
             for mut p in std::mem::take(&mut self.shared.early_one_rtt) {
                 let Ok(parsed) = parse_packet_with(&p.bytes, self.shared.local_cid_len, self.shared.parse_options())
@@ -123,7 +124,14 @@ impl Connection {
         self.shared.local_cids.iter().find(|(_, l)| l.active.values().any(|c| c.cid == *dcid)).map(|(id, _)| *id)
     }
 
-    fn handle_packet(&mut self, now: Instant, rx: &Rx, parsed: &ParsedPacket, pkt: &mut [u8], is_last: bool) {
+    pub(super) fn handle_packet(
+        &mut self,
+        now: Instant,
+        rx: &Rx,
+        parsed: &ParsedPacket,
+        pkt: &mut [u8],
+        is_last: bool,
+    ) {
         let level = match parsed.kind {
             PacketKind::Initial => Level::Initial,
             PacketKind::Handshake => Level::Handshake,
@@ -133,10 +141,12 @@ impl Connection {
                 return;
             }
             PacketKind::Retry => return self.on_retry(now, parsed, pkt),
-            // 0-RTT is not supported: a server never accepts it.
+            // A server opens 0-RTT if its TLS accepted early data (`conn/zero_rtt.rs`).
             PacketKind::ZeroRtt => {
-                self.shared.stats.dropped_packets += 1;
-                return;
+                if !self.take_zero_rtt(rx, pkt, is_last) {
+                    return;
+                }
+                Level::ZeroRtt
             }
         };
         // RFC 9368 §2.1: long headers carry the connection's version, or one it may switch to.
@@ -292,7 +302,7 @@ impl Connection {
             Level::Initial => self.shared.initial_keys_for(parsed.version).map(|k| &*k.remote.header),
             Level::Handshake => self.shared.handshake_keys.as_ref().map(|k| &*k.remote.header),
             Level::OneRtt => self.shared.one_rtt.as_ref().map(|k| k.remote_header_key()),
-            Level::ZeroRtt => None,
+            Level::ZeroRtt => self.shared.zero_rtt.keys().map(|k| &*k.header),
         };
         let Some(hp) = hp else { return Ok(None) };
         let Ok(hdr) = remove_header_protection(pkt, parsed.pn_offset, hp) else {
@@ -303,14 +313,15 @@ impl Connection {
         let (header, payload) = pkt.split_at_mut(header_len);
         let key_phase = hdr.first_byte & 0x04 != 0;
         let plain_len = match level {
-            Level::Initial | Level::Handshake => {
-                let keys = if level == Level::Initial {
-                    self.shared.initial_keys_for(parsed.version)
-                } else {
-                    self.shared.handshake_keys.as_ref()
+            Level::Initial | Level::Handshake | Level::ZeroRtt => {
+                let key = match level {
+                    Level::Initial => self.shared.initial_keys_for(parsed.version).map(|k| &*k.remote.packet),
+                    Level::Handshake => self.shared.handshake_keys.as_ref().map(|k| &*k.remote.packet),
+                    // 0-RTT packets belong to path 0, whose nonce is the plain one.
+                    _ => self.shared.zero_rtt.keys().map(|k| &*k.packet),
                 };
-                let Some(keys) = keys else { return Ok(None) };
-                match keys.remote.packet.decrypt_in_place(pn, header, payload) {
+                let Some(key) = key else { return Ok(None) };
+                match key.decrypt_in_place(pn, header, payload) {
                     Ok(p) => p.len(),
                     Err(_) => return Ok(None),
                 }
@@ -396,6 +407,7 @@ impl Connection {
         }
         if level == Level::OneRtt {
             self.shared.packets_in_phase += 1;
+            self.on_one_rtt_received();
         }
         match (self.shared.side, level) {
             (Side::Server, Level::Handshake) => {

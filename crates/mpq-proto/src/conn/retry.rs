@@ -67,6 +67,9 @@ impl Connection {
     /// recovery restarts (timers and PTO backoff), and their CRYPTO data goes again in new
     /// Initial packets. Packet numbers keep increasing (RFC 9000 §17.2.5.3).
     fn reset_initial_recovery(&mut self, _now: Instant) {
+        // RFC 9000 §17.2.5.3: the server kept nothing of the 0-RTT packets either; their
+        // data goes again, in 0-RTT packets to the new connection ID.
+        self.requeue_zero_rtt();
         let pi = self.primary_path();
         let Some(space) = self.shared.initial.as_mut() else { return };
         let mut freed = 0u64;

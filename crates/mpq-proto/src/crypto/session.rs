@@ -139,6 +139,15 @@ impl TlsSession {
         self.conn.zero_rtt_keys()
     }
 
+    /// Client: the server accepted our early data (its EncryptedExtensions carried
+    /// `early_data`, RFC 8446 §4.2.10). False on a server and before that message.
+    pub fn is_early_data_accepted(&self) -> bool {
+        match &self.conn {
+            quic::Connection::Client(c) => c.is_early_data_accepted(),
+            quic::Connection::Server(_) => false,
+        }
+    }
+
     /// The TLS alert rustls wants to send, if the handshake failed.
     pub fn alert(&self) -> Option<u8> {
         self.conn.alert().map(u8::from)

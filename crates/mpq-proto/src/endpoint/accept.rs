@@ -114,7 +114,17 @@ impl Endpoint {
             tp.retry_source_connection_id = o;
         }
         let tp_bytes = self.encode_params(&tp);
-        let tls = match TlsSession::server(server.tls.clone(), tp_bytes, version) {
+        // The client sealed any 0-RTT packets with keys of the version it started in (the
+        // labels differ per version, RFC 9369 §3.3.2): a connection moved to another
+        // version declines early data, and the client sends that data again in 1-RTT.
+        let tls_config = if version != parsed.version && server.tls.max_early_data_size > 0 {
+            let mut c = (*server.tls).clone();
+            c.max_early_data_size = 0;
+            std::sync::Arc::new(c)
+        } else {
+            server.tls.clone()
+        };
+        let tls = match TlsSession::server(tls_config, tp_bytes, version) {
             Ok(t) => t,
             Err(e) => {
                 tracing::warn!(%e, "cannot create TLS server session");

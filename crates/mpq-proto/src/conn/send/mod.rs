@@ -395,6 +395,10 @@ impl Connection {
         cwnd_ok: bool,
         allow_data: bool,
     ) -> bool {
+        if space_id == SpaceId::Data && self.shared.one_rtt.is_none() {
+            // Before the 1-RTT keys, the data space sends 0-RTT packets if any.
+            return self.zero_rtt_wants_send(pi, cwnd_ok, allow_data);
+        }
         if !self.has_keys(space_id) {
             return false;
         }
@@ -449,6 +453,9 @@ impl Connection {
         cwnd_ok: bool,
         allow_data: bool,
     ) -> Option<OpenPacket> {
+        if space_id == SpaceId::Data && self.shared.one_rtt.is_none() {
+            return self.write_0rtt_packet(pi, buf, max_end);
+        }
         if space_id == SpaceId::Data {
             // The path writes its 1-RTT packets itself.
             let (path, mut host) = self.send_host(pi)?;
@@ -530,6 +537,8 @@ impl Connection {
         }
         let sealed = match p.header.level {
             Level::Initial => self.shared.initial_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
+            // RFC 9000 §17.2.3: 0-RTT packets are sealed with the early keys TLS derived.
+            Level::ZeroRtt => self.shared.zero_rtt.keys().map(|k| (&*k.packet, &*k.header)),
             _ => self.shared.handshake_keys.as_ref().map(|k| (&*k.local.packet, &*k.local.header)),
         };
         let Some((key, hp)) = sealed else {
