@@ -24,12 +24,8 @@ import pytest
 from test_interop import (  # noqa: F401  (logdir, start_server, tls_files, www are fixtures)
     FILES,
     Server,
-    by_path_id,
     find_mpq,
     logdir,
-    loopback_alias_available,
-    mpq_server_conn_stats,
-    parse_json_line,
     require,
     run_client,
     sha256,
@@ -38,6 +34,7 @@ from test_interop import (  # noqa: F401  (logdir, start_server, tls_files, www 
     tls_files,
     www,
 )
+from test_interop_multipath import by_path_id, loopback_alias_available, mpq_server_conn_stats, parse_json_line
 
 pytestmark = pytest.mark.mpq
 

@@ -195,14 +195,7 @@ impl Connection {
         }
         // The end of a client's 0-RTT: checked limits, or its data lost (RFC 9000 §7.4.1).
         self.settle_zero_rtt(&tp)?;
-        self.shared.streams.set_peer_params(
-            tp.initial_max_data,
-            tp.initial_max_stream_data_bidi_local,
-            tp.initial_max_stream_data_bidi_remote,
-            tp.initial_max_stream_data_uni,
-            tp.initial_max_streams_bidi,
-            tp.initial_max_streams_uni,
-        );
+        self.shared.apply_peer_stream_limits(&tp);
         // Effective idle timeout: the minimum of the non-zero values (RFC 9000 §10.1).
         let peer_idle = Some(std::time::Duration::from_millis(tp.max_idle_timeout)).filter(|d| !d.is_zero());
         self.shared.idle_timeout = match (self.shared.idle_timeout, peer_idle) {

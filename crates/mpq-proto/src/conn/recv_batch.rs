@@ -63,6 +63,20 @@ pub(super) struct OpenedAt {
     pub(super) own: OwnFrames,
 }
 
+impl OpenedAt {
+    /// The opened packet as it lies in its datagram `d`.
+    pub(super) fn in_datagram(self, d: &[u8]) -> Opened<'_> {
+        Opened {
+            path_id: self.path_id,
+            pn: self.pn,
+            payload: &d[self.payload],
+            len: d.len(),
+            dcid: self.dcid,
+            own: self.own,
+        }
+    }
+}
+
 /// A packet opened by its path; its frames wait for the shared side.
 pub(super) struct Opened<'a> {
     pub(super) path_id: u64,
@@ -148,16 +162,7 @@ impl Connection {
                     super::touch!(self, recv_opened);
                     self.shared.stats.rx_datagrams += 1;
                     // The datagram is the packet's from now on (read-only).
-                    let d: &[u8] = d;
-                    let payload = &d[o.payload.clone()];
-                    opened.push(Opened {
-                        path_id: o.path_id,
-                        pn: o.pn,
-                        payload,
-                        len: d.len(),
-                        dcid: o.dcid,
-                        own: o.own,
-                    });
+                    opened.push(o.in_datagram(d));
                 }
                 // A duplicate: dropped without a word, as the general path does.
                 Err(NotOpened::Dropped) => self.shared.stats.rx_datagrams += 1,

@@ -24,7 +24,7 @@ use crate::recovery::received::Ecn;
 use crate::time::Instant;
 
 use super::board::Seat;
-use super::recv_batch::{NotOpened, OpenRun, Opened, OpenedAt, OpenedBatch, RecvLease};
+use super::recv_batch::{NotOpened, OpenRun, OpenedAt, OpenedBatch, RecvLease};
 use super::Connection;
 
 /// What became of one datagram of a run.
@@ -160,16 +160,7 @@ impl Connection {
             match outcome {
                 Outcome::Opened(o) => {
                     super::touch!(self, recv_opened);
-                    let d: &[u8] = d;
-                    let payload = &d[o.payload.clone()];
-                    opened.push(Opened {
-                        path_id: o.path_id,
-                        pn: o.pn,
-                        payload,
-                        len: d.len(),
-                        dcid: o.dcid,
-                        own: o.own,
-                    });
+                    opened.push(o.in_datagram(d));
                 }
                 Outcome::Dropped => {}
                 Outcome::Error(e) => {

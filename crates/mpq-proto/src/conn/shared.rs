@@ -60,3 +60,27 @@ impl ConnShared {
             && self.datagrams.send_is_empty()
     }
 }
+
+impl ConnShared {
+    /// The stream limits the peer's transport parameters set (RFC 9000 §18.2), applied to
+    /// the stream table: at the handshake, or from those remembered with a ticket for 0-RTT.
+    pub(crate) fn apply_peer_stream_limits(&mut self, tp: &crate::transport_params::TransportParameters) {
+        self.streams.set_peer_params(
+            tp.initial_max_data,
+            tp.initial_max_stream_data_bidi_local,
+            tp.initial_max_stream_data_bidi_remote,
+            tp.initial_max_stream_data_uni,
+            tp.initial_max_streams_bidi,
+            tp.initial_max_streams_uni,
+        );
+    }
+
+    /// The Source Connection ID of our long-header packets: our first CID of path 0 (empty
+    /// if we use zero-length CIDs).
+    pub(crate) fn long_header_scid(&self) -> crate::cid::ConnectionId {
+        self.local_cids
+            .get(&0)
+            .and_then(|l| l.active.values().next())
+            .map_or_else(crate::cid::ConnectionId::default, |c| c.cid)
+    }
+}

@@ -72,6 +72,17 @@ fn server_reads(pair: &mut Pair, limit: Duration) -> (Vec<u8>, bool) {
     (got, early.unwrap_or(false))
 }
 
+/// The client's datagrams ready now (its first flight), one by one.
+fn client_flight(pair: &mut Pair) -> Vec<Vec<u8>> {
+    let mut flight = Vec::new();
+    let mut buf = Vec::new();
+    while let Some(t) = pair.client.poll_transmit(pair.now, &mut buf) {
+        let seg = t.segment_size.unwrap_or(t.size);
+        flight.extend(buf[..t.size].chunks(seg).map(<[u8]>::to_vec));
+    }
+    flight
+}
+
 fn server_conn(pair: &Pair) -> &Connection {
     let sh = pair.server.handles()[0];
     pair.server.connection(sh).expect("server")
@@ -132,12 +143,7 @@ fn replayed_zero_rtt_is_rejected() {
     let sent = data(500);
     write_early(&mut pair, &sent);
     // Capture the client's first flight, deliver it, and keep a copy to replay.
-    let mut flight = Vec::new();
-    let mut buf = Vec::new();
-    while let Some(t) = pair.client.poll_transmit(pair.now, &mut buf) {
-        let seg = t.segment_size.unwrap_or(t.size);
-        flight.extend(buf[..t.size].chunks(seg).map(<[u8]>::to_vec));
-    }
+    let flight = client_flight(&mut pair);
     assert!(!flight.is_empty());
     for d in flight.clone() {
         let mut d = d;
@@ -333,12 +339,7 @@ fn zero_rtt_held_before_the_client_hello_is_bounded() {
     let mut pair = Pair::from_configs(&cc, sc);
     let sent = data(700);
     write_early(&mut pair, &sent);
-    let mut flight = Vec::new();
-    let mut buf = Vec::new();
-    while let Some(t) = pair.client.poll_transmit(pair.now, &mut buf) {
-        let seg = t.segment_size.unwrap_or(t.size);
-        flight.extend(buf[..t.size].chunks(seg).map(<[u8]>::to_vec));
-    }
+    let mut flight = client_flight(&mut pair);
     assert!(flight.len() >= 2, "the ClientHello should span two datagrams");
     let (s, c) = (pair.server_addr, pair.client_addr);
     let mut first = flight.remove(0);

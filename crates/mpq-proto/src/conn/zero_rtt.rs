@@ -133,14 +133,7 @@ impl Connection {
         // No remembered parameters, no limits to send within: no 0-RTT.
         let Some(raw) = self.shared.tls.peer_transport_params() else { return };
         let Ok(tp) = TransportParameters::decode(Side::Server, raw) else { return };
-        self.shared.streams.set_peer_params(
-            tp.initial_max_data,
-            tp.initial_max_stream_data_bidi_local,
-            tp.initial_max_stream_data_bidi_remote,
-            tp.initial_max_stream_data_uni,
-            tp.initial_max_streams_bidi,
-            tp.initial_max_streams_uni,
-        );
+        self.shared.apply_peer_stream_limits(&tp);
         let z = &mut self.shared.zero_rtt;
         z.keys = Some(keys);
         z.remembered = Some(tp);
@@ -264,12 +257,7 @@ impl Connection {
     /// and ACK, CRYPTO and the frames §12.4 reserves for 1-RTT never go in 0-RTT.
     pub(super) fn write_0rtt_packet(&mut self, pi: usize, buf: &mut Vec<u8>, max_end: usize) -> Option<OpenPacket> {
         let dcid = self.shared.peer_cids.get(&0)?.current().cid;
-        let scid = self
-            .shared
-            .local_cids
-            .get(&0)
-            .and_then(|l| l.active.values().next())
-            .map_or_else(crate::cid::ConnectionId::default, |c| c.cid);
+        let scid = self.shared.long_header_scid();
         let space = &self.paths.get(pi)?.data;
         let pn = space.next_pn;
         let pn_len = encode_pn_len(pn, space.loss.largest_acked());

@@ -725,12 +725,7 @@ impl Connection {
         let ty = if level == Level::Initial { LongType::Initial } else { LongType::Handshake };
         // RFC 9000 §17.2.2: a client's Initials carry its token (from a Retry or NEW_TOKEN).
         let token: &[u8] = if ty == LongType::Initial { &self.shared.tokens.initial_token } else { &[] };
-        let scid = self
-            .shared
-            .local_cids
-            .get(&0)
-            .and_then(|l| l.active.values().next())
-            .map_or_else(crate::cid::ConnectionId::default, |c| c.cid);
+        let scid = self.shared.long_header_scid();
         let o = write_long_header(buf, ty, self.shared.version.current, &dcid, &scid, token, pn, pn_len);
         let (pn_offset, len_offset) = (o.pn_offset, Some(o.len_offset));
         Some(Header { level, header_start, pn_offset, pn_len, pn, len_offset })
