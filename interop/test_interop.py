@@ -493,6 +493,19 @@ def sha256(path: Path) -> str:
 # Fixtures
 
 
+def check_download(rc, case, out: Path, digests: dict[str, str], srv, context: str) -> None:
+    """The client exited 0 within its time, every file of `case` arrived whole (size and
+    SHA-256), and the server is still running."""
+    assert rc is not None, f"client timed out after {case.timeout}s{context}"
+    assert rc == 0, f"client exited with {rc}{context}"
+    for name in case.files:
+        got = out / name
+        assert got.is_file(), f"{name} was not downloaded{context}"
+        assert got.stat().st_size == FILES[name][0], f"{name}: size {got.stat().st_size} != {FILES[name][0]}{context}"
+        assert sha256(got) == digests[name], f"{name}: SHA-256 mismatch{context}"
+    assert srv.alive(), f"server exited (code {srv.proc.returncode}) during the test{context}"
+
+
 @pytest.fixture(scope="session")
 def tls_files(tmp_path_factory) -> dict[str, Path]:
     return certs.generate(tmp_path_factory.mktemp("tls"))
@@ -577,14 +590,7 @@ def test_interop(case: Case, client: str, server: str, tls_files, www, free_udp_
     context = (
         f"\n$ {' '.join(cmd)}\n--- client output (tail) ---\n{tail(client_log)}\n{srv.describe()}"
     )
-    assert rc is not None, f"client timed out after {case.timeout}s{context}"
-    assert rc == 0, f"client exited with {rc}{context}"
-    for name in case.files:
-        got = out / name
-        assert got.is_file(), f"{name} was not downloaded{context}"
-        assert got.stat().st_size == FILES[name][0], f"{name}: size {got.stat().st_size} != {FILES[name][0]}{context}"
-        assert sha256(got) == digests[name], f"{name}: SHA-256 mismatch{context}"
-    assert srv.alive(), f"server exited (code {srv.proc.returncode}) during the test{context}"
+    check_download(rc, case, out, digests, srv, context)
 
     if client != "mpq":
         assert "handshake completed alpn=hq-interop" in client_log, f"client did not report ALPN hq-interop{context}"

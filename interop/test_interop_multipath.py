@@ -21,6 +21,7 @@ from test_interop import (  # noqa: F401  (free_udp_port, logdir, start_server, 
     HERE,
     Server,
     _env_flag,
+    check_download,
     find_mpq,
     free_udp_port,
     logdir,
@@ -28,7 +29,6 @@ from test_interop import (  # noqa: F401  (free_udp_port, logdir, start_server, 
     require,
     run_client,
     server_cmd,
-    sha256,
     start_server,
     tail,
     tls_files,
@@ -195,14 +195,7 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
         f"--- server is {server_state} ---\n{srv.describe()}"
     )
 
-    assert rc is not None, f"client timed out after {case.timeout}s{context}"
-    assert rc == 0, f"client exited with {rc}{context}"
-    for name in case.files:
-        got = out / name
-        assert got.is_file(), f"{name} was not downloaded{context}"
-        assert got.stat().st_size == FILES[name][0], f"{name}: size {got.stat().st_size} != {FILES[name][0]}{context}"
-        assert sha256(got) == digests[name], f"{name}: SHA-256 mismatch{context}"
-    assert srv.alive(), f"server exited (code {srv.proc.returncode}) during the test{context}"
+    check_download(rc, case, out, digests, srv, context)
 
     stats = parse_json_line(client_log)
     assert stats is not None, f"client printed no JSON stats line{context}"

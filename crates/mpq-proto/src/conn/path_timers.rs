@@ -211,15 +211,7 @@ mod tests {
         let mut frames = SentFrames::default();
         frames.stream.push(StreamChunk { id: crate::types::StreamId(0), offset, len: 1000, fin: false });
         let time_sent = Instant::ZERO + Duration::from_millis(at_ms);
-        let sent = SentPacket {
-            time_sent,
-            size: 1200,
-            ack_eliciting: true,
-            in_flight: true,
-            ecn: false,
-            pmtu_probe: false,
-            frames,
-        };
+        let sent = SentPacket::eliciting(time_sent, 1200, frames);
         p.data.loss.on_packet_sent(pn, sent);
         p.bytes_in_flight += 1200;
         pn

@@ -151,15 +151,7 @@ fn a_challenge_answer_validates_only_its_path() {
 }
 
 fn sent(frames: SentFrames) -> SentPacket<SentFrames> {
-    SentPacket {
-        time_sent: Instant::ZERO,
-        size: 1200,
-        ack_eliciting: true,
-        in_flight: true,
-        ecn: false,
-        pmtu_probe: false,
-        frames,
-    }
+    SentPacket::eliciting(Instant::ZERO, 1200, frames)
 }
 
 fn stream_frames(offset: u64) -> SentFrames {

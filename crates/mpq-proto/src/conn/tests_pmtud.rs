@@ -106,13 +106,8 @@ fn without_discovery_the_limit_is_used_on_trust() {
 fn a_lost_probe_does_not_shrink_the_window() {
     let mut p = super::path::PathState::new(0, "127.0.0.1:1".parse().expect("addr"), &TransportConfig::default(), true);
     let sent = |size: u32, probe: bool| SentPacket {
-        time_sent: Instant::ZERO,
-        size,
-        ack_eliciting: true,
-        in_flight: true,
-        ecn: false,
         pmtu_probe: probe,
-        frames: super::space::SentFrames::default(),
+        ..SentPacket::eliciting(Instant::ZERO, size, super::space::SentFrames::default())
     };
     p.bytes_in_flight = 1472 + 1200;
     let window = p.cc.window();

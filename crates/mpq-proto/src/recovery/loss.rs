@@ -223,15 +223,7 @@ mod tests {
     }
 
     fn sent(ms: u64) -> SentPacket<()> {
-        SentPacket {
-            time_sent: t(ms),
-            size: 1200,
-            ack_eliciting: true,
-            in_flight: true,
-            ecn: false,
-            pmtu_probe: false,
-            frames: (),
-        }
+        SentPacket::eliciting(t(ms), 1200, ())
     }
 
     fn ld(n: u64) -> LossDetection<()> {

@@ -25,6 +25,15 @@ pub struct SentPacket<F> {
     pub frames: F,
 }
 
+#[cfg(test)]
+impl<F> SentPacket<F> {
+    /// Tests: an ack-eliciting packet in flight, of `size` bytes, sent at `time_sent`,
+    /// carrying `frames`.
+    pub(crate) fn eliciting(time_sent: Instant, size: u32, frames: F) -> Self {
+        Self { time_sent, size, ack_eliciting: true, in_flight: true, ecn: false, pmtu_probe: false, frames }
+    }
+}
+
 /// Sent packets by packet number.
 #[derive(Debug)]
 pub struct SentPackets<F> {

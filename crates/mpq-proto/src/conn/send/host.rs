@@ -93,9 +93,12 @@ impl SendHost<'_> {
         if (data_ok && !lease.quiet) || lease.dcid.is_none() || !own_acks_only {
             return None;
         }
-        if data_ok && !lease.has_data() && !self.renew_data_lease(path) && self.shared.has_app_space_data() {
-            // Data waits that the batch cannot lease (several streams, data to resend):
-            // chunk by chunk, with the host.
+        let unleased = data_ok && !lease.has_data() && !self.renew_data_lease(path);
+        // (Asked once: what is leased by now no longer counts as waiting.)
+        let more_waits = self.shared.has_app_space_data();
+        if unleased && more_waits {
+            // Data waits that the batch cannot lease (redundant scheduling, a stream not
+            // allowed on this path): chunk by chunk, with the host.
             return None;
         }
         let lease = path.send_lease.as_mut()?;
@@ -103,7 +106,7 @@ impl SendHost<'_> {
             // A PTO probe carries data to resend if any waits: the host has it.
             return None;
         }
-        lease.all_leased = !self.shared.has_app_space_data();
+        lease.all_leased = !more_waits;
         Some(BatchSide::alone(self.slot, BatchConfig::of(&self.shared.config, self.shared.qlog.is_some())))
     }
 
