@@ -9,6 +9,10 @@ Two comparisons, each in ONE invocation so that both sides see the same machine 
 * ``paths``: ``mpq perf`` over 1, 2, 4, ... paths of the same loopback (client addresses
   127.0.0.1, 127.0.0.2, ...), the server's scheduler round-robin so that every path carries
   data. Runs alternate 1, 2, 4, 1, 2, 4, ...
+* ``runtimes``: the same paths driven by one event loop (``--threads single``) and by a
+  thread per path (``--threads per-path``, both ends), runs alternating single, per-path,
+  ...; besides goodput and CPU per GB it reports what share of each endpoint's CPU its path
+  threads used (the client's from its JSON summary, the server's from /proc/PID/task).
 
 Every run starts a fresh server. CPU is user + system time of the client (from wait4) plus
 the server (from /proc/PID/stat just before it is stopped), divided by the bytes the client
@@ -36,6 +40,30 @@ def proc_cpu(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def thread_cpu(pid):
+    """CPU seconds of each thread of a running process, by thread name."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+        except FileNotFoundError:
+            continue
+        name = head.split("(", 1)[1]
+        fields = rest.split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
+def path_share(threads):
+    """Share of CPU used by path threads (names mpq-path-N), and each path thread's share."""
+    total = sum(threads.values())
+    paths = {k: v for k, v in threads.items() if k.startswith("mpq-path-")}
+    if total <= 0:
+        return 0.0, {}
+    return sum(paths.values()) / total, {k: v / total for k, v in sorted(paths.items())}
 
 
 def wait_port(port, timeout=10.0):
@@ -76,6 +104,7 @@ def one_run(server_cmd, client_cmd, port, work, tag, parse):
         wait_port(port)
         out, client_cpu = run_client(client_cmd, os.path.join(work, f"{tag}-client.log"))
         server_cpu = proc_cpu(server.pid)
+        server_threads = thread_cpu(server.pid)
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -84,7 +113,10 @@ def one_run(server_cmd, client_cmd, port, work, tag, parse):
             server.kill()
             server.wait()
     nbytes, secs, extra = parse(out)
+    share, per_thread = path_share(server_threads)
     return extra | {
+        "server_path_share": share,
+        "server_path_threads": per_thread,
         "bytes": nbytes,
         "seconds": secs,
         "gbps": nbytes * 8 / secs / 1e9,
@@ -98,13 +130,17 @@ def parse_mpq(out):
     j = json.loads(out.strip().splitlines()[-1])
     # Paths that carried at least 5 % of the data: the round-robin runs must use them all.
     used = sum(1 for p in j["paths"] if p["rx_bytes"] >= 0.05 * j["bytes"] / max(1, len(j["paths"])))
-    return j["bytes"], j["duration_s"], {"paths_used": used}
+    threads = {("mpq-path-%d" % t["path_id"]) if t["role"] == "path" else "main": t["cpu_s"]
+               for t in j.get("threads", [])}
+    share, per_thread = path_share(threads)
+    return j["bytes"], j["duration_s"], {"paths_used": used, "client_path_share": share,
+                                         "client_path_threads": per_thread}
 
 
-def mpq_cmds(mpq, port, secs, mtu, paths):
-    server = [mpq, "perf", "server", "--listen", f"127.0.0.1:{port}", "--mtu", str(mtu)]
+def mpq_cmds(mpq, port, secs, mtu, paths, runtime="single"):
+    server = [mpq, "perf", "server", "--listen", f"127.0.0.1:{port}", "--mtu", str(mtu), "--threads", runtime]
     client = [mpq, "perf", "client", "--connect", f"127.0.0.1:{port}", "--duration", str(secs),
-              "--mtu", str(mtu), "--json"]
+              "--mtu", str(mtu), "--json", "--threads", runtime]
     if paths > 1:
         server += ["--scheduler", "round-robin"]
         client += ["--scheduler", "round-robin", "--max-paths", str(paths)]
@@ -148,6 +184,8 @@ def main():
                     " comparison too, interleaved with the others")
     ap.add_argument("--paths", default="1,2,4", help="path counts of the multipath comparison, '' to skip"
                     " (default: %(default)s)")
+    ap.add_argument("--runtimes", default="", help="path counts of the runtime comparison (single"
+                    " event loop against a thread per path), e.g. 1,2,4; '' to skip (default)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each configuration (default: 3)")
     ap.add_argument("--duration", type=int, default=15, help="seconds per run (default: 15)")
     ap.add_argument("--mtu", type=int, default=1452, help="mpq's UDP payload size (default: 1452)")
@@ -171,19 +209,29 @@ def main():
                 plan += [("quinn", "baseline", rep)]
     for rep in range(a.reps):
         plan += [("paths", f"{n} path" + ("s" if n > 1 else ""), rep) for n in paths]
-    results = {"quinn": {}, "paths": {}}
+    for rep in range(a.reps):
+        for n in [int(x) for x in a.runtimes.split(",") if x]:
+            plan += [("runtimes", f"{n}p {rt}", rep) for rt in ["single", "per-path"]]
+    results = {"quinn": {}, "paths": {}, "runtimes": {}}
     for i, (group, name, rep) in enumerate(plan):
         port = free_port()
         tag = f"{group}-{name.replace(' ', '')}-{rep}"
         if name == "quinn":
             s, c, parse = quinn_cmds(a.quinn, port, a.duration, work, tag)
+        elif group == "runtimes":
+            n, rt = name.split()
+            s, c = mpq_cmds(a.mpq, port, a.duration, a.mtu, int(n[:-1]), rt)
+            parse = parse_mpq
         else:
             n = 1 if group == "quinn" else int(name.split()[0])
             s, c = mpq_cmds(a.mpq_baseline if name == "baseline" else a.mpq, port, a.duration, a.mtu, n)
             parse = parse_mpq
         print(f"[{i + 1}/{len(plan)}] {group}: {name}, run {rep + 1} ...", end=" ", flush=True, file=sys.stderr)
         r = one_run(s, c, port, work, tag, parse)
-        used = f", {r['paths_used']} paths carried data" if group == "paths" else ""
+        used = f", {r['paths_used']} paths carried data" if group != "quinn" else ""
+        if group == "runtimes" and "per-path" in name:
+            used += f", path threads {100 * r['client_path_share']:.0f} % of the client's CPU," \
+                    f" {100 * r['server_path_share']:.0f} % of the server's"
         print(f"{r['gbps']:.2f} Gbit/s, {r['cpu_s_per_gb']:.3f} CPU-s/GB{used}", file=sys.stderr)
         results[group].setdefault(name, []).append(r)
 
@@ -197,6 +245,23 @@ def main():
         report["medians"]["paths"] = summarise("mpq over several loopback paths, round-robin", order,
                                                results["paths"], order[0])
         print(f"(ratios relative to {order[0]})")
+    if results["runtimes"]:
+        order = list(results["runtimes"])
+        med = {}
+        for n in dict.fromkeys(k.split()[0] for k in order):
+            sub = {k: v for k, v in results["runtimes"].items() if k.startswith(n + " ")}
+            med |= summarise(f"{n[:-1]} path(s): one event loop against a thread per path", list(sub), sub,
+                             f"{n} single")
+            print(f"(ratios relative to {n} single)")
+            for k in sub:
+                if "per-path" in k:
+                    cs = statistics.median(r["client_path_share"] for r in sub[k])
+                    ss = statistics.median(r["server_path_share"] for r in sub[k])
+                    each = statistics.median(min(r["server_path_threads"].values(), default=0) for r in sub[k])
+                    most = statistics.median(max(r["server_path_threads"].values(), default=0) for r in sub[k])
+                    print(f"   path threads' share of the endpoint's CPU: client {100 * cs:.0f} %, server"
+                          f" {100 * ss:.0f} % (one server path thread: {100 * each:.0f}-{100 * most:.0f} %)")
+        report["medians"]["runtimes"] = med
     report["runs"] = results
     if a.json:
         with open(a.json, "w") as f:

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds mpq and runs its main job on loopback: a file download over HTTP/0.9 (hq-interop)
-# checked byte for byte, then a goodput measurement with `mpq perf`.
+# checked byte for byte, a goodput measurement with `mpq perf`, then one connection over two
+# loopback paths (127.0.0.1 and 127.0.0.2) with a thread per path on each side, printing
+# what each path carried and what each thread used.
 # Usage: scripts/demo.sh [SECONDS]   (perf duration, default 5)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -31,3 +33,10 @@ wait_listening "$work/perf.log"
 paddr=$(sed -n 's/^listening on //p' "$work/perf.log")
 echo "== mpq perf for ${secs}s against $paddr"
 "$bin" perf client --connect "$paddr" --duration "$secs" --mtu 1452
+
+"$bin" perf server --listen 127.0.0.1:0 --mtu 1452 --threads per-path --scheduler round-robin > "$work/perf2.log" 2>&1 & pids+=($!)
+wait_listening "$work/perf2.log"
+paddr=$(sed -n 's/^listening on //p' "$work/perf2.log")
+echo "== one connection over two paths, a thread per path on each side, for ${secs}s against $paddr"
+"$bin" perf client --connect "$paddr" --duration "$secs" --mtu 1452 --threads per-path \
+    --local 127.0.0.1:0 --local 127.0.0.2:0 --scheduler round-robin

@@ -1,15 +1,18 @@
 //! UDP I/O through quinn-udp (GSO send, recvmmsg + GRO receive, ECN) and a single-thread
-//! event loop that drives a sans-IO [`Driver`] with real time.
+//! event loop that drives a sans-IO [`Driver`] with real time, and a runtime with a thread
+//! per path ([`path_threads::PathThreads`]).
 //!
-//! The loop owns the sockets and the clock; the protocol code only sees datagrams, an
-//! [`mpq_proto::Instant`] and timers. A thread-per-path runtime comes with multipath.
+//! The runtimes own the sockets and the clock; the protocol code only sees datagrams, an
+//! [`mpq_proto::Instant`] and timers.
 
 mod clock;
 mod event_loop;
+pub mod path_threads;
 mod socket;
 
 pub use clock::Clock;
 pub use event_loop::{Driver, EventLoop, LoopStats};
 /// What a [`Driver`] hands the loop to send: the protocol core's transmit, as is.
 pub use mpq_proto::conn::Transmit;
+pub use path_threads::thread_cpu_time;
 pub use socket::UdpSocket;

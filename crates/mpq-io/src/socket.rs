@@ -24,16 +24,43 @@ impl std::fmt::Debug for UdpSocket {
 impl UdpSocket {
     /// Binds `addr` (port 0 picks one).
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
+        Self::open(addr, false, None)
+    }
+
+    /// Binds `addr` with SO_REUSEPORT, so that sockets connected to one peer each can share
+    /// the address with it ([`UdpSocket::bind_connected`]): the runtime with a thread per
+    /// path listens this way.
+    pub fn bind_shared(addr: SocketAddr) -> io::Result<Self> {
+        Self::open(addr, true, None)
+    }
+
+    /// A socket for one path: bound to `local` (shared with the listener bound there by
+    /// [`UdpSocket::bind_shared`], or bound by it before) and connected to `remote`, so that
+    /// the kernel hands the path's datagrams to this socket, and to the thread that owns it,
+    /// rather than to the listener (Linux prefers the connected socket of a SO_REUSEPORT
+    /// group for its 4-tuple).
+    pub fn bind_connected(local: SocketAddr, remote: SocketAddr) -> io::Result<Self> {
+        Self::open(local, true, Some(remote))
+    }
+
+    fn open(addr: SocketAddr, reuse_port: bool, connect: Option<SocketAddr>) -> io::Result<Self> {
         let domain = socket2::Domain::for_address(addr);
         let sock = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
         if addr.is_ipv6() {
             // Dual-stack on the wildcard address; failures only mean v6-only.
             let _ = sock.set_only_v6(false);
         }
+        if reuse_port {
+            #[cfg(unix)]
+            sock.set_reuse_port(true)?;
+        }
         // Larger buffers avoid drops during bursts; the kernel may cap them (rmem_max).
         let _ = sock.set_recv_buffer_size(SOCKET_BUFFER);
         let _ = sock.set_send_buffer_size(SOCKET_BUFFER);
         sock.bind(&addr.into())?;
+        if let Some(remote) = connect {
+            sock.connect(&remote.into())?;
+        }
         let std_sock: std::net::UdpSocket = sock.into();
         std_sock.set_nonblocking(true)?;
         // quinn-udp sets the Don't Fragment bit here (Linux: IP_MTU_DISCOVER =

@@ -11,6 +11,7 @@ mod accept;
 mod reset_tokens;
 mod retry;
 mod schedule;
+mod threads;
 mod version_select;
 
 use std::collections::{HashMap, VecDeque};
@@ -134,6 +135,9 @@ pub struct Endpoint {
     incoming: VecDeque<ConnectionHandle>,
     /// Endpoint-generated datagrams (Version Negotiation, Stateless Reset).
     responses: VecDeque<(Option<SocketAddr>, SocketAddr, Vec<u8>)>,
+    /// Connections with path threads that something happened to since the runtime last
+    /// asked ([`Endpoint::poll_path_thread_wake`]): their threads may have work.
+    path_thread_wakes: VecDeque<ConnectionHandle>,
     /// Server: Retry, tokens and handshake limits.
     guard: retry::ServerGuard,
     /// Client: NEW_TOKEN tokens by server name, for later connections.
@@ -155,6 +159,9 @@ struct Slot {
     conn: Connection,
     /// Every CID routed to this connection, to unroute exactly these when it goes.
     routes: Vec<ConnectionId>,
+    /// A runtime drives the connection's paths from threads of their own
+    /// ([`Endpoint::set_path_threads`]): [`Endpoint::poll_transmit`] leaves it to them.
+    path_threads: bool,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -181,6 +188,7 @@ impl Endpoint {
             schedule: Schedule::default(),
             incoming: VecDeque::new(),
             responses: VecDeque::new(),
+            path_thread_wakes: VecDeque::new(),
             connection_polls: 0,
             qlog_factory: None,
             guard: retry::ServerGuard::new(TokenKey::new(&config.token_secret), config.retry),
@@ -459,6 +467,14 @@ impl Endpoint {
                 self.schedule.nothing_to_send(idx);
                 continue;
             };
+            if slot.path_threads {
+                // Its path threads send; the runtime learns that it may have work for them.
+                self.schedule.nothing_to_send(idx);
+                if !self.path_thread_wakes.contains(&ConnectionHandle(idx)) {
+                    self.path_thread_wakes.push_back(ConnectionHandle(idx));
+                }
+                continue;
+            }
             self.connection_polls += 1;
             match slot.conn.poll_transmit(now, buf) {
                 Some(t) => {
@@ -571,7 +587,7 @@ impl Endpoint {
     }
 
     fn insert(&mut self, conn: Connection) -> ConnectionHandle {
-        let slot = Some(Slot { conn, routes: Vec::new() });
+        let slot = Some(Slot { conn, routes: Vec::new(), path_threads: false });
         let idx = match self.free.pop() {
             Some(idx) => {
                 self.connections[idx] = slot;

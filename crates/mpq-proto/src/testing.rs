@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use crate::conn::{ClientConfig, ServerConfig, TransportConfig};
+use crate::conn::{ClientConfig, ServerConfig, Transmit, TransportConfig};
 use crate::endpoint::{ConnectionHandle, Endpoint, EndpointConfig};
 use crate::time::Instant;
 
@@ -126,6 +126,11 @@ pub struct Pair {
     /// rounded up to this quantum, and datagrams due together between the same addresses
     /// go in one call. `None`: one by one, at their exact arrival times.
     pub gro: Option<Duration>,
+    /// Both endpoints send the way a runtime with a thread per path does, path by path
+    /// through [`Endpoint::poll_path_transmit`] (batches built alone are built at once).
+    pub path_threads: bool,
+    /// Send batches built alone that way.
+    pub path_batches_alone: u64,
 }
 
 impl Pair {
@@ -172,6 +177,8 @@ impl Pair {
             delivered: (0, 0),
             client_config,
             gro: None,
+            path_threads: false,
+            path_batches_alone: 0,
         }
     }
 
@@ -182,7 +189,9 @@ impl Pair {
         for to_server in [true, false] {
             loop {
                 let ep = if to_server { &mut self.client } else { &mut self.server };
-                let Some(t) = ep.poll_transmit(self.now, &mut buf) else { break };
+                let Some(t) = poll_any(ep, self.now, &mut buf, self.path_threads, &mut self.path_batches_alone) else {
+                    break;
+                };
                 any = true;
                 let default_src = if to_server { self.client_addr } else { self.server_addr };
                 let src = t.source.unwrap_or(default_src);
@@ -358,4 +367,46 @@ impl Pair {
             }
         }
     }
+}
+
+/// The next datagram of `ep`: its own answers and connections without path threads first,
+/// then, with `path_threads`, each path of each connection in turn as its thread would ask.
+fn poll_any(
+    ep: &mut Endpoint,
+    now: Instant,
+    buf: &mut Vec<u8>,
+    path_threads: bool,
+    alone: &mut u64,
+) -> Option<Transmit> {
+    use crate::conn::PathTransmit;
+    if path_threads {
+        for h in ep.handles() {
+            ep.set_path_threads(h, true);
+        }
+    }
+    if let Some(t) = ep.poll_transmit(now, buf) {
+        return Some(t);
+    }
+    if !path_threads {
+        return None;
+    }
+    while ep.poll_path_thread_wake().is_some() {}
+    for h in ep.handles() {
+        let ids: Vec<u64> =
+            ep.connection(h).map(|c| c.path_addresses().iter().map(|p| p.0).collect()).unwrap_or_default();
+        for id in ids {
+            match ep.poll_path_transmit(now, h, id, buf) {
+                PathTransmit::Ready(t) => return Some(t),
+                PathTransmit::Batch(mut b) => {
+                    b.build(now, buf);
+                    *alone += 1;
+                    if let Some(t) = ep.end_send_batch(now, h, b, buf) {
+                        return Some(t);
+                    }
+                }
+                PathTransmit::Idle | PathTransmit::Elsewhere(_) | PathTransmit::Gone => {}
+            }
+        }
+    }
+    None
 }

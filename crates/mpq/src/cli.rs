@@ -117,9 +117,28 @@ pub struct Common {
     /// and drop packets without it.
     #[arg(long)]
     pub no_grease_quic_bit: bool,
+    /// Runtime: single (every path of every connection on one event loop) or per-path (a
+    /// thread per path, each with a socket connected to the path's peer, meeting the
+    /// connection's shared state once per batch).
+    #[arg(long, default_value = "single", value_name = "RUNTIME")]
+    pub threads: Threads,
+    /// Pin the runtime's threads to these CPUs in turn, e.g. 0,1: the main thread to the
+    /// first, each path thread to the next (cycling).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub cpus: Vec<usize>,
     /// More logging (-v debug, -vv trace).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+}
+
+/// The runtimes `--threads` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Threads {
+    /// Every path on one event loop.
+    #[default]
+    Single,
+    /// A thread per path.
+    PerPath,
 }
 
 /// How a client spreads paths over addresses (multipath).

@@ -241,7 +241,7 @@ pub fn run(args: ClientArgs) -> Result<()> {
     let transport = runner::shared(runner::transport_config(&args.common)?);
     let tls = crate::tls::client_config(&args.common, args.ca.as_deref(), args.insecure, b"hq-interop", args.zero_rtt)?;
     let bar = crate::progress::bar();
-    let sockets = runner::bind(&runner::client_locals(&args.paths, server)?)?;
+    let sockets = runner::bind(&runner::client_locals(&args.paths, server)?, &args.common)?;
     let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
     let app = HqClient {
         paths: runner::ClientPaths::new(&args.paths, &bound, server)?,
@@ -269,7 +269,7 @@ pub fn run(args: ClientArgs) -> Result<()> {
         buf: vec![0; 256 * 1024],
     };
     let started = crate::progress::Stopwatch::start();
-    let (app, _) = runner::run_on(sockets, runner::endpoint(None), app)?;
+    let (app, _) = runner::run_on(sockets, runner::endpoint(None), app, &args.common)?;
     app.bar.finish_and_clear();
     if let Some(e) = app.error {
         bail!("download failed: {e}");

@@ -130,7 +130,7 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
     endpoint.set_retry_mode(args.retry);
     runner::qlog_server_connections(&mut endpoint, &args.common.qlog_dir);
     let app = PerfServer { streams: HashMap::new(), datagrams: HashMap::new() };
-    runner::run(&args.listen, endpoint, app, |addrs| {
+    runner::run(&args.listen, endpoint, app, &args.common, |addrs| {
         for addr in addrs {
             println!("listening on {addr}");
         }
@@ -400,7 +400,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             (u64::MAX, Some(d))
         }
     };
-    let sockets = runner::bind(&runner::client_locals(&args.paths, args.connect)?)?;
+    let sockets = runner::bind(&runner::client_locals(&args.paths, args.connect)?, &args.common)?;
     let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
     let app = PerfClient {
         paths: runner::ClientPaths::new(&args.paths, &bound, args.connect)?,
@@ -439,7 +439,8 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
     let mut endpoint = runner::endpoint(None);
     // The idle connections and the measured one must fit under the endpoint's limit.
     endpoint.set_max_connections(args.idle_connections.saturating_add(1).max(4096));
-    let (app, io) = runner::run_on(sockets, endpoint, app)?;
+    let (app, run) = runner::run_on(sockets, endpoint, app, &args.common)?;
+    let io = run.io;
     let cpu = cpu_seconds() - cpu0;
     if let Some(e) = app.error {
         bail!("perf run failed: {e}");
@@ -489,6 +490,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
                 "rx_datagrams": io.rx_datagrams,
                 "tx_calls": io.tx_calls,
                 "paths": paths,
+                "threads": crate::report::threads_json(&run.threads),
             });
             println!("{out}");
         } else {
@@ -524,6 +526,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             "idle_connections_lost": app.idle.lost(),
             "tx_calls": io.tx_calls,
             "paths": paths,
+            "threads": crate::report::threads_json(&run.threads),
         });
         println!("{out}");
     } else {
@@ -533,6 +536,8 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             goodput / 1e6,
             100.0 * cpu / secs
         );
+        crate::report::print_paths(&stats, secs);
+        crate::report::print_threads(&run.threads, secs);
     }
     // After the summary, so that its statistics show what happened.
     app.paths.finish()

@@ -1,6 +1,7 @@
 //! The JSON summaries the tools print: per-path statistics (`mpq client --json`, `mpq perf`)
 //! and a server's account of each finished connection.
 
+use mpq_io::path_threads::ThreadReport;
 use mpq_proto::conn::{ConnectionError, ConnectionStats};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 
@@ -27,4 +28,64 @@ pub fn connection_end(ep: &Endpoint, h: ConnectionHandle, error: &ConnectionErro
         "paths": paths_json(&stats),
     });
     eprintln!("connection ended: {line}");
+}
+
+/// Each runtime thread's account for the JSON summaries: `role` (`main`, or `path` for a
+/// path's thread with its `path_id`), `cpu_s`, its socket counters, the batches it opened and
+/// built without the lock, and how often and how long it waited for the lock.
+pub fn threads_json(threads: &[ThreadReport]) -> Vec<serde_json::Value> {
+    threads
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "role": if t.path_id.is_some() { "path" } else { "main" },
+                "path_id": t.path_id,
+                "cpu_s": t.cpu.as_secs_f64(),
+                "rx_datagrams": t.io.rx_datagrams,
+                "tx_bytes": t.io.tx_bytes,
+                "runs_opened": t.runs_opened,
+                "batches_built": t.batches_built,
+                "lock_takes": t.lock_takes,
+                "lock_wait_s": t.lock_wait.as_secs_f64(),
+            })
+        })
+        .collect()
+}
+
+/// One line per path, for the text summaries of a multipath run (nothing for one path).
+pub fn print_paths(stats: &ConnectionStats, secs: f64) {
+    if stats.paths.len() < 2 {
+        return;
+    }
+    for p in &stats.paths {
+        println!(
+            "  path {}: {:.1} MB received ({:.1} Mbit/s), RTT {:.2} ms, cwnd {} kB, {} packets lost, {}",
+            p.path_id,
+            p.rx_bytes as f64 / 1e6,
+            p.rx_bytes as f64 * 8.0 / secs.max(1e-9) / 1e6,
+            p.rtt_ms,
+            p.cwnd / 1000,
+            p.lost_packets,
+            p.state
+        );
+    }
+}
+
+/// One line per runtime thread, for the text summaries (nothing for a single thread).
+pub fn print_threads(threads: &[ThreadReport], secs: f64) {
+    if threads.len() < 2 {
+        return;
+    }
+    for t in threads {
+        let who = t.path_id.map_or("main thread".to_string(), |p| format!("path {p} thread"));
+        println!(
+            "  {who}: CPU {:.0} %, {} datagrams in, {:.1} MB out, {} receive runs and {} send batches without the lock, lock waited {:.1} ms",
+            100.0 * t.cpu.as_secs_f64() / secs.max(1e-9),
+            t.io.rx_datagrams,
+            t.io.tx_bytes as f64 / 1e6,
+            t.runs_opened,
+            t.batches_built,
+            t.lock_wait.as_secs_f64() * 1e3
+        );
+    }
 }

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
+use mpq_io::path_threads::{EndpointDriver, PathThreads, ThreadReport};
 use mpq_io::{Clock, Driver, EventLoop, Transmit, UdpSocket};
 use mpq_proto::conn::TransportConfig;
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint, EndpointConfig};
 use mpq_proto::Instant;
 
-use crate::cli::{Common, PathArgs};
+use crate::cli::{Common, PathArgs, Threads};
 use mpq_proto::conn::{Event, PathEvent, PathStatus};
 use mpq_proto::path_manager::{PathManager, PathManagerConfig};
 use mpq_sim::qlog_file::QlogFile;
@@ -34,6 +35,12 @@ pub struct Runner<A> {
     /// The application.
     pub app: A,
     stopping: bool,
+}
+
+impl<A: App + Send> EndpointDriver for Runner<A> {
+    fn endpoint(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
+    }
 }
 
 impl<A: App> Driver for Runner<A> {
@@ -203,12 +210,19 @@ pub fn endpoint(server: Option<mpq_proto::conn::ServerConfig>) -> Endpoint {
     Endpoint::new(config, server)
 }
 
-/// Binds every address (port 0 picks one); a failure says which address and what to do.
-pub fn bind(addrs: &[SocketAddr]) -> Result<Vec<UdpSocket>> {
+/// Binds every address (port 0 picks one) for the runtime `common` names; a failure says
+/// which address and what to do.
+pub fn bind(addrs: &[SocketAddr], common: &Common) -> Result<Vec<UdpSocket>> {
     addrs
         .iter()
         .map(|a| {
-            UdpSocket::bind(*a).map_err(|e| match e.kind() {
+            // The runtime with a thread per path gives each path a socket that shares its
+            // local address with the one bound here.
+            let bound = match common.threads {
+                Threads::Single => UdpSocket::bind(*a),
+                Threads::PerPath => UdpSocket::bind_shared(*a),
+            };
+            bound.map_err(|e| match e.kind() {
                 std::io::ErrorKind::AddrInUse => {
                     anyhow::anyhow!("cannot bind {a}: the address is already in use (another process has that UDP port; pick another port)")
                 }
@@ -224,25 +238,66 @@ pub fn bind(addrs: &[SocketAddr]) -> Result<Vec<UdpSocket>> {
         .collect()
 }
 
-/// Runs `app` over the given sockets until it stops; returns the app and loop counters.
-pub fn run_on<A: App>(sockets: Vec<UdpSocket>, endpoint: Endpoint, app: A) -> Result<(A, mpq_io::LoopStats)> {
-    let mut ev = EventLoop::with_sockets(sockets, Clock::new())?;
-    let mut runner = Runner { endpoint, app, stopping: false };
-    ev.run(&mut runner)?;
-    Ok((runner.app, ev.stats))
+/// What a run did: the sockets' counters summed, and each thread's account.
+#[derive(Debug, Default)]
+pub struct RunStats {
+    /// Socket counters over every thread.
+    pub io: mpq_io::LoopStats,
+    /// One entry per thread, the main thread's first.
+    pub threads: Vec<ThreadReport>,
+}
+
+/// Runs `app` over the given sockets (bound by [`bind`] with the same `common`) in the
+/// runtime `common` names, until it stops; returns the app and what the run did.
+pub fn run_on<A: App + Send + 'static>(
+    sockets: Vec<UdpSocket>,
+    endpoint: Endpoint,
+    app: A,
+    common: &Common,
+) -> Result<(A, RunStats)> {
+    let runner = Runner { endpoint, app, stopping: false };
+    match common.threads {
+        Threads::Single => {
+            if let Some(&cpu) = common.cpus.first() {
+                mpq_io::path_threads::pin_current_thread(cpu);
+            }
+            let mut ev = EventLoop::with_sockets(sockets, Clock::new())?;
+            let mut runner = runner;
+            let cpu0 = mpq_io::thread_cpu_time();
+            ev.run(&mut runner)?;
+            let report =
+                ThreadReport { cpu: mpq_io::thread_cpu_time() - cpu0, io: ev.stats, ..ThreadReport::default() };
+            Ok((runner.app, RunStats { io: ev.stats, threads: vec![report] }))
+        }
+        Threads::PerPath => {
+            let rt = PathThreads::new(sockets, Clock::new())?.pin_to(common.cpus.clone());
+            let (runner, threads) = rt.run(runner)?;
+            let mut io = mpq_io::LoopStats::default();
+            for t in &threads {
+                io.rx_datagrams += t.io.rx_datagrams;
+                io.rx_bytes += t.io.rx_bytes;
+                io.rx_calls += t.io.rx_calls;
+                io.tx_calls += t.io.tx_calls;
+                io.tx_bytes += t.io.tx_bytes;
+                io.tx_too_big += t.io.tx_too_big;
+            }
+            Ok((runner.app, RunStats { io, threads }))
+        }
+    }
 }
 
 /// Binds every address and runs `app` until it stops; `on_bound` sees the bound addresses.
-pub fn run<A: App>(
+pub fn run<A: App + Send + 'static>(
     addrs: &[SocketAddr],
     endpoint: Endpoint,
     app: A,
+    common: &Common,
     on_bound: impl FnOnce(&[SocketAddr]),
-) -> Result<(A, mpq_io::LoopStats)> {
-    let sockets = bind(addrs)?;
+) -> Result<(A, RunStats)> {
+    let sockets = bind(addrs, common)?;
     let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
     on_bound(&bound);
-    run_on(sockets, endpoint, app)
+    run_on(sockets, endpoint, app, common)
 }
 
 /// A client's multipath side: the path manager fed with the connection's path events.

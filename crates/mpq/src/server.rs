@@ -149,7 +149,7 @@ pub fn run(args: ServerArgs) -> Result<()> {
     endpoint.set_retry_mode(args.retry);
     runner::qlog_server_connections(&mut endpoint, &args.common.qlog_dir);
     let app = HqServer { root: args.root, streams: HashMap::new() };
-    runner::run(&args.listen, endpoint, app, |addrs| {
+    runner::run(&args.listen, endpoint, app, &args.common, |addrs| {
         for addr in addrs {
             println!("listening on {addr}");
         }

@@ -10,82 +10,38 @@
 //! namespaces are named after the test process and removed at the end, also on failure.
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-/// The namespaces of one run, deleted on drop (which also kills what runs in them).
-struct Netns {
-    names: Vec<String>,
-}
+#[path = "common/netns.rs"]
+mod netns;
 
-impl Netns {
-    /// Client (`c`), router (`r`) and server (`s`) namespaces wired as the module says; `None`
-    /// when the system does not let us.
-    fn create() -> Option<Netns> {
-        let tag = std::process::id();
-        let names: Vec<String> = ["c", "r", "s"].iter().map(|n| format!("mpq-pmtu-{tag}-{n}")).collect();
-        let ns = Netns { names };
-        let (c, r, s) = (&ns.names[0], &ns.names[1], &ns.names[2]);
-        for n in &ns.names {
-            if !ip(&["netns", "add", n]) {
-                return None;
-            }
-        }
-        let steps: Vec<Vec<&str>> = vec![
-            vec!["link", "add", "mpqc0", "netns", c, "type", "veth", "peer", "name", "mpqr0", "netns", r],
-            vec!["link", "add", "mpqs0", "netns", s, "type", "veth", "peer", "name", "mpqr1", "netns", r],
-            vec!["-n", c, "addr", "add", "10.77.2.2/24", "dev", "mpqc0"],
-            vec!["-n", r, "addr", "add", "10.77.2.1/24", "dev", "mpqr0"],
-            vec!["-n", r, "addr", "add", "10.77.1.2/24", "dev", "mpqr1"],
-            vec!["-n", s, "addr", "add", "10.77.1.1/24", "dev", "mpqs0"],
-            // The client-side link is the narrow one.
-            vec!["-n", c, "link", "set", "mpqc0", "mtu", "1300"],
-            vec!["-n", r, "link", "set", "mpqr0", "mtu", "1300"],
-            vec!["-n", c, "link", "set", "mpqc0", "up"],
-            vec!["-n", r, "link", "set", "mpqr0", "up"],
-            vec!["-n", r, "link", "set", "mpqr1", "up"],
-            vec!["-n", s, "link", "set", "mpqs0", "up"],
-            vec!["-n", c, "link", "set", "lo", "up"],
-            vec!["-n", s, "link", "set", "lo", "up"],
-            vec!["-n", c, "route", "add", "default", "via", "10.77.2.1"],
-            vec!["-n", s, "route", "add", "default", "via", "10.77.1.2"],
-        ];
-        for step in steps {
-            if !ip(&step) {
-                return None;
-            }
-        }
-        let forward = Command::new("ip")
-            .args(["netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
-            .status()
-            .is_ok_and(|s| s.success());
-        forward.then_some(ns)
-    }
-}
+use netns::{exec_in, mpq_in, Netns};
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.names {
-            // Processes still in a namespace would keep it: kill them first.
-            if let Ok(out) = Command::new("ip").args(["netns", "pids", n]).output() {
-                for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                    let _ = Command::new("kill").arg(pid).status();
-                }
-            }
-            let _ = ip(&["netns", "del", n]);
-        }
-    }
-}
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip").args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
-}
-
-/// `mpq` inside namespace `ns`.
-fn mpq_in(ns: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_mpq")]).args(args);
-    c
+/// Client (`c`), router (`r`) and server (`s`) namespaces wired as the module says; `None`
+/// when the system does not let us.
+fn create() -> Option<Netns> {
+    let steps = [
+        "link add mpqc0 netns {c} type veth peer name mpqr0 netns {r}",
+        "link add mpqs0 netns {s} type veth peer name mpqr1 netns {r}",
+        "-n {c} addr add 10.77.2.2/24 dev mpqc0",
+        "-n {r} addr add 10.77.2.1/24 dev mpqr0",
+        "-n {r} addr add 10.77.1.2/24 dev mpqr1",
+        "-n {s} addr add 10.77.1.1/24 dev mpqs0",
+        // The client-side link is the narrow one.
+        "-n {c} link set mpqc0 mtu 1300",
+        "-n {r} link set mpqr0 mtu 1300",
+        "-n {c} link set mpqc0 up",
+        "-n {r} link set mpqr0 up",
+        "-n {r} link set mpqr1 up",
+        "-n {s} link set mpqs0 up",
+        "-n {c} link set lo up",
+        "-n {s} link set lo up",
+        "-n {c} route add default via 10.77.2.1",
+        "-n {s} route add default via 10.77.1.2",
+    ];
+    let ns = Netns::create("mpq-pmtu", &["c", "r", "s"], &steps)?;
+    exec_in(ns.name(1), &["sysctl", "-qw", "net.ipv4.ip_forward=1"]).then_some(ns)
 }
 
 /// The per-path JSON of path 0 in a line holding `{"paths": [...]}` after `prefix`.
@@ -98,7 +54,7 @@ fn path0(text: &str, prefix: &str) -> Option<serde_json::Value> {
 #[test]
 #[allow(clippy::disallowed_methods)] // wall-clock bounds on real processes
 fn pmtud_finds_a_routers_narrower_link_in_network_namespaces() {
-    let Some(ns) = Netns::create() else {
+    let Some(ns) = create() else {
         eprintln!("skipped: network namespaces are not available here (needs root and `ip`)");
         return;
     };

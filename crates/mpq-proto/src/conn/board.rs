@@ -103,6 +103,12 @@ impl PathView {
     pub fn is_active(&self) -> bool {
         self.phase == PathPhase::Active
     }
+
+    /// The window has room for a full packet, as the path decides it
+    /// (`PathState::window_has_room`); the pacer is the path's own business.
+    pub fn window_has_room(&self) -> bool {
+        self.bytes_in_flight + u64::from(self.mtu) <= self.cwnd
+    }
 }
 
 /// Messages to one path from the rest of the connection.

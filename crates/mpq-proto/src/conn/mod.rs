@@ -87,6 +87,7 @@ pub use info::HandshakeInfo;
 pub use path::PathStats;
 pub use recv_run::RecvRun;
 pub(crate) use retry::AddressTokens;
+pub use send::{PathTransmit, SendBatch};
 pub use zero_rtt::ZeroRttState;
 
 use cids::{LocalCids, PeerCids};
@@ -793,6 +794,8 @@ mod tests_multipath_rules;
 mod tests_packet_rules;
 #[cfg(test)]
 mod tests_path_frames;
+#[cfg(test)]
+mod tests_path_send;
 #[cfg(test)]
 mod tests_peer_limits;
 #[cfg(test)]

@@ -144,6 +144,28 @@ impl Connection {
         self.paths.board().iter().filter(|(_, v)| v.is_open()).map(|(_, v)| v.id).collect()
     }
 
+    /// Every open path's addresses, for a runtime that gives each path a socket and a
+    /// thread of its own: (path ID, our address when known, the peer's address).
+    pub fn path_addresses(&self) -> Vec<(u64, Option<SocketAddr>, SocketAddr)> {
+        self.paths.board().iter().filter(|(_, v)| v.is_open()).map(|(_, v)| (v.id, v.local, v.remote)).collect()
+    }
+
+    /// The path a short-header datagram is for, by its destination connection ID (a
+    /// runtime routing a batch to the path's thread); `None` for a long header or a
+    /// connection ID that is not ours.
+    pub fn path_of_datagram(&self, datagram: &[u8]) -> Option<u64> {
+        let first = *datagram.first()?;
+        if first & 0x80 != 0 {
+            return None;
+        }
+        let dcid = datagram.get(1..1 + self.shared.local_cid_len)?;
+        self.shared
+            .local_cids
+            .iter()
+            .find(|(_, l)| l.active.values().any(|c| c.cid.as_slice() == dcid))
+            .map(|(id, _)| *id)
+    }
+
     fn queue_path_status(&mut self, id: u64, backup: bool) {
         let seq = self.shared.mp.local_status.get(&id).map_or(0, |(s, _)| s + 1);
         self.shared.mp.local_status.insert(id, (seq, backup));

@@ -99,6 +99,16 @@ pub trait PathScheduler: Send + fmt::Debug {
     /// Returning a path whose `can_send` is false is treated as [`Decision::Wait`].
     fn schedule(&mut self, paths: &[PathSnapshot], ctx: &SchedContext) -> Decision;
 
+    /// A runtime with a thread per path (issue C2) asks from each path's thread whether new
+    /// data goes on `path` now, instead of asking the connection for its next pick:
+    /// `Send` naming `path` sends there, naming another path sends that path's thread to
+    /// work, `Wait` sends nothing. By default the answer is [`PathScheduler::schedule`]'s;
+    /// schedulers whose pick only rotates (round-robin) or matters only per stream
+    /// (pinned) let every eligible path that can send go.
+    fn schedule_for(&mut self, _path: u64, paths: &[PathSnapshot], ctx: &SchedContext) -> Decision {
+        self.schedule(paths, ctx)
+    }
+
     /// `bytes` of a packet carrying new data went out on `path` (round-robin and weighted
     /// schedulers keep their accounting here).
     fn on_sent(&mut self, _path: u64, _bytes: u64) {}
@@ -125,6 +135,11 @@ pub fn eligible(paths: &[PathSnapshot]) -> SmallVec<[&PathSnapshot; 8]> {
     } else {
         pool
     }
+}
+
+/// `path` is eligible for new data ([`eligible`]) and can send now.
+pub(crate) fn ready(path: u64, paths: &[PathSnapshot]) -> bool {
+    eligible(paths).iter().any(|p| p.id == path && p.can_send)
 }
 
 /// The schedulers [`build`] knows.

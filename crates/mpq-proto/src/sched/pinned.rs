@@ -30,6 +30,15 @@ impl PathScheduler for Pinned {
         assigned(stream, paths).is_none_or(|p| p == path)
     }
 
+    /// With a thread per path each path serves its own streams (mcMPQUIC's design): any
+    /// eligible path that can send goes; `stream_allowed` keeps the streams apart.
+    fn schedule_for(&mut self, path: u64, paths: &[PathSnapshot], ctx: &SchedContext) -> Decision {
+        if super::ready(path, paths) {
+            return Decision::send(path);
+        }
+        self.schedule(paths, ctx)
+    }
+
     fn name(&self) -> &'static str {
         "pinned"
     }

@@ -25,6 +25,16 @@ impl PathScheduler for RoundRobin {
         }
     }
 
+    /// With a thread per path, every path that can send takes its turn when its thread
+    /// comes: a rotation across threads would only send each thread to wake the next.
+    fn schedule_for(&mut self, path: u64, paths: &[PathSnapshot], ctx: &SchedContext) -> Decision {
+        if super::ready(path, paths) {
+            self.last = Some(path);
+            return Decision::send(path);
+        }
+        self.schedule(paths, ctx)
+    }
+
     fn name(&self) -> &'static str {
         "round-robin"
     }

@@ -194,3 +194,34 @@ fn pinned_keeps_each_stream_on_one_path() {
     let t = [path(0, 20), f];
     assert!(s.stream_allowed(StreamId(1 << 2), 0, &t));
 }
+
+/// Asked from each path's thread (`schedule_for`), round-robin and pinned let every ready
+/// path send at once (no rotation for threads to chase), while minimum-RTT still sends the
+/// slow path's thread to the fast path; no scheduler sends a blocked or backup path's thread
+/// to itself.
+#[test]
+fn schedule_for_answers_each_paths_thread() {
+    let ctx = SchedContext::default();
+    let table = [path(0, 10), path(1, 50)];
+    for kind in [SchedulerKind::RoundRobin, SchedulerKind::Pinned] {
+        let mut s = build(kind);
+        for _ in 0..3 {
+            for id in [0, 1, 1, 0] {
+                assert_eq!(sent_path(&s.schedule_for(id, &table, &ctx)), Some(id), "{kind:?} for path {id}");
+            }
+        }
+    }
+    let mut m = build(SchedulerKind::MinRtt);
+    assert_eq!(sent_path(&m.schedule_for(1, &table, &ctx)), Some(0));
+    let fast_full = [blocked(path(0, 10)), path(1, 50)];
+    assert_eq!(sent_path(&m.schedule_for(1, &fast_full, &ctx)), Some(1));
+    let mut backup = path(1, 5);
+    backup.backup = true;
+    for kind in all_kinds() {
+        let mut s = build(kind);
+        let d = s.schedule_for(1, &[path(0, 10), backup], &ctx);
+        assert_ne!(sent_path(&d), Some(1), "{kind:?} sent on a backup path");
+        let d = s.schedule_for(1, &[path(0, 10), blocked(path(1, 5))], &ctx);
+        assert_ne!(sent_path(&d), Some(1), "{kind:?} sent on a blocked path");
+    }
+}

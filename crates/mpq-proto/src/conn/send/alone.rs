@@ -28,7 +28,18 @@ pub(crate) struct AloneBatch {
     pub written: BatchWritten,
 }
 
+impl std::fmt::Debug for AloneBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AloneBatch").field("slot", &self.half.slot).field("path", &self.half.path.id).finish()
+    }
+}
+
 impl AloneBatch {
+    /// The path's ID.
+    pub fn path_id(&self) -> u64 {
+        self.half.path.id
+    }
+
     /// The path's slot.
     pub fn slot(&self) -> usize {
         self.half.slot

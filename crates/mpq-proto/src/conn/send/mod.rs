@@ -19,9 +19,10 @@ mod close;
 mod frames;
 mod host;
 mod lease;
-#[cfg(test)]
+mod path_send;
 pub(crate) use alone::AloneBatch;
 pub(crate) use lease::SendLease;
+pub use path_send::{PathTransmit, SendBatch};
 mod off_path;
 mod path_packet;
 mod pmtu_probe;
@@ -255,51 +256,105 @@ impl Connection {
     }
 
     fn write_batch_leased(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
-        let mtu = usize::from(self.paths[pi].mtu);
-        let max_segments = max_batch_segments(self.shared.config.max_gso_segments, mtu);
-        // One ECN codepoint for the whole batch; only 1-RTT datagrams are marked (once the
-        // handshake is confirmed no other packet type is left).
+        let ecn = self.batch_ecn(pi);
+        if self.handshake_on(pi) {
+            return self.write_handshake_batch(now, buf, pi, allow_data, ecn);
+        }
+        // The path builds the whole batch itself: alone (checked out of the table) while it
+        // can, then with the host.
+        let mut b = BatchWritten::default();
+        if let Some(mut alone) = self.start_path_batch(now, pi, allow_data) {
+            alone.build(now, buf);
+            b = self.end_alone_batch(alone);
+        }
+        self.finish_path_batch(now, buf, pi, allow_data, ecn, b)
+    }
+
+    /// One ECN codepoint for the whole batch of path `pi`, recorded on the path; only 1-RTT
+    /// datagrams are marked (once the handshake is confirmed no other packet type is left).
+    fn batch_ecn(&mut self, pi: usize) -> bool {
         let ecn = self.shared.config.ecn && self.shared.handshake_confirmed && self.paths[pi].ecn.should_mark();
         self.paths[pi].ecn_batch = ecn;
-        let handshake_here =
-            pi == self.primary_path() && (self.shared.initial.is_some() || self.shared.handshake.is_some());
-        let (count, segment_size) = if handshake_here {
-            // Datagrams that may coalesce Initial and Handshake packets: the connection
-            // writes them, the path its 1-RTT packet.
-            let mut segment_size: Option<usize> = None;
-            let mut count = 0;
-            loop {
-                let limit = segment_size.unwrap_or(mtu);
-                let (written, coalesced_long) = self.write_datagram(now, buf, limit, pi, allow_data);
-                if written == 0 {
-                    break;
-                }
-                count += 1;
-                let seg = *segment_size.get_or_insert(written);
-                if !batch_goes_on(written, seg, coalesced_long, mtu, count, max_segments) {
-                    break;
-                }
+        ecn
+    }
+
+    /// Path `pi` carries the handshake spaces still in use: its datagrams may coalesce
+    /// Initial and Handshake packets.
+    fn handshake_on(&self, pi: usize) -> bool {
+        pi == self.primary_path() && (self.shared.initial.is_some() || self.shared.handshake.is_some())
+    }
+
+    /// Datagrams that may coalesce Initial and Handshake packets: the connection writes
+    /// them, the path its 1-RTT packet.
+    fn write_handshake_batch(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        pi: usize,
+        allow_data: bool,
+        ecn: bool,
+    ) -> Option<Transmit> {
+        let mtu = usize::from(self.paths[pi].mtu);
+        let max_segments = max_batch_segments(self.shared.config.max_gso_segments, mtu);
+        let mut segment_size: Option<usize> = None;
+        let mut count = 0;
+        loop {
+            let limit = segment_size.unwrap_or(mtu);
+            let (written, coalesced_long) = self.write_datagram(now, buf, limit, pi, allow_data);
+            if written == 0 {
+                break;
             }
-            (count, if count > 1 { segment_size } else { None })
-        } else {
-            // The path builds the whole batch itself: alone (checked out of the table) while
-            // it can, then with the host.
-            self.paths.check_offers_fresh();
-            touch!(self, send_path_batches);
-            let mut b = BatchWritten::default();
-            if let Some(mut alone) = self.begin_alone_batch(now, pi, allow_data) {
-                alone.build(now, buf);
-                b = self.end_alone_batch(alone);
+            count += 1;
+            let seg = *segment_size.get_or_insert(written);
+            if !batch_goes_on(written, seg, coalesced_long, mtu, count, max_segments) {
+                break;
             }
-            if !b.done {
-                let (path, mut host) = self.send_host(pi)?;
-                path.build_batch(&mut BatchSide::with_host(&mut host), now, buf, allow_data, &mut b);
-            }
-            if let Some(e) = b.close {
-                self.host().close_with_error(now, e);
-            }
-            (b.count, if b.count > 1 { b.segment_size } else { None })
-        };
+        }
+        self.batch_transmit(buf, pi, count, if count > 1 { segment_size } else { None }, ecn)
+    }
+
+    /// The first step of a batch a path builds itself: the batch built alone, when it can
+    /// be (not while chunks are collected for copies: redundant scheduling records them with
+    /// the host).
+    fn start_path_batch(&mut self, now: Instant, pi: usize, allow_data: bool) -> Option<AloneBatch> {
+        self.paths.check_offers_fresh();
+        touch!(self, send_path_batches);
+        if self.shared.collect_chunks {
+            return None;
+        }
+        self.begin_alone_batch(now, pi, allow_data)
+    }
+
+    /// The last step: unless the part built alone finished it (`b.done`), the batch goes on
+    /// with the host; then the datagrams are counted and described.
+    fn finish_path_batch(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        pi: usize,
+        allow_data: bool,
+        ecn: bool,
+        mut b: BatchWritten,
+    ) -> Option<Transmit> {
+        if !b.done {
+            let (path, mut host) = self.send_host(pi)?;
+            path.build_batch(&mut BatchSide::with_host(&mut host), now, buf, allow_data, &mut b);
+        }
+        if let Some(e) = b.close {
+            self.host().close_with_error(now, e);
+        }
+        self.batch_transmit(buf, pi, b.count, if b.count > 1 { b.segment_size } else { None }, ecn)
+    }
+
+    /// What a runtime needs to send the batch of path `pi` written into `buf`.
+    fn batch_transmit(
+        &mut self,
+        buf: &[u8],
+        pi: usize,
+        count: usize,
+        segment_size: Option<usize>,
+        ecn: bool,
+    ) -> Option<Transmit> {
         self.shared.stats.tx_datagrams += count as u64;
         if buf.is_empty() {
             return None;
@@ -375,7 +430,12 @@ impl Connection {
     /// ignore both).
     fn can_send_data(&mut self, now: Instant, pi: usize) -> bool {
         let pacing = self.shared.config.pacing;
-        self.paths[pi].can_send_data(now, pacing)
+        match self.paths.get_mut(pi) {
+            Some(p) => p.can_send_data(now, pacing),
+            // Checked out to its own thread (issue C2): its view tells whether its window
+            // has room; its thread decides the rest when it comes back.
+            None => self.paths.view(pi).is_some_and(|v| v.window_has_room()),
+        }
     }
 
     fn has_keys(&self, space_id: SpaceId) -> bool {

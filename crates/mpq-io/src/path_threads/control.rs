@@ -1,0 +1,286 @@
+//! The calling thread of [`super::PathThreads::run`]: it keeps the listening sockets (the
+//! datagrams of connections and paths that have no thread yet, and the endpoint's own
+//! answers), starts a thread for every new path of every connection, collects the threads
+//! of paths that are gone, and at the end stops them all and sends what the connections
+//! still have to say (a CONNECTION_CLOSE) from the listening sockets.
+
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mio::{Events, Interest, Poll, Token, Waker};
+use mpq_proto::conn::Transmit;
+use mpq_proto::endpoint::ConnectionHandle;
+use quinn_udp::RecvMeta;
+
+use super::worker::{self, Worker};
+use super::{send_on, socket_for, EndpointDriver, Locked, Shared, ThreadReport, WorkerCtl, WorkerSlot};
+use super::{BLOCKED_WAIT, RX_BUDGET, RX_BUF};
+use crate::{Clock, UdpSocket};
+
+/// The token of a thread's waker (sockets take the tokens from 0).
+const WAKER: Token = Token(usize::MAX);
+
+/// See [`super::PathThreads::run`].
+pub(super) fn run<D: EndpointDriver + 'static>(
+    mut sockets: Vec<UdpSocket>,
+    clock: Clock,
+    cpus: Vec<usize>,
+    driver: D,
+) -> io::Result<(D, Vec<ThreadReport>)> {
+    let mut poll = Poll::new()?;
+    for (i, s) in sockets.iter_mut().enumerate() {
+        poll.registry().register(s.mio(), Token(i), Interest::READABLE | Interest::WRITABLE)?;
+    }
+    let waker = Waker::new(poll.registry(), WAKER)?;
+    let shared = Arc::new(Shared {
+        locked: Mutex::new(Locked { driver, workers: Vec::new(), started: 0 }),
+        clock,
+        stop: AtomicBool::new(false),
+        listeners: sockets,
+        control: Arc::new(WorkerCtl::new(waker)),
+        reports: Mutex::new(Vec::new()),
+        cpus,
+    });
+    if let Some(&cpu) = shared.cpus.first() {
+        super::pin_current_thread(cpu);
+    }
+    let mut report = ThreadReport::default();
+    let cpu_start = super::cpu::thread_cpu_time();
+    let result = control_loop(&shared, &mut poll, &mut report);
+    stop_workers(&shared, &mut report);
+    final_flush(&shared, &mut report);
+    report.cpu = super::cpu::thread_cpu_time().saturating_sub(cpu_start);
+    result?;
+    let shared = match Arc::try_unwrap(shared) {
+        Ok(s) => s,
+        Err(_) => unreachable!("every worker is joined, so none holds the shared state"),
+    };
+    let locked = shared.locked.into_inner().expect("a runtime thread panicked holding the endpoint");
+    let mut reports = vec![report];
+    reports.extend(shared.reports.into_inner().expect("reports"));
+    Ok((locked.driver, reports))
+}
+
+/// Rounds until the driver stops: listening sockets read, timers, the application, threads
+/// started and collected, the endpoint's own datagrams sent.
+fn control_loop<D: EndpointDriver + 'static>(
+    shared: &Arc<Shared<D>>,
+    poll: &mut Poll,
+    report: &mut ThreadReport,
+) -> io::Result<()> {
+    let mut events = Events::with_capacity(64);
+    let mut rx: Vec<Vec<u8>> = (0..quinn_udp::BATCH_SIZE).map(|_| vec![0u8; RX_BUF]).collect();
+    let mut tx: Vec<u8> = Vec::with_capacity(RX_BUF);
+    let mut pending: Option<Transmit> = None;
+    loop {
+        let (deadline, blocked, workers) = {
+            let mut g = shared.lock(report);
+            let now = shared.clock.now();
+            g.driver.handle_timeout(now);
+            if g.driver.on_wake(now).is_break() || shared.stopping() {
+                return Ok(());
+            }
+            manage(shared, &mut g)?;
+            let blocked = flush(shared, &mut g, &mut tx, &mut pending, report);
+            let Locked { driver, workers, .. } = &mut *g;
+            worker::wake_for(driver.endpoint(), workers, None, true);
+            let deadline = g.driver.poll_timeout();
+            shared.control.sleeping.store(true, Ordering::Release);
+            (deadline, blocked, g.workers.len())
+        };
+        // With path threads at work they fire the timers; this thread waits for its sockets
+        // and for them.
+        let mut timeout = if workers == 0 { deadline.map(|t| shared.clock.until(t)) } else { None };
+        if blocked {
+            timeout = Some(timeout.map_or(BLOCKED_WAIT, |t| t.min(BLOCKED_WAIT)));
+        }
+        match poll.poll(&mut events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        shared.control.sleeping.store(false, Ordering::Release);
+        receive(shared, &mut rx, report);
+    }
+}
+
+/// Reads every listening socket and hands the datagrams to the endpoint, the general way.
+fn receive<D: EndpointDriver>(shared: &Shared<D>, rx: &mut [Vec<u8>], report: &mut ThreadReport) {
+    let mut meta = [RecvMeta::default(); quinn_udp::BATCH_SIZE];
+    for socket in &shared.listeners {
+        let bound = socket.local_addr();
+        for _ in 0..RX_BUDGET {
+            let n = {
+                let mut slices: Vec<IoSliceMut<'_>> = rx.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+                socket.recv(&mut slices, &mut meta).unwrap_or_else(|e| {
+                    tracing::debug!(%e, "receive failed");
+                    0
+                })
+            };
+            if n == 0 {
+                break;
+            }
+            report.io.rx_calls += 1;
+            let mut g = shared.lock(report);
+            let now = shared.clock.now();
+            for (m, buf) in meta.iter().zip(rx.iter_mut()).take(n) {
+                // On a wildcard socket the destination IP (IP_PKTINFO) names the path.
+                let local = match m.dst_ip {
+                    Some(ip) if bound.ip().is_unspecified() => SocketAddr::new(ip, bound.port()),
+                    _ => bound,
+                };
+                let mut batch: smallvec::SmallVec<[&mut [u8]; 64]> = buf[..m.len].chunks_mut(m.stride.max(1)).collect();
+                report.io.rx_datagrams += batch.len() as u64;
+                report.io.rx_bytes += m.len as u64;
+                g.driver.handle_datagrams(now, local, m.addr, m.ecn.map(|e| e as u8), &mut batch);
+            }
+        }
+    }
+}
+
+/// Sends what the endpoint itself has (answers to unknown peers, connections without path
+/// threads); returns true if a socket is full.
+fn flush<D: EndpointDriver>(
+    shared: &Shared<D>,
+    g: &mut Locked<D>,
+    tx: &mut Vec<u8>,
+    pending: &mut Option<Transmit>,
+    report: &mut ThreadReport,
+) -> bool {
+    loop {
+        let t = match pending.take() {
+            Some(t) => t,
+            None => match g.driver.poll_transmit(shared.clock.now(), tx) {
+                Some(t) => t,
+                None => return false,
+            },
+        };
+        let (i, src_ip) = socket_for(&shared.listeners, t.source);
+        if !send_on(&shared.listeners[i], src_ip, &t, tx, &mut report.io) {
+            *pending = Some(t);
+            return true;
+        }
+    }
+}
+
+/// Collects the threads that ended and starts one for every path that has none; a
+/// connection with path threads is left to them.
+fn manage<D: EndpointDriver + 'static>(shared: &Arc<Shared<D>>, g: &mut Locked<D>) -> io::Result<()> {
+    let mut i = 0;
+    while i < g.workers.len() {
+        if g.workers[i].ctl.done.load(Ordering::Acquire) {
+            let slot = g.workers.remove(i);
+            join(slot);
+        } else {
+            i += 1;
+        }
+    }
+    let ep = g.driver.endpoint();
+    let mut wanted: Vec<(ConnectionHandle, u64, Option<SocketAddr>, SocketAddr)> = Vec::new();
+    for h in ep.handles() {
+        let Some(conn) = ep.connection(h) else { continue };
+        if conn.is_closed() {
+            continue;
+        }
+        for (id, local, remote) in conn.path_addresses() {
+            let has = g.workers.iter().any(|s| s.conn == h && s.path_id == id && s.remote == remote);
+            if !has {
+                wanted.push((h, id, local, remote));
+            }
+        }
+    }
+    for (h, id, local, remote) in wanted {
+        start_worker(shared, g, h, id, local, remote)?;
+        g.driver.endpoint().set_path_threads(h, true);
+    }
+    Ok(())
+}
+
+/// Starts the thread of path `path_id` of `conn`, with a socket bound to the path's local
+/// address (the first listening socket's when the path does not name one) and connected to
+/// its peer.
+fn start_worker<D: EndpointDriver + 'static>(
+    shared: &Arc<Shared<D>>,
+    g: &mut Locked<D>,
+    conn: ConnectionHandle,
+    path_id: u64,
+    local: Option<SocketAddr>,
+    remote: SocketAddr,
+) -> io::Result<()> {
+    let local = local.unwrap_or_else(|| shared.listeners[0].local_addr());
+    // On a wildcard address (a client's default socket) the kernel picks the source
+    // address by route when the socket connects, as it does for the listening socket's
+    // datagrams to that peer.
+    let mut socket = match UdpSocket::bind_connected(local, remote) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(%local, %remote, %e, "no socket of its own for a path: its datagrams go through the listening socket");
+            None
+        }
+    };
+    let poll = Poll::new()?;
+    if let Some(s) = socket.as_mut() {
+        poll.registry().register(s.mio(), Token(0), Interest::READABLE | Interest::WRITABLE)?;
+    }
+    let ctl = Arc::new(WorkerCtl::new(Waker::new(poll.registry(), WAKER)?));
+    g.started += 1;
+    let cpu = (!shared.cpus.is_empty()).then(|| shared.cpus[g.started % shared.cpus.len()]);
+    let w = Worker { conn, path_id, remote, socket, poll, ctl: ctl.clone(), cpu };
+    let thread_shared = shared.clone();
+    let thread_ctl = ctl.clone();
+    let join = std::thread::Builder::new().name(format!("mpq-path-{path_id}")).spawn(move || {
+        let report = worker::run(&thread_shared, w);
+        thread_shared.reports.lock().expect("reports").push(report);
+        thread_ctl.done.store(true, Ordering::Release);
+        thread_shared.control.wake_always();
+    })?;
+    g.workers.push(WorkerSlot { conn, path_id, remote, ctl, join: Some(join) });
+    Ok(())
+}
+
+/// Waits for an ended thread; a panic in it goes on here.
+fn join(mut slot: WorkerSlot) {
+    if let Some(j) = slot.join.take() {
+        if let Err(panic) = j.join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// Tells every thread to stop and waits for them (outside the lock: they take it to end
+/// their round).
+fn stop_workers<D: EndpointDriver>(shared: &Shared<D>, report: &mut ThreadReport) {
+    shared.stop.store(true, Ordering::Release);
+    let slots: Vec<WorkerSlot> = {
+        let mut g = shared.lock(report);
+        for s in &g.workers {
+            s.ctl.quit.store(true, Ordering::Release);
+            s.ctl.wake_always();
+        }
+        std::mem::take(&mut g.workers)
+    };
+    for s in slots {
+        join(s);
+    }
+}
+
+/// The connections go back to the endpoint, and what they still have to send (a
+/// CONNECTION_CLOSE) leaves from the listening sockets.
+fn final_flush<D: EndpointDriver>(shared: &Shared<D>, report: &mut ThreadReport) {
+    let mut g = shared.lock(report);
+    let ep = g.driver.endpoint();
+    for h in ep.handles() {
+        ep.set_path_threads(h, false);
+    }
+    let mut tx = Vec::with_capacity(RX_BUF);
+    let mut pending = None;
+    // Bounded: a full socket gets a few chances, then what is left is lost like any datagram.
+    for _ in 0..8 {
+        if !flush(shared, &mut g, &mut tx, &mut pending, report) {
+            break;
+        }
+        std::thread::yield_now();
+    }
+}

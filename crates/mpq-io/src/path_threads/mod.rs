@@ -1,0 +1,243 @@
+//! The runtime with a thread per path (issue C2): each path of a connection is driven by a
+//! worker thread that owns a UDP socket connected to the path's peer, so the kernel hands the
+//! path's datagrams to that thread, which opens them and builds the path's send batches
+//! without the endpoint's lock ([`mpq_proto::conn::RecvRun`], [`mpq_proto::conn::SendBatch`]),
+//! meeting the shared state under the lock once before and once after each batch.
+//!
+//! There is no fixed control thread for a connection: whichever thread holds the lock does
+//! what is connection-wide (the handshake's datagrams, timers, the application's work, the
+//! close). The thread that calls [`PathThreads::run`] keeps the listening sockets (datagrams
+//! of connections and paths not yet given a thread, the endpoint's own answers), starts a
+//! worker for every new path and ends the workers of paths that are gone.
+//!
+//! A worker sleeps only when its round did nothing; before it sleeps it says so under the
+//! lock, so a thread that later makes work for its path (data to send while the path's
+//! window has room, or the scheduler picking it) wakes it. Every thread sleeps until the
+//! endpoint's next timer at most, and whichever wakes first fires it.
+
+mod control;
+mod cpu;
+mod worker;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
+
+use crate::{Clock, Driver, LoopStats, UdpSocket};
+
+pub use cpu::{pin_current_thread, thread_cpu_time};
+
+/// What the runtime with a thread per path drives: a [`Driver`] (an endpoint and its
+/// application, as for the single-thread loop) that also gives access to its endpoint.
+pub trait EndpointDriver: Driver + Send {
+    /// The QUIC endpoint.
+    fn endpoint(&mut self) -> &mut Endpoint;
+}
+
+/// What one thread of a run did.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadReport {
+    /// `None` for the thread that ran [`PathThreads::run`] (the listening sockets).
+    pub path_id: Option<u64>,
+    /// The connection of the path.
+    pub connection: Option<ConnectionHandle>,
+    /// The path's local and remote addresses.
+    pub addresses: Option<(SocketAddr, SocketAddr)>,
+    /// CPU time the thread used.
+    pub cpu: Duration,
+    /// Its socket counters.
+    pub io: LoopStats,
+    /// Receive batches opened without the lock.
+    pub runs_opened: u64,
+    /// Send batches built without the lock.
+    pub batches_built: u64,
+    /// Times the thread took the endpoint's lock.
+    pub lock_takes: u64,
+    /// Time spent waiting for the lock.
+    pub lock_wait: Duration,
+}
+
+/// The runtime with a thread per path, over the listening sockets given.
+pub struct PathThreads {
+    sockets: Vec<UdpSocket>,
+    clock: Clock,
+    cpus: Vec<usize>,
+}
+
+impl std::fmt::Debug for PathThreads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PathThreads").field("sockets", &self.sockets).field("cpus", &self.cpus).finish()
+    }
+}
+
+impl PathThreads {
+    /// A runtime over `sockets`, which must have been bound with
+    /// [`UdpSocket::bind_shared`] (each path's socket shares its address).
+    pub fn new(sockets: Vec<UdpSocket>, clock: Clock) -> io::Result<Self> {
+        if sockets.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "the runtime needs a socket"));
+        }
+        Ok(Self { sockets, clock, cpus: Vec::new() })
+    }
+
+    /// Pins the threads to these CPUs in turn: the calling thread to the first, each path's
+    /// thread to the next (cycling).
+    pub fn pin_to(mut self, cpus: Vec<usize>) -> Self {
+        self.cpus = cpus;
+        self
+    }
+
+    /// Every listening socket's address, in order.
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.sockets.iter().map(|s| s.local_addr()).collect()
+    }
+
+    /// Runs until the driver returns `Break` (from any thread) or an I/O error occurs on a
+    /// listening socket. Returns the driver and a report per thread (the calling thread's
+    /// first).
+    pub fn run<D: EndpointDriver + 'static>(self, driver: D) -> io::Result<(D, Vec<ThreadReport>)> {
+        control::run(self.sockets, self.clock, self.cpus, driver)
+    }
+}
+
+/// What the threads share.
+struct Shared<D> {
+    /// The driver, and the workers' table, behind the lock.
+    locked: Mutex<Locked<D>>,
+    clock: Clock,
+    /// Every thread stops.
+    stop: AtomicBool,
+    /// The listening sockets: also the way out for datagrams that are not a path's own.
+    listeners: Vec<UdpSocket>,
+    /// Wakes the calling thread.
+    control: Arc<WorkerCtl>,
+    /// Reports of the workers that ended.
+    reports: Mutex<Vec<ThreadReport>>,
+    /// CPUs to pin threads to.
+    cpus: Vec<usize>,
+}
+
+/// What is behind the lock.
+struct Locked<D> {
+    driver: D,
+    workers: Vec<WorkerSlot>,
+    /// Workers started so far (for pinning in turn).
+    started: usize,
+}
+
+/// One worker as the others see it.
+struct WorkerSlot {
+    conn: ConnectionHandle,
+    path_id: u64,
+    /// The path's peer when the worker started.
+    remote: SocketAddr,
+    ctl: Arc<WorkerCtl>,
+    join: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How other threads reach a sleeping thread.
+struct WorkerCtl {
+    waker: mio::Waker,
+    /// The thread is asleep or about to be (set under the lock).
+    sleeping: AtomicBool,
+    /// The thread should end (its path is gone, or the run stops).
+    quit: AtomicBool,
+    /// The thread has ended.
+    done: AtomicBool,
+}
+
+impl WorkerCtl {
+    fn new(waker: mio::Waker) -> Self {
+        Self { waker, sleeping: AtomicBool::new(false), quit: AtomicBool::new(false), done: AtomicBool::new(false) }
+    }
+
+    /// Wakes the thread if it sleeps.
+    fn wake(&self) {
+        if self.sleeping.swap(false, Ordering::AcqRel) {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Wakes the thread whatever it does.
+    fn wake_always(&self) {
+        self.sleeping.store(false, Ordering::Release);
+        let _ = self.waker.wake();
+    }
+}
+
+impl<D> Shared<D> {
+    /// Takes the lock, counting the take and the wait.
+    #[allow(clippy::disallowed_methods)] // the runtime measures its own waits in real time
+    fn lock(&self, report: &mut ThreadReport) -> MutexGuard<'_, Locked<D>> {
+        report.lock_takes += 1;
+        if let Ok(g) = self.locked.try_lock() {
+            return g;
+        }
+        let start = std::time::Instant::now();
+        // A thread that panicked holding the lock left the protocol state half-changed:
+        // nothing sound can go on, so the panic spreads.
+        let g = self.locked.lock().expect("a runtime thread panicked holding the endpoint");
+        report.lock_wait += start.elapsed();
+        g
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+}
+
+/// The listening socket a datagram from `source` leaves from: the one bound there, else one
+/// bound to the wildcard address on its port (sending with the source IP), else the first.
+fn socket_for(sockets: &[UdpSocket], source: Option<SocketAddr>) -> (usize, Option<std::net::IpAddr>) {
+    let Some(src) = source else { return (0, None) };
+    if let Some(i) = sockets.iter().position(|s| s.local_addr() == src) {
+        return (i, None);
+    }
+    let wildcard = sockets.iter().position(|s| {
+        let l = s.local_addr();
+        l.ip().is_unspecified() && l.port() == src.port()
+    });
+    match wildcard {
+        Some(i) => (i, Some(src.ip())),
+        None => (0, None),
+    }
+}
+
+/// Sends `t` through `socket` (with `src_ip` on a wildcard socket); false if it would block.
+/// Errors are losses, as in the single-thread loop.
+fn send_on(
+    socket: &UdpSocket,
+    src_ip: Option<std::net::IpAddr>,
+    t: &mpq_proto::conn::Transmit,
+    buf: &[u8],
+    stats: &mut LoopStats,
+) -> bool {
+    let seg = t.segment_size.filter(|&s| s < t.size);
+    match socket.send_from(t.destination, src_ip, &buf[..t.size], seg, t.ecn) {
+        Ok(true) => {
+            stats.tx_calls += 1;
+            stats.tx_bytes += t.size as u64;
+            true
+        }
+        Ok(false) => false,
+        Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => {
+            stats.tx_too_big += 1;
+            true
+        }
+        Err(e) => {
+            tracing::debug!(%e, "send failed");
+            true
+        }
+    }
+}
+
+/// Size of one receive buffer: a full GRO batch.
+const RX_BUF: usize = 64 * 1024;
+/// Receive batches per round before sending gets a turn.
+const RX_BUDGET: usize = 16;
+/// Longest sleep while a send waits for the socket to drain.
+const BLOCKED_WAIT: Duration = Duration::from_millis(5);
