@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -43,18 +44,47 @@ def proc_cpu(pid):
 
 
 def thread_cpu(pid):
-    """CPU seconds of each thread of a running process, by thread name."""
+    """CPU seconds of each thread of a running process, by thread ID: (name, seconds)."""
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 head, rest = f.read().rsplit(")", 1)
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
-        name = head.split("(", 1)[1]
         fields = rest.split()
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+        out[tid] = (head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / CLK_TCK)
     return out
+
+
+class ThreadSampler(threading.Thread):
+    """Samples a process's threads every 0.2 s while a run goes on: a path thread ends with
+    its path (the client's close ends the server's connection), and its figures are gone from
+    /proc after that."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.seen, self.done = pid, {}, threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.2):
+            self.sample()
+
+    def sample(self):
+        try:
+            self.seen |= thread_cpu(self.pid)
+        except FileNotFoundError:
+            pass
+
+    def stop(self):
+        """The last sample, then CPU seconds by thread name."""
+        self.done.set()
+        self.join()
+        self.sample()
+        out = {}
+        for name, secs in self.seen.values():
+            out[name] = out.get(name, 0.0) + secs
+        return out
 
 
 def path_share(threads):
@@ -102,9 +132,11 @@ def one_run(server_cmd, client_cmd, port, work, tag, parse):
         server = subprocess.Popen(server_cmd, stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_port(port)
+        sampler = ThreadSampler(server.pid)
+        sampler.start()
         out, client_cpu = run_client(client_cmd, os.path.join(work, f"{tag}-client.log"))
         server_cpu = proc_cpu(server.pid)
-        server_threads = thread_cpu(server.pid)
+        server_threads = sampler.stop()
     finally:
         server.send_signal(signal.SIGTERM)
         try:

@@ -232,6 +232,18 @@ fn start_worker<D: EndpointDriver + 'static>(
     let thread_ctl = ctl.clone();
     let join = std::thread::Builder::new().name(format!("mpq-path-{path_id}")).spawn(move || {
         let report = worker::run(&thread_shared, w);
+        tracing::debug!(
+            path = path_id,
+            cpu_s = report.cpu.as_secs_f64(),
+            runs_opened = report.runs_opened,
+            batches_built = report.batches_built,
+            lock_takes = report.lock_takes,
+            lock_wait_s = report.lock_wait.as_secs_f64(),
+            rx_datagrams = report.io.rx_datagrams,
+            tx_bytes = report.io.tx_bytes,
+            tx_calls = report.io.tx_calls,
+            "path thread ended"
+        );
         thread_shared.reports.lock().expect("reports").push(report);
         thread_ctl.done.store(true, Ordering::Release);
         thread_shared.control.wake_always();

@@ -16,6 +16,10 @@ use super::{send_on, socket_for, EndpointDriver, Locked, Shared, ThreadReport, W
 use super::{BLOCKED_WAIT, RX_BUDGET, RX_BUF};
 use crate::UdpSocket;
 
+/// Most datagrams opened in one run: the path acknowledges what a run brought once it is
+/// applied, so a longer run would delay the ACKs (a full recvmmsg call can bring 2,000).
+const MAX_RUN: usize = 128;
+
 /// What a worker is given when it starts.
 pub(super) struct Worker {
     pub conn: ConnectionHandle,
@@ -56,16 +60,17 @@ pub(super) fn run<D: EndpointDriver>(shared: &Shared<D>, mut w: Worker) -> Threa
     };
     let cpu_start = super::cpu::thread_cpu_time();
     let mut rx: Vec<Vec<u8>> = (0..quinn_udp::BATCH_SIZE).map(|_| vec![0u8; RX_BUF]).collect();
-    let mut tx: Vec<u8> = Vec::with_capacity(RX_BUF);
-    let mut pending: Option<Transmit> = None;
+    let mut tx = SendBufs::new();
+    // (The endpoint's own datagrams, written while a transmit may wait in `tx`.)
+    let mut scratch: Vec<u8> = Vec::new();
     let mut events = Events::with_capacity(16);
     while !shared.stopping() && !w.ctl.quit.load(Ordering::Acquire) {
         let mut round = Round::default();
         if let Some(socket) = &w.socket {
             receive(shared, &w, socket, &mut rx, &mut report, &mut round);
         }
-        send(shared, &w, &mut tx, &mut pending, &mut report, &mut round);
-        let deadline = after_round(shared, &w, &mut tx, &mut report, &mut round);
+        send(shared, &w, &mut tx, &mut report, &mut round);
+        let deadline = after_round(shared, &w, &mut scratch, &mut report, &mut round);
         if round.gone {
             break;
         }
@@ -115,91 +120,176 @@ fn receive<D: EndpointDriver>(
         }
         round.busy = true;
         report.io.rx_calls += 1;
+        // The GRO buffers of the call in runs of up to MAX_RUN datagrams (the lock taken twice
+        // per run, not per buffer), split where the ECN codepoint or the sender changes.
+        let mut run: Vec<&mut [u8]> = Vec::new();
+        let mut run_key = None;
         for (m, buf) in meta.iter().zip(rx.iter_mut()).take(n) {
+            let key = (m.addr, m.ecn.map(|e| e as u8));
+            if run_key.is_some_and(|k| k != key) || run.len() >= MAX_RUN {
+                let (remote, ecn) = run_key.expect("a key");
+                hand_over(shared, w, local, remote, ecn, &mut run, report);
+                run.clear();
+            }
+            run_key = Some(key);
             let stride = m.stride.max(1);
-            let mut batch: smallvec::SmallVec<[&mut [u8]; 64]> = buf[..m.len].chunks_mut(stride).collect();
-            report.io.rx_datagrams += batch.len() as u64;
+            let before = run.len();
+            run.extend(buf[..m.len].chunks_mut(stride));
+            report.io.rx_datagrams += (run.len() - before) as u64;
             report.io.rx_bytes += m.len as u64;
-            let ecn = m.ecn.map(|e| e as u8);
-            hand_over(shared, w, local, m.addr, ecn, &mut batch, report);
+        }
+        if let Some((remote, ecn)) = run_key {
+            hand_over(shared, w, local, remote, ecn, &mut run, report);
         }
     }
 }
 
-/// One GRO batch: opened without the lock when it is the path's steady traffic, else
-/// handled the general way under the lock.
+/// One run of datagrams from `remote` with one ECN codepoint: the leading datagrams with the
+/// first one's destination CID are opened without the lock when they are the path's steady
+/// traffic, else handled the general way under the lock; the rest (another connection or
+/// path, a long header) go the same way after them.
 fn hand_over<D: EndpointDriver>(
     shared: &Shared<D>,
     w: &Worker,
     local: SocketAddr,
     remote: SocketAddr,
     ecn: Option<u8>,
-    batch: &mut [&mut [u8]],
+    mut batch: &mut [&mut [u8]],
     report: &mut ThreadReport,
 ) {
-    let Some(first) = batch.first() else { return };
-    let mut g = shared.lock(report);
-    let now = shared.clock.now();
-    let ep = g.driver.endpoint();
-    let run = match ep.route_datagram(first) {
-        Some((h, Some(p))) if h == w.conn && p == w.path_id => ep.begin_recv_run(h, p, remote),
-        _ => None,
-    };
-    let Some(mut run) = run else {
-        g.driver.handle_datagrams(now, local, remote, ecn, batch);
-        return;
-    };
-    drop(g);
-    run.open(now, batch);
-    report.runs_opened += 1;
-    let mut g = shared.lock(report);
-    g.driver.endpoint().end_recv_run(now, w.conn, local, ecn, run, batch);
+    while let Some(first) = batch.first() {
+        let mut g = shared.lock(report);
+        let now = shared.clock.now();
+        let ep = g.driver.endpoint();
+        // A short header's DCID is the bytes after its first; the same bytes route the same.
+        let cid_end = 1 + ep.cid_len();
+        let same = match first.get(..cid_end).filter(|_| first[0] & 0x80 == 0) {
+            Some(dcid) => batch
+                .iter()
+                .take_while(|d| d.get(..cid_end).is_some_and(|c| c[1..] == dcid[1..] && c[0] & 0x80 == 0))
+                .count(),
+            None => 1,
+        };
+        let (now_part, rest) = std::mem::take(&mut batch).split_at_mut(same);
+        batch = rest;
+        let run = match ep.route_datagram(now_part[0]) {
+            Some((h, Some(p))) if h == w.conn && p == w.path_id => ep.begin_recv_run(h, p, remote),
+            _ => None,
+        };
+        let Some(mut run) = run else {
+            g.driver.handle_datagrams(now, local, remote, ecn, now_part);
+            continue;
+        };
+        drop(g);
+        run.open(now, now_part);
+        report.runs_opened += 1;
+        let mut g = shared.lock(report);
+        g.driver.endpoint().end_recv_run(now, w.conn, local, ecn, run, now_part);
+    }
+}
+
+/// The worker's two send buffers: a batch is ended and the next one begun under one take of
+/// the lock, the next one written into the other buffer while the first is sent.
+pub(super) struct SendBufs {
+    bufs: [Vec<u8>; 2],
+    /// Transmits waiting for the socket, in order, with the buffer each is in.
+    pending: Vec<(Transmit, usize)>,
+}
+
+impl SendBufs {
+    pub(super) fn new() -> Self {
+        Self { bufs: [Vec::with_capacity(RX_BUF), Vec::with_capacity(RX_BUF)], pending: Vec::new() }
+    }
 }
 
 /// Sends what the path has, batch after batch, until it has nothing or the socket is full.
 fn send<D: EndpointDriver>(
     shared: &Shared<D>,
     w: &Worker,
-    tx: &mut Vec<u8>,
-    pending: &mut Option<Transmit>,
+    sb: &mut SendBufs,
     report: &mut ThreadReport,
     round: &mut Round,
 ) {
-    loop {
-        let t = match pending.take() {
-            Some(t) => t,
-            None => {
-                let mut g = shared.lock(report);
-                let now = shared.clock.now();
-                match g.driver.endpoint().poll_path_transmit(now, w.conn, w.path_id, tx) {
-                    PathTransmit::Ready(t) => t,
-                    PathTransmit::Batch(mut b) => {
-                        drop(g);
-                        b.build(now, tx);
-                        report.batches_built += 1;
-                        let mut g = shared.lock(report);
-                        match g.driver.endpoint().end_send_batch(now, w.conn, b, tx) {
-                            Some(t) => t,
-                            None => continue,
-                        }
-                    }
-                    PathTransmit::Elsewhere(q) => {
-                        wake_path(&g, w.conn, q);
-                        return;
-                    }
-                    PathTransmit::Idle => return,
-                    PathTransmit::Gone => {
-                        round.gone = true;
-                        return;
-                    }
-                }
-            }
-        };
-        round.busy = true;
-        if !transmit(shared, w, &t, tx, report) {
-            *pending = Some(t);
+    while let Some((t, i)) = sb.pending.first() {
+        if !transmit(shared, w, t, &sb.bufs[*i], report) {
             round.blocked = true;
             return;
+        }
+        sb.pending.remove(0);
+        round.busy = true;
+    }
+    let mut cur = 0;
+    let mut g = Some(shared.lock(report));
+    let mut now = shared.clock.now();
+    let mut next =
+        g.as_mut().expect("held").driver.endpoint().poll_path_transmit(now, w.conn, w.path_id, &mut sb.bufs[cur]);
+    loop {
+        let (t, follow) = match next {
+            PathTransmit::Ready(t) => {
+                drop(g.take());
+                (Some(t), None)
+            }
+            PathTransmit::Batch(mut b) => {
+                drop(g.take());
+                b.build(now, &mut sb.bufs[cur]);
+                report.batches_built += 1;
+                let mut held = shared.lock(report);
+                let t = held.driver.endpoint().end_send_batch(now, w.conn, b, &mut sb.bufs[cur]);
+                // The next batch is begun under the same take of the lock, in the other buffer.
+                now = shared.clock.now();
+                let n = held.driver.endpoint().poll_path_transmit(now, w.conn, w.path_id, &mut sb.bufs[1 - cur]);
+                drop(held);
+                (t, Some(n))
+            }
+            PathTransmit::Elsewhere(q) => {
+                let held = g.take().unwrap_or_else(|| shared.lock(report));
+                wake_path(&held, w.conn, q);
+                return;
+            }
+            PathTransmit::Idle => return,
+            PathTransmit::Gone => {
+                round.gone = true;
+                return;
+            }
+        };
+        if let Some(t) = t {
+            round.busy = true;
+            if !transmit(shared, w, &t, &sb.bufs[cur], report) {
+                round.blocked = true;
+                sb.pending.push((t, cur));
+                // What was begun in the other buffer waits too (a batch begun must end: its
+                // path is checked out).
+                match follow {
+                    Some(PathTransmit::Ready(t2)) => sb.pending.push((t2, 1 - cur)),
+                    Some(PathTransmit::Batch(mut b)) => {
+                        b.build(now, &mut sb.bufs[1 - cur]);
+                        report.batches_built += 1;
+                        let mut held = shared.lock(report);
+                        if let Some(t2) = held.driver.endpoint().end_send_batch(now, w.conn, b, &mut sb.bufs[1 - cur]) {
+                            sb.pending.push((t2, 1 - cur));
+                        }
+                    }
+                    Some(PathTransmit::Gone) => round.gone = true,
+                    _ => {}
+                }
+                return;
+            }
+        }
+        match follow {
+            Some(n) => {
+                cur = 1 - cur;
+                next = n;
+            }
+            None => {
+                g = Some(shared.lock(report));
+                now = shared.clock.now();
+                next = g.as_mut().expect("held").driver.endpoint().poll_path_transmit(
+                    now,
+                    w.conn,
+                    w.path_id,
+                    &mut sb.bufs[cur],
+                );
+            }
         }
     }
 }

@@ -43,6 +43,12 @@ impl Endpoint {
         Some((ConnectionHandle(idx), conn.path_of_datagram(datagram)))
     }
 
+    /// Length of the connection IDs this endpoint issues (what a short header's destination
+    /// CID is made of).
+    pub fn cid_len(&self) -> usize {
+        self.config.cid_len
+    }
+
     /// [`crate::conn::Connection::begin_recv_run`] on connection `h`.
     pub fn begin_recv_run(&mut self, h: ConnectionHandle, path_id: u64, remote: SocketAddr) -> Option<RecvRun> {
         let slot = self.connections.get_mut(h.0).and_then(|c| c.as_mut())?;
