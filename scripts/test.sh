@@ -10,6 +10,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# (The tokio example and the streams' tokio traits are behind mpq-api's `tokio` feature.)
+cargo clippy -p mpq-api --all-targets --features tokio --locked -- -D warnings
 echo "== chromium for the lab report's browser test"
 if scripts/setup-chromium.sh; then
     # Installed: a missing browser is now a failure, not a skip.
@@ -19,6 +21,10 @@ else
 fi
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== the application API's examples (mpq-api), in both runtimes"
+cargo run --locked -q -p mpq-api --example echo -- --paths 2 --threads per-path
+cargo run --locked -q -p mpq-api --example echo -- --paths 2 --threads single
+cargo run --locked -q -p mpq-api --features tokio --example tokio_echo
 echo "== fuzz targets (60 s each, corpus in fuzz/corpus)"
 scripts/fuzz-ci.sh 60
 echo "== release build for interop"

@@ -22,14 +22,15 @@ use crate::{Clock, UdpSocket};
 /// The token of a thread's waker (sockets take the tokens from 0).
 const WAKER: Token = Token(usize::MAX);
 
-/// See [`super::PathThreads::run`].
-pub(super) fn run<D: EndpointDriver + 'static>(
+/// The shared state of a run and the calling thread's poll over the listening sockets.
+pub(super) fn setup<D: EndpointDriver + 'static>(
     mut sockets: Vec<UdpSocket>,
     clock: Clock,
     cpus: Vec<usize>,
+    per_path: bool,
     driver: D,
-) -> io::Result<(D, Vec<ThreadReport>)> {
-    let mut poll = Poll::new()?;
+) -> io::Result<(Arc<Shared<D>>, Poll)> {
+    let poll = Poll::new()?;
     for (i, s) in sockets.iter_mut().enumerate() {
         poll.registry().register(s.mio(), Token(i), Interest::READABLE | Interest::WRITABLE)?;
     }
@@ -42,25 +43,51 @@ pub(super) fn run<D: EndpointDriver + 'static>(
         control: Arc::new(WorkerCtl::new(waker)),
         reports: Mutex::new(Vec::new()),
         cpus,
+        per_path,
+        app_kick: AtomicBool::new(false),
     });
+    Ok((shared, poll))
+}
+
+/// The calling thread's part of a run, until the driver or [`Shared::stop`] stops it: then
+/// every path thread is stopped and joined, and what the connections still have to send
+/// leaves. Returns the calling thread's report.
+pub(super) fn drive<D: EndpointDriver + 'static>(shared: &Arc<Shared<D>>, mut poll: Poll) -> io::Result<ThreadReport> {
     if let Some(&cpu) = shared.cpus.first() {
         super::pin_current_thread(cpu);
     }
     let mut report = ThreadReport::default();
     let cpu_start = super::cpu::thread_cpu_time();
-    let result = control_loop(&shared, &mut poll, &mut report);
-    stop_workers(&shared, &mut report);
-    final_flush(&shared, &mut report);
+    let result = control_loop(shared, &mut poll, &mut report);
+    stop_workers(shared, &mut report);
+    final_flush(shared, &mut report);
     report.cpu = super::cpu::thread_cpu_time().saturating_sub(cpu_start);
-    result?;
+    result.map(|()| report)
+}
+
+/// See [`super::PathThreads::run`].
+pub(super) fn run<D: EndpointDriver + 'static>(
+    sockets: Vec<UdpSocket>,
+    clock: Clock,
+    cpus: Vec<usize>,
+    per_path: bool,
+    driver: D,
+) -> io::Result<(D, Vec<ThreadReport>)> {
+    let (shared, poll) = setup(sockets, clock, cpus, per_path, driver)?;
+    let report = drive(&shared, poll)?;
     let shared = match Arc::try_unwrap(shared) {
         Ok(s) => s,
         Err(_) => unreachable!("every worker is joined, so none holds the shared state"),
     };
+    Ok(into_parts(shared, report))
+}
+
+/// The driver and every thread's report (the calling thread's first) of a run that ended.
+pub(super) fn into_parts<D>(shared: Shared<D>, report: ThreadReport) -> (D, Vec<ThreadReport>) {
     let locked = shared.locked.into_inner().expect("a runtime thread panicked holding the endpoint");
     let mut reports = vec![report];
     reports.extend(shared.reports.into_inner().expect("reports"));
-    Ok((locked.driver, reports))
+    (locked.driver, reports)
 }
 
 /// Rounds until the driver stops: listening sockets read, timers, the application, threads
@@ -86,6 +113,11 @@ fn control_loop<D: EndpointDriver + 'static>(
             let blocked = flush(shared, &mut g, &mut tx, &mut pending, report);
             let Locked { driver, workers, .. } = &mut *g;
             worker::wake_for(driver.endpoint(), workers, None, true);
+            if shared.app_kick.swap(false, Ordering::AcqRel) {
+                for w in workers.iter() {
+                    w.ctl.wake();
+                }
+            }
             let deadline = g.driver.poll_timeout();
             shared.control.sleeping.store(true, Ordering::Release);
             (deadline, blocked, g.workers.len())
@@ -176,6 +208,9 @@ fn manage<D: EndpointDriver + 'static>(shared: &Arc<Shared<D>>, g: &mut Locked<D
         } else {
             i += 1;
         }
+    }
+    if !shared.per_path {
+        return Ok(());
     }
     let ep = g.driver.endpoint();
     let mut wanted: Vec<(ConnectionHandle, u64, Option<SocketAddr>, SocketAddr)> = Vec::new();

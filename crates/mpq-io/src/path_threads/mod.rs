@@ -17,6 +17,7 @@
 
 mod control;
 mod cpu;
+mod handle;
 mod worker;
 
 use std::io;
@@ -30,6 +31,7 @@ use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 use crate::{Clock, Driver, LoopStats, UdpSocket};
 
 pub use cpu::{pin_current_thread, thread_cpu_time};
+pub use handle::{Runtime, RuntimeGuard};
 
 /// What the runtime with a thread per path drives: a [`Driver`] (an endpoint and its
 /// application, as for the single-thread loop) that also gives access to its endpoint.
@@ -66,6 +68,7 @@ pub struct PathThreads {
     sockets: Vec<UdpSocket>,
     clock: Clock,
     cpus: Vec<usize>,
+    per_path: bool,
 }
 
 impl std::fmt::Debug for PathThreads {
@@ -81,7 +84,15 @@ impl PathThreads {
         if sockets.is_empty() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "the runtime needs a socket"));
         }
-        Ok(Self { sockets, clock, cpus: Vec::new() })
+        Ok(Self { sockets, clock, cpus: Vec::new(), per_path: true })
+    }
+
+    /// No path threads: the thread of [`PathThreads::run`] (or of [`PathThreads::spawn`])
+    /// drives every connection, as the single-thread loop does, with the endpoint behind the
+    /// lock so that other threads may use it ([`Runtime::lock`]).
+    pub fn single_thread(mut self) -> Self {
+        self.per_path = false;
+        self
     }
 
     /// Pins the threads to these CPUs in turn: the calling thread to the first, each path's
@@ -100,7 +111,13 @@ impl PathThreads {
     /// listening socket. Returns the driver and a report per thread (the calling thread's
     /// first).
     pub fn run<D: EndpointDriver + 'static>(self, driver: D) -> io::Result<(D, Vec<ThreadReport>)> {
-        control::run(self.sockets, self.clock, self.cpus, driver)
+        control::run(self.sockets, self.clock, self.cpus, self.per_path, driver)
+    }
+
+    /// Runs on a thread of its own (`mpq-runtime`) and returns at once with a handle through
+    /// which other threads use the driver ([`Runtime::lock`]) and stop the run.
+    pub fn spawn<D: EndpointDriver + 'static>(self, driver: D) -> io::Result<Runtime<D>> {
+        handle::spawn(self.sockets, self.clock, self.cpus, self.per_path, driver)
     }
 }
 
@@ -119,6 +136,11 @@ struct Shared<D> {
     reports: Mutex<Vec<ThreadReport>>,
     /// CPUs to pin threads to.
     cpus: Vec<usize>,
+    /// Paths get threads of their own (else the calling thread drives them all).
+    per_path: bool,
+    /// An application thread changed the endpoint ([`Runtime::lock`]): every path thread
+    /// looks for work at the calling thread's next round.
+    app_kick: AtomicBool,
 }
 
 /// What is behind the lock.
@@ -144,6 +166,9 @@ struct WorkerCtl {
     waker: mio::Waker,
     /// The thread is asleep or about to be (set under the lock).
     sleeping: AtomicBool,
+    /// A wake came while the thread was awake (after it looked for work, maybe): it looks
+    /// again instead of sleeping (read and set under the lock).
+    kicked: AtomicBool,
     /// The thread should end (its path is gone, or the run stops).
     quit: AtomicBool,
     /// The thread has ended.
@@ -152,13 +177,22 @@ struct WorkerCtl {
 
 impl WorkerCtl {
     fn new(waker: mio::Waker) -> Self {
-        Self { waker, sleeping: AtomicBool::new(false), quit: AtomicBool::new(false), done: AtomicBool::new(false) }
+        Self {
+            waker,
+            sleeping: AtomicBool::new(false),
+            kicked: AtomicBool::new(false),
+            quit: AtomicBool::new(false),
+            done: AtomicBool::new(false),
+        }
     }
 
-    /// Wakes the thread if it sleeps.
+    /// Wakes the thread if it sleeps; if it is awake, it looks for work once more before it
+    /// sleeps (it may have looked already). Called under the lock.
     fn wake(&self) {
         if self.sleeping.swap(false, Ordering::AcqRel) {
             let _ = self.waker.wake();
+        } else {
+            self.kicked.store(true, Ordering::Release);
         }
     }
 

@@ -345,6 +345,11 @@ fn after_round<D: EndpointDriver>(
     if round.gone || mine != paths.len() {
         shared.control.wake_always();
     }
+    // (A wake that came during the round means work may have come after this thread
+    // looked for it: one more round.)
+    if w.ctl.kicked.swap(false, Ordering::AcqRel) {
+        round.busy = true;
+    }
     if !round.busy {
         w.ctl.sleeping.store(true, Ordering::Release);
     }
@@ -363,9 +368,13 @@ pub(super) fn wake_for(ep: &mut Endpoint, workers: &[WorkerSlot], me: Option<&Wo
         let own = me.filter(|w| w.conn == h);
         for s in workers.iter().filter(|s| s.conn == h) {
             match own {
+                // Another thread, or this one idle (the change was not its own: another
+                // thread's datagram, the application): every thread of the connection looks,
+                // this one included.
                 None => s.ctl.wake(),
+                Some(_) if !busy => s.ctl.wake(),
                 Some(w) if s.path_id != w.path_id => {
-                    if busy && conn.wants_to_send() && conn.path_window_open(s.path_id) {
+                    if conn.wants_to_send() && conn.path_window_open(s.path_id) {
                         s.ctl.wake();
                     }
                 }

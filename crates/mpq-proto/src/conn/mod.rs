@@ -537,7 +537,9 @@ impl Connection {
 
     /// The peer's address on the handshake path (or the first open path once it is gone).
     pub fn remote_address(&self) -> SocketAddr {
-        self.paths[self.primary_path()].remote
+        // (From the board: the path may be out on its own thread.)
+        let pi = self.primary_path();
+        self.paths.view(pi).map_or_else(|| self.paths[pi].remote, |v| v.remote)
     }
 
     /// Connection and per-path statistics (paths already discarded included).
@@ -545,6 +547,8 @@ impl Connection {
         let mut s = self.shared.stats.clone();
         s.paths = self.shared.closed_paths.iter().cloned().collect();
         s.paths.extend(self.paths.iter().map(|p| p.snapshot()));
+        // A path out on its own thread: as it was when it left.
+        s.paths.extend(self.paths.out_stats().cloned());
         s.paths.sort_by_key(|p| p.path_id);
         s.datagrams = self.shared.datagrams.stats.clone();
         s

@@ -138,6 +138,14 @@ impl Connection {
         Ok(())
     }
 
+    /// Whether path `id` is validated and carries data (`Some(true)`), is still being
+    /// validated (`Some(false)`), or is unknown or abandoned (`None`). Read from the board,
+    /// so a path out on its own thread answers too.
+    pub fn path_validated(&self, id: u64) -> Option<bool> {
+        let (_, v) = self.paths.board().iter().find(|(_, v)| v.id == id && v.is_open())?;
+        Some(v.is_active())
+    }
+
     /// IDs of the paths that are open (not abandoned).
     pub fn path_ids(&self) -> Vec<u64> {
         // (From the board: a path checked out to its own thread is still open.)

@@ -29,8 +29,9 @@ enum Slot {
     Free,
     /// A path, here.
     Here(Box<PathState>),
-    /// A path checked out for work it does alone.
-    Out,
+    /// A path checked out for work it does alone, with its statistics as it left (what
+    /// `Connection::stats` reports for it meanwhile).
+    Out(Box<super::path::PathStats>),
 }
 
 impl Slot {
@@ -116,7 +117,11 @@ impl PathTable {
         if !matches!(s, Slot::Here(_)) {
             return None;
         }
-        let Slot::Here(path) = std::mem::replace(s, Slot::Out) else { return None };
+        let stats = match s {
+            Slot::Here(p) => Box::new(p.snapshot()),
+            _ => return None,
+        };
+        let Slot::Here(path) = std::mem::replace(s, Slot::Out(stats)) else { return None };
         Some(PathHalf { slot, path })
     }
 
@@ -126,13 +131,16 @@ impl PathTable {
     /// If its slot does not wait for it (a caller bug).
     pub fn check_in(&mut self, half: PathHalf) {
         let s = &mut self.slots[half.slot];
-        assert!(matches!(s, Slot::Out), "slot {} does not wait for a checked-out path", half.slot);
+        assert!(matches!(s, Slot::Out(_)), "slot {} does not wait for a checked-out path", half.slot);
         *s = Slot::Here(half.path);
+        // ACK offers may have been switched on while it was out (a second path went live):
+        // its offer is published now, as the switch did for the paths in the table.
+        self.publish_offer(half.slot);
     }
 
     /// The path in `slot` is checked out (its mail waits for its check-in).
     pub fn is_out(&self, slot: usize) -> bool {
-        matches!(self.slots.get(slot), Some(Slot::Out))
+        matches!(self.slots.get(slot), Some(Slot::Out(_)))
     }
 
     /// Marks `slot` as having mail waiting again (it was checked out when the mail was
@@ -170,6 +178,14 @@ impl PathTable {
     /// The slots in use, in order.
     pub fn slots(&self) -> Slots {
         self.enumerate().map(|(i, _)| i).collect()
+    }
+
+    /// The statistics of the paths checked out (as they left), in slot order.
+    pub fn out_stats(&self) -> impl Iterator<Item = &super::path::PathStats> + '_ {
+        self.slots.iter().filter_map(|s| match s {
+            Slot::Out(stats) => Some(&**stats),
+            _ => None,
+        })
     }
 
     /// The paths with their slots, in slot order.

@@ -113,10 +113,16 @@ impl Connection {
     /// Checks path `path_id` out of the table, with its seat at the board and the keys of
     /// the current phase, so that a run of its datagrams from `remote` can be opened on
     /// another thread ([`RecvRun::open`]). `None` when the connection is not established
-    /// with 1-RTT keys or the path does not exist: hand the datagrams to
+    /// with 1-RTT keys, its handshake spaces are not yet discarded, or the path does not
+    /// exist: hand the datagrams to
     /// [`Connection::handle_datagrams`] instead.
     pub fn begin_recv_run(&mut self, path_id: u64, remote: SocketAddr) -> Option<RecvRun> {
         self.debug_assert_mail_delivered();
+        if self.shared.initial.is_some() || self.shared.handshake.is_some() {
+            // The handshake's timers and packets are the primary path's, read by whichever
+            // thread handles them: no path leaves the table until they are discarded.
+            return None;
+        }
         let lease = self.lease_recv_keys()?;
         let slot = self.path_index(path_id)?;
         let cids = self.shared.local_cids.get(&path_id)?.active.values().map(|c| c.cid).collect();

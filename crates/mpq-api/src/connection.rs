@@ -1,0 +1,356 @@
+//! A connection: its streams, its paths, its statistics and its close.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use mpq_proto::conn::{ConnectionStats, PathError, PathEvent, PathStats, PathStatus};
+use mpq_proto::endpoint::ConnectionHandle;
+use mpq_proto::{Dir, StreamId};
+
+use crate::driver::{register, ApiDriver, ConnState};
+use crate::endpoint::Inner;
+use crate::stream::{RecvStream, SendStream};
+use crate::Error;
+
+/// One QUIC connection. Clones are handles on the same connection, usable from any thread.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+    h: ConnectionHandle,
+    /// Which connection of the handle (the endpoint reuses handles).
+    gen: u64,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").field("handle", &self.h.0).finish()
+    }
+}
+
+/// Why a connection cannot be used: its error if it has one, else that it is gone.
+fn gone(st: Option<&ConnState>) -> Error {
+    match st.and_then(|s| s.error.clone()) {
+        Some(e) => Error::Closed(e),
+        None => Error::Gone,
+    }
+}
+
+impl Connection {
+    pub(crate) fn new(inner: Arc<Inner>, h: ConnectionHandle, gen: u64) -> Self {
+        Self { inner, h, gen }
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
+    /// The protocol's connection and the API's state of it, if it is still this one.
+    pub(crate) fn parts<'a>(
+        &self,
+        d: &'a mut ApiDriver,
+    ) -> (Option<&'a mut mpq_proto::conn::Connection>, Option<&'a mut ConnState>) {
+        let ApiDriver { endpoint, conns, .. } = d;
+        match conns.get_mut(&self.h).filter(|s| s.gen == self.gen) {
+            Some(st) => (endpoint.connection_mut(self.h), Some(st)),
+            None => (None, None),
+        }
+    }
+
+    /// Runs `f` on the protocol's connection under the endpoint's lock; the connection's
+    /// error (or `Gone`) if it is closed.
+    pub(crate) fn with<T>(
+        &self,
+        f: impl FnOnce(&mut mpq_proto::conn::Connection, &mut ConnState, mpq_proto::Instant) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let now = self.inner.now();
+        let mut g = self.inner.lock();
+        match self.parts(&mut g) {
+            (Some(c), Some(st)) if st.error.is_none() => f(c, st, now),
+            (_, st) => Err(gone(st.map(|s| &*s))),
+        }
+    }
+
+    /// The peer's address on the first path.
+    pub fn remote_address(&self) -> Result<SocketAddr, Error> {
+        self.with(|c, _, _| Ok(c.remote_address()))
+    }
+
+    /// Opens a unidirectional stream, waiting while the peer's stream limit is reached.
+    pub fn open_uni(&self) -> OpenStream<SendStream> {
+        OpenStream { conn: self.clone(), dir: Dir::Uni, make: |c, id| SendStream::new(c, id) }
+    }
+
+    /// Opens a bidirectional stream, waiting while the peer's stream limit is reached.
+    pub fn open_bi(&self) -> OpenStream<(SendStream, RecvStream)> {
+        OpenStream {
+            conn: self.clone(),
+            dir: Dir::Bi,
+            make: |c, id| (SendStream::new(c.clone(), id), RecvStream::new(c, id)),
+        }
+    }
+
+    /// The next unidirectional stream the peer opened.
+    pub fn accept_uni(&self) -> AcceptStream<RecvStream> {
+        AcceptStream { conn: self.clone(), dir: Dir::Uni, make: |c, id| RecvStream::new(c, id) }
+    }
+
+    /// The next bidirectional stream the peer opened.
+    pub fn accept_bi(&self) -> AcceptStream<(SendStream, RecvStream)> {
+        AcceptStream {
+            conn: self.clone(),
+            dir: Dir::Bi,
+            make: |c, id| (SendStream::new(c.clone(), id), RecvStream::new(c, id)),
+        }
+    }
+
+    /// Opens a path from `local` (one of the endpoint's addresses; `None`: the first) to
+    /// `remote` (RFC 10069 §3); returns its path ID. [`PathEvent::Validated`] follows when
+    /// the peer answered.
+    pub fn open_path(&self, local: Option<SocketAddr>, remote: SocketAddr, backup: bool) -> Result<u64, Error> {
+        let status = if backup { PathStatus::Backup } else { PathStatus::Available };
+        self.with(|c, _, now| Ok(c.open_path(now, local, remote, status)?))
+    }
+
+    /// Opens a path from `local` to `remote` as soon as the peer allows one (a path ID and
+    /// its connection IDs may take a round trip after the handshake) and completes when the
+    /// path is validated, with its ID.
+    pub fn add_path(&self, local: Option<SocketAddr>, remote: SocketAddr, backup: bool) -> AddPath {
+        AddPath { conn: self.clone(), local, remote, backup, id: None }
+    }
+
+    /// Abandons path `id` (PATH_ABANDON with `error_code`); its data in flight is resent on
+    /// the others.
+    pub fn abandon_path(&self, id: u64, error_code: u64) -> Result<(), Error> {
+        self.with(|c, _, now| Ok(c.abandon_path(now, id, error_code)?))
+    }
+
+    /// Asks the peer to use path `id` only as a backup (`true`) or as any path (`false`).
+    pub fn set_path_backup(&self, id: u64, backup: bool) -> Result<(), Error> {
+        let status = if backup { PathStatus::Backup } else { PathStatus::Available };
+        self.with(|c, _, now| Ok(c.set_path_status(now, id, status)?))
+    }
+
+    /// The IDs of the open paths.
+    pub fn path_ids(&self) -> Result<Vec<u64>, Error> {
+        self.with(|c, _, _| Ok(c.path_ids()))
+    }
+
+    /// Every path's counters (RTT, window, bytes, losses, state), closed ones included. (With
+    /// a thread per path, a path its thread holds at that moment is as it was when it left.)
+    pub fn path_stats(&self) -> Result<Vec<PathStats>, Error> {
+        self.with(|c, _, _| Ok(c.stats().paths))
+    }
+
+    /// The connection's counters.
+    pub fn stats(&self) -> Result<ConnectionStats, Error> {
+        self.with(|c, _, _| Ok(c.stats()))
+    }
+
+    /// Multipath was negotiated.
+    pub fn is_multipath(&self) -> Result<bool, Error> {
+        self.with(|c, _, _| Ok(c.is_multipath()))
+    }
+
+    /// The next path event (opened, validated, status, failure, closed); the oldest are
+    /// dropped when more than 256 wait.
+    pub fn path_event(&self) -> NextPathEvent {
+        NextPathEvent { conn: self.clone() }
+    }
+
+    /// Closes the connection with an application error code and reason (CONNECTION_CLOSE).
+    pub fn close(&self, error_code: u64, reason: &[u8]) {
+        let _ = self.with(|c, _, now| {
+            c.close(now, error_code, reason);
+            Ok(())
+        });
+    }
+
+    /// Waits until the connection is closed (by either side) and returns why.
+    pub fn closed(&self) -> Closed {
+        Closed { conn: self.clone() }
+    }
+
+    /// Polls `f` under the lock with the connection (`None` once it is gone) and its state;
+    /// `Pending` registers the waker in the connection's general list. `f` must answer when
+    /// the connection is gone.
+    fn poll_general<T>(
+        &self,
+        cx: &mut Context<'_>,
+        f: impl FnOnce(Option<&mut mpq_proto::conn::Connection>, &mut ConnState) -> Option<T>,
+    ) -> Poll<T> {
+        let mut g = self.inner.lock();
+        let (c, st) = self.parts(&mut g);
+        // Another connection took the handle: this one is gone, with no state left.
+        let mut gone_state = ConnState { drained: true, ..ConnState::default() };
+        let fresh = st.is_some();
+        let st = st.unwrap_or(&mut gone_state);
+        match f(c, st) {
+            Some(v) => Poll::Ready(v),
+            None => {
+                // (`f` answers whenever the connection is gone, so a stale handle never
+                // gets here.)
+                debug_assert!(fresh, "a gone connection left a future pending");
+                register(&mut st.general, cx.waker());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// A connection whose handshake is under way; completes with it.
+pub struct Connecting {
+    conn: Option<Connection>,
+}
+
+impl Connecting {
+    pub(crate) fn new(conn: Connection) -> Self {
+        Self { conn: Some(conn) }
+    }
+}
+
+impl Future for Connecting {
+    type Output = Result<Connection, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let conn = self.conn.as_ref().expect("polled after completion");
+        let r = conn.poll_general(cx, |c, st| {
+            if st.error.is_some() || c.is_none() {
+                return Some(Err(gone(Some(st))));
+            }
+            st.connected.then_some(Ok(()))
+        });
+        match r {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(self.conn.take().expect("once"))),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// The future of [`Connection::open_uni`] and [`Connection::open_bi`].
+pub struct OpenStream<T> {
+    conn: Connection,
+    dir: Dir,
+    make: fn(Connection, StreamId) -> T,
+}
+
+impl<T> Future for OpenStream<T> {
+    type Output = Result<T, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let dir = self.dir;
+        let r = self.conn.poll_general(cx, |c, st| match c {
+            Some(c) if st.error.is_none() => c.open_stream(dir).map(Ok),
+            _ => Some(Err(gone(Some(st)))),
+        });
+        r.map(|id| id.map(|id| (self.make)(self.conn.clone(), id)))
+    }
+}
+
+/// The future of [`Connection::accept_uni`] and [`Connection::accept_bi`].
+pub struct AcceptStream<T> {
+    conn: Connection,
+    dir: Dir,
+    make: fn(Connection, StreamId) -> T,
+}
+
+impl<T> Future for AcceptStream<T> {
+    type Output = Result<T, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let dir = self.dir;
+        let r = self.conn.poll_general(cx, |c, st| match c {
+            Some(c) if st.error.is_none() => c.accept_stream(dir).map(Ok),
+            _ => Some(Err(gone(Some(st)))),
+        });
+        r.map(|id| id.map(|id| (self.make)(self.conn.clone(), id)))
+    }
+}
+
+/// The future of [`Connection::path_event`].
+pub struct NextPathEvent {
+    conn: Connection,
+}
+
+impl Future for NextPathEvent {
+    type Output = Result<PathEvent, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.conn.poll_general(cx, |c, st| match st.path_events.pop_front() {
+            Some(e) => Some(Ok(e)),
+            None if st.error.is_some() || c.is_none() => Some(Err(gone(Some(st)))),
+            None => None,
+        })
+    }
+}
+
+/// The future of [`Connection::closed`]: why the connection closed.
+pub struct Closed {
+    conn: Connection,
+}
+
+impl Future for Closed {
+    type Output = Error;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Error> {
+        self.conn.poll_general(cx, |c, st| (st.error.is_some() || st.drained || c.is_none()).then(|| gone(Some(st))))
+    }
+}
+
+/// The future of [`Connection::add_path`].
+pub struct AddPath {
+    conn: Connection,
+    local: Option<SocketAddr>,
+    remote: SocketAddr,
+    backup: bool,
+    /// The path, once opened.
+    id: Option<u64>,
+}
+
+impl Future for AddPath {
+    type Output = Result<u64, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let (local, remote, id) = (self.local, self.remote, self.id);
+        let status = if self.backup { PathStatus::Backup } else { PathStatus::Available };
+        let now = self.conn.inner.now();
+        let r = self.conn.poll_general(cx, |c, st| {
+            let c = match c {
+                Some(c) if st.error.is_none() => c,
+                _ => return Some(Err(gone(Some(st)))),
+            };
+            if !st.connected {
+                return None;
+            }
+            let Some(id) = id else {
+                return match c.open_path(now, local, remote, status) {
+                    Ok(id) => Some(Ok((id, false))),
+                    // Transient: a path ID or its connection IDs are on their way.
+                    Err(PathError::NoConnectionId | PathError::NoPathId) => None,
+                    // (Known once the handshake is confirmed.)
+                    Err(PathError::MultipathNotNegotiated) if !st.confirmed => None,
+                    Err(e) => Some(Err(Error::Path(e))),
+                };
+            };
+            match c.path_validated(id) {
+                Some(true) => Some(Ok((id, true))),
+                Some(false) => None,
+                None => Some(Err(Error::Path(PathError::UnknownPath))),
+            }
+        });
+        match r {
+            Poll::Ready(Ok((id, true))) => Poll::Ready(Ok(id)),
+            Poll::Ready(Ok((id, false))) => {
+                // Opened: now wait for its validation (woken by its path event).
+                self.id = Some(id);
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

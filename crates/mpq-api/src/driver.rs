@@ -1,0 +1,215 @@
+//! What the runtime drives for the API: the protocol endpoint, and the wakers of the
+//! application's futures, woken from the endpoint's events after every round of I/O.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::ops::ControlFlow;
+use std::task::Waker;
+
+use mpq_io::path_threads::EndpointDriver;
+use mpq_io::{Driver, Transmit};
+use mpq_proto::conn::{ConnectionError, Event, PathEvent};
+use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
+use mpq_proto::stream::StreamEvent;
+use mpq_proto::types::StreamId;
+use mpq_proto::Instant;
+
+/// Path events kept per connection for [`crate::Connection::path_event`]; older ones are
+/// dropped (a count of them is kept) when the application does not read them.
+const PATH_EVENTS_KEPT: usize = 256;
+
+/// The endpoint and the application's waiting futures.
+pub(crate) struct ApiDriver {
+    pub endpoint: Endpoint,
+    pub conns: HashMap<ConnectionHandle, ConnState>,
+    /// Server connections that completed their handshake, not yet accepted.
+    pub incoming: VecDeque<ConnectionHandle>,
+    /// Server connections still in their handshake.
+    pub handshaking: Vec<ConnectionHandle>,
+    pub accept_wakers: Vec<Waker>,
+    /// The endpoint no longer accepts connections.
+    pub closed: bool,
+    /// Generation of the next connection: the endpoint reuses a gone connection's handle,
+    /// so the API's handles carry the generation too and a stale one finds its
+    /// connection gone instead of another one.
+    next_gen: u64,
+}
+
+/// What the API keeps of one connection.
+#[derive(Default)]
+pub(crate) struct ConnState {
+    /// Which connection of the handle this is ([`ApiDriver::fresh`]).
+    pub gen: u64,
+    pub connected: bool,
+    /// The handshake is confirmed (RFC 9001 §4.1.2): multipath, if negotiated, is usable.
+    pub confirmed: bool,
+    pub error: Option<ConnectionError>,
+    pub drained: bool,
+    pub readable: HashMap<StreamId, Vec<Waker>>,
+    pub writable: HashMap<StreamId, Vec<Waker>>,
+    /// Futures waiting for anything else (the handshake, a stream to open or accept, a
+    /// path event, the close).
+    pub general: Vec<Waker>,
+    pub path_events: VecDeque<PathEvent>,
+    pub path_events_dropped: u64,
+}
+
+impl ConnState {
+    fn wake_all(&mut self) {
+        for w in self.readable.drain().chain(self.writable.drain()).flat_map(|(_, v)| v) {
+            w.wake();
+        }
+        self.wake_general();
+    }
+
+    fn wake_general(&mut self) {
+        for w in self.general.drain(..) {
+            w.wake();
+        }
+    }
+}
+
+/// Adds `w` to `list` unless a waker that wakes the same task is there.
+pub(crate) fn register(list: &mut Vec<Waker>, w: &Waker) {
+    if !list.iter().any(|x| x.will_wake(w)) {
+        list.push(w.clone());
+    }
+}
+
+impl ApiDriver {
+    pub fn new(endpoint: Endpoint) -> Self {
+        Self {
+            endpoint,
+            conns: HashMap::new(),
+            incoming: VecDeque::new(),
+            handshaking: Vec::new(),
+            accept_wakers: Vec::new(),
+            closed: false,
+            next_gen: 1,
+        }
+    }
+
+    /// A new connection under handle `h`: a fresh state; returns its generation.
+    pub fn fresh(&mut self, h: ConnectionHandle) -> u64 {
+        let gen = self.next_gen;
+        self.next_gen += 1;
+        self.conns.insert(h, ConnState { gen, ..ConnState::default() });
+        gen
+    }
+
+    /// Every event of the endpoint, to the futures waiting for it.
+    fn dispatch(&mut self) {
+        while let Some(h) = self.endpoint.accept() {
+            self.fresh(h);
+            self.handshaking.push(h);
+        }
+        while let Some((h, ev)) = self.endpoint.poll_event() {
+            let st = self.conns.entry(h).or_default();
+            match ev {
+                Event::Connected => {
+                    st.connected = true;
+                    st.wake_general();
+                }
+                Event::HandshakeConfirmed => {
+                    st.confirmed = true;
+                    st.wake_general();
+                }
+                Event::Stream(StreamEvent::Readable { id }) | Event::Stream(StreamEvent::Reset { id, .. }) => {
+                    for w in st.readable.remove(&id).into_iter().flatten() {
+                        w.wake();
+                    }
+                }
+                Event::Stream(StreamEvent::Writable { id })
+                | Event::Stream(StreamEvent::Stopped { id, .. })
+                | Event::Stream(StreamEvent::Finished { id }) => {
+                    for w in st.writable.remove(&id).into_iter().flatten() {
+                        w.wake();
+                    }
+                    st.wake_general();
+                }
+                Event::Path(pe) => {
+                    if st.path_events.len() >= PATH_EVENTS_KEPT {
+                        st.path_events.pop_front();
+                        st.path_events_dropped += 1;
+                    }
+                    st.path_events.push_back(pe);
+                    st.wake_general();
+                }
+                Event::ConnectionLost(e) => {
+                    st.error = Some(e);
+                    st.wake_all();
+                }
+                Event::Drained => {
+                    st.drained = true;
+                    st.wake_all();
+                }
+                _ => st.wake_general(),
+            }
+        }
+        // Server connections are handed out once their handshake completed.
+        let mut i = 0;
+        while i < self.handshaking.len() {
+            let h = self.handshaking[i];
+            let st = self.conns.entry(h).or_default();
+            if st.connected || st.error.is_some() || st.drained {
+                self.handshaking.swap_remove(i);
+                if st.connected && st.error.is_none() {
+                    self.incoming.push_back(h);
+                    for w in self.accept_wakers.drain(..) {
+                        w.wake();
+                    }
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+impl Driver for ApiDriver {
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        data: &mut [u8],
+    ) {
+        self.endpoint.handle_datagram(now, local, remote, ecn, data);
+    }
+
+    fn handle_datagrams(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+        datagrams: &mut [&mut [u8]],
+    ) {
+        self.endpoint.handle_datagrams(now, local, remote, ecn, datagrams);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.endpoint.handle_timeout(now);
+    }
+
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.endpoint.poll_timeout()
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.endpoint.poll_transmit(now, buf)
+    }
+
+    fn on_wake(&mut self, _now: Instant) -> ControlFlow<()> {
+        self.dispatch();
+        // The runtime stops when the application's last handle goes, not from here.
+        ControlFlow::Continue(())
+    }
+}
+
+impl EndpointDriver for ApiDriver {
+    fn endpoint(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
+    }
+}

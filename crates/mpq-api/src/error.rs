@@ -1,0 +1,45 @@
+//! The API's errors.
+
+use mpq_proto::conn::{ConnectionError, PathError};
+use mpq_proto::stream::StreamError;
+
+/// What can go wrong in a call of the API.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The connection is closed (by either side, an error, or the idle timeout).
+    #[error("connection closed: {0}")]
+    Closed(ConnectionError),
+    /// The connection is gone (drained) without an error to report.
+    #[error("the connection is gone")]
+    Gone,
+    /// A stream call failed (reset or stopped by the peer, wrong direction, closed).
+    #[error("stream: {0}")]
+    Stream(#[from] StreamError),
+    /// A path call failed.
+    #[error("path: {0}")]
+    Path(#[from] PathError),
+    /// The connection could not be started (e.g. an invalid server name, too many
+    /// connections).
+    #[error("connect: {0}")]
+    Connect(String),
+    /// The endpoint is closed: it accepts and starts no more connections.
+    #[error("the endpoint is closed")]
+    EndpointClosed,
+    /// A socket or thread could not be set up.
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// A stream's data exceeds the limit given to `read_to_end`.
+    #[error("the stream holds more than {0} bytes")]
+    TooLong(usize),
+}
+
+impl From<Error> for std::io::Error {
+    /// For `std::io` and tokio's I/O traits: the API's error as the source of an
+    /// `io::Error` of kind `Other` (an `Io` error is passed through).
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Io(e) => e,
+            e => std::io::Error::other(e),
+        }
+    }
+}

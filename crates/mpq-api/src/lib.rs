@@ -1,0 +1,45 @@
+//! mpq's application API: an [`Endpoint`] that connects and accepts, [`Connection`]s with
+//! their paths, and [`SendStream`] / [`RecvStream`] handles. Every handle may be cloned or
+//! moved to any thread. Every call that waits returns a future that any executor can drive
+//! (they are woken by the runtime, not by a particular async runtime); [`Wait::wait`] drives
+//! one on the calling thread, for blocking programs. With the `tokio` feature the streams
+//! implement tokio's `AsyncRead` and `AsyncWrite`.
+//!
+//! The endpoint runs the protocol (`mpq-proto`) in the runtime chosen by [`Options`]: one
+//! thread for everything, or a thread per path (`mpq_io::path_threads`, docs/runtimes.md).
+//! The application's calls take the same lock as the runtime's threads, do their work on
+//! the connection and wake the runtime to send what changed.
+//!
+//! ```no_run
+//! use mpq_api::{Endpoint, Options, Wait};
+//! # fn demo(client: mpq_api::ClientConfig) -> Result<(), mpq_api::Error> {
+//! let ep = Endpoint::client(&["0.0.0.0:0".parse().unwrap()], Options::default())?;
+//! let conn = ep.connect("192.0.2.1:4433".parse().unwrap(), "example.org", &client)?.wait()?;
+//! let (mut send, mut recv) = conn.open_bi().wait()?;
+//! send.write_all(b"hello").wait()?;
+//! send.finish()?;
+//! let reply = recv.read_to_end(1 << 20).wait()?;
+//! # Ok(()) }
+//! ```
+
+mod block;
+mod connection;
+mod driver;
+mod endpoint;
+mod error;
+mod stream;
+
+pub use block::Wait;
+pub use connection::{Connecting, Connection};
+pub use endpoint::{Endpoint, Options, Threads};
+pub use error::Error;
+pub use stream::{RecvStream, SendStream};
+
+/// Per-thread figures of a runtime.
+pub use mpq_io::path_threads::ThreadReport;
+/// The protocol's configuration and statistics types, as the API takes and returns them.
+pub use mpq_proto::conn::{
+    ClientConfig, ConnectionError, ConnectionStats, PathEvent, PathStats, PathStatus, ServerConfig, TransportConfig,
+};
+/// Stream identifiers and directions.
+pub use mpq_proto::{Dir, StreamId};

@@ -1,0 +1,241 @@
+//! The application API end to end over loopback, in both runtimes: byte-exact transfers over
+//! one to four paths, many streams from many threads at once, the errors a program sees
+//! (a server that never answers, a reset stream, a closed endpoint), a path abandoned in the
+//! middle of a transfer, and the runtime's per-thread figures.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use mpq_api::{ClientConfig, Connection, ConnectionError, Endpoint, Error, Options, Threads, TransportConfig, Wait};
+
+const RUNTIMES: [Threads; 2] = [Threads::Single, Threads::PerPath];
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().expect("address")
+}
+
+/// A server that echoes every bidirectional stream and, for every unidirectional stream,
+/// answers on a new unidirectional stream with the length it read (8 bytes, big-endian).
+/// Idle timeout of the tests' connections: a stall fails in seconds, not half a minute.
+const IDLE: Duration = Duration::from_secs(5);
+
+fn echo_server(
+    threads: Threads,
+    transport: TransportConfig,
+) -> (SocketAddr, ClientConfig, std::thread::JoinHandle<()>) {
+    let transport = TransportConfig { max_idle_timeout: IDLE, ..transport };
+    let (client_cfg, server_cfg) = mpq_proto::testing::configs(transport);
+    let server = Endpoint::server(&[addr("127.0.0.1:0")], server_cfg, Options { threads, ..Options::default() })
+        .expect("server endpoint");
+    let server_addr = server.local_addrs()[0];
+    let serving = std::thread::spawn(move || {
+        while let Some(conn) = server.accept().wait() {
+            let c2 = conn.clone();
+            std::thread::spawn(move || {
+                while let Ok((mut send, mut recv)) = c2.accept_bi().wait() {
+                    std::thread::spawn(move || {
+                        let mut buf = vec![0u8; 32 * 1024];
+                        while let Ok(Some(n)) = recv.read(&mut buf).wait() {
+                            if send.write_all(&buf[..n]).wait().is_err() {
+                                return;
+                            }
+                        }
+                        let _ = send.finish();
+                    });
+                }
+            });
+            std::thread::spawn(move || {
+                while let Ok(mut recv) = conn.accept_uni().wait() {
+                    let conn = conn.clone();
+                    std::thread::spawn(move || {
+                        let Ok(data) = recv.read_to_end(64 << 20).wait() else { return };
+                        let Ok(mut send) = conn.open_uni().wait() else { return };
+                        let _ = send.write_all(&(data.len() as u64).to_be_bytes()).wait();
+                        let _ = send.finish();
+                    });
+                }
+            });
+        }
+    });
+    (server_addr, client_cfg, serving)
+}
+
+/// `MPQ_TEST_LOG=1`: the runtime's and the protocol's debug log on stderr.
+fn log() {
+    if std::env::var_os("MPQ_TEST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).with_test_writer().try_init();
+    }
+}
+
+fn pattern(len: usize, salt: u8) -> Vec<u8> {
+    (0..len).map(|i| ((i as u64).wrapping_mul(2_654_435_761) >> 7) as u8 ^ salt).collect()
+}
+
+/// A client over `paths` loopback addresses, connected, with every extra path validated.
+fn client(threads: Threads, paths: u8, server: SocketAddr, cfg: &ClientConfig) -> (Endpoint, Connection) {
+    let locals: Vec<SocketAddr> = (1..=paths).map(|k| addr(&format!("127.0.0.{k}:0"))).collect();
+    let ep = Endpoint::client(&locals, Options { threads, ..Options::default() }).expect("client endpoint");
+    let conn = ep.connect(server, "localhost", cfg).expect("connect").wait().expect("handshake");
+    for &local in &ep.local_addrs()[1..] {
+        conn.add_path(Some(local), server, false).wait().expect("a validated path");
+    }
+    (ep, conn)
+}
+
+fn echo(conn: &Connection, data: &[u8]) -> Vec<u8> {
+    let (mut send, mut recv) = conn.open_bi().wait().expect("open_bi");
+    let out = data.to_vec();
+    let writer = std::thread::spawn(move || {
+        send.write_all(&out).wait().expect("write");
+        send.finish().expect("finish");
+    });
+    let back = recv.read_to_end(data.len()).wait().expect("read");
+    writer.join().expect("writer");
+    back
+}
+
+#[test]
+fn echo_is_byte_exact_over_1_2_and_4_paths_in_both_runtimes() {
+    log();
+    for threads in RUNTIMES {
+        let transport = TransportConfig { initial_max_path_id: Some(8), ..TransportConfig::default() };
+        let (server, cfg, _serving) = echo_server(threads, transport);
+        for paths in [1u8, 2, 4] {
+            eprintln!("echo: {threads:?}, {paths} paths");
+            let (ep, conn) = client(threads, paths, server, &cfg);
+            let data = pattern(3_000_000, paths);
+            assert!(echo(&conn, &data) == data, "{threads:?}, {paths} paths: the echo differs");
+            let ids = conn.path_ids().expect("paths");
+            assert_eq!(ids.len(), usize::from(paths), "{threads:?}: {ids:?}");
+            conn.close(0, b"done");
+            ep.wait_idle().wait();
+            drop(conn);
+            let reports = ep.shutdown().expect("the last handle").expect("a clean stop");
+            let path_threads = reports.iter().filter(|r| r.path_id.is_some()).count();
+            match threads {
+                Threads::Single => assert_eq!(path_threads, 0),
+                Threads::PerPath => {
+                    assert!(path_threads >= usize::from(paths), "{paths} paths, {path_threads} threads")
+                }
+            }
+        }
+    }
+}
+
+/// Eight threads each open their own unidirectional stream on one connection and send a
+/// different amount; each gets its own length back on a stream the server opens.
+#[test]
+fn many_streams_from_many_threads_at_once() {
+    log();
+    for threads in RUNTIMES {
+        let transport = TransportConfig { initial_max_path_id: Some(8), ..TransportConfig::default() };
+        let (server, cfg, _serving) = echo_server(threads, transport);
+        let (_ep, conn) = client(threads, 2, server, &cfg);
+        let senders: Vec<_> = (0..8usize)
+            .map(|k| {
+                let conn = conn.clone();
+                std::thread::spawn(move || {
+                    let mut s = conn.open_uni().wait().expect("open_uni");
+                    s.write_all(&pattern(100_000 + 37_000 * k, k as u8)).wait().expect("write");
+                    s.finish().expect("finish");
+                })
+            })
+            .collect();
+        for s in senders {
+            s.join().expect("sender");
+        }
+        let mut lengths = Vec::new();
+        for _ in 0..8 {
+            let mut r = conn.accept_uni().wait().expect("an answer stream");
+            let b = r.read_to_end(8).wait().expect("read");
+            lengths.push(u64::from_be_bytes(b.try_into().expect("8 bytes")));
+        }
+        lengths.sort_unstable();
+        let want: Vec<u64> = (0..8u64).map(|k| 100_000 + 37_000 * k).collect();
+        assert_eq!(lengths, want, "{threads:?}");
+    }
+}
+
+#[test]
+fn a_server_that_never_answers_ends_the_handshake_with_its_timeout() {
+    log();
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let transport =
+        TransportConfig { handshake_timeout: Some(Duration::from_millis(300)), ..TransportConfig::default() };
+    let (cfg, _) = mpq_proto::testing::configs(transport);
+    for threads in RUNTIMES {
+        let ep = Endpoint::client(&[addr("127.0.0.1:0")], Options { threads, ..Options::default() }).expect("endpoint");
+        let r = ep.connect(silent.local_addr().expect("addr"), "localhost", &cfg).expect("connect").wait();
+        assert!(
+            matches!(r, Err(Error::Closed(ConnectionError::HandshakeTimeout { peer_answered: false }))),
+            "{threads:?}: {r:?}"
+        );
+    }
+}
+
+/// A stream the peer resets reads as an error with the peer's code; a connection the peer
+/// closed says so to every call; an endpoint closed accepts nothing more.
+#[test]
+fn resets_closes_and_a_closed_endpoint_are_reported() {
+    log();
+    let (client_cfg, server_cfg) = mpq_proto::testing::configs(TransportConfig::default());
+    let server = Endpoint::server(&[addr("127.0.0.1:0")], server_cfg, Options::default()).expect("server");
+    let server_addr = server.local_addrs()[0];
+    let accepting = {
+        let server = server.clone();
+        std::thread::spawn(move || {
+            let conn = server.accept().wait().expect("a connection");
+            let mut s = conn.open_uni().wait().expect("open_uni");
+            s.write_all(b"partial").wait().expect("write");
+            s.reset(77).expect("reset");
+            // Closed by the client: every call says so.
+            let why = conn.closed().wait();
+            assert!(matches!(why, Error::Closed(ConnectionError::ApplicationClosed { code: 5, .. })), "{why:?}");
+            assert!(matches!(conn.open_uni().wait(), Err(Error::Closed(_))));
+        })
+    };
+    let ep = Endpoint::client(&[addr("127.0.0.1:0")], Options::default()).expect("client");
+    let conn = ep.connect(server_addr, "localhost", &client_cfg).expect("connect").wait().expect("handshake");
+    let mut r = conn.accept_uni().wait().expect("the server's stream");
+    let got = r.read_to_end(1 << 20).wait();
+    assert!(matches!(got, Err(Error::Stream(mpq_proto::stream::StreamError::Reset(77)))), "{got:?}");
+    conn.close(5, b"bye");
+    accepting.join().expect("server side");
+    server.close(0, b"");
+    assert!(server.accept().wait().is_none(), "a closed endpoint accepts nothing");
+}
+
+/// A path abandoned in the middle of an echo: the rest goes over the other path, intact.
+#[test]
+fn a_path_abandoned_mid_transfer_loses_nothing() {
+    log();
+    for threads in RUNTIMES {
+        eprintln!("abandon: {threads:?}");
+        let transport = TransportConfig { initial_max_path_id: Some(8), ..TransportConfig::default() };
+        let (server, cfg, _serving) = echo_server(threads, transport);
+        let (_ep, conn) = client(threads, 2, server, &cfg);
+        let data = pattern(8_000_000, 3);
+        let (mut send, mut recv) = conn.open_bi().wait().expect("open_bi");
+        let out = data.clone();
+        let writer = std::thread::spawn(move || {
+            send.write_all(&out).wait().expect("write");
+            send.finish().expect("finish");
+        });
+        // Once a quarter is back, path 1 goes.
+        let mut back = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut abandoned = false;
+        while let Some(n) = recv.read(&mut buf).wait().expect("read") {
+            back.extend_from_slice(&buf[..n]);
+            if !abandoned && back.len() > data.len() / 4 {
+                conn.abandon_path(1, 0).expect("abandon path 1");
+                abandoned = true;
+            }
+        }
+        writer.join().expect("writer");
+        assert!(abandoned, "{threads:?}: the transfer ended before a quarter was back");
+        assert!(back == data, "{threads:?}: {} bytes back of {}", back.len(), data.len());
+        let ids = conn.path_ids().expect("paths");
+        assert!(!ids.contains(&1), "{threads:?}: path 1 is still open: {ids:?}");
+    }
+}
