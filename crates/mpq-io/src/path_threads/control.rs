@@ -155,6 +155,9 @@ fn receive<D: EndpointDriver>(shared: &Shared<D>, rx: &mut [Vec<u8>], report: &m
                 break;
             }
             report.io.rx_calls += 1;
+            // A path thread may take the record of this change before this thread's next
+            // round does: every path thread looks then, whoever took it.
+            shared.app_kick.store(true, Ordering::Release);
             let mut g = shared.lock(report);
             let now = shared.clock.now();
             for (m, buf) in meta.iter().zip(rx.iter_mut()).take(n) {

@@ -138,8 +138,9 @@ struct Shared<D> {
     cpus: Vec<usize>,
     /// Paths get threads of their own (else the calling thread drives them all).
     per_path: bool,
-    /// An application thread changed the endpoint ([`Runtime::lock`]): every path thread
-    /// looks for work at the calling thread's next round.
+    /// An application thread changed the endpoint ([`Runtime::lock`]), or the calling thread
+    /// received datagrams: every path thread looks for work at the calling thread's next
+    /// round.
     app_kick: AtomicBool,
 }
 

@@ -358,23 +358,20 @@ fn after_round<D: EndpointDriver>(
 
 /// Wakes the sleeping threads that may have work after a round of thread `me` (`None`: the
 /// calling thread of the run): of each connection something happened to, every thread if
-/// another thread or connection did it, and else (the connection's own path thread) those
-/// whose path has window for the data that waits. A thread of the same connection needs no
-/// more: every thread sleeps until the endpoint's next timer at most, and a path's own
-/// datagrams wake its own thread.
+/// the calling thread did it, and else (the connection's own path thread) those whose path
+/// has window for the data that waits. A thread of the same connection needs no more: every
+/// thread sleeps until the endpoint's next timer at most, and a path's own datagrams wake its
+/// own thread. (What the calling thread receives and what application threads do wakes every
+/// path thread at the calling thread's next round: `Shared::app_kick`.)
 pub(super) fn wake_for(ep: &mut Endpoint, workers: &[WorkerSlot], me: Option<&Worker>, busy: bool) {
     while let Some(h) = ep.poll_path_thread_wake() {
         let Some(conn) = ep.connection(h) else { continue };
         let own = me.filter(|w| w.conn == h);
         for s in workers.iter().filter(|s| s.conn == h) {
             match own {
-                // Another thread, or this one idle (the change was not its own: another
-                // thread's datagram, the application): every thread of the connection looks,
-                // this one included.
                 None => s.ctl.wake(),
-                Some(_) if !busy => s.ctl.wake(),
                 Some(w) if s.path_id != w.path_id => {
-                    if conn.wants_to_send() && conn.path_window_open(s.path_id) {
+                    if busy && conn.wants_to_send() && conn.path_window_open(s.path_id) {
                         s.ctl.wake();
                     }
                 }
