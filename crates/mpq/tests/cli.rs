@@ -2,33 +2,15 @@
 //! and what `-v` says. Each test runs the built binary and bounds how long it may take
 //! (a process that hangs is killed and the test fails).
 
-use std::io::{BufRead, BufReader};
+#[path = "common/process.rs"]
+mod process;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
-fn mpq() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mpq"))
-}
-
-/// Waits for `child` at most `limit`; kills it and panics if it is still running then.
-#[allow(clippy::disallowed_methods)] // a wall-clock bound on a real process
-fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> (Output, Duration) {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return (child.wait_with_output().expect("output"), start.elapsed());
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!("{what}: still running after {limit:?}; stderr: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        // Polling a child process: no notification exists short of a signal handler.
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use process::{mpq, spawn_listening, wait_bounded};
 
 /// Runs `mpq` with `args` (no stdin), bounded by `limit`; returns (exit success, stderr, time).
 fn run(args: &[&str], limit: Duration) -> (bool, String, Duration) {
@@ -215,20 +197,6 @@ fn versions_flags_negotiate_quic_v2() {
 
 /// Starts a server (`mpq ARGS`), waits for its "listening on ADDR" line and returns it with
 /// ADDR; its stderr stays piped for the test to read.
-fn spawn_listening(args: &[&str]) -> (std::process::Child, String) {
-    let mut server = mpq()
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn server");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().expect("stdout")).read_line(&mut line).expect("listening line");
-    let addr = line.trim().strip_prefix("listening on ").expect("listening on ADDR").to_string();
-    (server, addr)
-}
-
 /// Runs `mpq server -v` and `mpq client -v` with extra arguments; both handshake lines must
 /// name `version` and the rest of the negotiation.
 fn handshake_outcome(name: &str, server_args: &[&str], client_args: &[&str], version: &str) {

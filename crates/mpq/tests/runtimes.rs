@@ -3,14 +3,14 @@
 //! `mpq server` serves a file, `mpq client` fetches it over one path per `--local` address,
 //! and the test compares every byte and checks that the paths were used.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+#[path = "common/process.rs"]
+mod process;
 
-fn mpq() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mpq"))
-}
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use process::{mpq, spawn_listening, wait_bounded};
 
 /// A scratch directory of this test process.
 fn scratch(name: &str) -> PathBuf {
@@ -19,38 +19,10 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// Waits for `child` at most `limit`; kills it and panics if it is still running then.
-#[allow(clippy::disallowed_methods)] // a wall-clock bound on a real process
-fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!("{what}: still running after {limit:?}; stderr: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        // Polling a child process: no notification exists short of a signal handler.
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A server in runtime `threads` serving `root`; returns it and its address.
-fn server(root: &std::path::Path, threads: &str) -> (Child, String) {
+fn server(root: &std::path::Path, threads: &str) -> (std::process::Child, String) {
     let root = root.to_str().expect("utf-8");
-    let mut server = mpq()
-        .args(["server", "--listen", "127.0.0.1:0", "--root", root, "--threads", threads])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn server");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().expect("stdout")).read_line(&mut line).expect("listening line");
-    let addr = line.trim().strip_prefix("listening on ").expect("listening on ADDR").to_string();
-    (server, addr)
+    spawn_listening(&["server", "--listen", "127.0.0.1:0", "--root", root, "--threads", threads])
 }
 
 /// A file whose every byte depends on its offset (a misplaced chunk cannot go unseen).
@@ -87,7 +59,7 @@ fn download(name: &str, server_rt: &str, client_rt: &str, paths: usize) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn client");
-    let got = wait_bounded(child, Duration::from_secs(60), &format!("{name}: mpq {}", args.join(" ")));
+    let (got, _) = wait_bounded(child, Duration::from_secs(60), &format!("{name}: mpq {}", args.join(" ")));
     let _ = srv.kill();
     let srv_out = srv.wait_with_output().expect("server output");
     let (stdout, stderr) = (String::from_utf8_lossy(&got.stdout), String::from_utf8_lossy(&got.stderr));

@@ -104,18 +104,7 @@ impl Connection {
             State::Closing { .. } => return self.poll_close(now, buf),
             _ => {}
         }
-        self.maybe_initiate_key_update(now);
-        self.arm_key_discard(now);
-        if self.shared.handshake_confirmed {
-            // PMTU probes are 1-RTT packets, sent once the handshake is confirmed: each path
-            // starts its search then (a path still validating probes once validated; paths
-            // opened later start at their creation).
-            for p in self.paths.iter_mut() {
-                p.pmtud.start();
-            }
-        }
-        self.drop_unsendable_pinned_datagrams();
-        if let Some(t) = self.poll_off_path(now, buf) {
+        if let Some(t) = self.before_paths_send(now, buf) {
             return Some(t);
         }
         if !self.shared.mp.enabled {
@@ -181,6 +170,24 @@ impl Connection {
             }
         }
         t
+    }
+
+    /// What comes before any path sends: a key update due, the old keys' discard timer, the
+    /// paths' PMTU searches, datagrams pinned to paths that cannot take them; then the
+    /// datagrams answering other addresses, if one waits (written into `buf`).
+    fn before_paths_send(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.maybe_initiate_key_update(now);
+        self.arm_key_discard(now);
+        if self.shared.handshake_confirmed {
+            // PMTU probes are 1-RTT packets, sent once the handshake is confirmed: each path
+            // starts its search then (a path still validating probes once validated; paths
+            // opened later start at their creation).
+            for p in self.paths.iter_mut() {
+                p.pmtud.start();
+            }
+        }
+        self.drop_unsendable_pinned_datagrams();
+        self.poll_off_path(now, buf)
     }
 
     /// Path `pi` has traffic that belongs to it alone.

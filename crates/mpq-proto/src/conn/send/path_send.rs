@@ -73,15 +73,7 @@ impl Connection {
             _ => {}
         }
         let Some(pi) = self.path_index(path_id) else { return PathTransmit::Gone };
-        self.maybe_initiate_key_update(now);
-        self.arm_key_discard(now);
-        if self.shared.handshake_confirmed {
-            for p in self.paths.iter_mut() {
-                p.pmtud.start();
-            }
-        }
-        self.drop_unsendable_pinned_datagrams();
-        if let Some(t) = self.poll_off_path(now, buf) {
+        if let Some(t) = self.before_paths_send(now, buf) {
             return PathTransmit::Ready(t);
         }
         if self.paths.get(pi).is_none_or(|p| !p.is_open()) {
