@@ -240,14 +240,18 @@ impl Connection {
         Some((path, SendHost { shared: &mut self.shared, board, slot: pi, token_ip }))
     }
 
-    /// Writes datagrams of path index `pi` (a GSO batch when several fill up).
-    /// The path leases the 1-RTT keys when the batch writes its first 1-RTT packet and
-    /// returns the lease after the batch.
+    /// Writes datagrams of path index `pi` (a GSO batch when several fill up): the steps a
+    /// runtime with a thread per path takes (`path_batch`, `SendBatch::build`,
+    /// `end_send_batch`), here on one thread.
     fn write_batch(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
-        self.paths[pi].in_batch = true;
-        let t = self.write_batch_leased(now, buf, pi, allow_data);
-        self.end_batch(now, pi);
-        t
+        match self.path_batch(now, buf, pi, allow_data) {
+            PathTransmit::Batch(mut b) => {
+                b.build(now, buf);
+                self.end_send_batch(now, b, buf)
+            }
+            PathTransmit::Ready(t) => Some(t),
+            PathTransmit::Idle | PathTransmit::Elsewhere(_) | PathTransmit::Gone => None,
+        }
     }
 
     /// The batch of path `pi` is over: the path returns its lease and leaves the batch; the
@@ -260,21 +264,6 @@ impl Connection {
         }
         self.return_lease(now, pi);
         self.deliver_mail_or_close(now);
-    }
-
-    fn write_batch_leased(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> Option<Transmit> {
-        let ecn = self.batch_ecn(pi);
-        if self.handshake_on(pi) {
-            return self.write_handshake_batch(now, buf, pi, allow_data, ecn);
-        }
-        // The path builds the whole batch itself: alone (checked out of the table) while it
-        // can, then with the host.
-        let mut b = BatchWritten::default();
-        if let Some(mut alone) = self.start_path_batch(now, pi, allow_data) {
-            alone.build(now, buf);
-            b = self.end_alone_batch(alone);
-        }
-        self.finish_path_batch(now, buf, pi, allow_data, ecn, b)
     }
 
     /// One ECN codepoint for the whole batch of path `pi`, recorded on the path; only 1-RTT

@@ -145,7 +145,7 @@ impl Connection {
 
     /// Begins a batch of path `pi`: built alone if it can be (returned to be built without
     /// the connection), else written here.
-    fn path_batch(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> PathTransmit {
+    pub(super) fn path_batch(&mut self, now: Instant, buf: &mut Vec<u8>, pi: usize, allow_data: bool) -> PathTransmit {
         self.paths[pi].in_batch = true;
         let ecn = self.batch_ecn(pi);
         let t = if self.handshake_on(pi) {
