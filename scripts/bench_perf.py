@@ -9,10 +9,15 @@ Two comparisons, each in ONE invocation so that both sides see the same machine 
 * ``paths``: ``mpq perf`` over 1, 2, 4, ... paths of the same loopback (client addresses
   127.0.0.1, 127.0.0.2, ...), the server's scheduler round-robin so that every path carries
   data. Runs alternate 1, 2, 4, 1, 2, 4, ...
-* ``runtimes``: the same paths driven by one event loop (``--threads single``) and by a
-  thread per path (``--threads per-path``, both ends), runs alternating single, per-path,
-  ...; besides goodput and CPU per GB it reports what share of each endpoint's CPU its path
-  threads used (the client's from its JSON summary, the server's from /proc/PID/task).
+* ``runtimes``: the same paths driven by one event loop (``--threads single``), by a
+  thread per path (``--threads per-path``) and, with ``--kinds single,per-path,shard``, by N
+  independent single-path connections on a thread each (``--shard N``, seed 000's
+  shardQUIC), the same runtime at both ends, runs alternating single, per-path, shard, ...;
+  besides goodput and CPU per GB it reports what share of each endpoint's CPU its path (or
+  shard) threads used (the client's from its JSON summary, the server's from
+  /proc/PID/task). Over loopback the paths are client addresses 127.0.0.1, 127.0.0.2, ...
+  to one server address; with ``--netns`` they are N veth pairs between two network
+  namespaces (scripts/netns_paths.py, root needed), path k from 10.77.k.2 to 10.77.k.1.
 
 Every run starts a fresh server. CPU is user + system time of the client (from wait4) plus
 the server (from /proc/PID/stat just before it is stopped), divided by the bytes the client
@@ -32,6 +37,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from netns_paths import VethPaths  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -88,21 +96,26 @@ class ThreadSampler(threading.Thread):
 
 
 def path_share(threads):
-    """Share of CPU used by path threads (names mpq-path-N), and each path thread's share."""
+    """Share of CPU used by path or shard threads (names mpq-path-N, mpq-shard-K), and each
+    one's share."""
     total = sum(threads.values())
-    paths = {k: v for k, v in threads.items() if k.startswith("mpq-path-")}
+    paths = {k: v for k, v in threads.items() if k.startswith(("mpq-path-", "mpq-shard-"))}
     if total <= 0:
         return 0.0, {}
     return sum(paths.values()) / total, {k: v / total for k, v in sorted(paths.items())}
 
 
-def wait_port(port, timeout=10.0):
-    """Waits until something answers on UDP `port` of 127.0.0.1 (the server bound it)."""
+def wait_port(pid, port, timeout=10.0):
+    """Waits until UDP `port` is bound in the network namespace of process `pid` (the server)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with open("/proc/net/udp") as f:
-            if any(line.split()[1].endswith(f":{port:04X}") for line in f.readlines()[1:]):
-                return
+        for table in ("udp", "udp6"):
+            try:
+                with open(f"/proc/{pid}/net/{table}") as f:
+                    if any(line.split()[1].endswith(f":{port:04X}") for line in f.readlines()[1:]):
+                        return
+            except FileNotFoundError:
+                pass
         time.sleep(0.02)
     raise SystemExit(f"server did not bind UDP port {port} within {timeout} s: see its log")
 
@@ -131,7 +144,7 @@ def one_run(server_cmd, client_cmd, port, work, tag, parse):
     with open(slog, "wb") as out:
         server = subprocess.Popen(server_cmd, stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_port(port)
+        wait_port(server.pid, port)
         sampler = ThreadSampler(server.pid)
         sampler.start()
         out, client_cpu = run_client(client_cmd, os.path.join(work, f"{tag}-client.log"))
@@ -162,22 +175,42 @@ def parse_mpq(out):
     j = json.loads(out.strip().splitlines()[-1])
     # Paths that carried at least 5 % of the data: the round-robin runs must use them all.
     used = sum(1 for p in j["paths"] if p["rx_bytes"] >= 0.05 * j["bytes"] / max(1, len(j["paths"])))
-    threads = {("mpq-path-%d" % t["path_id"]) if t["role"] == "path" else "main": t["cpu_s"]
-               for t in j.get("threads", [])}
+    def name(t):
+        if t["role"] == "path":
+            return "mpq-path-%d" % t["path_id"]
+        return "mpq-shard-%d" % t["shard"] if t["role"] == "shard" else "main"
+    threads = {name(t): t["cpu_s"] for t in j.get("threads", [])}
     share, per_thread = path_share(threads)
     return j["bytes"], j["duration_s"], {"paths_used": used, "client_path_share": share,
                                          "client_path_threads": per_thread}
 
 
-def mpq_cmds(mpq, port, secs, mtu, paths, runtime="single"):
-    server = [mpq, "perf", "server", "--listen", f"127.0.0.1:{port}", "--mtu", str(mtu), "--threads", runtime]
-    client = [mpq, "perf", "client", "--connect", f"127.0.0.1:{port}", "--duration", str(secs),
-              "--mtu", str(mtu), "--json", "--threads", runtime]
+def mpq_cmds(mpq, port, secs, mtu, paths, runtime="single", net=None):
+    """Server and client commands: `paths` paths over loopback, or over `net`'s veth pairs."""
+    rt = ["--shard", str(paths)] if runtime == "shard" else ["--threads", runtime]
+    if net is None:
+        listen, connect = [f"127.0.0.1:{port}"], f"127.0.0.1:{port}"
+        locals_ = [f"127.0.0.{i + 1}:0" for i in range(paths)] if paths > 1 else []
+        others = []
+    else:
+        listen = [f"{net.server_addr(k)}:{port}" for k in range(1, paths + 1)]
+        connect, others = listen[0], listen[1:]
+        locals_ = [f"{net.client_addr(k)}:0" for k in range(1, paths + 1)]
+    server = [mpq, "perf", "server", "--mtu", str(mtu), *rt]
+    for a in listen:
+        server += ["--listen", a]
+    client = [mpq, "perf", "client", "--connect", connect, "--duration", str(secs), "--mtu", str(mtu), "--json", *rt]
+    for a in locals_:
+        client += ["--local", a]
+    for a in others:
+        client += ["--server-addr", a]
     if paths > 1:
         server += ["--scheduler", "round-robin"]
         client += ["--scheduler", "round-robin", "--max-paths", str(paths)]
-        for i in range(paths):
-            client += ["--local", f"127.0.0.{i + 1}:0"]
+        if net is not None:
+            client += ["--path-mode", "pairs"]
+    if net is not None:
+        server, client = net.in_server(server), net.in_client(client)
     return server, client
 
 
@@ -218,6 +251,10 @@ def main():
                     " (default: %(default)s)")
     ap.add_argument("--runtimes", default="", help="path counts of the runtime comparison (single"
                     " event loop against a thread per path), e.g. 1,2,4; '' to skip (default)")
+    ap.add_argument("--kinds", default="single,per-path", help="runtimes compared by --runtimes, the"
+                    " first the baseline: single, per-path, shard (default: %(default)s)")
+    ap.add_argument("--netns", action="store_true", help="run the runtime comparison over veth pairs"
+                    " between two network namespaces (one per path; root) instead of loopback")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each configuration (default: 3)")
     ap.add_argument("--duration", type=int, default=15, help="seconds per run (default: 15)")
     ap.add_argument("--mtu", type=int, default=1452, help="mpq's UDP payload size (default: 1452)")
@@ -230,6 +267,11 @@ def main():
     if a.quinn and not os.access(a.quinn, os.X_OK):
         raise SystemExit(f"{a.quinn} is not an executable: see scripts/bench-perf.sh for how to build it")
     paths = [int(x) for x in a.paths.split(",") if x]
+    kinds = [k for k in a.kinds.split(",") if k]
+    if any(k not in ("single", "per-path", "shard") for k in kinds) or not kinds:
+        raise SystemExit(f"--kinds {a.kinds}: name runtimes among single, per-path, shard")
+    runtimes = [int(x) for x in a.runtimes.split(",") if x]
+    net = VethPaths(max(runtimes)) if a.netns and runtimes else None
     work = tempfile.mkdtemp(prefix="bench-perf-")
     report = {"duration_s": a.duration, "reps": a.reps, "runs": {}, "medians": {}}
 
@@ -242,8 +284,8 @@ def main():
     for rep in range(a.reps):
         plan += [("paths", f"{n} path" + ("s" if n > 1 else ""), rep) for n in paths]
     for rep in range(a.reps):
-        for n in [int(x) for x in a.runtimes.split(",") if x]:
-            plan += [("runtimes", f"{n}p {rt}", rep) for rt in ["single", "per-path"]]
+        for n in runtimes:
+            plan += [("runtimes", f"{n}p {rt}", rep) for rt in kinds]
     results = {"quinn": {}, "paths": {}, "runtimes": {}}
     for i, (group, name, rep) in enumerate(plan):
         port = free_port()
@@ -252,7 +294,7 @@ def main():
             s, c, parse = quinn_cmds(a.quinn, port, a.duration, work, tag)
         elif group == "runtimes":
             n, rt = name.split()
-            s, c = mpq_cmds(a.mpq, port, a.duration, a.mtu, int(n[:-1]), rt)
+            s, c = mpq_cmds(a.mpq, port, a.duration, a.mtu, int(n[:-1]), rt, net)
             parse = parse_mpq
         else:
             n = 1 if group == "quinn" else int(name.split()[0])
@@ -261,8 +303,8 @@ def main():
         print(f"[{i + 1}/{len(plan)}] {group}: {name}, run {rep + 1} ...", end=" ", flush=True, file=sys.stderr)
         r = one_run(s, c, port, work, tag, parse)
         used = f", {r['paths_used']} paths carried data" if group != "quinn" else ""
-        if group == "runtimes" and "per-path" in name:
-            used += f", path threads {100 * r['client_path_share']:.0f} % of the client's CPU," \
+        if group == "runtimes" and "single" not in name:
+            used += f", path/shard threads {100 * r['client_path_share']:.0f} % of the client's CPU," \
                     f" {100 * r['server_path_share']:.0f} % of the server's"
         print(f"{r['gbps']:.2f} Gbit/s, {r['cpu_s_per_gb']:.3f} CPU-s/GB{used}", file=sys.stderr)
         results[group].setdefault(name, []).append(r)
@@ -282,22 +324,26 @@ def main():
         med = {}
         for n in dict.fromkeys(k.split()[0] for k in order):
             sub = {k: v for k, v in results["runtimes"].items() if k.startswith(n + " ")}
-            med |= summarise(f"{n[:-1]} path(s): one event loop against a thread per path", list(sub), sub,
-                             f"{n} single")
-            print(f"(ratios relative to {n} single)")
+            where = "veth pairs between namespaces" if net else "loopback"
+            med |= summarise(f"{n[:-1]} path(s) over {where}: {', '.join(kinds)}", list(sub), sub,
+                             f"{n} {kinds[0]}")
+            print(f"(ratios relative to {n} {kinds[0]})")
             for k in sub:
-                if "per-path" in k:
+                if "single" not in k:
                     cs = statistics.median(r["client_path_share"] for r in sub[k])
                     ss = statistics.median(r["server_path_share"] for r in sub[k])
                     each = statistics.median(min(r["server_path_threads"].values(), default=0) for r in sub[k])
                     most = statistics.median(max(r["server_path_threads"].values(), default=0) for r in sub[k])
-                    print(f"   path threads' share of the endpoint's CPU: client {100 * cs:.0f} %, server"
-                          f" {100 * ss:.0f} % (one server path thread: {100 * each:.0f}-{100 * most:.0f} %)")
+                    print(f"   {k.split()[1]}: path/shard threads' share of the endpoint's CPU: client"
+                          f" {100 * cs:.0f} %, server {100 * ss:.0f} % (one server thread:"
+                          f" {100 * each:.0f}-{100 * most:.0f} %)")
         report["medians"]["runtimes"] = med
     report["runs"] = results
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)
+    if net:
+        net.close()
     print(f"\nlogs: {work}")
 
 

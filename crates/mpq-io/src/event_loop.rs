@@ -72,6 +72,9 @@ const RX_BUF: usize = 64 * 1024;
 /// Receive batches per wake-up before sending gets a turn.
 const RX_BUDGET: usize = 16;
 
+/// The token of [`EventLoop::waker`] (sockets are numbered from 0).
+const WAKER: Token = Token(usize::MAX);
+
 /// A single-thread loop over one or more sockets (one per local address: multipath).
 pub struct EventLoop {
     sockets: Vec<UdpSocket>,
@@ -109,6 +112,12 @@ impl EventLoop {
             pending: None,
             stats: LoopStats::default(),
         })
+    }
+
+    /// A waker that makes the loop's wait return at once (for the shard runtime's inboxes;
+    /// one per loop).
+    pub(crate) fn waker(&self) -> io::Result<mio::Waker> {
+        mio::Waker::new(self.poll.registry(), WAKER)
     }
 
     /// The first socket's address.

@@ -1,6 +1,7 @@
 //! UDP I/O through quinn-udp (GSO send, recvmmsg + GRO receive, ECN) and a single-thread
 //! event loop that drives a sans-IO [`Driver`] with real time, and a runtime with a thread
-//! per path ([`path_threads::PathThreads`]).
+//! per path ([`path_threads::PathThreads`]), and the shard runtime ([`shards::Shards`]: N
+//! independent endpoints, a thread each).
 //!
 //! The runtimes own the sockets and the clock; the protocol code only sees datagrams, an
 //! [`mpq_proto::Instant`] and timers.
@@ -8,6 +9,7 @@
 mod clock;
 mod event_loop;
 pub mod path_threads;
+pub mod shards;
 mod socket;
 
 pub use clock::Clock;

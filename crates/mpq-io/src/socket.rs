@@ -74,6 +74,26 @@ impl UdpSocket {
         Ok(Self { io: mio::net::UdpSocket::from_std(std_sock), state, local })
     }
 
+    /// Sets the kernel's receive and send buffer sizes (SO_RCVBUF, SO_SNDBUF; `None` keeps
+    /// the current one) and returns the sizes in effect. Linux doubles what is asked (for
+    /// its bookkeeping) and caps it at net.core.rmem_max / wmem_max, so the result may be
+    /// smaller than asked: callers tell the user.
+    pub fn set_buffer_sizes(&self, recv: Option<usize>, send: Option<usize>) -> io::Result<(usize, usize)> {
+        let sock = socket2::SockRef::from(&self.io);
+        if let Some(n) = recv {
+            sock.set_recv_buffer_size(n)?;
+        }
+        if let Some(n) = send {
+            sock.set_send_buffer_size(n)?;
+        }
+        Ok((sock.recv_buffer_size()?, sock.send_buffer_size()?))
+    }
+
+    /// The kernel's receive and send buffer sizes (SO_RCVBUF, SO_SNDBUF).
+    pub fn buffer_sizes(&self) -> io::Result<(usize, usize)> {
+        self.set_buffer_sizes(None, None)
+    }
+
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local

@@ -11,6 +11,7 @@ mod accept;
 mod reset_tokens;
 mod retry;
 mod schedule;
+mod shards;
 mod threads;
 mod version_select;
 
@@ -70,6 +71,13 @@ pub struct EndpointConfig {
     /// Server: send a NEW_TOKEN frame once the handshake is confirmed (RFC 9000 §8.1.3), so
     /// the client's next connection skips Retry and the amplification limit.
     pub new_tokens: bool,
+    /// First byte of every connection ID this endpoint (and each of its connections)
+    /// issues, or `None` for all-random IDs. A runtime that runs several endpoints on one
+    /// UDP port (shards) gives each its index here, so that a datagram the kernel hands to
+    /// the wrong shard is passed to the one that owns its connection
+    /// ([`Endpoint::cid_owner`]). The byte links a connection's IDs to the shard, not to
+    /// one another, much as QUIC-LB's plaintext server ID does.
+    pub cid_prefix: Option<u8>,
 }
 
 impl EndpointConfig {
@@ -92,6 +100,7 @@ impl EndpointConfig {
             token_secret,
             token_lifetimes: TokenLifetimes::default(),
             new_tokens: true,
+            cid_prefix: None,
         }
     }
 }
@@ -579,6 +588,9 @@ impl Endpoint {
             let mut b = [0u8; crate::cid::MAX_CID_LEN];
             let len = self.config.cid_len.clamp(4, crate::cid::MAX_CID_LEN);
             self.rng.fill_bytes(&mut b[..len]);
+            if let Some(prefix) = self.config.cid_prefix {
+                b[0] = prefix;
+            }
             let cid = ConnectionId::new(&b[..len]);
             if !self.routes.contains_key(&cid) {
                 return cid;
@@ -586,7 +598,8 @@ impl Endpoint {
         }
     }
 
-    fn insert(&mut self, conn: Connection) -> ConnectionHandle {
+    fn insert(&mut self, mut conn: Connection) -> ConnectionHandle {
+        conn.set_cid_prefix(self.config.cid_prefix);
         let slot = Some(Slot { conn, routes: Vec::new(), path_threads: false });
         let idx = match self.free.pop() {
             Some(idx) => {

@@ -122,8 +122,23 @@ pub struct Common {
     /// connection's shared state once per batch).
     #[arg(long, default_value = "single", value_name = "RUNTIME")]
     pub threads: Threads,
+    /// Shard runtime: N independent endpoints, each with its own sockets and thread (seed
+    /// 000's shardQUIC baseline). A client opens one single-path connection per shard, the
+    /// i-th from the i-th --local address to the i-th server address (cycling) and shares
+    /// the work out among them; a server's shards share its listening addresses
+    /// (SO_REUSEPORT) and pass each other the datagrams of their connections.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256), conflicts_with = "threads")]
+    pub shard: Option<u64>,
+    /// Kernel receive buffer of every UDP socket, in bytes (SO_RCVBUF; default 8 MiB as
+    /// far as net.core.rmem_max allows).
+    #[arg(long, value_name = "BYTES")]
+    pub rcvbuf: Option<usize>,
+    /// Kernel send buffer of every UDP socket, in bytes (SO_SNDBUF; default 8 MiB as far as
+    /// net.core.wmem_max allows).
+    #[arg(long, value_name = "BYTES")]
+    pub sndbuf: Option<usize>,
     /// Pin the runtime's threads to these CPUs in turn, e.g. 0,1: the main thread to the
-    /// first, each path thread to the next (cycling).
+    /// first, each path thread (or shard) to the next (cycling).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub cpus: Vec<usize>,
     /// More logging (-v debug, -vv trace).

@@ -12,7 +12,7 @@ use mpq_proto::conn::{ClientConfig, Event, ZeroRttState};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 use mpq_proto::{Dir, Instant, StreamId};
 
-use crate::cli::ClientArgs;
+use crate::cli::{ClientArgs, PathArgs};
 use crate::runner::{self, App};
 
 /// A parsed `https://host:port/path` URL.
@@ -241,59 +241,107 @@ pub fn run(args: ClientArgs) -> Result<()> {
     let transport = runner::shared(runner::transport_config(&args.common)?);
     let tls = crate::tls::client_config(&args.common, args.ca.as_deref(), args.insecure, b"hq-interop", args.zero_rtt)?;
     let bar = crate::progress::bar();
-    let sockets = runner::bind(&runner::client_locals(&args.paths, server)?, &args.common)?;
-    let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
-    let app = HqClient {
-        paths: runner::ClientPaths::new(&args.paths, &bound, server)?,
-        stats: None,
-        multipath: false,
-        started: None,
-        finished: None,
-        phase: 0,
-        zero_rtt: args.zero_rtt,
-        path_args: args.paths.clone(),
-        bound: bound.clone(),
-        config: ClientConfig { tls, transport },
-        server,
-        server_name: first.host.clone(),
-        requests,
-        conn: None,
-        qlog_dir: args.common.qlog_dir.clone(),
-        // The loop's clock starts at zero when it is created, just below.
-        deadline: Instant::ZERO + Duration::from_secs(args.timeout),
-        timeout_secs: args.timeout,
-        common: args.common.clone(),
-        error: None,
-        closed: false,
-        bar,
-        buf: vec![0; 256 * 1024],
-    };
+    let config = ClientConfig { tls, transport };
     let started = crate::progress::Stopwatch::start();
-    let (app, _) = runner::run_on(sockets, runner::endpoint(None), app, &args.common)?;
-    app.bar.finish_and_clear();
-    if let Some(e) = app.error {
-        bail!("download failed: {e}");
+    // One connection, or with --shard one per shard, each with its share of the requests
+    // (round robin) on a path of its own (the k-th --local address to the k-th server
+    // address, cycling).
+    let n = args.common.shard.map_or(1, |n| n as usize);
+    if n > 1 && resume {
+        bail!("--shard does not combine with --resume or --0rtt (each shard's connection is a first one)");
     }
-    let total: u64 = app.requests.iter().map(|r| r.received).sum();
-    eprintln!("{}", crate::progress::summary(total, started.elapsed(), app.requests.len()));
+    if requests.len() < n {
+        bail!("--shard {n}: give at least {n} URLs (each connection fetches a share of them)");
+    }
+    let locals = runner::client_locals(&args.paths, server)?;
+    let mut servers = vec![server];
+    servers.extend(args.paths.server_addrs.iter().copied().filter(|a| *a != server));
+    let mut shares: Vec<Vec<Request>> = (0..n).map(|_| Vec::new()).collect();
+    for (i, r) in requests.into_iter().enumerate() {
+        shares[i % n].push(r);
+    }
+    let mut sockets = Vec::new();
+    let mut shards = Vec::new();
+    let mut own = args.common.clone();
+    own.shard = None;
+    for (k, (endpoint, requests)) in runner::endpoints(None, &args.common).into_iter().zip(shares).enumerate() {
+        let (to, path_args, sock) = if args.common.shard.is_some() {
+            // A shard's connection has one path, from a socket of its own.
+            let one = PathArgs { locals: Vec::new(), server_addrs: Vec::new(), max_paths: 1, ..args.paths.clone() };
+            (servers[k % servers.len()], one, runner::bind(&[locals[k % locals.len()]], &own)?)
+        } else {
+            (server, args.paths.clone(), runner::bind(&locals, &args.common)?)
+        };
+        let bound: Vec<SocketAddr> = sock.iter().map(|s| s.local_addr()).collect();
+        let app = HqClient {
+            paths: runner::ClientPaths::new(&path_args, &bound, to)?,
+            stats: None,
+            multipath: false,
+            started: None,
+            finished: None,
+            phase: 0,
+            zero_rtt: args.zero_rtt,
+            path_args,
+            bound,
+            config: config.clone(),
+            server: to,
+            server_name: first.host.clone(),
+            requests,
+            conn: None,
+            qlog_dir: args.common.qlog_dir.clone(),
+            // The loop's clock starts at zero when it is created, just below.
+            deadline: Instant::ZERO + Duration::from_secs(args.timeout),
+            timeout_secs: args.timeout,
+            common: args.common.clone(),
+            error: None,
+            closed: false,
+            bar: bar.clone(),
+            buf: vec![0; 256 * 1024],
+        };
+        sockets.push(sock);
+        shards.push((endpoint, app));
+    }
+    let apps: Vec<HqClient> = if args.common.shard.is_some() {
+        crate::shard_run::run(sockets, shards, &args.common)?.into_iter().map(|(a, _)| a).collect()
+    } else {
+        let (sock, (endpoint, app)) = sockets.into_iter().zip(shards).next().expect("one connection");
+        vec![runner::run_on(sock, endpoint, app, &args.common)?.0]
+    };
+    bar.finish_and_clear();
+    for (k, app) in apps.iter().enumerate() {
+        if let Some(e) = &app.error {
+            match args.common.shard {
+                Some(_) => bail!("download failed on shard {k} (from {}): {e}", app.server),
+                None => bail!("download failed: {e}"),
+            }
+        }
+    }
+    let total: u64 = apps.iter().flat_map(|a| &a.requests).map(|r| r.received).sum();
+    let count: usize = apps.iter().map(|a| a.requests.len()).sum();
+    eprintln!("{}", crate::progress::summary(total, started.elapsed(), count));
     if args.json {
-        let secs = match (app.started, app.finished) {
+        let secs = match (apps.iter().filter_map(|a| a.started).min(), apps.iter().filter_map(|a| a.finished).max()) {
             (Some(s), Some(f)) => (f - s).as_secs_f64().max(1e-9),
             _ => started.elapsed().as_secs_f64().max(1e-9),
         };
-        let stats = app.stats.unwrap_or_default();
+        let stats: Vec<_> = apps.iter().map(|a| a.stats.clone().unwrap_or_default()).collect();
         let out = serde_json::json!({
             "bytes": total,
             "duration_s": secs,
             "goodput_bps": total as f64 * 8.0 / secs,
-            "multipath": app.multipath,
-            "key_updates": stats.key_updates,
-            "paths": crate::report::paths_json(&stats),
+            "multipath": apps.iter().any(|a| a.multipath),
+            "key_updates": stats.iter().map(|s| s.key_updates).sum::<u64>(),
+            // Every connection's paths (with --shard, one per connection, shard by shard).
+            "paths": stats.iter().flat_map(crate::report::paths_json).collect::<Vec<_>>(),
+            "connections": apps.len(),
         });
         println!("{out}");
     }
     // After the summary, so that its statistics show what happened.
-    app.paths.finish()
+    for app in &apps {
+        app.paths.finish()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

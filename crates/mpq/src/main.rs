@@ -7,10 +7,12 @@ mod client;
 mod idle_conns;
 mod lab_cmd;
 mod perf;
+mod perf_shard;
 mod progress;
 mod report;
 mod runner;
 mod server;
+mod shard_run;
 mod sim_cmd;
 mod tls;
 

@@ -125,12 +125,14 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
     transport.datagrams = DatagramConfig::enabled();
     let transport = runner::shared(transport);
     let tls = crate::tls::server_config(&args.common, None, None, &[b"perf"], true)?;
-    let mut endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
-    endpoint.set_max_connections(usize::try_from(args.max_connections).unwrap_or(usize::MAX));
-    endpoint.set_retry_mode(args.retry);
-    runner::qlog_server_connections(&mut endpoint, &args.common.qlog_dir);
-    let app = PerfServer { streams: HashMap::new(), datagrams: HashMap::new() };
-    runner::run(&args.listen, endpoint, app, &args.common, |addrs| {
+    let mut endpoints = runner::endpoints(Some(ServerConfig { tls, transport }), &args.common);
+    for endpoint in &mut endpoints {
+        endpoint.set_max_connections(usize::try_from(args.max_connections).unwrap_or(usize::MAX));
+        endpoint.set_retry_mode(args.retry);
+        runner::qlog_server_connections(endpoint, &args.common.qlog_dir);
+    }
+    let app = || PerfServer { streams: HashMap::new(), datagrams: HashMap::new() };
+    crate::shard_run::run_server(&args.listen, endpoints, app, &args.common, |addrs| {
         for addr in addrs {
             println!("listening on {addr}");
         }
@@ -139,13 +141,14 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
     Ok(())
 }
 
-struct PerfClient {
+pub(crate) struct PerfClient {
     config: ClientConfig,
     server: SocketAddr,
     streams: u64,
     per_stream: u64,
     duration: Option<Duration>,
-    json: bool,
+    /// Print goodput every second.
+    progress: bool,
     conn: Option<ConnectionHandle>,
     ids: Vec<StreamId>,
     open: Vec<bool>,
@@ -342,7 +345,7 @@ impl App for PerfClient {
                 }
             }
         }
-        if now - self.last_report.0 >= Duration::from_secs(1) && !self.json {
+        if now - self.last_report.0 >= Duration::from_secs(1) && self.progress {
             let (t0, b0) = self.last_report;
             let secs = (now - t0).as_secs_f64();
             let el = (now - start).as_secs_f64();
@@ -361,8 +364,78 @@ impl App for PerfClient {
     }
 }
 
+impl PerfClient {
+    /// A measurement of one connection to `server` (`per_stream` bytes asked on each of
+    /// `args.streams` streams, or for `duration`).
+    pub(crate) fn new(
+        args: &PerfClientArgs,
+        config: ClientConfig,
+        paths: runner::ClientPaths,
+        server: SocketAddr,
+        per_stream: u64,
+        duration: Option<Duration>,
+    ) -> Self {
+        PerfClient {
+            paths,
+            multipath: false,
+            config,
+            server,
+            streams: args.streams,
+            per_stream,
+            duration,
+            progress: !args.json && args.common.shard.is_none(),
+            conn: None,
+            ids: Vec::new(),
+            open: Vec::new(),
+            bytes: 0,
+            start: None,
+            last_report: (Instant::ZERO, 0),
+            end: None,
+            error: None,
+            stats: None,
+            qlog_dir: args.common.qlog_dir.clone(),
+            idle: IdleConnections::new(args.idle_connections),
+            common: args.common.clone(),
+            dgram: args.datagrams.then(|| DatagramRun {
+                payload: bytes::Bytes::from(vec![0u8; args.datagram_size]),
+                path: args.datagram_path,
+                queued: 0,
+                sent_until: None,
+                report: None,
+                received: None,
+                stats: None,
+                echoed: (0, 0),
+            }),
+            wake: None,
+        }
+    }
+
+    /// What one measured connection did: bytes, start and end (if it started), its
+    /// statistics, whether it used multipath, and why it failed.
+    pub(crate) fn outcome(&self) -> ClientOutcome {
+        ClientOutcome {
+            bytes: self.bytes,
+            start: self.start,
+            end: self.end,
+            stats: self.stats.clone().unwrap_or_default(),
+            multipath: self.multipath,
+            error: self.error.clone(),
+        }
+    }
+}
+
+/// What one measured connection did ([`PerfClient::outcome`]).
+pub(crate) struct ClientOutcome {
+    pub bytes: u64,
+    pub start: Option<Instant>,
+    pub end: Option<Instant>,
+    pub stats: mpq_proto::conn::ConnectionStats,
+    pub multipath: bool,
+    pub error: Option<String>,
+}
+
 /// CPU time used by this process (user + system), in seconds.
-fn cpu_seconds() -> f64 {
+pub(crate) fn cpu_seconds() -> f64 {
     // SAFETY: getrusage only writes into the struct we pass.
     #[allow(unsafe_code)]
     let usage = unsafe {
@@ -400,41 +473,14 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             (u64::MAX, Some(d))
         }
     };
+    let config = ClientConfig { tls, transport };
+    if let Some(n) = args.common.shard {
+        return crate::perf_shard::client(&args, config, duration, n as usize);
+    }
     let sockets = runner::bind(&runner::client_locals(&args.paths, args.connect)?, &args.common)?;
     let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
-    let app = PerfClient {
-        paths: runner::ClientPaths::new(&args.paths, &bound, args.connect)?,
-        multipath: false,
-        config: ClientConfig { tls, transport },
-        server: args.connect,
-        streams,
-        per_stream,
-        duration,
-        json: args.json,
-        conn: None,
-        ids: Vec::new(),
-        open: Vec::new(),
-        bytes: 0,
-        start: None,
-        last_report: (Instant::ZERO, 0),
-        end: None,
-        error: None,
-        stats: None,
-        qlog_dir: args.common.qlog_dir.clone(),
-        idle: IdleConnections::new(args.idle_connections),
-        common: args.common.clone(),
-        dgram: args.datagrams.then(|| DatagramRun {
-            payload: bytes::Bytes::from(vec![0u8; args.datagram_size]),
-            path: args.datagram_path,
-            queued: 0,
-            sent_until: None,
-            report: None,
-            received: None,
-            stats: None,
-            echoed: (0, 0),
-        }),
-        wake: None,
-    };
+    let paths = runner::ClientPaths::new(&args.paths, &bound, args.connect)?;
+    let app = PerfClient::new(&args, config, paths, args.connect, per_stream, duration);
     let cpu0 = cpu_seconds();
     let mut endpoint = runner::endpoint(None);
     // The idle connections and the measured one must fit under the endpoint's limit.

@@ -38,8 +38,9 @@ pub fn threads_json(threads: &[ThreadReport]) -> Vec<serde_json::Value> {
         .iter()
         .map(|t| {
             serde_json::json!({
-                "role": if t.path_id.is_some() { "path" } else { "main" },
+                "role": if t.path_id.is_some() { "path" } else if t.shard.is_some() { "shard" } else { "main" },
                 "path_id": t.path_id,
+                "shard": t.shard,
                 "cpu_s": t.cpu.as_secs_f64(),
                 "rx_datagrams": t.io.rx_datagrams,
                 "tx_bytes": t.io.tx_bytes,
@@ -77,7 +78,11 @@ pub fn print_threads(threads: &[ThreadReport], secs: f64) {
         return;
     }
     for t in threads {
-        let who = t.path_id.map_or("main thread".to_string(), |p| format!("path {p} thread"));
+        let who = match (t.path_id, t.shard) {
+            (Some(p), _) => format!("path {p} thread"),
+            (None, Some(k)) => format!("shard {k} thread"),
+            (None, None) => "main thread".to_string(),
+        };
         println!(
             "  {who}: CPU {:.0} %, {} datagrams in, {:.1} MB out, {} receive runs and {} send batches without the lock, lock waited {:.1} ms",
             100.0 * t.cpu.as_secs_f64() / secs.max(1e-9),

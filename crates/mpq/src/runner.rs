@@ -37,6 +37,13 @@ pub struct Runner<A> {
     stopping: bool,
 }
 
+impl<A> Runner<A> {
+    /// `app` on top of `endpoint`.
+    pub fn new(endpoint: Endpoint, app: A) -> Self {
+        Self { endpoint, app, stopping: false }
+    }
+}
+
 impl<A: App + Send> EndpointDriver for Runner<A> {
     fn endpoint(&mut self) -> &mut Endpoint {
         &mut self.endpoint
@@ -198,8 +205,8 @@ pub fn log_handshake(ep: &Endpoint, h: ConnectionHandle) {
     }
 }
 
-/// An endpoint seeded from the operating system's RNG.
-pub fn endpoint(server: Option<mpq_proto::conn::ServerConfig>) -> Endpoint {
+/// An endpoint configuration seeded from the operating system's RNG.
+pub fn endpoint_config() -> EndpointConfig {
     use ring::rand::SecureRandom;
     let mut seed = [0u8; 8];
     let rng = ring::rand::SystemRandom::new();
@@ -207,7 +214,29 @@ pub fn endpoint(server: Option<mpq_proto::conn::ServerConfig>) -> Endpoint {
     let mut config = EndpointConfig::with_seed(u64::from_le_bytes(seed));
     // The Retry/NEW_TOKEN key gets its own 256 bits, not ones derived from a 64-bit seed.
     let _ = rng.fill(&mut config.token_secret);
-    Endpoint::new(config, server)
+    config
+}
+
+/// An endpoint seeded from the operating system's RNG.
+pub fn endpoint(server: Option<mpq_proto::conn::ServerConfig>) -> Endpoint {
+    Endpoint::new(endpoint_config(), server)
+}
+
+/// The endpoints of a run: one, or with `--shard N` one per shard. Shards share their
+/// stateless reset and token secrets (a client's token or a reset is good whichever shard
+/// sees it), draw from RNGs of their own, and prefix their connection IDs with their index
+/// (so that a shard passes another's datagrams to it).
+pub fn endpoints(server: Option<mpq_proto::conn::ServerConfig>, common: &Common) -> Vec<Endpoint> {
+    let config = endpoint_config();
+    let Some(n) = common.shard else { return vec![Endpoint::new(config, server)] };
+    (0..n)
+        .map(|k| {
+            let mut c = config.clone();
+            c.seed = config.seed.wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            c.cid_prefix = Some(k as u8);
+            Endpoint::new(c, server.clone())
+        })
+        .collect()
 }
 
 /// Binds every address (port 0 picks one) for the runtime `common` names; a failure says
@@ -218,11 +247,9 @@ pub fn bind(addrs: &[SocketAddr], common: &Common) -> Result<Vec<UdpSocket>> {
         .map(|a| {
             // The runtime with a thread per path gives each path a socket that shares its
             // local address with the one bound here.
-            let bound = match common.threads {
-                Threads::Single => UdpSocket::bind(*a),
-                Threads::PerPath => UdpSocket::bind_shared(*a),
-            };
-            bound.map_err(|e| match e.kind() {
+            let shared = common.threads == Threads::PerPath || common.shard.is_some();
+            let bound = if shared { UdpSocket::bind_shared(*a) } else { UdpSocket::bind(*a) };
+            let socket = bound.map_err(|e| match e.kind() {
                 std::io::ErrorKind::AddrInUse => {
                     anyhow::anyhow!("cannot bind {a}: the address is already in use (another process has that UDP port; pick another port)")
                 }
@@ -233,9 +260,36 @@ pub fn bind(addrs: &[SocketAddr], common: &Common) -> Result<Vec<UdpSocket>> {
                     anyhow::anyhow!("cannot bind {a}: permission denied (ports below 1024 need privileges)")
                 }
                 _ => anyhow::anyhow!("cannot bind {a}: {e}"),
-            })
+            })?;
+            size_buffers(&socket, common)?;
+            Ok(socket)
         })
         .collect()
+}
+
+/// `--rcvbuf` and `--sndbuf` on one socket; says so when the kernel gives less.
+fn size_buffers(socket: &UdpSocket, common: &Common) -> Result<()> {
+    if common.rcvbuf.is_none() && common.sndbuf.is_none() {
+        return Ok(());
+    }
+    let (recv, send) = socket
+        .set_buffer_sizes(common.rcvbuf, common.sndbuf)
+        .map_err(|e| anyhow::anyhow!("cannot set the socket buffer sizes (--rcvbuf/--sndbuf): {e}"))?;
+    // Linux reports twice what it grants (the rest is its bookkeeping).
+    // Once per flag, not once per socket.
+    static WARNED: [std::sync::Once; 2] = [std::sync::Once::new(), std::sync::Once::new()];
+    let checks = [
+        ("--rcvbuf", common.rcvbuf, recv / 2, "net.core.rmem_max"),
+        ("--sndbuf", common.sndbuf, send / 2, "net.core.wmem_max"),
+    ];
+    for (i, (flag, asked, got, sysctl)) in checks.into_iter().enumerate() {
+        if let Some(asked) = asked.filter(|&a| got < a) {
+            WARNED[i].call_once(|| {
+                eprintln!("warning: {flag} {asked}: the kernel gave {got} bytes (raise {sysctl} to allow more)")
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What a run did: the sockets' counters summed, and each thread's account.
@@ -255,7 +309,7 @@ pub fn run_on<A: App + Send + 'static>(
     app: A,
     common: &Common,
 ) -> Result<(A, RunStats)> {
-    let runner = Runner { endpoint, app, stopping: false };
+    let runner = Runner::new(endpoint, app);
     match common.threads {
         Threads::Single => {
             if let Some(&cpu) = common.cpus.first() {
@@ -270,7 +324,9 @@ pub fn run_on<A: App + Send + 'static>(
             Ok((runner.app, RunStats { io: ev.stats, threads: vec![report] }))
         }
         Threads::PerPath => {
-            let rt = PathThreads::new(sockets, Clock::new())?.pin_to(common.cpus.clone());
+            let rt = PathThreads::new(sockets, Clock::new())?
+                .pin_to(common.cpus.clone())
+                .socket_buffers(common.rcvbuf, common.sndbuf);
             let (runner, threads) = rt.run(runner)?;
             let mut io = mpq_io::LoopStats::default();
             for t in &threads {

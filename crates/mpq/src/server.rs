@@ -145,11 +145,14 @@ pub fn run(args: ServerArgs) -> Result<()> {
         &[b"hq-interop"],
         !args.no_0rtt,
     )?;
-    let mut endpoint = runner::endpoint(Some(ServerConfig { tls, transport }));
-    endpoint.set_retry_mode(args.retry);
-    runner::qlog_server_connections(&mut endpoint, &args.common.qlog_dir);
-    let app = HqServer { root: args.root, streams: HashMap::new() };
-    runner::run(&args.listen, endpoint, app, &args.common, |addrs| {
+    let mut endpoints = runner::endpoints(Some(ServerConfig { tls, transport }), &args.common);
+    for endpoint in &mut endpoints {
+        endpoint.set_retry_mode(args.retry);
+        runner::qlog_server_connections(endpoint, &args.common.qlog_dir);
+    }
+    let root = args.root;
+    let app = || HqServer { root: root.clone(), streams: HashMap::new() };
+    crate::shard_run::run_server(&args.listen, endpoints, app, &args.common, |addrs| {
         for addr in addrs {
             println!("listening on {addr}");
         }

@@ -15,7 +15,7 @@ use mpq_proto::endpoint::ConnectionHandle;
 use quinn_udp::RecvMeta;
 
 use super::worker::{self, Worker};
-use super::{send_on, socket_for, EndpointDriver, Locked, Shared, ThreadReport, WorkerCtl, WorkerSlot};
+use super::{send_on, socket_for, EndpointDriver, Locked, Settings, Shared, ThreadReport, WorkerCtl, WorkerSlot};
 use super::{BLOCKED_WAIT, RX_BUDGET, RX_BUF};
 use crate::{Clock, UdpSocket};
 
@@ -26,8 +26,7 @@ const WAKER: Token = Token(usize::MAX);
 pub(super) fn setup<D: EndpointDriver + 'static>(
     mut sockets: Vec<UdpSocket>,
     clock: Clock,
-    cpus: Vec<usize>,
-    per_path: bool,
+    settings: Settings,
     driver: D,
 ) -> io::Result<(Arc<Shared<D>>, Poll)> {
     let poll = Poll::new()?;
@@ -42,8 +41,9 @@ pub(super) fn setup<D: EndpointDriver + 'static>(
         listeners: sockets,
         control: Arc::new(WorkerCtl::new(waker)),
         reports: Mutex::new(Vec::new()),
-        cpus,
-        per_path,
+        cpus: settings.cpus,
+        per_path: settings.per_path,
+        socket_buffers: settings.socket_buffers,
         app_kick: AtomicBool::new(false),
     });
     Ok((shared, poll))
@@ -69,11 +69,10 @@ pub(super) fn drive<D: EndpointDriver + 'static>(shared: &Arc<Shared<D>>, mut po
 pub(super) fn run<D: EndpointDriver + 'static>(
     sockets: Vec<UdpSocket>,
     clock: Clock,
-    cpus: Vec<usize>,
-    per_path: bool,
+    settings: Settings,
     driver: D,
 ) -> io::Result<(D, Vec<ThreadReport>)> {
-    let (shared, poll) = setup(sockets, clock, cpus, per_path, driver)?;
+    let (shared, poll) = setup(sockets, clock, settings, driver)?;
     let report = drive(&shared, poll)?;
     let shared = match Arc::try_unwrap(shared) {
         Ok(s) => s,
@@ -252,7 +251,15 @@ fn start_worker<D: EndpointDriver + 'static>(
     // address by route when the socket connects, as it does for the listening socket's
     // datagrams to that peer.
     let mut socket = match UdpSocket::bind_connected(local, remote) {
-        Ok(s) => Some(s),
+        Ok(s) => {
+            let (recv, send) = shared.socket_buffers;
+            if recv.is_some() || send.is_some() {
+                if let Err(e) = s.set_buffer_sizes(recv, send) {
+                    tracing::warn!(%e, "cannot size a path socket's buffers");
+                }
+            }
+            Some(s)
+        }
         Err(e) => {
             tracing::warn!(%local, %remote, %e, "no socket of its own for a path: its datagrams go through the listening socket");
             None

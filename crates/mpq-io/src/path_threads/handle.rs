@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::thread::JoinHandle;
 
-use super::{control, EndpointDriver, Locked, Shared, ThreadReport};
+use super::{control, EndpointDriver, Locked, Settings, Shared, ThreadReport};
 use crate::{Clock, UdpSocket};
 
 /// A run on its own thread ([`super::PathThreads::spawn`]). Dropping it stops the run.
@@ -34,11 +34,10 @@ pub struct RuntimeGuard<'a, D: EndpointDriver + 'static> {
 pub(super) fn spawn<D: EndpointDriver + 'static>(
     sockets: Vec<UdpSocket>,
     clock: Clock,
-    cpus: Vec<usize>,
-    per_path: bool,
+    settings: Settings,
     driver: D,
 ) -> io::Result<Runtime<D>> {
-    let (shared, poll) = control::setup(sockets, clock, cpus, per_path, driver)?;
+    let (shared, poll) = control::setup(sockets, clock, settings, driver)?;
     let run = shared.clone();
     let thread = std::thread::Builder::new().name("mpq-runtime".into()).spawn(move || control::drive(&run, poll))?;
     Ok(Runtime { shared, thread: Some(thread) })

@@ -45,6 +45,8 @@ pub trait EndpointDriver: Driver + Send {
 pub struct ThreadReport {
     /// `None` for the thread that ran [`PathThreads::run`] (the listening sockets).
     pub path_id: Option<u64>,
+    /// The shard of a thread of the shard runtime ([`crate::shards::Shards`]).
+    pub shard: Option<usize>,
     /// The connection of the path.
     pub connection: Option<ConnectionHandle>,
     /// The path's local and remote addresses.
@@ -67,13 +69,23 @@ pub struct ThreadReport {
 pub struct PathThreads {
     sockets: Vec<UdpSocket>,
     clock: Clock,
+    settings: Settings,
+}
+
+/// How a run is set up ([`PathThreads`]'s builder calls).
+#[derive(Debug, Clone, Default)]
+struct Settings {
+    /// CPUs to pin threads to.
     cpus: Vec<usize>,
+    /// Paths get threads of their own.
     per_path: bool,
+    /// SO_RCVBUF and SO_SNDBUF of the paths' own sockets (`None`: the default).
+    socket_buffers: (Option<usize>, Option<usize>),
 }
 
 impl std::fmt::Debug for PathThreads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PathThreads").field("sockets", &self.sockets).field("cpus", &self.cpus).finish()
+        f.debug_struct("PathThreads").field("sockets", &self.sockets).field("settings", &self.settings).finish()
     }
 }
 
@@ -84,21 +96,29 @@ impl PathThreads {
         if sockets.is_empty() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "the runtime needs a socket"));
         }
-        Ok(Self { sockets, clock, cpus: Vec::new(), per_path: true })
+        Ok(Self { sockets, clock, settings: Settings { per_path: true, ..Settings::default() } })
     }
 
     /// No path threads: the thread of [`PathThreads::run`] (or of [`PathThreads::spawn`])
     /// drives every connection, as the single-thread loop does, with the endpoint behind the
     /// lock so that other threads may use it ([`Runtime::lock`]).
     pub fn single_thread(mut self) -> Self {
-        self.per_path = false;
+        self.settings.per_path = false;
         self
     }
 
     /// Pins the threads to these CPUs in turn: the calling thread to the first, each path's
     /// thread to the next (cycling).
     pub fn pin_to(mut self, cpus: Vec<usize>) -> Self {
-        self.cpus = cpus;
+        self.settings.cpus = cpus;
+        self
+    }
+
+    /// Sizes the paths' own sockets' kernel buffers (SO_RCVBUF, SO_SNDBUF; `None` keeps the
+    /// default). The listening sockets are the caller's: size them before
+    /// ([`UdpSocket::set_buffer_sizes`]).
+    pub fn socket_buffers(mut self, recv: Option<usize>, send: Option<usize>) -> Self {
+        self.settings.socket_buffers = (recv, send);
         self
     }
 
@@ -111,13 +131,13 @@ impl PathThreads {
     /// listening socket. Returns the driver and a report per thread (the calling thread's
     /// first).
     pub fn run<D: EndpointDriver + 'static>(self, driver: D) -> io::Result<(D, Vec<ThreadReport>)> {
-        control::run(self.sockets, self.clock, self.cpus, self.per_path, driver)
+        control::run(self.sockets, self.clock, self.settings, driver)
     }
 
     /// Runs on a thread of its own (`mpq-runtime`) and returns at once with a handle through
     /// which other threads use the driver ([`Runtime::lock`]) and stop the run.
     pub fn spawn<D: EndpointDriver + 'static>(self, driver: D) -> io::Result<Runtime<D>> {
-        handle::spawn(self.sockets, self.clock, self.cpus, self.per_path, driver)
+        handle::spawn(self.sockets, self.clock, self.settings, driver)
     }
 }
 
@@ -138,6 +158,8 @@ struct Shared<D> {
     cpus: Vec<usize>,
     /// Paths get threads of their own (else the calling thread drives them all).
     per_path: bool,
+    /// SO_RCVBUF and SO_SNDBUF of the paths' own sockets.
+    socket_buffers: (Option<usize>, Option<usize>),
     /// An application thread changed the endpoint ([`Runtime::lock`]), or the calling thread
     /// received datagrams: every path thread looks for work at the calling thread's next
     /// round.

@@ -275,6 +275,9 @@ pub(crate) struct ConnShared {
     local_cids: BTreeMap<u64, LocalCids>,
     peer_cids: BTreeMap<u64, PeerCids>,
     local_cid_len: usize,
+    /// First byte of every connection ID we issue, if the endpoint fixes it
+    /// ([`crate::endpoint::EndpointConfig::cid_prefix`]).
+    cid_prefix: Option<u8>,
 
     // ---- multipath ----
     mp: multipath::MultipathState,
@@ -446,6 +449,7 @@ impl Connection {
             datagrams,
             packets_in_phase: 0,
             local_cid_len: local_cid.len(),
+            cid_prefix: None,
             local_cids,
             peer_cids,
             streams,
@@ -528,6 +532,21 @@ impl Connection {
     /// The negotiated ALPN protocol.
     pub fn alpn(&self) -> Option<&[u8]> {
         self.shared.tls.alpn()
+    }
+
+    /// A server's first path leaves from the local address its client's first Initial
+    /// came to: a server listening on several addresses answers from the one the client
+    /// chose, as the client expects (RFC 9000 §9: a path is its 4-tuple).
+    pub(crate) fn set_first_path_local(&mut self, local: SocketAddr) {
+        if let Some(p) = self.paths.get_mut(0).filter(|p| p.id == 0) {
+            p.local = Some(local);
+        }
+    }
+
+    /// Fixes the first byte of the connection IDs issued from now on (the endpoint's
+    /// [`crate::endpoint::EndpointConfig::cid_prefix`]).
+    pub(crate) fn set_cid_prefix(&mut self, prefix: Option<u8>) {
+        self.shared.cid_prefix = prefix;
     }
 
     /// The DCID of the client's first Initial: a stable name for logs and qlog files.
@@ -780,6 +799,9 @@ impl ConnShared {
         let mut b = [0u8; crate::cid::MAX_CID_LEN];
         let len = self.local_cid_len.max(1);
         self.rng.fill_bytes(&mut b[..len]);
+        if let Some(prefix) = self.cid_prefix {
+            b[0] = prefix;
+        }
         ConnectionId::new(&b[..len])
     }
 }

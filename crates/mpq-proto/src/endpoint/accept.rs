@@ -137,7 +137,7 @@ impl Endpoint {
             issuer: self.config.new_tokens.then(|| self.guard.key.clone()),
             ..Default::default()
         };
-        let conn = Connection::new(ConnectionInit {
+        let mut conn = Connection::new(ConnectionInit {
             side: Side::Server,
             config: server.transport.clone(),
             tls,
@@ -153,6 +153,7 @@ impl Endpoint {
             original_version: parsed.version,
             version,
         });
+        conn.set_first_path_local(local);
         let h = self.insert(conn);
         self.guard.track(h.0, orig_dst_cid, remote.ip());
         self.route(local_cid, h.0);

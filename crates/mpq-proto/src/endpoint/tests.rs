@@ -216,3 +216,25 @@ fn qlog_factory_sees_the_first_initial() {
     assert_eq!(first_rx.1["header"]["packet_type"], "initial", "first: {first_rx:?}");
     assert_eq!(first_rx.1["header"]["packet_number"], 0);
 }
+
+/// A server listening on several addresses answers a new client from the address its first
+/// Initial came to (the client knows no other): the first path's transmits name it as their
+/// source, so that a runtime with a socket per address sends from the right one.
+#[test]
+fn a_server_answers_from_the_address_the_client_chose() {
+    let (cc, sc) = crate::testing::configs(TransportConfig::default());
+    let mut client = Endpoint::new(EndpointConfig::with_seed(1), None);
+    let mut server = Endpoint::new(EndpointConfig::with_seed(2), Some(sc));
+    let second: std::net::SocketAddr = "192.0.2.2:443".parse().unwrap();
+    let client_addr: std::net::SocketAddr = "198.51.100.1:5000".parse().unwrap();
+    let now = crate::Instant::ZERO;
+    client.connect(now, &cc, second, "localhost").unwrap();
+    let mut buf = Vec::new();
+    let t = client.poll_transmit(now, &mut buf).unwrap();
+    let mut initial = buf[..t.size].to_vec();
+    server.handle_datagram(now, second, client_addr, None, &mut initial);
+    let mut out = Vec::new();
+    let answer = server.poll_transmit(now, &mut out).expect("the server answers");
+    assert_eq!(answer.destination, client_addr);
+    assert_eq!(answer.source, Some(second));
+}
