@@ -32,6 +32,8 @@ pub struct Shards {
     sockets: Vec<Vec<UdpSocket>>,
     clock: Clock,
     cpus: Vec<usize>,
+    /// Ask the kernel to deliver datagrams to their shard ([`steer`]).
+    steering: bool,
 }
 
 /// A datagram received by one shard for a connection of another.
@@ -78,12 +80,19 @@ impl Shards {
                 "the shard runtime needs 1 to 256 shards, each with a socket",
             ));
         }
-        Ok(Self { sockets, clock, cpus: Vec::new() })
+        Ok(Self { sockets, clock, cpus: Vec::new(), steering: true })
     }
 
     /// Pins shard `k`'s thread to `cpus[k % cpus.len()]` (nothing if empty).
     pub fn pin_to(mut self, cpus: Vec<usize>) -> Self {
         self.cpus = cpus;
+        self
+    }
+
+    /// Leaves every datagram where the kernel's hash puts it (the shards pass on what is not
+    /// theirs): for comparisons and tests of that path.
+    pub fn without_steering(mut self) -> Self {
+        self.steering = false;
         self
     }
 
@@ -93,6 +102,9 @@ impl Shards {
     pub fn run<D: EndpointDriver>(self, drivers: Vec<D>) -> io::Result<Vec<(D, ThreadReport)>> {
         if drivers.len() != self.sockets.len() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "one driver per shard"));
+        }
+        if self.steering {
+            steer(&self.sockets);
         }
         let mut loops = Vec::new();
         for sockets in self.sockets {
@@ -136,6 +148,33 @@ impl Shards {
     }
 }
 
+/// Where shards share addresses (a server's), has the kernel deliver each datagram to the
+/// shard that owns its connection ID ([`UdpSocket::steer_by_cid_prefix`]), so that passing
+/// datagrams between shards is the exception. A new connection's first packets go to shard
+/// `a % N` when they come to the `a`-th of at least N addresses (clients spread over the
+/// addresses spread over the shards), else where the kernel's hash puts them. Without
+/// steering (another system, or the kernel refuses) the shards still pass datagrams on.
+fn steer(shards: &[Vec<UdpSocket>]) {
+    let n = shards.len();
+    if n < 2 {
+        return;
+    }
+    let addresses = shards[0].len();
+    for (a, socket) in shards[0].iter().enumerate() {
+        let shared = shards[1..].iter().all(|s| s.get(a).is_some_and(|o| o.local_addr() == socket.local_addr()));
+        if !shared {
+            continue;
+        }
+        let long_headers = if addresses >= n { (a % n) as u32 } else { u32::MAX };
+        #[cfg(target_os = "linux")]
+        if let Err(e) = socket.steer_by_cid_prefix(long_headers) {
+            tracing::warn!(addr = %socket.local_addr(), %e, "the kernel does not steer datagrams to shards: they pass them on");
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = long_headers;
+    }
+}
+
 /// One shard's thread: its event loop until its driver stops or another shard fails.
 fn run_shard<D: EndpointDriver>(
     k: usize,
@@ -159,8 +198,13 @@ fn run_shard<D: EndpointDriver>(
         return Err(e);
     }
     tracing::debug!(shard = k, forwarded = sharded.forwarded, "shard ended");
-    let report =
-        ThreadReport { shard: Some(k), cpu: crate::thread_cpu_time() - cpu0, io: ev.stats, ..ThreadReport::default() };
+    let report = ThreadReport {
+        shard: Some(k),
+        forwarded: sharded.forwarded,
+        cpu: crate::thread_cpu_time() - cpu0,
+        io: ev.stats,
+        ..ThreadReport::default()
+    };
     Ok((sharded.inner, report))
 }
 
@@ -312,10 +356,18 @@ mod tests {
     }
 
     /// Two shards share a port; short-header datagrams for shard 1's connection IDs come
-    /// from 32 client sockets, so the kernel's hash hands some to shard 0 (all 32 avoiding
-    /// it has odds of 2^-32): every one of them must end up at shard 1.
+    /// from 32 client sockets. Without the kernel's steering its hash hands some to shard 0
+    /// (all 32 avoiding it has odds of 2^-32), which passes them on; with it, all go to
+    /// shard 1 at once. Either way every one of them must end up at shard 1.
     #[test]
     fn datagrams_reach_the_shard_that_owns_their_connection_id() {
+        let forwarded = shard_one_gets_all(false);
+        assert!(forwarded > 0, "the kernel's hash sent none to shard 0: {forwarded}");
+        assert_eq!(shard_one_gets_all(true), 0, "the kernel steered every datagram to its shard");
+    }
+
+    /// The test above with or without steering; returns how many datagrams shard 0 passed on.
+    fn shard_one_gets_all(steered: bool) -> u64 {
         let first = UdpSocket::bind_shared("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = first.local_addr();
         let second = UdpSocket::bind_shared(addr).unwrap();
@@ -344,12 +396,17 @@ mod tests {
                 c.send_to(&d, addr).unwrap();
             }
         });
-        let done = Shards::new(vec![vec![first], vec![second]], clock).unwrap().run(drivers).unwrap();
+        let mut rt = Shards::new(vec![vec![first], vec![second]], clock).unwrap();
+        if !steered {
+            rt = rt.without_steering();
+        }
+        let done = rt.run(drivers).unwrap();
         sender.join().unwrap();
         assert!(done[0].0.got.is_empty(), "shard 0 kept another shard's datagrams");
         let mut at_one: Vec<u8> = done[1].0.got.iter().map(|d| d[2]).collect();
         at_one.sort_unstable();
         assert_eq!(at_one, (0..32).collect::<Vec<u8>>());
         assert_eq!(done[1].1.shard, Some(1));
+        done[0].1.forwarded
     }
 }

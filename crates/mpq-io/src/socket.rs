@@ -89,6 +89,50 @@ impl UdpSocket {
         Ok((sock.recv_buffer_size()?, sock.send_buffer_size()?))
     }
 
+    /// Steers the datagrams that reach this socket's SO_REUSEPORT group by QUIC connection
+    /// ID, in the kernel (a classic BPF program, SO_ATTACH_REUSEPORT_CBPF, which the group
+    /// shares): a short header goes to the group's socket whose index (its place in the
+    /// order the group's sockets were bound) is the first byte of its destination CID, i.e.
+    /// the shard whose [`mpq_proto::endpoint::EndpointConfig::cid_prefix`] it carries; a long
+    /// header goes to socket `long_headers`. An index past the group's end (`u32::MAX` for
+    /// long headers that the kernel should place) falls back to the kernel's hash of the
+    /// addresses.
+    #[cfg(target_os = "linux")]
+    pub fn steer_by_cid_prefix(&self, long_headers: u32) -> io::Result<()> {
+        use libc::{sock_filter, BPF_A, BPF_ABS, BPF_B, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_RET};
+        let op = |code: u32, jt: u8, jf: u8, k: u32| sock_filter { code: code as u16, jt, jf, k };
+        // The program sees the UDP payload at offset 0.
+        let program = [
+            // A = first byte; long header (0x80 set): jump to the last instruction.
+            op(BPF_LD | BPF_B | BPF_ABS, 0, 0, 0),
+            op(BPF_JMP | BPF_JSET | BPF_K, 2, 0, 0x80),
+            // Short header: the DCID's first byte is the index. (A datagram too short for
+            // it ends the program with 0: the first socket, which drops it.)
+            op(BPF_LD | BPF_B | BPF_ABS, 0, 0, 1),
+            op(BPF_RET | BPF_A, 0, 0, 0),
+            op(BPF_RET | BPF_K, 0, 0, long_headers),
+        ];
+        let fprog = libc::sock_fprog { len: program.len() as u16, filter: program.as_ptr() as *mut sock_filter };
+        use std::os::fd::AsRawFd;
+        // SAFETY: `fprog` points at `program`, which outlives the call; the kernel copies
+        // the program and reads nothing else; the length passed is the struct's.
+        #[allow(unsafe_code)]
+        let rc = unsafe {
+            libc::setsockopt(
+                self.io.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_REUSEPORT_CBPF,
+                (&fprog as *const libc::sock_fprog).cast(),
+                std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     /// The kernel's receive and send buffer sizes (SO_RCVBUF, SO_SNDBUF).
     pub fn buffer_sizes(&self) -> io::Result<(usize, usize)> {
         self.set_buffer_sizes(None, None)

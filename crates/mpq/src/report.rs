@@ -41,6 +41,7 @@ pub fn threads_json(threads: &[ThreadReport]) -> Vec<serde_json::Value> {
                 "role": if t.path_id.is_some() { "path" } else if t.shard.is_some() { "shard" } else { "main" },
                 "path_id": t.path_id,
                 "shard": t.shard,
+                "forwarded": t.forwarded,
                 "cpu_s": t.cpu.as_secs_f64(),
                 "rx_datagrams": t.io.rx_datagrams,
                 "tx_bytes": t.io.tx_bytes,

@@ -47,6 +47,9 @@ pub struct ThreadReport {
     pub path_id: Option<u64>,
     /// The shard of a thread of the shard runtime ([`crate::shards::Shards`]).
     pub shard: Option<usize>,
+    /// Datagrams a shard's thread passed to the shard that owns their connection (those
+    /// the kernel's steering did not deliver there).
+    pub forwarded: u64,
     /// The connection of the path.
     pub connection: Option<ConnectionHandle>,
     /// The path's local and remote addresses.
