@@ -2,10 +2,16 @@
 """Categorised CPU profile of one process from a `perf record` file.
 
 Reads `perf report --no-children --sort sym` of PERF_DATA (self time per symbol) and sums the
-shares by category: crypto (AEAD, header protection), memory copies (user memmove and the
-kernel's copies to and from user space), hashing, allocation, QUIC logic (the rest of mpq's or
-quinn's protocol code), packet I/O in user space, kernel UDP / syscalls / scheduling, other.
-Several files give one column each, for before / after tables.
+shares by category: locking and waiting (mutexes, futexes, in user space and the kernel),
+crypto (AEAD, header protection), memory copies (user memmove and the kernel's copies to and
+from user space), hashing, allocation, packet I/O in user space, the application (the perf
+tool's or the API's code above the connection), QUIC logic (the rest of mpq's or quinn's
+protocol code), kernel UDP / syscalls / scheduling, other. Several files give one column
+each, for before / after tables.
+
+`--seed000` adds the coarser table seed 000 used for mcMPQUIC's profile: packet I/O (user
+and kernel), crypto, connection management (QUIC logic, copies, hashing, allocation),
+locking, application, other.
 
 Record with `perf record -e cpu-clock -g -o FILE -- mpq perf server ...` (on VMs without
 hardware counters `cpu-clock` is the event that works).
@@ -20,12 +26,18 @@ import sys
 
 # First match wins; patterns are matched against the symbol name (kernel symbols are
 # reported with their "[k]" marker by perf and handled separately below).
+LOCKING = "locking and waiting (mutex, futex)"
+APPLICATION = "application"
+KERNEL = "kernel UDP, syscalls, scheduling"
+
 CATEGORIES = [
+    (LOCKING, r"futex|pthread_mutex|lll_lock|lll_unlock|Mutex|parking_lot|Condvar|sync::mutex|lock_contended"),
     ("crypto (AEAD, header protection)", r"aes|gcm|aead|ghash|chacha|poly1305|PacketKey|HeaderProtection|seal_packet|open_payload|remove_header_protection|skip_iv|CRYPTO_memcmp|EVP_|aws_lc_rs|ring::"),
     ("memory copies", r"memmove|memcpy|_copy_to_iter|_copy_from_iter|copy_user|rep_movs"),
     ("hashing", r"hash|SipHasher|foldhash|FxHasher"),
     ("allocation", r"malloc|free|realloc|calloc|alloc::alloc|__rust_alloc|__rust_dealloc|_int_malloc|_int_free|cfree"),
     ("packet I/O in user space", r"mpq_io|quinn_udp|event_loop|recvmmsg|sendmsg|sendmmsg"),
+    (APPLICATION, r"mpq::perf::|mpq::perf_shard|mpq_api::|PerfServer|PerfClient|HqServer|HqClient"),
     ("QUIC logic", r"mpq_proto|mpq::|quinn_proto|quinn::|perf::"),
 ]
 
@@ -51,19 +63,36 @@ def categorise(rows):
     for share, kernel, sym in rows:
         for name, pattern in CATEGORIES:
             if re.search(pattern, sym, re.IGNORECASE):
-                # Kernel copies count as copies; other kernel time below.
-                if kernel and name != "memory copies":
+                # Kernel copies and futexes count as copies and locking; other kernel time
+                # below.
+                if kernel and name not in ("memory copies", LOCKING):
                     continue
                 totals[name] += share
                 break
         else:
-            totals["kernel UDP, syscalls, scheduling" if kernel else "other"] += share
+            totals[KERNEL if kernel else "other"] += share
     return totals
+
+
+# Seed 000's categories, from ours.
+SEED000 = {
+    "packet I/O": ["packet I/O in user space", KERNEL],
+    "crypto": ["crypto (AEAD, header protection)"],
+    "connection management": ["QUIC logic", "memory copies", "hashing", "allocation"],
+    "locking": [LOCKING],
+    "application": [APPLICATION],
+    "other": ["other"],
+}
+
+
+def seed000(totals):
+    return {k: sum(totals[n] for n in v) for k, v in SEED000.items()}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--markdown", action="store_true", help="a Markdown table (default: plain columns)")
+    ap.add_argument("--seed000", action="store_true", help="also the table in seed 000's categories")
     ap.add_argument("files", nargs="+", metavar="LABEL=PERF_DATA")
     args = ap.parse_args()
     columns = []
@@ -75,8 +104,15 @@ def main():
             columns.append((label, categorise(symbols(path))))
         except (subprocess.CalledProcessError, FileNotFoundError) as e:
             sys.exit(f"perf report failed on {path}: {e} (is it a perf.data file, and is perf installed?)")
+    table(columns, args.markdown)
+    if args.seed000:
+        print()
+        table([(label, seed000(c)) for label, c in columns], args.markdown)
+
+
+def table(columns, markdown):
     names = list(columns[0][1].keys())
-    if args.markdown:
+    if markdown:
         print("| category | " + " | ".join(l for l, _ in columns) + " |")
         print("| --- |" + " --- |" * len(columns))
         for n in names:

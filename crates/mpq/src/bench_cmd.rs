@@ -1,24 +1,32 @@
-//! `mpq bench`: in-process benchmarks of the protocol core. `mpq bench receive` measures how
-//! one connection's receive work scales with the threads driving its paths
-//! (`bench_recv.rs`), runs interleaved over the thread counts, repeated, medians reported.
+//! `mpq bench`: in-process benchmarks of the protocol core. `mpq bench receive` and `mpq
+//! bench send` measure how one connection's receive or send work scales with the threads
+//! driving its paths (`bench_recv.rs`, `bench_send.rs`), runs interleaved over the thread
+//! counts, repeated, medians reported.
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use crate::bench_recv::{self, RecvRunResult};
+use std::time::Duration;
+
+use crate::bench_recv;
+use crate::bench_send;
 
 /// `mpq bench` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Receive-side scaling: one connection over N paths, its receive work (decryption,
     /// frame parsing, reassembly, reading, ACKs) driven by 1..N path threads in this process.
-    Receive(RecvBenchArgs),
+    Receive(BenchArgs),
+    /// Send-side scaling: one connection over N paths, its send work (the application's
+    /// write, frames chosen, packets written and sealed, sent packets recorded) driven by
+    /// 1..N path threads in this process.
+    Send(BenchArgs),
 }
 
-/// Options of `mpq bench receive`.
+/// Options of `mpq bench receive` and `mpq bench send`.
 #[derive(Debug, Args)]
-pub struct RecvBenchArgs {
+pub struct BenchArgs {
     /// Paths of the connection.
     #[arg(long, default_value_t = 2)]
     pub paths: usize,
@@ -31,7 +39,7 @@ pub struct RecvBenchArgs {
     /// Repetitions; the thread counts are interleaved within each.
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
-    /// Check every byte the receiving application reads.
+    /// Check every byte the receiving application reads (outside the timed work).
     #[arg(long)]
     pub verify: bool,
     /// Print the results as JSON instead of a table.
@@ -49,22 +57,25 @@ struct ThreadsResult {
     packets_per_s: f64,
     /// Goodput relative to the first thread count.
     speedup: f64,
-    /// Median share of the busy time the threads spent opening datagrams outside the
-    /// connection's lock, summed over threads (0 with one thread).
-    open_outside_lock_share: f64,
-    /// Median share of the busy time the threads spent taking and holding the lock (checking
-    /// paths out, applying what they opened), summed over threads (0 with one thread).
+    /// Median share of the busy time the threads spent outside the connection's lock
+    /// (opening datagrams, or building send batches), summed over threads (0 with one
+    /// thread).
+    outside_lock_share: f64,
+    /// Median share of the busy time the threads spent taking and holding the lock, summed
+    /// over threads (0 with one thread).
     locked_share: f64,
-    /// Median share of the busy time spent after the datagrams on one thread (the
-    /// application's read, the ACKs).
+    /// Receive: median share of the busy time spent after the datagrams on one thread (the
+    /// application's read, the ACKs); 0 for send.
     after_share: f64,
     /// Every run's goodput, Gbit/s, in order.
     runs_gbit_per_s: Vec<f64>,
 }
 
-/// The report of `mpq bench receive`.
+/// The report of `mpq bench receive` or `send`.
 #[derive(Debug, Serialize)]
-struct RecvBenchReport {
+struct BenchReport {
+    /// "receive" or "send".
+    work: &'static str,
     paths: usize,
     megabytes: u64,
     reps: usize,
@@ -74,8 +85,44 @@ struct RecvBenchReport {
 /// Runs a `mpq bench` subcommand.
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
-        BenchCommand::Receive(a) => receive(a),
+        BenchCommand::Receive(a) => bench("receive", a),
+        BenchCommand::Send(a) => bench("send", a),
     }
+}
+
+/// One run's figures, whichever side was measured.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    bytes: u64,
+    datagrams: u64,
+    busy: Duration,
+    outside_lock: Duration,
+    locked: Duration,
+    after: Duration,
+}
+
+fn run_once(work: &str, paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sample> {
+    Ok(if work == "send" {
+        let r = bench_send::run(paths, threads, bytes, verify)?;
+        Sample {
+            bytes: r.bytes,
+            datagrams: r.datagrams,
+            busy: r.busy,
+            outside_lock: r.build_outside_lock,
+            locked: r.locked,
+            after: Duration::ZERO,
+        }
+    } else {
+        let r = bench_recv::run(paths, threads, bytes, verify)?;
+        Sample {
+            bytes: r.bytes,
+            datagrams: r.datagrams,
+            busy: r.busy,
+            outside_lock: r.open_outside_lock,
+            locked: r.locked,
+            after: r.after,
+        }
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -87,7 +134,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn receive(a: RecvBenchArgs) -> Result<()> {
+fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     if a.paths == 0 || a.paths > 16 {
         bail!("--paths must be between 1 and 16 (got {})", a.paths);
     }
@@ -98,16 +145,15 @@ fn receive(a: RecvBenchArgs) -> Result<()> {
         bail!("--reps and --megabytes must be at least 1");
     }
     let bytes = a.megabytes * 1_000_000;
-    let mut runs: Vec<Vec<RecvRunResult>> = vec![Vec::new(); a.threads.len()];
+    let mut runs: Vec<Vec<Sample>> = vec![Vec::new(); a.threads.len()];
     for rep in 0..a.reps {
         for (k, &t) in a.threads.iter().enumerate() {
-            eprintln!("rep {}/{}: {} path(s), {t} thread(s)...", rep + 1, a.reps, a.paths);
-            let r = bench_recv::run(a.paths, t, bytes, a.verify)?;
-            runs[k].push(r);
+            eprintln!("rep {}/{}: {work}, {} path(s), {t} thread(s)...", rep + 1, a.reps, a.paths);
+            runs[k].push(run_once(work, a.paths, t, bytes, a.verify)?);
         }
     }
-    let share = |d: std::time::Duration, r: &RecvRunResult| d.as_secs_f64() / r.busy.as_secs_f64().max(1e-9);
-    let gbit = |r: &RecvRunResult| r.bytes as f64 * 8.0 / r.busy.as_secs_f64().max(1e-9) / 1e9;
+    let share = |d: Duration, r: &Sample| d.as_secs_f64() / r.busy.as_secs_f64().max(1e-9);
+    let gbit = |r: &Sample| r.bytes as f64 * 8.0 / r.busy.as_secs_f64().max(1e-9) / 1e9;
     let base = median(runs[0].iter().map(gbit).collect());
     let results: Vec<ThreadsResult> = a
         .threads
@@ -120,25 +166,26 @@ fn receive(a: RecvBenchArgs) -> Result<()> {
                 gbit_per_s: g,
                 packets_per_s: median(rs.iter().map(|r| r.datagrams as f64 / r.busy.as_secs_f64().max(1e-9)).collect()),
                 speedup: g / base.max(1e-12),
-                open_outside_lock_share: median(rs.iter().map(|r| share(r.open_outside_lock, r)).collect()),
+                outside_lock_share: median(rs.iter().map(|r| share(r.outside_lock, r)).collect()),
                 locked_share: median(rs.iter().map(|r| share(r.locked, r)).collect()),
                 after_share: median(rs.iter().map(|r| share(r.after, r)).collect()),
                 runs_gbit_per_s: rs.iter().map(gbit).collect(),
             }
         })
         .collect();
-    let report = RecvBenchReport { paths: a.paths, megabytes: a.megabytes, reps: a.reps, results };
+    let report = BenchReport { work, paths: a.paths, megabytes: a.megabytes, reps: a.reps, results };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     println!(
-        "receive work of one connection over {} path(s), {} MB per run, medians of {}:",
+        "{work} work of one connection over {} path(s), {} MB per run, medians of {}:",
         report.paths, report.megabytes, report.reps
     );
+    let after = if work == "send" { "" } else { "read+ACKs" };
     println!(
         "{:>8} {:>10} {:>12} {:>9} {:>10} {:>8} {:>12}",
-        "threads", "Gbit/s", "packets/s", "speedup", "unlocked", "locked", "read+ACKs"
+        "threads", "Gbit/s", "packets/s", "speedup", "unlocked", "locked", after
     );
     for r in &report.results {
         println!(
@@ -147,15 +194,22 @@ fn receive(a: RecvBenchArgs) -> Result<()> {
             r.gbit_per_s,
             r.packets_per_s,
             r.speedup,
-            r.open_outside_lock_share * 100.0,
+            r.outside_lock_share * 100.0,
             r.locked_share * 100.0,
             r.after_share * 100.0
         );
     }
-    println!(
-        "(unlocked, locked: time the path threads spent opening datagrams outside the connection's \
-         lock, and taking and holding it, summed over threads; read+ACKs: after the datagrams, on one \
-         thread; shares of the busy time)"
-    );
+    if work == "send" {
+        println!(
+            "(unlocked, locked: time the path threads spent building batches outside the connection's \
+             lock, and taking and holding it, summed over threads; shares of the busy time)"
+        );
+    } else {
+        println!(
+            "(unlocked, locked: time the path threads spent opening datagrams outside the connection's \
+             lock, and taking and holding it, summed over threads; read+ACKs: after the datagrams, on one \
+             thread; shares of the busy time)"
+        );
+    }
     Ok(())
 }

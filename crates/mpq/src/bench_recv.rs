@@ -35,7 +35,7 @@ use crate::progress::Stopwatch;
 /// Datagrams of one GRO batch at most.
 const GRO_BATCH: usize = 64;
 /// Virtual time between rounds (the protocol's clock; wall time is what is measured).
-const ROUND_STEP: Duration = Duration::from_micros(200);
+pub(crate) const ROUND_STEP: Duration = Duration::from_micros(200);
 
 /// What one measured transfer gave.
 #[derive(Debug, Clone, Copy, Default)]
@@ -58,10 +58,11 @@ pub struct RecvRunResult {
 }
 
 /// The connected pair, its paths and the stream.
-struct Setup {
-    pair: Pair,
-    server: ConnectionHandle,
-    stream: StreamId,
+pub(crate) struct Setup {
+    pub pair: Pair,
+    pub server: ConnectionHandle,
+    /// The client's stream (the data goes client to server).
+    pub stream: StreamId,
     server_stream: Option<StreamId>,
 }
 
@@ -95,7 +96,7 @@ fn transport(paths: usize) -> TransportConfig {
 
 impl Setup {
     /// Handshake, `paths` validated paths, and a stream the server has accepted.
-    fn new(paths: usize) -> Result<Self> {
+    pub(crate) fn new(paths: usize) -> Result<Self> {
         let mut pair = Pair::new(transport(paths));
         let mut confirmed = false;
         let mut allowed = 0usize;
@@ -143,7 +144,7 @@ impl Setup {
 }
 
 /// The stream's byte at `offset` (checked by the receiver, outside the timed work).
-fn pattern(offset: u64) -> u8 {
+pub(crate) fn pattern(offset: u64) -> u8 {
     (offset % 251) as u8
 }
 
@@ -333,7 +334,7 @@ fn open_on_path_thread(
 
 /// The server's application reads what arrived (part of the timed receive work), checking
 /// every byte against the pattern if `verify`. Returns the bytes read.
-fn read_stream(
+pub(crate) fn read_stream(
     conn: &mut Connection,
     id: &mut Option<StreamId>,
     sink: &mut [u8],

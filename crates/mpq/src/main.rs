@@ -2,6 +2,7 @@
 
 mod bench_cmd;
 mod bench_recv;
+mod bench_send;
 mod cli;
 mod client;
 mod idle_conns;

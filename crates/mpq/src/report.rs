@@ -49,6 +49,7 @@ pub fn threads_json(threads: &[ThreadReport]) -> Vec<serde_json::Value> {
                 "batches_built": t.batches_built,
                 "lock_takes": t.lock_takes,
                 "lock_wait_s": t.lock_wait.as_secs_f64(),
+                "lock_held_s": t.lock_held.as_secs_f64(),
             })
         })
         .collect()
@@ -85,13 +86,14 @@ pub fn print_threads(threads: &[ThreadReport], secs: f64) {
             (None, None) => "main thread".to_string(),
         };
         println!(
-            "  {who}: CPU {:.0} %, {} datagrams in, {:.1} MB out, {} receive runs and {} send batches without the lock, lock waited {:.1} ms",
+            "  {who}: CPU {:.0} %, {} datagrams in, {:.1} MB out, {} receive runs and {} send batches without the lock, lock waited {:.1} ms and held {:.1} ms",
             100.0 * t.cpu.as_secs_f64() / secs.max(1e-9),
             t.io.rx_datagrams,
             t.io.tx_bytes as f64 / 1e6,
             t.runs_opened,
             t.batches_built,
-            t.lock_wait.as_secs_f64() * 1e3
+            t.lock_wait.as_secs_f64() * 1e3,
+            t.lock_held.as_secs_f64() * 1e3
         );
     }
 }

@@ -58,10 +58,12 @@ pub(super) fn drive<D: EndpointDriver + 'static>(shared: &Arc<Shared<D>>, mut po
     }
     let mut report = ThreadReport::default();
     let cpu_start = super::cpu::thread_cpu_time();
+    super::take_lock_held();
     let result = control_loop(shared, &mut poll, &mut report);
     stop_workers(shared, &mut report);
     final_flush(shared, &mut report);
     report.cpu = super::cpu::thread_cpu_time().saturating_sub(cpu_start);
+    report.lock_held = super::take_lock_held();
     result.map(|()| report)
 }
 
@@ -284,6 +286,7 @@ fn start_worker<D: EndpointDriver + 'static>(
             batches_built = report.batches_built,
             lock_takes = report.lock_takes,
             lock_wait_s = report.lock_wait.as_secs_f64(),
+            lock_held_s = report.lock_held.as_secs_f64(),
             rx_datagrams = report.io.rx_datagrams,
             tx_bytes = report.io.tx_bytes,
             tx_calls = report.io.tx_calls,

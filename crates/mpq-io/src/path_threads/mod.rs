@@ -66,6 +66,9 @@ pub struct ThreadReport {
     pub lock_takes: u64,
     /// Time spent waiting for the lock.
     pub lock_wait: Duration,
+    /// Time the thread held the lock: the run's serial part (only one thread at a time
+    /// holds it), from which an Amdahl bound follows.
+    pub lock_held: Duration,
 }
 
 /// The runtime with a thread per path, over the listening sockets given.
@@ -229,20 +232,57 @@ impl WorkerCtl {
     }
 }
 
+thread_local! {
+    /// How long this thread has held the endpoint's lock ([`Held`]).
+    static HELD: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+}
+
+/// The time this thread held the lock since the last call (the report's `lock_held`).
+fn take_lock_held() -> Duration {
+    HELD.with(|h| h.replace(Duration::ZERO))
+}
+
+/// The endpoint's lock, held: its time is added to the thread's account when it is let go.
+struct Held<'a, D> {
+    guard: MutexGuard<'a, Locked<D>>,
+    since: std::time::Instant,
+}
+
+impl<D> std::ops::Deref for Held<'_, D> {
+    type Target = Locked<D>;
+    fn deref(&self) -> &Locked<D> {
+        &self.guard
+    }
+}
+
+impl<D> std::ops::DerefMut for Held<'_, D> {
+    fn deref_mut(&mut self) -> &mut Locked<D> {
+        &mut self.guard
+    }
+}
+
+impl<D> Drop for Held<'_, D> {
+    fn drop(&mut self) {
+        let held = self.since.elapsed();
+        HELD.with(|h| h.set(h.get() + held));
+    }
+}
+
 impl<D> Shared<D> {
-    /// Takes the lock, counting the take and the wait.
+    /// Takes the lock, counting the take, the wait and (when it is let go) the hold.
     #[allow(clippy::disallowed_methods)] // the runtime measures its own waits in real time
-    fn lock(&self, report: &mut ThreadReport) -> MutexGuard<'_, Locked<D>> {
+    fn lock(&self, report: &mut ThreadReport) -> Held<'_, D> {
         report.lock_takes += 1;
-        if let Ok(g) = self.locked.try_lock() {
-            return g;
+        if let Ok(guard) = self.locked.try_lock() {
+            return Held { guard, since: std::time::Instant::now() };
         }
         let start = std::time::Instant::now();
         // A thread that panicked holding the lock left the protocol state half-changed:
         // nothing sound can go on, so the panic spreads.
-        let g = self.locked.lock().expect("a runtime thread panicked holding the endpoint");
-        report.lock_wait += start.elapsed();
-        g
+        let guard = self.locked.lock().expect("a runtime thread panicked holding the endpoint");
+        let since = std::time::Instant::now();
+        report.lock_wait += since - start;
+        Held { guard, since }
     }
 
     fn stopping(&self) -> bool {

@@ -59,6 +59,7 @@ pub(super) fn run<D: EndpointDriver>(shared: &Shared<D>, mut w: Worker) -> Threa
         ..ThreadReport::default()
     };
     let cpu_start = super::cpu::thread_cpu_time();
+    super::take_lock_held();
     let mut rx: Vec<Vec<u8>> = (0..quinn_udp::BATCH_SIZE).map(|_| vec![0u8; RX_BUF]).collect();
     let mut tx = SendBufs::new();
     // (The endpoint's own datagrams, written while a transmit may wait in `tx`.)
@@ -90,6 +91,7 @@ pub(super) fn run<D: EndpointDriver>(shared: &Shared<D>, mut w: Worker) -> Threa
         w.ctl.sleeping.store(false, Ordering::Release);
     }
     report.cpu = super::cpu::thread_cpu_time().saturating_sub(cpu_start);
+    report.lock_held = super::take_lock_held();
     report
 }
 

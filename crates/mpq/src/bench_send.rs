@@ -1,0 +1,201 @@
+//! One measured transfer of `mpq bench send` (issue C2): how the send work of one connection
+//! over N paths scales with the threads that drive its paths.
+//!
+//! The same in-memory pair as `mpq bench receive` (real TLS 1.3, AES-GCM, header protection,
+//! N validated paths, round-robin scheduler, one stream), with the roles turned: the client
+//! sends and its work is timed. Each round the client's application writes what the stream
+//! takes, then the client builds every datagram its windows allow: frames chosen, packets
+//! written, sealed and header-protected, the sent packets recorded for loss recovery. That
+//! is timed. The datagrams then go to the server, whose ACKs come back (not timed), and the
+//! next round starts. Nothing is precomputed.
+//!
+//! With one thread the client sends as the single-thread runtime does
+//! ([`Connection::poll_transmit`], path by path in turn). With T threads, path k's sending
+//! goes to thread k mod T, which asks [`Connection::poll_path_transmit`] under the
+//! connection's lock, builds a [`SendBatch`] without it and hands it back with
+//! [`Connection::end_send_batch`] under the lock again: the steps of the runtime with a
+//! thread per path.
+
+use std::net::SocketAddr;
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use mpq_proto::conn::{Connection, PathTransmit, Transmit};
+use mpq_proto::types::StreamId;
+
+use crate::bench_recv::{pattern, Setup, ROUND_STEP};
+use crate::progress::Stopwatch;
+
+/// What one measured transfer gave.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SendRunResult {
+    /// Stream bytes the server's application read.
+    pub bytes: u64,
+    /// Datagrams the client sent.
+    pub datagrams: u64,
+    /// Wall time of the client's send work.
+    pub busy: Duration,
+    /// Of that, time the threads spent building batches outside the connection's lock,
+    /// summed over threads (zero with one thread).
+    pub build_outside_lock: Duration,
+    /// Time the threads spent taking the lock and holding it (asking for a batch, handing
+    /// it back, batches written with the connection), summed over threads (zero with one
+    /// thread).
+    pub locked: Duration,
+}
+
+/// A datagram or GSO batch the client sent: its transmit and bytes.
+type Sent = (Transmit, Vec<u8>);
+
+/// What a path thread did in a round: time building alone, time locked, what it sent.
+type ThreadRound = (Duration, Duration, Vec<Sent>);
+
+/// Runs one transfer of `bytes` over `paths` paths with the client's send work on
+/// `threads` threads; `verify` checks every byte the server reads.
+pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<SendRunResult> {
+    let mut s = Setup::new(paths)?;
+    let (server_handle, stream) = (s.server, s.stream);
+    let mut server_stream: Option<StreamId> = None;
+    let pair = &mut s.pair;
+    let (client_conn, client_addr, server_addr) = (pair.client_conn, pair.client_addr, pair.server_addr);
+    let path_ids = pair.client.connection(client_conn).context("no client connection")?.path_ids();
+    let (client, server) = (&mut pair.client, &mut pair.server);
+    let conn = Mutex::new(client.connection_mut(client_conn).context("no client connection")?);
+    let mut now = pair.now;
+    std::thread::scope(|scope| -> Result<SendRunResult> {
+        let (done_tx, done_rx) = mpsc::channel::<ThreadRound>();
+        let mut workers = Vec::new();
+        let path_threads = if threads > 1 { threads } else { 0 };
+        for _ in 0..path_threads {
+            let (tx, rx) = mpsc::channel::<(mpq_proto::Instant, Vec<u64>)>();
+            let (conn, done) = (&conn, done_tx.clone());
+            scope.spawn(move || {
+                while let Ok((now, ids)) = rx.recv() {
+                    if done.send(send_on_path_thread(conn, now, &ids)).is_err() {
+                        break;
+                    }
+                }
+            });
+            workers.push(tx);
+        }
+        let chunk: Bytes = (0..251 * 4096).map(pattern).collect::<Vec<u8>>().into();
+        let (mut written, mut read) = (0u64, 0u64);
+        let mut result = SendRunResult::default();
+        let mut sink = vec![0u8; 1 << 20];
+        let mut idle_rounds = 0;
+        while read < bytes {
+            let clock = Stopwatch::start();
+            let mut sent: Vec<Sent> = Vec::new();
+            {
+                // The application's write, then the sending (timed).
+                let mut c = conn.lock().expect("lock");
+                while written < bytes {
+                    let off = (written % chunk.len() as u64) as usize;
+                    let len = (chunk.len() - off).min((bytes - written) as usize);
+                    match c.write_bytes(stream, &chunk.slice(off..off + len)) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => written += n as u64,
+                    }
+                }
+                if written == bytes {
+                    let _ = c.finish(stream);
+                }
+                if workers.is_empty() {
+                    let mut buf = Vec::with_capacity(64 * 1024);
+                    while let Some(t) = c.poll_transmit(now, &mut buf) {
+                        sent.push((t, std::mem::replace(&mut buf, Vec::with_capacity(64 * 1024))));
+                    }
+                }
+            }
+            if !workers.is_empty() {
+                let mut groups: Vec<Vec<u64>> = (0..workers.len()).map(|_| Vec::new()).collect();
+                for (k, id) in path_ids.iter().enumerate() {
+                    groups[k % workers.len()].push(*id);
+                }
+                for (w, g) in workers.iter().zip(groups) {
+                    w.send((now, g)).context("a path thread stopped")?;
+                }
+                for _ in 0..workers.len() {
+                    let (building, locked, out) = done_rx.recv().context("a path thread stopped")?;
+                    result.build_outside_lock += building;
+                    result.locked += locked;
+                    sent.extend(out);
+                }
+            }
+            result.busy += clock.elapsed();
+            // To the server and back (not timed).
+            let mut count = 0u64;
+            for (t, mut data) in sent {
+                let seg = t.segment_size.unwrap_or(t.size).max(1);
+                let src = t.source.unwrap_or(client_addr);
+                let mut slices: Vec<&mut [u8]> = data[..t.size].chunks_mut(seg).collect();
+                count += slices.len() as u64;
+                server.handle_datagrams(now, t.destination, src, None, &mut slices);
+            }
+            result.datagrams += count;
+            idle_rounds = if count == 0 { idle_rounds + 1 } else { 0 };
+            if idle_rounds > 10_000 {
+                bail!("the transfer stalled after {read} of {bytes} bytes");
+            }
+            let s = server.connection_mut(server_handle).context("no server connection")?;
+            read += crate::bench_recv::read_stream(s, &mut server_stream, &mut sink, read, verify)?;
+            let mut buf = Vec::new();
+            let mut acks: Vec<(SocketAddr, SocketAddr, Vec<u8>)> = Vec::new();
+            while let Some(t) = server.poll_transmit(now, &mut buf) {
+                let seg = t.segment_size.unwrap_or(t.size).max(1);
+                let src = t.source.unwrap_or(server_addr);
+                acks.extend(buf[..t.size].chunks(seg).map(|d| (src, t.destination, d.to_vec())));
+            }
+            let mut c = conn.lock().expect("lock");
+            for (src, dst, mut d) in acks {
+                c.handle_datagrams(now, dst, src, None, &mut [d.as_mut_slice()]);
+            }
+            now += ROUND_STEP;
+            c.handle_timeout(now);
+            drop(c);
+            server.handle_timeout(now);
+            if conn.lock().expect("lock").is_closed() {
+                bail!("the client connection closed after {read} of {bytes} bytes");
+            }
+        }
+        result.bytes = read;
+        Ok(result)
+    })
+}
+
+/// A path thread's send work on a round: for each of its paths, batches until the path has
+/// nothing more to send. A batch built alone is asked for and handed back under the lock
+/// and built without it. Returns the time spent building alone, the time spent taking and
+/// holding the lock, and what was sent.
+fn send_on_path_thread(conn: &Mutex<&mut Connection>, now: mpq_proto::Instant, ids: &[u64]) -> ThreadRound {
+    let (mut building, mut locked) = (Duration::ZERO, Duration::ZERO);
+    let mut out = Vec::new();
+    for &id in ids {
+        loop {
+            let mut buf = Vec::with_capacity(64 * 1024);
+            let clock = Stopwatch::start();
+            let next = conn.lock().expect("lock").poll_path_transmit(now, id, &mut buf);
+            locked += clock.elapsed();
+            let t = match next {
+                PathTransmit::Ready(t) => t,
+                PathTransmit::Batch(mut batch) => {
+                    let built = Stopwatch::start();
+                    batch.build(now, &mut buf);
+                    building += built.elapsed();
+                    let back = Stopwatch::start();
+                    let t = conn.lock().expect("lock").end_send_batch(now, batch, &mut buf);
+                    locked += back.elapsed();
+                    match t {
+                        Some(t) => t,
+                        None => break,
+                    }
+                }
+                PathTransmit::Idle | PathTransmit::Elsewhere(_) | PathTransmit::Gone => break,
+            };
+            out.push((t, buf));
+        }
+    }
+    (building, locked, out)
+}
