@@ -32,6 +32,9 @@ impl std::fmt::Debug for Connection {
 
 /// Why a connection cannot be used: its error if it has one, else that it is gone.
 fn gone(st: Option<&ConnState>) -> Error {
+    if st.is_some_and(|s| s.runtime_failed) {
+        return Error::RuntimeFailed;
+    }
     match st.and_then(|s| s.error.clone()) {
         Some(e) => Error::Closed(e),
         None => Error::Gone,
@@ -66,7 +69,7 @@ impl Connection {
         f: impl FnOnce(&mut mpq_proto::conn::Connection, &mut ConnState, mpq_proto::Instant) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let now = self.inner.now();
-        let mut g = self.inner.lock();
+        let mut g = self.inner.lock()?;
         match self.parts(&mut g) {
             (Some(c), Some(st)) if st.error.is_none() => f(c, st, now),
             (_, st) => Err(gone(st.map(|s| &*s))),
@@ -181,7 +184,14 @@ impl Connection {
         cx: &mut Context<'_>,
         f: impl FnOnce(Option<&mut mpq_proto::conn::Connection>, &mut ConnState) -> Option<T>,
     ) -> Poll<T> {
-        let mut g = self.inner.lock();
+        let Ok(mut g) = self.inner.lock() else {
+            // The runtime failed: the connection is gone, and `f` says so.
+            let mut failed = ConnState { drained: true, runtime_failed: true, ..ConnState::default() };
+            return match f(None, &mut failed) {
+                Some(v) => Poll::Ready(v),
+                None => unreachable!("`f` answers when the connection is gone"),
+            };
+        };
         let (c, st) = self.parts(&mut g);
         // Another connection took the handle: this one is gone, with no state left.
         let mut gone_state = ConnState { drained: true, ..ConnState::default() };

@@ -29,6 +29,9 @@ pub(crate) struct ApiDriver {
     pub accept_wakers: Vec<Waker>,
     /// The endpoint no longer accepts connections.
     pub closed: bool,
+    /// Tests: the runtime thread panics at its next round.
+    #[cfg(test)]
+    pub boom: bool,
     /// Generation of the next connection: the endpoint reuses a gone connection's handle,
     /// so the API's handles carry the generation too and a stale one finds its
     /// connection gone instead of another one.
@@ -52,6 +55,8 @@ pub(crate) struct ConnState {
     pub general: Vec<Waker>,
     pub path_events: VecDeque<PathEvent>,
     pub path_events_dropped: u64,
+    /// Set only in the state a future sees once the runtime failed.
+    pub runtime_failed: bool,
 }
 
 impl ConnState {
@@ -85,6 +90,8 @@ impl ApiDriver {
             handshaking: Vec::new(),
             accept_wakers: Vec::new(),
             closed: false,
+            #[cfg(test)]
+            boom: false,
             next_gen: 1,
         }
     }
@@ -202,6 +209,8 @@ impl Driver for ApiDriver {
     }
 
     fn on_wake(&mut self, _now: Instant) -> ControlFlow<()> {
+        #[cfg(test)]
+        assert!(!self.boom, "the test's deliberate panic in the runtime");
         self.dispatch();
         // The runtime stops when the application's last handle goes, not from here.
         ControlFlow::Continue(())
@@ -211,5 +220,15 @@ impl Driver for ApiDriver {
 impl EndpointDriver for ApiDriver {
     fn endpoint(&mut self) -> &mut Endpoint {
         &mut self.endpoint
+    }
+
+    /// Every waiting future wakes, and finds [`crate::Error::RuntimeFailed`].
+    fn on_runtime_failure(&mut self) {
+        for w in self.accept_wakers.drain(..) {
+            w.wake();
+        }
+        for st in self.conns.values_mut() {
+            st.wake_all();
+        }
     }
 }

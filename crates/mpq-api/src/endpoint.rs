@@ -43,8 +43,9 @@ pub(crate) struct Inner {
 
 impl Inner {
     /// The driver, locked; the runtime sends what changed when the guard goes.
-    pub fn lock(&self) -> RuntimeGuard<'_, ApiDriver> {
-        self.rt.lock()
+    /// [`Error::RuntimeFailed`] once the runtime failed.
+    pub fn lock(&self) -> Result<RuntimeGuard<'_, ApiDriver>, Error> {
+        self.rt.lock().map_err(|_| Error::RuntimeFailed)
     }
 
     /// The protocol's time now.
@@ -59,7 +60,7 @@ impl Inner {
 /// connection and stream of it are dropped.
 #[derive(Clone)]
 pub struct Endpoint {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -104,7 +105,7 @@ impl Endpoint {
     /// `server_name`; the returned future completes when the handshake does.
     pub fn connect(&self, remote: SocketAddr, server_name: &str, config: &ClientConfig) -> Result<Connecting, Error> {
         let now = self.inner.now();
-        let mut g = self.inner.lock();
+        let mut g = self.inner.lock()?;
         if g.closed {
             return Err(Error::EndpointClosed);
         }
@@ -123,7 +124,8 @@ impl Endpoint {
     /// Closes every connection with `error_code` and `reason`, and accepts no more.
     pub fn close(&self, error_code: u64, reason: &[u8]) {
         let now = self.inner.now();
-        let mut g = self.inner.lock();
+        // (A failed runtime has nothing left to close.)
+        let Ok(mut g) = self.inner.lock() else { return };
         g.closed = true;
         for h in g.endpoint.handles() {
             if let Some(c) = g.endpoint.connection_mut(h) {
@@ -176,7 +178,8 @@ impl Future for Accept {
     type Output = Option<Connection>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut g = self.inner.lock();
+        // A failed runtime accepts no more connections.
+        let Ok(mut g) = self.inner.lock() else { return Poll::Ready(None) };
         if let Some(h) = g.incoming.pop_front() {
             let gen = g.conns.get(&h).map_or(0, |s| s.gen);
             drop(g);
@@ -199,7 +202,8 @@ impl Future for WaitIdle {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut g = self.inner.lock();
+        // A failed runtime's connections are gone.
+        let Ok(mut g) = self.inner.lock() else { return Poll::Ready(()) };
         if g.endpoint.is_empty() {
             return Poll::Ready(());
         }

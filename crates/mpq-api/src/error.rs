@@ -28,6 +28,10 @@ pub enum Error {
     /// A socket or thread could not be set up.
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// The runtime failed (one of its threads panicked, or its sockets failed): every
+    /// connection of the endpoint is gone. The panic's message is on stderr.
+    #[error("the endpoint's runtime failed (a runtime thread panicked or its sockets failed)")]
+    RuntimeFailed,
     /// A stream's data exceeds the limit given to `read_to_end`.
     #[error("the stream holds more than {0} bytes")]
     TooLong(usize),

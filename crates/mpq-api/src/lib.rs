@@ -43,3 +43,6 @@ pub use mpq_proto::conn::{
 };
 /// Stream identifiers and directions.
 pub use mpq_proto::{Dir, StreamId};
+
+#[cfg(test)]
+mod tests_failure;

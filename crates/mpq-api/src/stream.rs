@@ -44,7 +44,10 @@ fn poll_stream<T>(
     f: impl FnOnce(&mut mpq_proto::conn::Connection) -> Result<T, StreamError>,
 ) -> Poll<Result<T, Error>> {
     let inner = conn.inner().clone();
-    let mut g = inner.lock();
+    let mut g = match inner.lock() {
+        Ok(g) => g,
+        Err(e) => return Poll::Ready(Err(e)),
+    };
     let (c, st) = conn.parts(&mut g);
     let (Some(c), Some(st)) = (c, st) else {
         return Poll::Ready(Err(Error::Gone));

@@ -41,6 +41,7 @@ pub(super) fn setup<D: EndpointDriver + 'static>(
         listeners: sockets,
         control: Arc::new(WorkerCtl::new(waker)),
         reports: Mutex::new(Vec::new()),
+        failed: AtomicBool::new(false),
         cpus: settings.cpus,
         per_path: settings.per_path,
         socket_buffers: settings.socket_buffers,
@@ -278,7 +279,16 @@ fn start_worker<D: EndpointDriver + 'static>(
     let thread_shared = shared.clone();
     let thread_ctl = ctl.clone();
     let join = std::thread::Builder::new().name(format!("mpq-path-{path_id}")).spawn(move || {
-        let report = worker::run(&thread_shared, w);
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker::run(&thread_shared, w)));
+        let report = match run {
+            Ok(report) => report,
+            Err(_) => {
+                // (The panic's message is already on stderr, from the panic hook.)
+                tracing::error!(path = path_id, "a path thread panicked: the runtime stops");
+                thread_shared.fail();
+                ThreadReport { path_id: Some(path_id), ..ThreadReport::default() }
+            }
+        };
         tracing::debug!(
             path = path_id,
             cpu_s = report.cpu.as_secs_f64(),

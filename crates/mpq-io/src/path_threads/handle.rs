@@ -39,15 +39,37 @@ pub(super) fn spawn<D: EndpointDriver + 'static>(
 ) -> io::Result<Runtime<D>> {
     let (shared, poll) = control::setup(sockets, clock, settings, driver)?;
     let run = shared.clone();
-    let thread = std::thread::Builder::new().name("mpq-runtime".into()).spawn(move || control::drive(&run, poll))?;
+    let thread = std::thread::Builder::new().name("mpq-runtime".into()).spawn(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| control::drive(&run, poll)));
+        let result = result.unwrap_or_else(|_| Err(io::Error::other("the runtime thread panicked")));
+        if let Err(e) = &result {
+            tracing::error!(%e, "the runtime failed: its connections are gone");
+            run.fail();
+        }
+        result
+    })?;
     Ok(Runtime { shared, thread: Some(thread) })
 }
 
 impl<D: EndpointDriver + 'static> Runtime<D> {
-    /// Takes the endpoint's lock (waiting for the runtime's threads to let it go).
-    pub fn lock(&self) -> RuntimeGuard<'_, D> {
-        let guard = self.shared.locked.lock().expect("a runtime thread panicked holding the endpoint");
-        RuntimeGuard { guard, shared: &self.shared }
+    /// Takes the endpoint's lock (waiting for the runtime's threads to let it go); an error
+    /// once the run failed ([`Runtime::has_failed`]): the driver may be half-changed.
+    pub fn lock(&self) -> io::Result<RuntimeGuard<'_, D>> {
+        let failed = || io::Error::other("the runtime failed (a thread panicked or its sockets failed)");
+        if self.has_failed() {
+            return Err(failed());
+        }
+        let guard = self.shared.locked.lock().map_err(|_| failed())?;
+        if self.has_failed() {
+            return Err(failed());
+        }
+        Ok(RuntimeGuard { guard, shared: &self.shared })
+    }
+
+    /// Whether a thread of the run panicked or the runtime thread failed: the driver has
+    /// heard of it ([`EndpointDriver::on_runtime_failure`]) and the run is over.
+    pub fn has_failed(&self) -> bool {
+        self.shared.failed.load(Ordering::Acquire)
     }
 
     /// The runtime's clock (the protocol's time).
@@ -116,5 +138,76 @@ impl<D: EndpointDriver + 'static> Drop for RuntimeGuard<'_, D> {
         // The runtime thread sends what changed and wakes the path threads to look.
         self.shared.app_kick.store(true, Ordering::Release);
         self.shared.control.wake_always();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::ControlFlow;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use mpq_proto::endpoint::{Endpoint, EndpointConfig};
+    use mpq_proto::Instant;
+
+    use crate::path_threads::{EndpointDriver, PathThreads};
+    use crate::{Clock, Driver, Transmit, UdpSocket};
+
+    /// Panics at its next wake once `boom` is set; tells `failed` when the runtime says it
+    /// failed.
+    struct Fragile {
+        endpoint: Endpoint,
+        boom: bool,
+        failed: mpsc::Sender<()>,
+    }
+
+    impl Driver for Fragile {
+        fn handle_datagram(
+            &mut self,
+            _: Instant,
+            _: std::net::SocketAddr,
+            _: std::net::SocketAddr,
+            _: Option<u8>,
+            _: &mut [u8],
+        ) {
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_timeout(&mut self) -> Option<Instant> {
+            None
+        }
+        fn poll_transmit(&mut self, _: Instant, _: &mut Vec<u8>) -> Option<Transmit> {
+            None
+        }
+        fn on_wake(&mut self, _: Instant) -> ControlFlow<()> {
+            assert!(!self.boom, "the test's deliberate panic in the runtime thread");
+            ControlFlow::Continue(())
+        }
+    }
+
+    impl EndpointDriver for Fragile {
+        fn endpoint(&mut self) -> &mut Endpoint {
+            &mut self.endpoint
+        }
+        fn on_runtime_failure(&mut self) {
+            let _ = self.failed.send(());
+        }
+    }
+
+    /// A runtime thread that panics ends the run as a failure: the driver hears of it once
+    /// (to wake what waits on it), the lock is refused from then on instead of handing out
+    /// half-changed state, and stopping reports the failure.
+    #[test]
+    fn a_panicking_runtime_thread_fails_the_run_and_tells_the_driver() {
+        let socket = UdpSocket::bind_shared("127.0.0.1:0".parse().unwrap()).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let driver = Fragile { endpoint: Endpoint::new(EndpointConfig::with_seed(1), None), boom: false, failed: tx };
+        let rt = PathThreads::new(vec![socket], Clock::new()).unwrap().spawn(driver).unwrap();
+        assert!(!rt.has_failed());
+        // Letting the lock go wakes the runtime thread, whose next round panics.
+        rt.lock().expect("running").boom = true;
+        rx.recv_timeout(Duration::from_secs(20)).expect("the driver heard of the failure");
+        assert!(rt.has_failed());
+        assert!(rt.lock().is_err(), "a failed runtime's driver is not handed out");
+        assert!(rt.stop().is_err(), "stopping reports the failure");
     }
 }

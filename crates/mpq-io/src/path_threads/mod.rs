@@ -38,6 +38,12 @@ pub use handle::{Runtime, RuntimeGuard};
 pub trait EndpointDriver: Driver + Send {
     /// The QUIC endpoint.
     fn endpoint(&mut self) -> &mut Endpoint;
+
+    /// A thread of the runtime panicked, or the runtime thread of [`PathThreads::spawn`]
+    /// ended with an I/O error: the run is over. Called once, on the failing thread, with
+    /// the driver as the failure left it (possibly half-changed), so that it can wake
+    /// whatever waits on it; it must not rely on the protocol state.
+    fn on_runtime_failure(&mut self) {}
 }
 
 /// What one thread of a run did.
@@ -160,6 +166,8 @@ struct Shared<D> {
     control: Arc<WorkerCtl>,
     /// Reports of the workers that ended.
     reports: Mutex<Vec<ThreadReport>>,
+    /// A thread panicked or the runtime thread failed ([`Shared::fail`]).
+    failed: AtomicBool,
     /// CPUs to pin threads to.
     cpus: Vec<usize>,
     /// Paths get threads of their own (else the calling thread drives them all).
@@ -287,6 +295,27 @@ impl<D> Shared<D> {
 
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
+    }
+
+    /// The run failed (a thread panicked, or the runtime thread's I/O failed): every thread
+    /// stops, and the driver hears of it once ([`EndpointDriver::on_runtime_failure`]) to
+    /// wake what waits on it. The lock may be poisoned: the driver is taken as it is.
+    fn fail(&self)
+    where
+        D: EndpointDriver,
+    {
+        if self.failed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.stop.store(true, Ordering::Release);
+        let mut g = self.locked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.driver.on_runtime_failure();
+        for s in &g.workers {
+            s.ctl.quit.store(true, Ordering::Release);
+            s.ctl.wake_always();
+        }
+        drop(g);
+        self.control.wake_always();
     }
 }
 
