@@ -91,6 +91,10 @@ pub struct Scenario {
     /// A bottleneck shared by every path, behind [`links`](Self::links) (which become access
     /// links), with or without a competing flow (see [`crate::bottleneck`]).
     pub bottleneck: Option<Bottleneck>,
+    /// The QUIC version of the connection: v1 (RFC 9000, the default: the endpoints'
+    /// default settings, which start in v1 and stay there) or v2 (RFC 9369: both endpoints
+    /// speak only v2, the client's first Initial included).
+    pub quic_version: u32,
 }
 
 /// Why a scenario could not run or failed its check.
@@ -241,6 +245,7 @@ impl Scenario {
             max_time: None,
             multipath: true,
             bottleneck: None,
+            quic_version: mpq_proto::VERSION_1,
         }
     }
 
@@ -284,6 +289,12 @@ impl Scenario {
     pub fn transport(&self) -> TransportConfig {
         let n = self.links.len() as u64;
         let defaults = TransportConfig::default();
+        // (v1 keeps the defaults, so that the reference scenarios stay byte for byte.)
+        let (initial_version, versions) = if self.quic_version == mpq_proto::VERSION_1 {
+            (defaults.initial_version, defaults.versions.clone())
+        } else {
+            (self.quic_version, vec![self.quic_version])
+        };
         TransportConfig {
             cc: self.cc,
             scheduler: self.scheduler,
@@ -291,6 +302,8 @@ impl Scenario {
             max_ack_ranges: self.ack_ranges,
             initial_max_path_id: (n > 1 && self.multipath).then(|| n - 1),
             max_concurrent_paths: defaults.max_concurrent_paths.max(n),
+            initial_version,
+            versions,
             ..defaults
         }
     }
@@ -299,6 +312,12 @@ impl Scenario {
         let bad = |m: String| Err(ScenarioError::Invalid(m));
         if self.links.is_empty() {
             return bad("at least one link is needed".into());
+        }
+        if !mpq_proto::packet::version::is_implemented(self.quic_version) {
+            return bad(format!(
+                "QUIC version {} is not one mpq speaks (v1, v2)",
+                mpq_proto::packet::version::name(self.quic_version)
+            ));
         }
         if self.links.len() > 255 {
             return bad(format!("{} links; at most 255 are supported", self.links.len()));

@@ -74,6 +74,10 @@ pub struct SimArgs {
     /// Write client and server qlog files (JSON-SEQ) into this directory.
     #[arg(long, value_name = "DIR")]
     pub qlog_dir: Option<PathBuf>,
+    /// QUIC version of the connection: v1 (RFC 9000) or v2 (RFC 9369, both endpoints
+    /// speak only v2).
+    #[arg(long, default_value = "v1", value_name = "VERSION", value_parser = mpq_proto::packet::version::parse)]
+    pub quic_version: u32,
 }
 
 fn parse_workload(s: &str, duration: Duration) -> Result<Workload> {
@@ -130,6 +134,7 @@ pub fn scenario(args: &SimArgs) -> Result<Scenario> {
         s.bottleneck = Some(Bottleneck { link, competitor: args.competitor });
     }
     s.seed = args.seed;
+    s.quic_version = args.quic_version;
     if let Some(t) = &args.max_time {
         s.max_time = Some(parse_duration(t).map_err(|e| anyhow!("--max-time: {e}"))?);
     }
@@ -240,6 +245,13 @@ mod tests {
         assert_eq!(s.size, 20_000_000);
         assert_eq!(s.workload, Workload::Download);
         assert_eq!(s.ack_ranges, mpq_proto::conn::DEFAULT_MAX_ACK_RANGES);
+    }
+
+    #[test]
+    fn quic_version_reaches_the_scenario() {
+        assert_eq!(parse(&[]).unwrap().quic_version, mpq_proto::VERSION_1);
+        assert_eq!(parse(&["--quic-version", "v2"]).unwrap().quic_version, mpq_proto::VERSION_2);
+        assert!(parse(&["--quic-version", "v9"]).is_err());
     }
 
     #[test]
