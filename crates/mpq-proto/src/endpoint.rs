@@ -651,9 +651,15 @@ impl Endpoint {
         let reset_tokens = &mut self.reset_tokens;
         self.schedule.refresh(|idx| {
             *polls += 1;
-            let conn = &mut connections.get_mut(idx)?.as_mut()?.conn;
-            reset_tokens.set(idx, conn.peer_reset_tokens_in_use());
-            conn.poll_timeout()
+            let slot = connections.get_mut(idx)?.as_mut()?;
+            reset_tokens.set(idx, slot.conn.peer_reset_tokens_in_use());
+            // A connection whose paths have threads of their own: they wait for their paths'
+            // timers (`poll_path_timeout`), the endpoint for the connection-wide ones.
+            if slot.path_threads {
+                slot.conn.poll_shared_timeout()
+            } else {
+                slot.conn.poll_timeout()
+            }
         });
     }
 

@@ -243,7 +243,7 @@ impl Pair {
     pub fn step(&mut self, deadline: Instant) -> bool {
         self.flush();
         let next_delivery = self.in_flight.front().map(|d| d.0);
-        let next_timer = [self.client.poll_timeout(), self.server.poll_timeout()].into_iter().flatten().min();
+        let next_timer = [next_timer(&mut self.client), next_timer(&mut self.server)].into_iter().flatten().min();
         let next = [next_delivery, next_timer].into_iter().flatten().min();
         let Some(next) = next else { return false };
         if next > deadline {
@@ -281,8 +281,8 @@ impl Pair {
                 self.client.handle_datagram(self.now, dst, src, ecn, &mut d);
             }
         }
-        self.client.handle_timeout(self.now);
-        self.server.handle_timeout(self.now);
+        fire_timers(&mut self.client, self.now);
+        fire_timers(&mut self.server, self.now);
         true
     }
 
@@ -365,6 +365,32 @@ impl Pair {
             if !self.step(deadline) {
                 return done(self);
             }
+        }
+    }
+}
+
+/// The endpoint's next timer and, for connections whose paths have threads, each path's:
+/// what a runtime's threads wait for.
+fn next_timer(ep: &mut Endpoint) -> Option<Instant> {
+    let mut t = ep.poll_timeout();
+    for h in ep.handles() {
+        if !ep.has_path_threads(h) {
+            continue;
+        }
+        for id in ep.connection(h).map(|c| c.path_ids()).unwrap_or_default() {
+            t = [t, ep.poll_path_timeout(h, id)].into_iter().flatten().min();
+        }
+    }
+    t
+}
+
+/// Fires the timers due at `now`: the endpoint's, and those of connections with path
+/// threads, as their paths' threads do.
+fn fire_timers(ep: &mut Endpoint, now: Instant) {
+    ep.handle_timeout(now);
+    for h in ep.handles() {
+        if ep.has_path_threads(h) {
+            ep.handle_connection_timeout(now, h);
         }
     }
 }

@@ -104,7 +104,7 @@ fn control_loop<D: EndpointDriver + 'static>(
     let mut tx: Vec<u8> = Vec::with_capacity(RX_BUF);
     let mut pending: Option<Transmit> = None;
     loop {
-        let (deadline, blocked, workers) = {
+        let (deadline, blocked) = {
             let mut g = shared.lock(report);
             let now = shared.clock.now();
             g.driver.handle_timeout(now);
@@ -122,11 +122,12 @@ fn control_loop<D: EndpointDriver + 'static>(
             }
             let deadline = g.driver.poll_timeout();
             shared.control.sleeping.store(true, Ordering::Release);
-            (deadline, blocked, g.workers.len())
+            (deadline, blocked)
         };
-        // With path threads at work they fire the timers; this thread waits for its sockets
-        // and for them.
-        let mut timeout = if workers == 0 { deadline.map(|t| shared.clock.until(t)) } else { None };
+        // Path threads wait for their paths' timers; this thread for the endpoint's (the
+        // connection-wide ones, those of connections without path threads, the
+        // application's), for its sockets, and for the others.
+        let mut timeout = deadline.map(|t| shared.clock.until(t));
         if blocked {
             timeout = Some(timeout.map_or(BLOCKED_WAIT, |t| t.min(BLOCKED_WAIT)));
         }

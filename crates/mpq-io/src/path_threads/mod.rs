@@ -210,6 +210,10 @@ struct WorkerCtl {
     quit: AtomicBool,
     /// The thread has ended.
     done: AtomicBool,
+    /// The timer the thread sleeps until, in nanoseconds of the runtime's clock (`u64::MAX`:
+    /// none); set under the lock with `sleeping`. Another thread's round that brings the
+    /// path's timer earlier wakes it ([`worker::wake_for_timers`]).
+    sleep_until: std::sync::atomic::AtomicU64,
 }
 
 impl WorkerCtl {
@@ -220,6 +224,7 @@ impl WorkerCtl {
             kicked: AtomicBool::new(false),
             quit: AtomicBool::new(false),
             done: AtomicBool::new(false),
+            sleep_until: std::sync::atomic::AtomicU64::new(u64::MAX),
         }
     }
 

@@ -319,7 +319,10 @@ fn after_round<D: EndpointDriver>(
 ) -> Option<mpq_proto::Instant> {
     let mut g = shared.lock(report);
     let now = shared.clock.now();
+    // The endpoint's timers (connection-wide ones, and those of connections without path
+    // threads), then this connection's that are due: this path's, which woke the thread.
     g.driver.handle_timeout(now);
+    g.driver.endpoint().handle_connection_timeout(now, w.conn);
     if g.driver.on_wake(now).is_break() {
         shared.stop.store(true, Ordering::Release);
         shared.control.wake_always();
@@ -329,10 +332,12 @@ fn after_round<D: EndpointDriver>(
         let (i, src_ip) = socket_for(&shared.listeners, t.source);
         send_on(&shared.listeners[i], src_ip, &t, tx, &mut report.io);
     }
-    let deadline = g.driver.poll_timeout();
     let Locked { driver, workers, .. } = &mut *g;
     let ep = driver.endpoint();
+    // This thread waits for its path's timers; the calling thread for the endpoint's.
+    let deadline = ep.poll_path_timeout(w.conn, w.path_id);
     wake_for(ep, workers, Some(w), round.busy);
+    wake_for_timers(ep, workers, w.conn, Some(w.path_id));
     let Some(conn) = ep.connection(w.conn) else {
         round.gone = true;
         shared.control.wake_always();
@@ -353,17 +358,33 @@ fn after_round<D: EndpointDriver>(
         round.busy = true;
     }
     if !round.busy {
+        w.ctl.sleep_until.store(deadline.map_or(u64::MAX, mpq_proto::Instant::as_nanos), Ordering::Release);
         w.ctl.sleeping.store(true, Ordering::Release);
     }
     deadline
 }
 
+/// Wakes the sleeping threads of connection `conn` (but `me`'s) whose path's next timer
+/// came before the one they sleep until: a round of another thread (an ACK, a loss, a
+/// packet sent) moved it. Called under the lock after a round that touched the connection.
+pub(super) fn wake_for_timers(ep: &mut Endpoint, workers: &[WorkerSlot], conn: ConnectionHandle, me: Option<u64>) {
+    for s in workers.iter().filter(|s| s.conn == conn && Some(s.path_id) != me) {
+        if !s.ctl.sleeping.load(Ordering::Acquire) {
+            continue;
+        }
+        let Some(t) = ep.poll_path_timeout(conn, s.path_id) else { continue };
+        if t.as_nanos() < s.ctl.sleep_until.load(Ordering::Acquire) {
+            s.ctl.wake();
+        }
+    }
+}
+
 /// Wakes the sleeping threads that may have work after a round of thread `me` (`None`: the
 /// calling thread of the run): of each connection something happened to, every thread if
 /// the calling thread did it, and else (the connection's own path thread) those whose path
-/// has window for the data that waits. A thread of the same connection needs no more: every
-/// thread sleeps until the endpoint's next timer at most, and a path's own datagrams wake its
-/// own thread. (What the calling thread receives and what application threads do wakes every
+/// has window for the data that waits. A thread of the same connection needs no more: a
+/// path's own datagrams wake its own thread, and a path whose timer the round moved earlier
+/// is woken by [`wake_for_timers`]. (What the calling thread receives and what application threads do wakes every
 /// path thread at the calling thread's next round: `Shared::app_kick`.)
 pub(super) fn wake_for(ep: &mut Endpoint, workers: &[WorkerSlot], me: Option<&Worker>, busy: bool) {
     while let Some(h) = ep.poll_path_thread_wake() {

@@ -140,3 +140,33 @@ fn threads_of_gone_paths_and_closed_connections_stop() {
     assert!(c.is_drained());
     assert!(matches!(c.poll_path_transmit(later, 0, &mut buf), PathTransmit::Gone));
 }
+
+/// The connection's timers split into the connection-wide ones and each path's (what a
+/// runtime's path threads wait for, `poll_path_timeout`) without losing any: at every step
+/// of an upload over two paths sent path by path, on both ends, the earliest of the parts is
+/// the connection's next timer; and the upload completes with the pair firing them that way.
+#[test]
+fn path_and_shared_timers_make_up_the_connections_timer() {
+    let (mut pair, id) = pair_sending_path_by_path(SchedulerKind::RoundRobin);
+    let mut up = Upload::new(4_000_000);
+    let mut checked = 0;
+    let done = pair.run_until(Duration::from_secs(30), |p| {
+        up.pump(p);
+        for ep in [&mut p.client, &mut p.server] {
+            for h in ep.handles() {
+                let c = ep.connection_mut(h).expect("connection");
+                let all = c.poll_timeout();
+                let mut parts = c.poll_shared_timeout();
+                for pid in [0, id] {
+                    parts = [parts, c.poll_path_timeout(pid)].into_iter().flatten().min();
+                }
+                assert_eq!(all, parts, "the parts' earliest is the connection's timer");
+                checked += 1;
+            }
+        }
+        up.is_done()
+    });
+    assert!(done, "the upload did not finish");
+    up.assert_intact();
+    assert!(checked >= 20, "{checked} checks");
+}

@@ -18,16 +18,57 @@ use super::{Connection, ConnectionError, Event, State};
 
 use super::path_timers::PathTimer;
 
+/// Which timers a deadline covers ([`Connection::poll_timeout`] and its parts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timers {
+    /// Every timer.
+    All,
+    /// The connection-wide ones.
+    Shared,
+    /// Those of the path in this slot.
+    Path(usize),
+}
+
 impl Connection {
     /// Earliest time `handle_timeout` must be called, if any.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
+        self.deadline(Timers::All)
+    }
+
+    /// The earliest of the connection-wide timers alone (idle and handshake timeouts, the
+    /// handshake's loss detection and ACKs, key discard, closing and draining): what a
+    /// runtime whose path threads wait for their own paths' timers
+    /// ([`Connection::poll_path_timeout`]) waits for besides.
+    pub fn poll_shared_timeout(&mut self) -> Option<Instant> {
+        self.deadline(Timers::Shared)
+    }
+
+    /// The earliest of the timers path `path_id`'s thread waits for: the path's loss
+    /// detection and PTO, pacing, validation and retention, and the ACK deadlines of every
+    /// path whose ACKs it carries. `None` if there is no such path (or none is due).
+    pub fn poll_path_timeout(&mut self, path_id: u64) -> Option<Instant> {
+        let pi = self.path_index(path_id)?;
+        self.deadline(Timers::Path(pi))
+    }
+
+    /// The earliest deadline of the timers `which` names.
+    fn deadline(&mut self, which: Timers) -> Option<Instant> {
         match self.shared.state {
             State::Drained => return None,
-            State::Closing { until, .. } | State::Draining { until } => return Some(until),
+            // (Closing and draining are the connection's: a path's thread does not wait.)
+            State::Closing { until, .. } | State::Draining { until } => {
+                return (!matches!(which, Timers::Path(_))).then_some(until)
+            }
             _ => {}
         }
-        let mut t = self.idle_deadline();
-        if !self.shared.handshake_complete {
+        let covers = |pi: usize| match which {
+            Timers::All => true,
+            Timers::Shared => false,
+            Timers::Path(p) => p == pi,
+        };
+        let shared = matches!(which, Timers::All | Timers::Shared);
+        let mut t = if shared { self.idle_deadline() } else { None };
+        if shared && !self.shared.handshake_complete {
             t = match (t, self.shared.handshake_deadline) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -38,15 +79,21 @@ impl Connection {
                 t = Some(t.map_or(x, |t| t.min(x)));
             }
         };
-        merge(self.handshake_loss_deadline().map(|(t, _)| t));
+        if shared {
+            merge(self.handshake_loss_deadline().map(|(t, _)| t));
+        }
         for pi in self.paths.slots() {
-            merge(self.path_loss_deadline(pi).map(|(t, _)| t));
+            if covers(pi) {
+                merge(self.path_loss_deadline(pi).map(|(t, _)| t));
+            }
         }
         let max_ack_delay = self.shared.config.max_ack_delay;
-        for id in [SpaceId::Initial, SpaceId::Handshake] {
-            if let Some(s) = self.space_mut(id, 0) {
-                if s.ack_pending {
-                    merge(s.received.ack_deadline(Duration::ZERO));
+        if shared {
+            for id in [SpaceId::Initial, SpaceId::Handshake] {
+                if let Some(s) = self.space_mut(id, 0) {
+                    if s.ack_pending {
+                        merge(s.received.ack_deadline(Duration::ZERO));
+                    }
                 }
             }
         }
@@ -54,9 +101,16 @@ impl Connection {
         for (j, p) in self.paths.enumerate() {
             // An ACK no path can carry now (the anti-amplification limit of an address being
             // validated) waits for the peer's next datagram, which raises the limit: a
-            // deadline already past would make the timer fire again and again.
-            if p.data.ack_pending && self.ack_carriers(j).iter().any(|&c| self.can_carry(c)) {
-                merge(p.data.received.ack_deadline(max_ack_delay));
+            // deadline already past would make the timer fire again and again. A path's
+            // thread waits for the ACKs it carries (its own, with the default policy).
+            if p.data.ack_pending && which != Timers::Shared {
+                let carried = self.ack_carriers(j).iter().any(|&c| self.can_carry(c) && covers(c));
+                if carried {
+                    merge(p.data.received.ack_deadline(max_ack_delay));
+                }
+            }
+            if !covers(j) {
+                continue;
             }
             if wants_data || !self.paths.inbox(j).dup_chunks.is_empty() {
                 merge(p.pacing_until);
@@ -74,7 +128,9 @@ impl Connection {
             }
             merge(p.discard_at);
         }
-        merge(self.shared.key_discard_at);
+        if shared {
+            merge(self.shared.key_discard_at);
+        }
         t
     }
 

@@ -30,6 +30,26 @@ impl Endpoint {
         self.path_thread_wakes.pop_front()
     }
 
+    /// The earliest timer path `path_id` of connection `h` waits for
+    /// ([`crate::conn::Connection::poll_path_timeout`]): a path thread sleeps until then at
+    /// most. With path threads, [`Endpoint::poll_timeout`] covers only the connection-wide
+    /// timers of such a connection.
+    pub fn poll_path_timeout(&mut self, h: ConnectionHandle, path_id: u64) -> Option<Instant> {
+        let slot = self.connections.get_mut(h.0).and_then(|c| c.as_mut())?;
+        slot.conn.poll_path_timeout(path_id)
+    }
+
+    /// Fires connection `h`'s timers that are due at `now`, whichever they are (a path
+    /// thread woken by its path's timer: [`Endpoint::handle_timeout`] fires only the
+    /// timers it waits for).
+    pub fn handle_connection_timeout(&mut self, now: Instant, h: ConnectionHandle) {
+        let Some(slot) = self.connections.get_mut(h.0).and_then(|c| c.as_mut()) else { return };
+        if slot.conn.poll_timeout().is_some_and(|t| t <= now) {
+            slot.conn.handle_timeout(now);
+            self.after_io(h.0);
+        }
+    }
+
     /// Whether connection `h`'s paths are driven by threads of their own.
     pub fn has_path_threads(&self, h: ConnectionHandle) -> bool {
         self.connections.get(h.0).and_then(|c| c.as_ref()).is_some_and(|s| s.path_threads)
