@@ -18,24 +18,19 @@
 //! the last step: the split a runtime with a thread per path uses (`docs/connection-split.md`).
 
 use std::net::SocketAddr;
-use std::sync::{mpsc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use bytes::Bytes;
-use mpq_proto::conn::{Connection, Event, PathEvent, PathStatus, RecvRun, TransportConfig};
-use mpq_proto::endpoint::ConnectionHandle;
-use mpq_proto::sched::SchedulerKind;
-use mpq_proto::stream::StreamsConfig;
+use mpq_proto::conn::{Connection, RecvRun};
 use mpq_proto::testing::Pair;
-use mpq_proto::types::{Dir, StreamId};
+use mpq_proto::types::StreamId;
 
+use crate::bench_pair::{read_stream, spawn_path_threads, Setup, StreamFeed, ROUND_STEP};
 use crate::progress::Stopwatch;
 
 /// Datagrams of one GRO batch at most.
 const GRO_BATCH: usize = 64;
-/// Virtual time between rounds (the protocol's clock; wall time is what is measured).
-pub(crate) const ROUND_STEP: Duration = Duration::from_micros(200);
 
 /// What one measured transfer gave.
 #[derive(Debug, Clone, Copy, Default)]
@@ -57,97 +52,6 @@ pub struct RecvRunResult {
     pub after: Duration,
 }
 
-/// The connected pair, its paths and the stream.
-pub(crate) struct Setup {
-    pub pair: Pair,
-    pub server: ConnectionHandle,
-    /// The client's stream (the data goes client to server).
-    pub stream: StreamId,
-    server_stream: Option<StreamId>,
-}
-
-/// The client's address for path `k`.
-fn client_addr(k: usize) -> SocketAddr {
-    SocketAddr::from(([10, 0, 1, k as u8 + 1], 4433))
-}
-
-fn transport(paths: usize) -> TransportConfig {
-    // Windows large enough that a round is limited by the sender's congestion window, not
-    // by flow control; no pacing (bursts fill GSO batches).
-    let window = 32 << 20;
-    let streams = StreamsConfig {
-        stream_receive_window: window,
-        receive_window: window,
-        max_stream_window: window,
-        max_connection_window: window,
-        send_buffer_limit: window,
-        ..StreamsConfig::default()
-    };
-    TransportConfig {
-        initial_max_path_id: Some(paths as u64 + 1),
-        max_concurrent_paths: paths as u64 + 1,
-        scheduler: SchedulerKind::RoundRobin,
-        pacing: false,
-        max_idle_timeout: Duration::from_secs(600),
-        streams,
-        ..TransportConfig::default()
-    }
-}
-
-impl Setup {
-    /// Handshake, `paths` validated paths, and a stream the server has accepted.
-    pub(crate) fn new(paths: usize) -> Result<Self> {
-        let mut pair = Pair::new(transport(paths));
-        let mut confirmed = false;
-        let mut allowed = 0usize;
-        pair.run_until(Duration::from_secs(5), |p| {
-            while let Some((_, e)) = p.client.poll_event() {
-                confirmed |= e == Event::HandshakeConfirmed;
-                allowed += usize::from(e == Event::Path(PathEvent::NewPathAllowed));
-            }
-            while p.server.poll_event().is_some() {}
-            confirmed
-        });
-        if !confirmed {
-            bail!("the in-memory handshake did not complete");
-        }
-        let server_addr = pair.server_addr;
-        for k in 1..paths {
-            // A path ID and the server's CIDs for it may take a round trip.
-            let mut id = None;
-            pair.run_until(Duration::from_secs(5), |p| {
-                let now = p.now;
-                let c = p.client.connection_mut(p.client_conn).expect("client");
-                id = c.open_path(now, Some(client_addr(k)), server_addr, PathStatus::Available).ok();
-                id.is_some()
-            });
-            let id = id.with_context(|| format!("path {k} could not be opened"))?;
-            let mut validated = false;
-            pair.run_until(Duration::from_secs(5), |p| {
-                while let Some((_, e)) = p.client.poll_event() {
-                    validated |= e == Event::Path(PathEvent::Validated { id });
-                }
-                while p.server.poll_event().is_some() {}
-                validated
-            });
-            if !validated {
-                bail!("path {k} was not validated");
-            }
-        }
-        let c = pair.client.connection_mut(pair.client_conn).expect("client");
-        let stream = c.open_stream(Dir::Uni).context("no stream")?;
-        // Settle the paths' opening (CIDs, ACKs) before measuring.
-        pair.run_until(Duration::from_millis(300), |_| false);
-        let server = *pair.server.handles().first().context("no server connection")?;
-        Ok(Self { pair, server, stream, server_stream: None })
-    }
-}
-
-/// The stream's byte at `offset` (checked by the receiver, outside the timed work).
-pub(crate) fn pattern(offset: u64) -> u8 {
-    (offset % 251) as u8
-}
-
 /// One path's datagrams of a round: (path ID, server address, client address, datagrams).
 type PathDatagrams = (u64, SocketAddr, SocketAddr, Vec<Vec<u8>>);
 
@@ -156,32 +60,18 @@ type PathDatagrams = (u64, SocketAddr, SocketAddr, Vec<Vec<u8>>);
 pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<RecvRunResult> {
     let mut s = Setup::new(paths)?;
     let (handle, stream) = (s.server, s.stream);
-    let mut server_stream = s.server_stream.take();
+    let mut server_stream: Option<StreamId> = None;
     let Pair { client, server, client_conn, now, client_addr, server_addr, .. } = &mut s.pair;
     let (client_conn, client_addr, server_addr) = (*client_conn, *client_addr, *server_addr);
     let conn = Mutex::new(server.connection_mut(handle).context("no server connection")?);
     std::thread::scope(|scope| -> Result<RecvRunResult> {
-        // The path threads, for the whole transfer (a runtime's threads live as long as
-        // their paths).
-        let (done_tx, done_rx) = mpsc::channel::<(Duration, Duration, Vec<PathDatagrams>)>();
-        let mut workers = Vec::new();
         // (One thread: the single-thread runtime, no path threads.)
         let path_threads = if threads > 1 { threads } else { 0 };
-        for _ in 0..path_threads {
-            let (tx, rx) = mpsc::channel::<(mpq_proto::Instant, Vec<PathDatagrams>)>();
-            let (conn, done) = (&conn, done_tx.clone());
-            scope.spawn(move || {
-                while let Ok((now, job)) = rx.recv() {
-                    if done.send(open_on_path_thread(conn, now, job)).is_err() {
-                        break;
-                    }
-                }
-            });
-            workers.push(tx);
-        }
-        // About a megabyte of the pattern, a whole number of its periods (so it repeats).
-        let chunk: Bytes = (0..251 * 4096).map(pattern).collect::<Vec<u8>>().into();
-        let (mut written, mut read) = (0u64, 0u64);
+        let conn_ref = &conn;
+        let (workers, done_rx) =
+            spawn_path_threads(scope, path_threads, move |now, job| open_on_path_thread(conn_ref, now, job));
+        let mut feed = StreamFeed::new();
+        let mut read = 0u64;
         let mut result = RecvRunResult::default();
         let mut sink = vec![0u8; 1 << 20];
         let mut buf = Vec::new();
@@ -189,17 +79,7 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
         while read < bytes {
             // The client: keep the stream fed, send what the windows allow (not timed).
             let c = client.connection_mut(client_conn).context("client connection gone")?;
-            while written < bytes {
-                let off = (written % chunk.len() as u64) as usize;
-                let len = (chunk.len() - off).min((bytes - written) as usize);
-                match c.write_bytes(stream, &chunk.slice(off..off + len)) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => written += n as u64,
-                }
-            }
-            if written == bytes {
-                let _ = c.finish(stream);
-            }
+            feed.feed(c, stream, bytes);
             let round_now = *now;
             let mut by_path: Vec<PathDatagrams> = Vec::new();
             let mut count = 0;
@@ -330,32 +210,4 @@ fn open_on_path_thread(
         }
     }
     (opening, locked, job)
-}
-
-/// The server's application reads what arrived (part of the timed receive work), checking
-/// every byte against the pattern if `verify`. Returns the bytes read.
-pub(crate) fn read_stream(
-    conn: &mut Connection,
-    id: &mut Option<StreamId>,
-    sink: &mut [u8],
-    mut offset: u64,
-    verify: bool,
-) -> Result<u64> {
-    if id.is_none() {
-        *id = conn.accept_stream(Dir::Uni);
-    }
-    let Some(id) = *id else { return Ok(0) };
-    let start = offset;
-    while let Ok(r) = conn.read(id, sink) {
-        if verify {
-            if let Some(i) = (0..r.len).find(|&i| sink[i] != pattern(offset + i as u64)) {
-                bail!("stream data corrupted at offset {}", offset + i as u64);
-            }
-        }
-        offset += r.len as u64;
-        if r.len == 0 || r.fin {
-            break;
-        }
-    }
-    Ok(offset - start)
 }

@@ -17,15 +17,14 @@
 //! thread per path.
 
 use std::net::SocketAddr;
-use std::sync::{mpsc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use bytes::Bytes;
 use mpq_proto::conn::{Connection, PathTransmit, Transmit};
 use mpq_proto::types::StreamId;
 
-use crate::bench_recv::{pattern, Setup, ROUND_STEP};
+use crate::bench_pair::{read_stream, spawn_path_threads, Setup, StreamFeed, ROUND_STEP};
 use crate::progress::Stopwatch;
 
 /// What one measured transfer gave.
@@ -65,23 +64,12 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sen
     let conn = Mutex::new(client.connection_mut(client_conn).context("no client connection")?);
     let mut now = pair.now;
     std::thread::scope(|scope| -> Result<SendRunResult> {
-        let (done_tx, done_rx) = mpsc::channel::<ThreadRound>();
-        let mut workers = Vec::new();
         let path_threads = if threads > 1 { threads } else { 0 };
-        for _ in 0..path_threads {
-            let (tx, rx) = mpsc::channel::<(mpq_proto::Instant, Vec<u64>)>();
-            let (conn, done) = (&conn, done_tx.clone());
-            scope.spawn(move || {
-                while let Ok((now, ids)) = rx.recv() {
-                    if done.send(send_on_path_thread(conn, now, &ids)).is_err() {
-                        break;
-                    }
-                }
-            });
-            workers.push(tx);
-        }
-        let chunk: Bytes = (0..251 * 4096).map(pattern).collect::<Vec<u8>>().into();
-        let (mut written, mut read) = (0u64, 0u64);
+        let conn_ref = &conn;
+        let (workers, done_rx) =
+            spawn_path_threads(scope, path_threads, move |now, ids: Vec<u64>| send_on_path_thread(conn_ref, now, &ids));
+        let mut feed = StreamFeed::new();
+        let mut read = 0u64;
         let mut result = SendRunResult::default();
         let mut sink = vec![0u8; 1 << 20];
         let mut idle_rounds = 0;
@@ -91,17 +79,7 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sen
             {
                 // The application's write, then the sending (timed).
                 let mut c = conn.lock().expect("lock");
-                while written < bytes {
-                    let off = (written % chunk.len() as u64) as usize;
-                    let len = (chunk.len() - off).min((bytes - written) as usize);
-                    match c.write_bytes(stream, &chunk.slice(off..off + len)) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => written += n as u64,
-                    }
-                }
-                if written == bytes {
-                    let _ = c.finish(stream);
-                }
+                feed.feed(&mut c, stream, bytes);
                 if workers.is_empty() {
                     let mut buf = Vec::with_capacity(64 * 1024);
                     while let Some(t) = c.poll_transmit(now, &mut buf) {
@@ -140,7 +118,7 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sen
                 bail!("the transfer stalled after {read} of {bytes} bytes");
             }
             let s = server.connection_mut(server_handle).context("no server connection")?;
-            read += crate::bench_recv::read_stream(s, &mut server_stream, &mut sink, read, verify)?;
+            read += read_stream(s, &mut server_stream, &mut sink, read, verify)?;
             let mut buf = Vec::new();
             let mut acks: Vec<(SocketAddr, SocketAddr, Vec<u8>)> = Vec::new();
             while let Some(t) = server.poll_transmit(now, &mut buf) {

@@ -1,6 +1,7 @@
 //! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool, simulator, lab.
 
 mod bench_cmd;
+mod bench_pair;
 mod bench_recv;
 mod bench_send;
 mod cli;

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use process::{mpq, spawn_listening, wait_bounded};
+use process::{mpq, run_bounded, spawn_listening, wait_bounded};
 
 /// Runs `mpq` with `args` (no stdin), bounded by `limit`; returns (exit success, stderr, time).
 fn run(args: &[&str], limit: Duration) -> (bool, String, Duration) {
@@ -235,14 +235,7 @@ fn perf_datagrams_on_loopback() {
     let perf = |extra: &[&str]| {
         let mut args = vec!["perf", "client", "--connect", &addr, "--datagrams", "--duration", "1", "--json"];
         args.extend_from_slice(extra);
-        let child = mpq()
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn client");
-        let (out, _) = wait_bounded(child, Duration::from_secs(30), "perf client --datagrams");
+        let out = run_bounded(&args, Duration::from_secs(30), "perf client --datagrams");
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),

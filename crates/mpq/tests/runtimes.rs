@@ -7,10 +7,9 @@
 mod process;
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
-use process::{mpq, spawn_listening, wait_bounded};
+use process::{run_bounded, spawn_listening};
 
 /// A scratch directory of this test process.
 fn scratch(name: &str) -> PathBuf {
@@ -67,14 +66,7 @@ fn download_checked(name: &str, server_rt: &str, client_rt: &str, paths: usize, 
     for k in 1..=paths {
         args.extend(["--local".to_string(), format!("127.0.0.{k}:0")]);
     }
-    let child = mpq()
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn client");
-    let (got, _) = wait_bounded(child, Duration::from_secs(60), &format!("{name}: mpq {}", args.join(" ")));
+    let got = run_bounded(&args, Duration::from_secs(60), &format!("{name}: mpq {}", args.join(" ")));
     let _ = srv.kill();
     let srv_out = srv.wait_with_output().expect("server output");
     let (stdout, stderr) = (String::from_utf8_lossy(&got.stdout), String::from_utf8_lossy(&got.stderr));
@@ -154,14 +146,7 @@ fn sharded_client_fetches_its_share_on_each_connection() {
             args.push(a.into());
         }
         args.push(out.to_str().expect("utf-8").into());
-        let child = mpq()
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let (got, _) = wait_bounded(child, Duration::from_secs(60), &format!("{name}: mpq {}", args.join(" ")));
+        let got = run_bounded(&args, Duration::from_secs(60), &format!("{name}: mpq {}", args.join(" ")));
         let _ = srv.kill();
         let _ = srv.wait();
         let stderr = String::from_utf8_lossy(&got.stderr);
@@ -189,9 +174,7 @@ fn sharded_perf_splits_the_bytes_over_its_connections() {
     let (mut srv, addr) = spawn_listening(&["perf", "server", "--listen", "127.0.0.1:0", "--shard", "2"]);
     let total: u64 = 30_000_001;
     let args = ["perf", "client", "--connect", &addr, "--shard", "3", "--bytes", &total.to_string(), "--json"];
-    let child =
-        mpq().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    let (got, _) = wait_bounded(child, Duration::from_secs(60), "sharded perf client");
+    let got = run_bounded(&args, Duration::from_secs(60), "sharded perf client");
     let _ = srv.kill();
     let _ = srv.wait();
     assert!(got.status.success(), "perf client failed: {}", String::from_utf8_lossy(&got.stderr));

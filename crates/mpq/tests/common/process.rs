@@ -29,6 +29,14 @@ pub fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> (Output, D
     }
 }
 
+/// Runs `mpq` with `args` to its end, its output captured, within `limit` (see
+/// [`wait_bounded`]; `what` names it in the panic).
+pub fn run_bounded<S: AsRef<std::ffi::OsStr>>(args: &[S], limit: Duration, what: &str) -> Output {
+    let child =
+        mpq().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn mpq");
+    wait_bounded(child, limit, what).0
+}
+
 /// Starts `mpq` with `args` (a server) and reads its first line, `listening on ADDR`;
 /// returns the process and the address.
 pub fn spawn_listening(args: &[&str]) -> (Child, String) {
