@@ -126,7 +126,8 @@ pub struct Common {
     /// 000's shardQUIC baseline). A client opens one single-path connection per shard, the
     /// i-th from the i-th --local address to the i-th server address (cycling) and shares
     /// the work out among them; a server's shards share its listening addresses
-    /// (SO_REUSEPORT) and pass each other the datagrams of their connections.
+    /// (SO_REUSEPORT), the kernel delivering each datagram to the shard of its connection ID
+    /// (a connection's first Initial to the a-th of N addresses goes to shard a).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256), conflicts_with = "threads")]
     pub shard: Option<u64>,
     /// Kernel receive buffer of every UDP socket, in bytes (SO_RCVBUF; default 8 MiB as
