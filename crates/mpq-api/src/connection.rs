@@ -136,6 +136,18 @@ impl Connection {
         self.with(|c, _, now| Ok(c.set_path_status(now, id, status)?))
     }
 
+    /// Switches the multipath packet scheduler by name (`minrtt`, `round-robin`,
+    /// `weighted`, `redundant`, `rtt-probe`, `ecf` or `pinned`): it picks the path of every
+    /// new packet of data from now on. The congestion controller is chosen per connection
+    /// when it starts (`TransportConfig::cc`, by name with `"olia".parse()`).
+    pub fn set_scheduler(&self, name: &str) -> Result<(), Error> {
+        let kind: mpq_proto::sched::SchedulerKind = name.parse().map_err(Error::InvalidArgument)?;
+        self.with(|c, _, _| {
+            c.set_scheduler(kind);
+            Ok(())
+        })
+    }
+
     /// The IDs of the open paths.
     pub fn path_ids(&self) -> Result<Vec<u64>, Error> {
         self.with(|c, _, _| Ok(c.path_ids()))

@@ -25,6 +25,10 @@ pub enum Error {
     /// The endpoint is closed: it accepts and starts no more connections.
     #[error("the endpoint is closed")]
     EndpointClosed,
+    /// An argument was refused (e.g. an unknown scheduler name); the message says what is
+    /// expected.
+    #[error("{0}")]
+    InvalidArgument(String),
     /// A socket or thread could not be set up.
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),

@@ -239,3 +239,24 @@ fn a_path_abandoned_mid_transfer_loses_nothing() {
         assert!(!ids.contains(&1), "{threads:?}: path 1 is still open: {ids:?}");
     }
 }
+
+/// The scheduler is switched by name on a live two-path connection (an unknown name is
+/// refused with the names it takes), and the connection goes on byte-exact.
+#[test]
+fn the_scheduler_is_switched_by_name_on_a_live_connection() {
+    log();
+    for threads in RUNTIMES {
+        let transport = TransportConfig { initial_max_path_id: Some(8), ..TransportConfig::default() };
+        let (server, cfg, _serving) = echo_server(threads, transport);
+        let (ep, conn) = client(threads, 2, server, &cfg);
+        conn.set_scheduler("round-robin").expect("a known scheduler");
+        match conn.set_scheduler("fastest") {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("expected minrtt, round-robin"), "{m}"),
+            other => panic!("an unknown scheduler was not refused: {other:?}"),
+        }
+        let data = pattern(1_000_000, 2);
+        assert!(echo(&conn, &data) == data, "{threads:?}: the echo differs after the switch");
+        conn.close(0, b"done");
+        ep.wait_idle().wait();
+    }
+}

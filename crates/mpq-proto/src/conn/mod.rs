@@ -549,6 +549,14 @@ impl Connection {
         self.shared.cid_prefix = prefix;
     }
 
+    /// Switches the multipath packet scheduler, which picks the path of each new packet of
+    /// data (RFC 10069 leaves the choice to the sender): from the next packet on, `kind`
+    /// decides. What the old scheduler had learned (round-robin's turn, weights) starts
+    /// afresh; packets in flight are not moved.
+    pub fn set_scheduler(&mut self, kind: crate::sched::SchedulerKind) {
+        self.shared.scheduler = crate::sched::build(kind);
+    }
+
     /// The DCID of the client's first Initial: a stable name for logs and qlog files.
     pub fn orig_dst_cid(&self) -> ConnectionId {
         self.shared.orig_dst_cid

@@ -170,3 +170,37 @@ fn path_and_shared_timers_make_up_the_connections_timer() {
     up.assert_intact();
     assert!(checked >= 20, "{checked} checks");
 }
+
+/// The scheduler switched mid-transfer decides from then on: an upload on one stream goes
+/// over both paths under round-robin (which alternates the paths of the connection's
+/// batches); switched to the pinned scheduler, the rest of it stays on the stream's path (the
+/// other carries only ACKs and such), and it completes intact.
+#[test]
+fn a_scheduler_switched_mid_transfer_decides_from_then_on() {
+    let (mut pair, id) = pair_sending_path_by_path(SchedulerKind::RoundRobin);
+    // The connection's own send loop (`poll_transmit`), whose scheduler picks each batch's
+    // path, rather than path threads that each take what their window allows.
+    pair.path_threads = false;
+    for ep in [&mut pair.client, &mut pair.server] {
+        for h in ep.handles() {
+            ep.set_path_threads(h, false);
+        }
+    }
+    let mut up = Upload::new(4_000_000);
+    let part = pair.run_until(Duration::from_secs(30), |p| {
+        up.pump(p);
+        let s = server(p);
+        path_stats(s, 0).rx_bytes.min(path_stats(s, id).rx_bytes) > 200_000
+    });
+    assert!(part, "round-robin did not spread the first part of the upload over both paths");
+    let s = server(&mut pair);
+    let before = [path_stats(s, 0).rx_bytes, path_stats(s, id).rx_bytes];
+    assert!(before[0] + before[1] < 3_000_000, "most of the upload is still to come: {before:?}");
+    client(&mut pair).set_scheduler(SchedulerKind::Pinned);
+    finish(&mut pair, &mut up);
+    let s = server(&mut pair);
+    let after = [path_stats(s, 0).rx_bytes, path_stats(s, id).rx_bytes];
+    // Stream 0 is pinned to the first path ID in order: path 0.
+    assert!(after[0] - before[0] > 1_000_000, "pinned: the stream's path carries the rest: {before:?} -> {after:?}");
+    assert!(after[1] - before[1] < 60_000, "pinned: the other path carries no more data: {before:?} -> {after:?}");
+}
