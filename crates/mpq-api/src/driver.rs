@@ -2,12 +2,10 @@
 //! application's futures, woken from the endpoint's events after every round of I/O.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::task::Waker;
 
-use mpq_io::path_threads::EndpointDriver;
-use mpq_io::{Driver, Transmit};
+use mpq_io::EndpointApp;
 use mpq_proto::conn::{ConnectionError, Event, PathEvent};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 use mpq_proto::stream::StreamEvent;
@@ -173,39 +171,9 @@ impl ApiDriver {
     }
 }
 
-impl Driver for ApiDriver {
-    fn handle_datagram(
-        &mut self,
-        now: Instant,
-        local: SocketAddr,
-        remote: SocketAddr,
-        ecn: Option<u8>,
-        data: &mut [u8],
-    ) {
-        self.endpoint.handle_datagram(now, local, remote, ecn, data);
-    }
-
-    fn handle_datagrams(
-        &mut self,
-        now: Instant,
-        local: SocketAddr,
-        remote: SocketAddr,
-        ecn: Option<u8>,
-        datagrams: &mut [&mut [u8]],
-    ) {
-        self.endpoint.handle_datagrams(now, local, remote, ecn, datagrams);
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        self.endpoint.handle_timeout(now);
-    }
-
-    fn poll_timeout(&mut self) -> Option<Instant> {
-        self.endpoint.poll_timeout()
-    }
-
-    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        self.endpoint.poll_transmit(now, buf)
+impl EndpointApp for ApiDriver {
+    fn endpoint(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
     }
 
     fn on_wake(&mut self, _now: Instant) -> ControlFlow<()> {
@@ -214,12 +182,6 @@ impl Driver for ApiDriver {
         self.dispatch();
         // The runtime stops when the application's last handle goes, not from here.
         ControlFlow::Continue(())
-    }
-}
-
-impl EndpointDriver for ApiDriver {
-    fn endpoint(&mut self) -> &mut Endpoint {
-        &mut self.endpoint
     }
 
     /// Every waiting future wakes, and finds [`crate::Error::RuntimeFailed`].

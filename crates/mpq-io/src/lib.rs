@@ -7,12 +7,14 @@
 //! [`mpq_proto::Instant`] and timers.
 
 mod clock;
+mod endpoint_app;
 mod event_loop;
 pub mod path_threads;
 pub mod shards;
 mod socket;
 
 pub use clock::Clock;
+pub use endpoint_app::EndpointApp;
 pub use event_loop::{Driver, EventLoop, LoopStats};
 /// What a [`Driver`] hands the loop to send: the protocol core's transmit, as is.
 pub use mpq_proto::conn::Transmit;

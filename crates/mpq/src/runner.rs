@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use mpq_io::path_threads::{EndpointDriver, PathThreads, ThreadReport};
-use mpq_io::{Clock, Driver, EventLoop, Transmit, UdpSocket};
+use mpq_io::path_threads::{PathThreads, ThreadReport};
+use mpq_io::{Clock, EndpointApp, EventLoop, UdpSocket};
 use mpq_proto::conn::TransportConfig;
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint, EndpointConfig};
 use mpq_proto::Instant;
@@ -44,50 +44,18 @@ impl<A> Runner<A> {
     }
 }
 
-impl<A: App + Send> EndpointDriver for Runner<A> {
+impl<A: App + Send> EndpointApp for Runner<A> {
     fn endpoint(&mut self) -> &mut Endpoint {
         &mut self.endpoint
     }
-}
 
-impl<A: App> Driver for Runner<A> {
-    fn handle_datagram(
-        &mut self,
-        now: Instant,
-        local: SocketAddr,
-        remote: SocketAddr,
-        ecn: Option<u8>,
-        data: &mut [u8],
-    ) {
-        self.endpoint.handle_datagram(now, local, remote, ecn, data);
-    }
-
-    fn handle_datagrams(
-        &mut self,
-        now: Instant,
-        local: SocketAddr,
-        remote: SocketAddr,
-        ecn: Option<u8>,
-        datagrams: &mut [&mut [u8]],
-    ) {
-        self.endpoint.handle_datagrams(now, local, remote, ecn, datagrams);
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        self.endpoint.handle_timeout(now);
-    }
-
-    fn poll_timeout(&mut self) -> Option<Instant> {
+    fn app_timeout(&mut self) -> Option<Instant> {
         if self.stopping {
             // The app is done: wake at once for the final round. Waiting for a timer instead
             // hung the client after its connection drained (no timer left at all).
             return Some(Instant::ZERO);
         }
-        [self.endpoint.poll_timeout(), self.app.timeout()].into_iter().flatten().min()
-    }
-
-    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        self.endpoint.poll_transmit(now, buf)
+        self.app.timeout()
     }
 
     fn on_wake(&mut self, now: Instant) -> ControlFlow<()> {

@@ -31,11 +31,13 @@ impl Endpoint {
             }
         }
         let dcid = peek_dcid(datagram, self.config.cid_len)?;
-        if dcid.len() != self.config.cid_len || self.routes.contains_key(&dcid) {
+        // Our own prefix settles it without a route lookup (this runs for every datagram a
+        // shard receives, and the endpoint looks the route up again to deliver it).
+        let owner = *dcid.first()?;
+        if owner == own || dcid.len() != self.config.cid_len || self.routes.contains_key(&dcid) {
             return None;
         }
-        let owner = *dcid.first()?;
-        (owner != own).then_some(owner)
+        Some(owner)
     }
 }
 
