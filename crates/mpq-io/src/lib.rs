@@ -12,6 +12,7 @@ mod event_loop;
 pub mod path_threads;
 pub mod shards;
 mod socket;
+pub mod spin_lock;
 
 pub use clock::Clock;
 pub use endpoint_app::EndpointApp;

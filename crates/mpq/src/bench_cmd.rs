@@ -206,9 +206,10 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
         );
     } else {
         println!(
-            "(unlocked, locked: time the path threads spent opening datagrams outside the connection's \
-             lock, and taking and holding it, summed over threads; read+ACKs: after the datagrams, on one \
-             thread; shares of the busy time)"
+            "(unlocked, locked: time the path threads spent outside the connection's lock (opening \
+             datagrams, building their paths' ACKs), and taking and holding it, summed over threads; \
+             read+ACKs: after the datagrams, on one thread (the application's read, and the ACKs with one \
+             thread); shares of the busy time)"
         );
     }
     Ok(())

@@ -4,16 +4,19 @@
 
 use std::net::SocketAddr;
 use std::sync::mpsc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
-use mpq_proto::conn::{Connection, Event, PathEvent, PathStatus, TransportConfig};
+use mpq_proto::conn::{Connection, Event, PathEvent, PathStatus, PathTransmit, Transmit, TransportConfig};
 use mpq_proto::endpoint::ConnectionHandle;
 use mpq_proto::sched::SchedulerKind;
 use mpq_proto::stream::StreamsConfig;
 use mpq_proto::testing::Pair;
 use mpq_proto::types::{Dir, StreamId};
+
+use crate::progress::Stopwatch;
 
 /// Virtual time between rounds (the protocol's clock; wall time is what is measured).
 pub(crate) const ROUND_STEP: Duration = Duration::from_micros(200);
@@ -133,6 +136,12 @@ pub(crate) fn spawn_path_threads<'scope, 'env, J: Send + 'scope, R: Send + 'scop
     (workers, done_rx)
 }
 
+/// Takes the connection's lock as the per-path runtime takes its endpoint's (spinning a
+/// little before sleeping: `mpq_io::spin_lock`).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mpq_io::spin_lock::lock_spinning(m, mpq_io::spin_lock::SPIN_BUDGET).expect("no bench thread panicked")
+}
+
 /// The sending application: writes the pattern into the stream as far as it takes it.
 pub(crate) struct StreamFeed {
     /// About a megabyte of the pattern, a whole number of its periods (so it repeats).
@@ -188,4 +197,45 @@ pub(crate) fn read_stream(
         }
     }
     Ok(offset - start)
+}
+
+/// A datagram or GSO batch sent: its transmit and bytes.
+pub(crate) type Sent = (Transmit, Vec<u8>);
+
+/// What a path thread did in a round: time building alone, time locked, what it sent.
+pub(crate) type ThreadRound = (Duration, Duration, Vec<Sent>);
+
+/// A path thread's send work on a round (`mpq bench send`'s data, `mpq bench receive`'s
+/// ACKs): for each of its paths, batches until the path has nothing more to send. A batch built alone is asked for and handed back under the lock
+/// and built without it. Returns the time spent building alone, the time spent taking and
+/// holding the lock, and what was sent.
+pub(crate) fn path_transmits(conn: &Mutex<&mut Connection>, now: mpq_proto::Instant, ids: &[u64]) -> ThreadRound {
+    let (mut building, mut locked) = (Duration::ZERO, Duration::ZERO);
+    let mut out = Vec::new();
+    for &id in ids {
+        loop {
+            let mut buf = Vec::with_capacity(64 * 1024);
+            let clock = Stopwatch::start();
+            let next = lock(conn).poll_path_transmit(now, id, &mut buf);
+            locked += clock.elapsed();
+            let t = match next {
+                PathTransmit::Ready(t) => t,
+                PathTransmit::Batch(mut batch) => {
+                    let built = Stopwatch::start();
+                    batch.build(now, &mut buf);
+                    building += built.elapsed();
+                    let back = Stopwatch::start();
+                    let t = lock(conn).end_send_batch(now, batch, &mut buf);
+                    locked += back.elapsed();
+                    match t {
+                        Some(t) => t,
+                        None => break,
+                    }
+                }
+                PathTransmit::Idle | PathTransmit::Elsewhere(_) | PathTransmit::Gone => break,
+            };
+            out.push((t, buf));
+        }
+    }
+    (building, locked, out)
 }

@@ -16,6 +16,10 @@
 //! [`Connection::begin_recv_run`], opens the batch alone ([`RecvRun::open`]) and applies it
 //! with [`Connection::end_recv_run`], holding the connection's lock only for the first and
 //! the last step: the split a runtime with a thread per path uses (`docs/connection-split.md`).
+//! Each path thread then sends its paths' ACKs as the runtime's do (asked for under the lock,
+//! built and sealed without it); the application's read, and whatever else the connection
+//! sends, follow on one thread. The lock is taken as the runtime takes it, spinning a little
+//! before sleeping (`mpq_io::spin_lock`).
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -26,7 +30,7 @@ use mpq_proto::conn::{Connection, RecvRun};
 use mpq_proto::testing::Pair;
 use mpq_proto::types::StreamId;
 
-use crate::bench_pair::{read_stream, spawn_path_threads, Setup, StreamFeed, ROUND_STEP};
+use crate::bench_pair::{lock, path_transmits, read_stream, spawn_path_threads, Sent, Setup, StreamFeed, ROUND_STEP};
 use crate::progress::Stopwatch;
 
 /// Datagrams of one GRO batch at most.
@@ -41,14 +45,15 @@ pub struct RecvRunResult {
     pub datagrams: u64,
     /// Wall time of the server's work.
     pub busy: Duration,
-    /// Of that, time the threads spent opening datagrams outside the connection's lock,
-    /// summed over threads (zero with one thread).
+    /// Of that, time the threads spent outside the connection's lock (opening datagrams,
+    /// building their paths' ACKs), summed over threads (zero with one thread).
     pub open_outside_lock: Duration,
-    /// Time the threads spent taking the lock and holding it to check paths out and to
-    /// apply what they opened, summed over threads (zero with one thread).
+    /// Time the threads spent taking the lock and holding it to check paths out, to apply
+    /// what they opened and to ask for and hand back ACK batches, summed over threads (zero
+    /// with one thread).
     pub locked: Duration,
-    /// Time of the work after the datagrams, on one thread: the application's read and the
-    /// server's ACKs.
+    /// Time of the work after the datagrams, on one thread: the application's read and what
+    /// the server sends then (all its ACKs with one thread; with path threads, those left).
     pub after: Duration,
 }
 
@@ -107,8 +112,9 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
             let clock = Stopwatch::start();
             // (The round's buffers are freed after the clock stops: the sender allocated them.)
             let mut spent: Vec<Vec<PathDatagrams>> = Vec::new();
+            let mut acks: Vec<(SocketAddr, SocketAddr, Vec<u8>)> = Vec::new();
             if workers.is_empty() {
-                spent.push(receive_on_one_thread(&mut conn.lock().expect("lock"), round_now, by_path));
+                spent.push(receive_on_one_thread(&mut lock(&conn), round_now, by_path));
             } else {
                 let mut groups: Vec<Vec<PathDatagrams>> = (0..workers.len()).map(|_| Vec::new()).collect();
                 for (k, p) in by_path.into_iter().enumerate() {
@@ -118,16 +124,20 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
                     w.send((round_now, g)).context("a path thread stopped")?;
                 }
                 for _ in 0..workers.len() {
-                    let (opening, locked, buffers) = done_rx.recv().context("a path thread stopped")?;
+                    let (opening, locked, buffers, sent) = done_rx.recv().context("a path thread stopped")?;
                     result.open_outside_lock += opening;
                     result.locked += locked;
                     spent.push(buffers);
+                    for (t, d) in sent {
+                        let seg = t.segment_size.unwrap_or(t.size).max(1);
+                        let src = t.source.unwrap_or(server_addr);
+                        acks.extend(d[..t.size].chunks(seg).map(|d| (src, t.destination, d.to_vec())));
+                    }
                 }
             }
-            let mut acks: Vec<(SocketAddr, SocketAddr, Vec<u8>)> = Vec::new();
             let after = Stopwatch::start();
             {
-                let mut server = conn.lock().expect("lock");
+                let mut server = lock(&conn);
                 read += read_stream(&mut server, &mut server_stream, &mut sink, read, verify)?;
                 while let Some(t) = server.poll_transmit(round_now, &mut buf) {
                     let seg = t.segment_size.unwrap_or(t.size).max(1);
@@ -144,7 +154,7 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
             }
             *now = round_now + ROUND_STEP;
             client.handle_timeout(*now);
-            conn.lock().expect("lock").handle_timeout(*now);
+            lock(&conn).handle_timeout(*now);
             if client.connection(client_conn).is_none_or(Connection::is_closed) {
                 bail!("the client connection closed after {read} of {bytes} bytes");
             }
@@ -181,22 +191,24 @@ fn receive_on_one_thread(
 
 /// A path thread's receive work on a round: for each GRO batch of its paths, the path is
 /// checked out under the connection's lock, opens the batch without it, and is checked in
-/// and its packets applied under the lock again. Returns the time spent opening, the time
-/// spent taking and holding the lock, and the buffers (freed outside the timed work).
+/// and its packets applied under the lock again; then it sends its paths' ACKs as the
+/// runtime's path threads do ([`path_transmits`]). Returns the time spent outside the lock
+/// (opening, building ACK batches), the time spent taking and holding the lock, the
+/// buffers (freed outside the timed work) and the ACKs.
 fn open_on_path_thread(
     conn: &Mutex<&mut Connection>,
     now: mpq_proto::Instant,
     mut job: Vec<PathDatagrams>,
-) -> (Duration, Duration, Vec<PathDatagrams>) {
+) -> (Duration, Duration, Vec<PathDatagrams>, Vec<Sent>) {
     let (mut opening, mut locked) = (Duration::ZERO, Duration::ZERO);
     for (path_id, local, remote, datagrams) in job.iter_mut() {
         let (path_id, local, remote) = (*path_id, *local, *remote);
         for batch in datagrams.chunks_mut(GRO_BATCH) {
             let mut slices: Vec<&mut [u8]> = batch.iter_mut().map(Vec::as_mut_slice).collect();
             let clock = Stopwatch::start();
-            let run: Option<RecvRun> = conn.lock().expect("lock").begin_recv_run(path_id, remote);
+            let run: Option<RecvRun> = lock(conn).begin_recv_run(path_id, remote);
             let Some(mut run) = run else {
-                conn.lock().expect("lock").handle_datagrams(now, local, remote, None, &mut slices);
+                lock(conn).handle_datagrams(now, local, remote, None, &mut slices);
                 locked += clock.elapsed();
                 continue;
             };
@@ -205,9 +217,11 @@ fn open_on_path_thread(
             run.open(now, &mut slices);
             opening += opened.elapsed();
             let applied = Stopwatch::start();
-            conn.lock().expect("lock").end_recv_run(now, local, None, run, &mut slices);
+            lock(conn).end_recv_run(now, local, None, run, &mut slices);
             locked += applied.elapsed();
         }
     }
-    (opening, locked, job)
+    let ids: Vec<u64> = job.iter().map(|p| p.0).collect();
+    let (building, acking, sent) = path_transmits(conn, now, &ids);
+    (opening + building, locked + acking, job, sent)
 }

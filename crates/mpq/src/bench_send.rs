@@ -10,10 +10,10 @@
 //! next round starts. Nothing is precomputed.
 //!
 //! With one thread the client sends as the single-thread runtime does
-//! ([`Connection::poll_transmit`], path by path in turn). With T threads, path k's sending
-//! goes to thread k mod T, which asks [`Connection::poll_path_transmit`] under the
-//! connection's lock, builds a [`SendBatch`] without it and hands it back with
-//! [`Connection::end_send_batch`] under the lock again: the steps of the runtime with a
+//! (`Connection::poll_transmit`, path by path in turn). With T threads, path k's sending
+//! goes to thread k mod T, which asks `Connection::poll_path_transmit` under the
+//! connection's lock, builds a `SendBatch` without it and hands it back with
+//! `Connection::end_send_batch` under the lock again: the steps of the runtime with a
 //! thread per path.
 
 use std::net::SocketAddr;
@@ -21,10 +21,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use mpq_proto::conn::{Connection, PathTransmit, Transmit};
 use mpq_proto::types::StreamId;
 
-use crate::bench_pair::{read_stream, spawn_path_threads, Setup, StreamFeed, ROUND_STEP};
+use crate::bench_pair::{lock, path_transmits, read_stream, spawn_path_threads, Sent, Setup, StreamFeed, ROUND_STEP};
 use crate::progress::Stopwatch;
 
 /// What one measured transfer gave.
@@ -45,12 +44,6 @@ pub struct SendRunResult {
     pub locked: Duration,
 }
 
-/// A datagram or GSO batch the client sent: its transmit and bytes.
-type Sent = (Transmit, Vec<u8>);
-
-/// What a path thread did in a round: time building alone, time locked, what it sent.
-type ThreadRound = (Duration, Duration, Vec<Sent>);
-
 /// Runs one transfer of `bytes` over `paths` paths with the client's send work on
 /// `threads` threads; `verify` checks every byte the server reads.
 pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<SendRunResult> {
@@ -67,7 +60,7 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sen
         let path_threads = if threads > 1 { threads } else { 0 };
         let conn_ref = &conn;
         let (workers, done_rx) =
-            spawn_path_threads(scope, path_threads, move |now, ids: Vec<u64>| send_on_path_thread(conn_ref, now, &ids));
+            spawn_path_threads(scope, path_threads, move |now, ids: Vec<u64>| path_transmits(conn_ref, now, &ids));
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
         let mut result = SendRunResult::default();
@@ -78,7 +71,7 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sen
             let mut sent: Vec<Sent> = Vec::new();
             {
                 // The application's write, then the sending (timed).
-                let mut c = conn.lock().expect("lock");
+                let mut c = lock(&conn);
                 feed.feed(&mut c, stream, bytes);
                 if workers.is_empty() {
                     let mut buf = Vec::with_capacity(64 * 1024);
@@ -126,7 +119,7 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sen
                 let src = t.source.unwrap_or(server_addr);
                 acks.extend(buf[..t.size].chunks(seg).map(|d| (src, t.destination, d.to_vec())));
             }
-            let mut c = conn.lock().expect("lock");
+            let mut c = lock(&conn);
             for (src, dst, mut d) in acks {
                 c.handle_datagrams(now, dst, src, None, &mut [d.as_mut_slice()]);
             }
@@ -134,46 +127,11 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sen
             c.handle_timeout(now);
             drop(c);
             server.handle_timeout(now);
-            if conn.lock().expect("lock").is_closed() {
+            if lock(&conn).is_closed() {
                 bail!("the client connection closed after {read} of {bytes} bytes");
             }
         }
         result.bytes = read;
         Ok(result)
     })
-}
-
-/// A path thread's send work on a round: for each of its paths, batches until the path has
-/// nothing more to send. A batch built alone is asked for and handed back under the lock
-/// and built without it. Returns the time spent building alone, the time spent taking and
-/// holding the lock, and what was sent.
-fn send_on_path_thread(conn: &Mutex<&mut Connection>, now: mpq_proto::Instant, ids: &[u64]) -> ThreadRound {
-    let (mut building, mut locked) = (Duration::ZERO, Duration::ZERO);
-    let mut out = Vec::new();
-    for &id in ids {
-        loop {
-            let mut buf = Vec::with_capacity(64 * 1024);
-            let clock = Stopwatch::start();
-            let next = conn.lock().expect("lock").poll_path_transmit(now, id, &mut buf);
-            locked += clock.elapsed();
-            let t = match next {
-                PathTransmit::Ready(t) => t,
-                PathTransmit::Batch(mut batch) => {
-                    let built = Stopwatch::start();
-                    batch.build(now, &mut buf);
-                    building += built.elapsed();
-                    let back = Stopwatch::start();
-                    let t = conn.lock().expect("lock").end_send_batch(now, batch, &mut buf);
-                    locked += back.elapsed();
-                    match t {
-                        Some(t) => t,
-                        None => break,
-                    }
-                }
-                PathTransmit::Idle | PathTransmit::Elsewhere(_) | PathTransmit::Gone => break,
-            };
-            out.push((t, buf));
-        }
-    }
-    (building, locked, out)
 }

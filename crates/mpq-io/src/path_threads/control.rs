@@ -42,10 +42,17 @@ pub(super) fn setup<D: EndpointDriver + 'static>(
         control: Arc::new(WorkerCtl::new(waker)),
         reports: Mutex::new(Vec::new()),
         failed: AtomicBool::new(false),
-        cpus: settings.cpus,
         per_path: settings.per_path,
         socket_buffers: settings.socket_buffers,
         app_kick: AtomicBool::new(false),
+        lock_spin: settings.lock_spin,
+        cores: if settings.cpus.is_empty() {
+            std::thread::available_parallelism().map_or(1, usize::from)
+        } else {
+            settings.cpus.len()
+        },
+        threads: std::sync::atomic::AtomicUsize::new(1),
+        cpus: settings.cpus,
     });
     Ok((shared, poll))
 }
@@ -279,6 +286,7 @@ fn start_worker<D: EndpointDriver + 'static>(
     let w = Worker { conn, path_id, remote, socket, poll, ctl: ctl.clone(), cpu };
     let thread_shared = shared.clone();
     let thread_ctl = ctl.clone();
+    shared.threads.fetch_add(1, Ordering::Relaxed);
     let join = std::thread::Builder::new().name(format!("mpq-path-{path_id}")).spawn(move || {
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker::run(&thread_shared, w)));
         let report = match run {
@@ -304,6 +312,7 @@ fn start_worker<D: EndpointDriver + 'static>(
             "path thread ended"
         );
         thread_shared.reports.lock().expect("reports").push(report);
+        thread_shared.threads.fetch_sub(1, Ordering::Relaxed);
         thread_ctl.done.store(true, Ordering::Release);
         thread_shared.control.wake_always();
     })?;

@@ -93,6 +93,8 @@ struct Settings {
     per_path: bool,
     /// SO_RCVBUF and SO_SNDBUF of the paths' own sockets (`None`: the default).
     socket_buffers: (Option<usize>, Option<usize>),
+    /// How long a thread spins for a held lock before sleeping (`None`: automatic).
+    lock_spin: Option<Duration>,
 }
 
 impl std::fmt::Debug for PathThreads {
@@ -131,6 +133,16 @@ impl PathThreads {
     /// ([`UdpSocket::set_buffer_sizes`]).
     pub fn socket_buffers(mut self, recv: Option<usize>, send: Option<usize>) -> Self {
         self.settings.socket_buffers = (recv, send);
+        self
+    }
+
+    /// How long a thread that finds the endpoint's lock held spins before it sleeps
+    /// (`mpq_io::spin_lock`). `None`, the default, spins up to
+    /// [`crate::spin_lock::SPIN_BUDGET`] while the runtime has no more threads than the
+    /// CPUs it may use (the pinned ones, else the machine's), and not at all beyond: a
+    /// thread waiting for a holder that has no CPU of its own would only burn time.
+    pub fn lock_spin(mut self, spin: Option<Duration>) -> Self {
+        self.settings.lock_spin = spin;
         self
     }
 
@@ -178,6 +190,12 @@ struct Shared<D> {
     /// received datagrams: every path thread looks for work at the calling thread's next
     /// round.
     app_kick: AtomicBool,
+    /// [`PathThreads::lock_spin`].
+    lock_spin: Option<Duration>,
+    /// The CPUs the runtime may use (the pinned ones, else the machine's).
+    cores: usize,
+    /// The runtime's threads now: the calling thread and the live path threads.
+    threads: std::sync::atomic::AtomicUsize,
 }
 
 /// What is behind the lock.
@@ -292,10 +310,22 @@ impl<D> Shared<D> {
         let start = std::time::Instant::now();
         // A thread that panicked holding the lock left the protocol state half-changed:
         // nothing sound can go on, so the panic spreads.
-        let guard = self.locked.lock().expect("a runtime thread panicked holding the endpoint");
+        let guard = crate::spin_lock::lock_spinning(&self.locked, self.spin_budget())
+            .expect("a runtime thread panicked holding the endpoint");
         let since = std::time::Instant::now();
         report.lock_wait += since - start;
         Held { guard, since }
+    }
+
+    /// How long a waiter spins ([`PathThreads::lock_spin`]).
+    fn spin_budget(&self) -> Duration {
+        self.lock_spin.unwrap_or_else(|| {
+            if self.threads.load(Ordering::Relaxed) <= self.cores {
+                crate::spin_lock::SPIN_BUDGET
+            } else {
+                Duration::ZERO
+            }
+        })
     }
 
     fn stopping(&self) -> bool {

@@ -23,7 +23,7 @@ use super::ConnShared;
 use super::{Connection, State};
 
 /// The fates of the own ACK frames a path walked in a packet, in frame order.
-pub(super) type WalkedFates = smallvec::IntoIter<[PacketFates; 1]>;
+pub(super) type WalkedFates<'a> = smallvec::Drain<'a, [PacketFates; 1]>;
 
 /// Most PATH_RESPONSEs we queue; further challenges are answered once these are sent.
 /// Most 1-RTT packets a server keeps while its handshake is incomplete, and their bytes.
@@ -522,7 +522,7 @@ impl Host<'_> {
         slot: usize,
         dcid: &ConnectionId,
         payload: &[u8],
-        mut walked: Option<(usize, &mut WalkedFates)>,
+        mut walked: Option<(usize, &mut WalkedFates<'_>)>,
     ) -> Result<bool, TransportError> {
         let path_id = path.id;
         if payload.is_empty() {

@@ -352,7 +352,9 @@ impl Connection {
         self.shared.idle_anchor_from_recv = true;
         // The paths that recorded packets publish their ACK offers once, after the batch.
         let mut recorded: SmallVec<[usize; 2]> = SmallVec::new();
-        for o in opened.drain(..) {
+        // By reference: an opened packet is large (its path's ACK fates inline), and moving
+        // each out of the batch cost as much as the packet's stream data copy.
+        for o in opened.iter_mut() {
             let skip = match self.shared.state {
                 State::Established | State::Handshake => false,
                 State::Closing { .. } => {
@@ -368,7 +370,7 @@ impl Connection {
             let Some(pi) = pi.filter(|_| !skip) else {
                 // The packet is not processed, but what its path already did with its ACKs
                 // stands: their packets left the ledger, so their frames' fate is due.
-                for f in o.own.fates {
+                for f in o.own.fates.drain(..) {
                     self.host().apply_fates(now, o.path_id, f);
                 }
                 self.finish_host_work(now);
@@ -385,6 +387,7 @@ impl Connection {
         for slot in recorded {
             self.paths.publish_offer(slot);
         }
+        opened.clear();
     }
 }
 
@@ -398,10 +401,10 @@ impl Host<'_> {
         now: Instant,
         path: &mut PathState,
         slot: usize,
-        o: Opened<'_>,
+        o: &mut Opened<'_>,
         ecn: Option<Ecn>,
     ) -> bool {
-        let mut fates = o.own.fates.into_iter();
+        let mut fates = o.own.fates.drain(..);
         self.on_packet_received(now, path, slot);
         self.shared.packets_in_phase += 1;
         let processed = if o.own.only_own {
