@@ -74,7 +74,8 @@ class Case:
     pairs: tuple[tuple[str, str], ...] | None = None  # default: PAIRS
     # QUIC versions (see VERSION_ARGS): "v2" both sides speak only QUIC v2 (RFC 9369);
     # "upgrade" the client starts in v1 offering v2 and the server moves the connection to
-    # v2 by compatible version negotiation (RFC 9368). None: the defaults (v1).
+    # v2 by compatible version negotiation (RFC 9368); "vn" the client starts in v2, the
+    # v1-only server refuses it (incompatible version negotiation). None: the defaults (v1).
     versions: str | None = None
     # "resumption": the client fetches the first file in a first connection and the others
     # in a second one that resumes its TLS session; "zerortt": the same, with the second
@@ -113,6 +114,18 @@ CASES = [
         versions="upgrade",
         pairs=(("mpq", "aioquic"), ("aioquic", "mpq")),
     ),
+    # Incompatible version negotiation (RFC 9368 §2.2): the client starts in v2, the server
+    # speaks only v1 and answers with a Version Negotiation packet, the client starts again
+    # in v1. mpq's client then needs the server's version_information to confirm the Version
+    # Negotiation packet (§4: without it the client MUST close), which quic-go does not
+    # send, so mpq -> quic-go ends in VERSION_NEGOTIATION_ERROR by design and is not run.
+    Case(
+        "vn_v1",
+        ("small.bin", "1mb.bin"),
+        30.0,
+        versions="vn",
+        pairs=(("mpq", "aioquic"), ("aioquic", "mpq"), ("quicgo", "mpq")),
+    ),
     Case("resumption", ("small.bin", "1mb.bin"), 30.0, resume="resumption", pairs=RESUME_PAIRS),
     Case("zerortt", ("small.bin", "1mb.bin"), 30.0, resume="zerortt", pairs=RESUME_PAIRS),
 ]
@@ -132,6 +145,12 @@ VERSION_ARGS = {
     ("aioquic", "server", "upgrade"): ["--versions", "v2,v1"],
     ("mpq", "client", "upgrade"): ["--versions", "v2,v1", "-v"],
     ("mpq", "server", "upgrade"): ["--versions", "v2,v1", "-v"],
+    ("aioquic", "client", "vn"): ["--versions", "v2,v1", "--original-version", "v2"],
+    ("aioquic", "server", "vn"): ["--versions", "v1"],
+    ("quicgo", "client", "vn"): ["-versions", "v2,v1"],
+    ("quicgo", "server", "vn"): ["-versions", "v1"],
+    ("mpq", "client", "vn"): ["--versions", "v2,v1", "--quic-version", "v2", "-v"],
+    ("mpq", "server", "vn"): ["--versions", "v1", "-v"],
 }
 # How each implementation reports the negotiated version (mpq at -v: "handshake
 # complete: QUIC v2, ..."; the peers: "negotiated quic_version=6b3343cf").
@@ -599,10 +618,17 @@ def test_interop(case: Case, client: str, server: str, tls_files, www, free_udp_
         check_key_update(client, server, client_log, srv, context)
 
     if case.versions:
-        # Both sides say they ended up in v2: the client on its log, the server on stderr.
+        # Both sides say they ended up in the expected version (v2; v1 after a Version
+        # Negotiation packet): the client on its log, the server on stderr.
+        want, want_name = ("00000001", "v1") if case.versions == "vn" else (QUIC_V2, "v2")
         for impl, log in ((client, client_log), (server, srv.stderr())):
             got = negotiated_versions(impl, log)
-            assert got and all(v == QUIC_V2 for v in got), f"{impl} negotiated {got}, not v2{context}"
+            assert got and all(v == want for v in got), f"{impl} negotiated {got}, not {want_name}{context}"
+        if case.versions == "vn" and client == "mpq":
+            assert "incompatible version negotiation: v2 -> v1" in client_log, f"mpq client did not start again{context}"
+        if case.versions == "vn" and server == "mpq":
+            # The peer's client really started in v2 and was refused.
+            assert "Version Negotiation sent: v2 refused" in srv.stderr(), f"mpq server sent no VN for v2{context}"
         if case.versions == "upgrade":
             # ... after starting in v1: mpq logs the switch at -v on either side.
             for impl, log in ((client, client_log), (server, srv.stderr())):

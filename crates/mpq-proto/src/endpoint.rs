@@ -8,6 +8,7 @@
 //! the connections that something happened to, for transmit and for events.
 
 mod accept;
+mod connect;
 mod reset_tokens;
 mod retry;
 mod schedule;
@@ -23,9 +24,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::cid::ConnectionId;
-use crate::conn::{
-    ClientConfig, Connection, ConnectionInit, EndpointEvent, Event, ResetTokenKey, ServerConfig, Transmit,
-};
+use crate::conn::{Connection, ConnectionInit, EndpointEvent, Event, ResetTokenKey, ServerConfig, Transmit};
 use crate::crypto::session::TlsSession;
 use crate::packet::header;
 use crate::time::Instant;
@@ -171,6 +170,9 @@ struct Slot {
     /// A runtime drives the connection's paths from threads of their own
     /// ([`Endpoint::set_path_threads`]): [`Endpoint::poll_transmit`] leaves it to them.
     path_threads: bool,
+    /// Client: how the connection was opened, to start it again in another version after a
+    /// Version Negotiation packet (`endpoint/connect.rs`).
+    client: Option<Box<connect::ClientStart>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -269,66 +271,6 @@ impl Endpoint {
         self.len() == 0
     }
 
-    /// Opens a client connection to `remote`.
-    pub fn connect(
-        &mut self,
-        now: Instant,
-        config: &ClientConfig,
-        remote: SocketAddr,
-        server_name: &str,
-    ) -> Result<ConnectionHandle, ConnectError> {
-        if self.len() >= self.config.max_connections {
-            return Err(ConnectError::TooManyConnections);
-        }
-        let name = rustls::pki_types::ServerName::try_from(server_name.to_string())
-            .map_err(|_| ConnectError::InvalidServerName(server_name.to_string()))?;
-        let local_cid = self.new_cid();
-        // RFC 9000 §7.2: the first DCID is random and at least 8 bytes.
-        let mut odcid = [0u8; 16];
-        self.rng.fill_bytes(&mut odcid);
-        let orig_dst_cid = ConnectionId::new(&odcid);
-        let version = config.transport.initial_version;
-        let tp = crate::conn::local_transport_params(
-            Side::Client,
-            &config.transport,
-            local_cid,
-            [0; 16],
-            orig_dst_cid,
-            version,
-        );
-        let tp_bytes = self.encode_params(&tp);
-        // A client that offers other versions may be moved to one (RFC 9368 §2.1).
-        let may_upgrade = crate::conn::version::client_available(&config.transport).len() > 1;
-        let tls = TlsSession::client(config.tls.clone(), name, tp_bytes, version, may_upgrade)?;
-        let seed = self.rng.random();
-        // RFC 9000 §8.1.3: a NEW_TOKEN token from an earlier connection to this server.
-        let tokens = crate::conn::AddressTokens {
-            initial_token: self.token_store.take(server_name).unwrap_or_default(),
-            store: Some((self.token_store.clone(), server_name.to_string())),
-            ..Default::default()
-        };
-        let mut conn = Connection::new(ConnectionInit {
-            side: Side::Client,
-            config: config.transport.clone(),
-            tls,
-            now,
-            remote,
-            local_cid,
-            peer_cid: orig_dst_cid,
-            orig_dst_cid,
-            reset_key: self.reset_key.clone(),
-            seed,
-            address_validated: false,
-            tokens,
-            original_version: version,
-            version,
-        });
-        conn.start(now);
-        let h = self.insert(conn);
-        self.route(local_cid, h.0);
-        Ok(h)
-    }
-
     /// Processes one received datagram (decrypted in place). Returns the connection it
     /// went to, if any.
     /// Processes the datagrams of one receive batch (a GRO batch: same source, destination
@@ -355,6 +297,7 @@ impl Endpoint {
             }
             if let Some(slot) = self.connections[idx].as_mut() {
                 slot.conn.handle_datagrams(now, local, remote, ecn, &mut datagrams[i..end]);
+                self.restart_after_version_negotiation(now, idx);
                 self.after_io(idx);
                 self.schedule.mark_may_send(idx);
             }
@@ -418,6 +361,7 @@ impl Endpoint {
         if let Some(&idx) = self.routes.get(&dcid) {
             if let Some(slot) = self.connections[idx].as_mut() {
                 slot.conn.handle_datagram(now, local, remote, ecn, data);
+                self.restart_after_version_negotiation(now, idx);
                 self.after_io(idx);
                 self.schedule.mark_may_send(idx);
                 return Some(ConnectionHandle(idx));
@@ -600,7 +544,7 @@ impl Endpoint {
 
     fn insert(&mut self, mut conn: Connection) -> ConnectionHandle {
         conn.set_cid_prefix(self.config.cid_prefix);
-        let slot = Some(Slot { conn, routes: Vec::new(), path_threads: false });
+        let slot = Some(Slot { conn, routes: Vec::new(), path_threads: false, client: None });
         let idx = match self.free.pop() {
             Some(idx) => {
                 self.connections[idx] = slot;

@@ -843,4 +843,6 @@ mod tests_threads;
 #[cfg(test)]
 mod tests_version;
 #[cfg(test)]
+mod tests_version_negotiation;
+#[cfg(test)]
 mod tests_zero_rtt;

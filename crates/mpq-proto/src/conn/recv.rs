@@ -448,25 +448,35 @@ impl Connection {
     }
 
     fn on_version_negotiation(&mut self, now: Instant, parsed: &ParsedPacket, pkt: &[u8]) {
-        // RFC 9000 §6.2: only a client that has received nothing else acts on it, and a
-        // list that includes our version is ignored.
-        if self.shared.side != Side::Client || self.shared.got_server_cid {
+        // RFC 9000 §6.2: only a client that has received nothing else acts on it (an
+        // earlier Version Negotiation packet included: an attempt that began after one
+        // ignores the next), and a list that includes our version is ignored.
+        if self.shared.side != Side::Client
+            || self.shared.got_server_cid
+            || self.shared.version.negotiated_from.is_some()
+            || self.shared.version.restart_in.is_some()
+        {
             return;
         }
         let versions = &pkt[parsed.pn_offset.min(pkt.len())..];
         // RFC 9368 §4: a list with the original version is ignored (it cannot be genuine).
-        // Otherwise the server wants another version: restarting in it (incompatible
-        // version negotiation, RFC 9368 §2.2) is not implemented, so the attempt ends.
         let original = self.shared.version.original.to_be_bytes();
-        let offers_ours = versions.chunks_exact(4).any(|v| v == original);
-        if !offers_ours {
-            tracing::debug!(
-                offered = ?crate::packet::header::negotiation_versions(versions).map(crate::packet::version::name).collect::<Vec<_>>(),
-                "version negotiation: the server does not speak our version"
-            );
-            self.host().enter_draining(now, ConnectionError::VersionMismatch);
-            self.set_drained(None);
+        if versions.chunks_exact(4).any(|v| v == original) {
+            return;
         }
+        let offered: Vec<u32> = crate::packet::header::negotiation_versions(versions).collect();
+        // RFC 9368 §2.2: the server wants another version; the client starts a new
+        // connection attempt in the version it prefers among those listed, if any
+        // ([`Connection::take_version_restart`]: the endpoint does it). This one ends.
+        let choice = super::version::incompatible_choice(&self.shared.config, &offered);
+        tracing::debug!(
+            offered = ?offered.iter().map(|v| crate::packet::version::name(*v)).collect::<Vec<_>>(),
+            restart_in = ?choice.map(crate::packet::version::name),
+            "version negotiation: the server does not speak our version"
+        );
+        self.shared.version.restart_in = choice;
+        self.host().enter_draining(now, ConnectionError::VersionMismatch);
+        self.set_drained(None);
     }
 }
 

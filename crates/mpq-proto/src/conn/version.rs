@@ -64,6 +64,14 @@ pub fn server_choice(original: u32, client: Option<&VersionInformation>, config:
     choice.unwrap_or(original)
 }
 
+/// The version a client starts a new connection attempt in after a Version Negotiation
+/// packet listing `offered` (incompatible version negotiation, RFC 9368 §2.2, RFC 9000
+/// §6.2): its most preferred configured version the server lists. `None`: no version in
+/// common, the attempt ends.
+pub fn incompatible_choice(config: &TransportConfig, offered: &[u32]) -> Option<u32> {
+    config.versions.iter().copied().find(|v| offered.contains(v))
+}
+
 /// The version state of one connection.
 pub(crate) struct VersionState {
     /// The version of the client's first Initial ("original version", RFC 9368 §1.2).
@@ -76,12 +84,19 @@ pub(crate) struct VersionState {
     /// Server that switched: the Initial keys of the original version, to read the client's
     /// first flight, which was protected with them.
     pub original_initial_keys: Option<Keys>,
+    /// Client: this attempt began after a Version Negotiation packet ended one in this
+    /// version (RFC 9368 §2.2); the server's version_information must confirm the choice
+    /// (§4), and no second Version Negotiation packet is acted on (RFC 9000 §6.2).
+    pub negotiated_from: Option<u32>,
+    /// Client: a Version Negotiation packet ended the attempt; the endpoint starts a new one
+    /// in this version ([`Connection::take_version_restart`]).
+    pub restart_in: Option<u32>,
 }
 
 impl VersionState {
     /// A connection whose client started in `original` and that now uses `current`.
     pub fn new(original: u32, current: u32) -> Self {
-        Self { original, current, settled: false, original_initial_keys: None }
+        Self { original, current, settled: false, original_initial_keys: None, negotiated_from: None, restart_in: None }
     }
 }
 
@@ -161,6 +176,28 @@ impl ConnShared {
             (Side::Client, Some(info)) if info.chosen != v.current => {
                 Err(TransportError::version_negotiation("server's chosen version is not the version in use"))
             }
+            // RFC 9368 §4: after incompatible version negotiation the client checks that it
+            // "would have selected the same version if it had received a Version Negotiation
+            // packet listing the server's Available Versions plus the negotiated version":
+            // else the Version Negotiation packet was forged to force a worse version. "In
+            // particular, if ... the server's Available Versions field is empty, the client
+            // MUST close the connection."
+            (Side::Client, Some(info))
+                if v.negotiated_from.is_some()
+                    && (info.available.is_empty()
+                        || incompatible_choice(&self.config, &[info.available.as_slice(), &[v.current]].concat())
+                            != Some(v.current)) =>
+            {
+                Err(TransportError::version_negotiation(
+                    "the server's versions contradict its Version Negotiation packet",
+                ))
+            }
+            // "If a client has reacted to a Version Negotiation packet and the server's
+            // Version Information was missing, the client MUST close the connection with a
+            // version negotiation error" (a server without RFC 9368 cannot confirm it).
+            (Side::Client, None) if v.negotiated_from.is_some() => Err(TransportError::version_negotiation(
+                "no version_information to confirm the Version Negotiation packet",
+            )),
             // RFC 9368 §4: servers validate that the client's Chosen Version matches the
             // version of the client's first flight (the long header that carried it).
             (Side::Server, Some(info)) if info.chosen != v.original => {
@@ -182,6 +219,29 @@ impl ConnShared {
 }
 
 impl Connection {
+    /// Client: the version a Version Negotiation packet asked this ended attempt to start
+    /// again in (RFC 9368 §2.2), once; the endpoint replaces the connection with a new
+    /// attempt under the same handle.
+    pub(crate) fn take_version_restart(&mut self) -> Option<u32> {
+        self.shared.version.restart_in.take()
+    }
+
+    /// Client: this attempt follows one in version `from` that a Version Negotiation packet
+    /// ended (checked against the server's version_information, RFC 9368 §4).
+    pub(crate) fn set_negotiated_from(&mut self, from: u32) {
+        self.shared.version.negotiated_from = Some(from);
+    }
+
+    /// The version of this attempt's first Initial (RFC 9368's original version).
+    pub(crate) fn version_original(&self) -> u32 {
+        self.shared.version.original
+    }
+
+    /// The qlog sink, taken away (to follow the connection into its next attempt).
+    pub(crate) fn take_qlog(&mut self) -> Option<Box<dyn crate::qlog::QlogSink>> {
+        self.shared.qlog.take()
+    }
+
     /// Whether a long header packet of `parsed.version` belongs to this connection now.
     pub(crate) fn packet_version(&self, parsed: &ParsedPacket) -> VersionFit {
         let v = &self.shared.version;

@@ -24,6 +24,12 @@ impl Endpoint {
             return;
         }
         let (Some(dcid), Some(scid)) = (data.get(dcid), data.get(scid)) else { return };
+        let refused = data.get(1..5).map_or(0, |v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
+        tracing::debug!(
+            "Version Negotiation sent: {} refused, offering {:?}",
+            crate::packet::version::name(refused),
+            versions.iter().map(|v| crate::packet::version::name(*v)).collect::<Vec<_>>()
+        );
         let mut list = versions.to_vec();
         list.push(self.rng.random::<u32>() & 0xf0f0_f0f0 | 0x0a0a_0a0a);
         let mut out = Vec::new();
