@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::tests::{client, run_upload, server_error, transport_code, Upload};
+use super::tests::{client, confirm_handshake, run_upload, server_error, transport_code, Upload};
 use super::*;
 use crate::error::TransportErrorCode;
 use crate::frame::Frame;
@@ -314,6 +314,25 @@ fn key_updates_wait_three_ptos_on_both_sides() {
         }
     }
     assert!(local_updates >= 3, "{local_updates} key updates: {logs:?}");
+}
+
+/// The wait of RFC 10069 §2.5 follows an update: the first one (out of the handshake's
+/// phase) starts as soon as it is due, well within three PTOs of the handshake (a fast
+/// transfer of a megabyte ended before multipath connections made any update at all).
+#[test]
+fn the_first_key_update_does_not_wait_three_ptos() {
+    let cfg = TransportConfig { key_update_interval: 16, ..slow_upload_config() };
+    let mut pair = Pair::new(cfg);
+    let log = std::sync::Arc::default();
+    client(&mut pair).set_qlog(Box::new(SharedLog(std::sync::Arc::clone(&log))));
+    assert!(confirm_handshake(&mut pair));
+    assert!(client(&mut pair).shared.mp.enabled, "multipath negotiated");
+    let confirmed = pair.now;
+    run_upload(&mut pair, 300_000, Duration::from_secs(30));
+    let log = log.lock().expect("log");
+    let first = log.iter().find(|(_, t)| t == "local_update").expect("the client updated its keys");
+    // Three PTOs are above three round trips (60 ms here); the first update comes sooner.
+    assert!(first.0 - confirmed < 3 * 2 * pair.latency, "first update {:?} after confirmation", first.0 - confirmed);
 }
 
 #[test]

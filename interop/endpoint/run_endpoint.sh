@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# mpq as an endpoint of the QUIC interop runner (https://github.com/quic-interop/quic-interop-runner):
+# the runner starts this script in the client and the server container with
+#   ROLE       client | server
+#   TESTCASE   the test case (handshake, transfer, retry, ...); one mpq does not support exits 127
+#   REQUESTS   client: the URLs to download, separated by spaces
+#   SSLKEYLOGFILE, QLOGDIR   where to write TLS secrets and qlog files (optional)
+# and mounts /www (files to serve), /downloads (where the client stores them) and /certs
+# (cert.pem, priv.key). Outside Docker (interop/test_endpoint_contract.py) the same script runs
+# with these overridable: MPQ (the binary), WWW, DOWNLOADS, CERTS, PORT (server, default 443).
+# The client exits 0 once every file is downloaded, 1 on an error.
+set -u
+
+MPQ=${MPQ:-mpq}
+WWW=${WWW:-/www}
+DOWNLOADS=${DOWNLOADS:-/downloads}
+CERTS=${CERTS:-/certs}
+PORT=${PORT:-443}
+ROLE=${ROLE:-}
+TESTCASE=${TESTCASE:-}
+
+# The network simulator's endpoint image sets up routes in /setup.sh; the client waits for the
+# simulator to be up (both exist only in the runner's containers).
+[ -x /setup.sh ] && /setup.sh
+
+unsupported() {
+    echo "run_endpoint: test case '$TESTCASE' is not supported by mpq as $ROLE" >&2
+    exit 127
+}
+
+common=()
+[ -n "${SSLKEYLOGFILE:-}" ] && common+=(--keylog "$SSLKEYLOGFILE")
+[ -n "${QLOGDIR:-}" ] && common+=(--qlog-dir "$QLOGDIR")
+
+case "$ROLE" in
+server)
+    args=(server --listen "[::]:$PORT" --root "$WWW" --cert "$CERTS/cert.pem" --key "$CERTS/priv.key" -v)
+    case "$TESTCASE" in
+        # Test cases the server serves plainly (the runner's names and the names of the cases
+        # that pass one of these, e.g. handshakeloss -> multiconnect, goodput -> transfer).
+        handshake | transfer | multiplexing | longrtt | multiconnect | blackhole | keyupdate | ecn \
+            | amplificationlimit | handshakeloss | transferloss | handshakecorruption \
+            | transfercorruption | ipv6 | goodput | crosstraffic | rebind-port | rebind-addr \
+            | resumption | zerortt) ;;
+        retry) args+=(--retry always) ;;
+        chacha20) args+=(--cipher chacha20) ;;
+        # Compatible version negotiation: the client starts in v1 and offers v2; the server
+        # prefers v2 and moves the connection to it (RFC 9368 §2.3).
+        v2) args+=(--versions v2,v1) ;;
+        # http3: mpq serves HTTP/0.9 only; connectionmigration: no preferred_address yet.
+        *) unsupported ;;
+    esac
+    exec "$MPQ" "${args[@]}" "${common[@]}"
+    ;;
+client)
+    [ -x /wait-for-it.sh ] && /wait-for-it.sh sim:57832 -s -t 30
+    read -r -a urls <<<"${REQUESTS:-}"
+    if [ "${#urls[@]}" -eq 0 ]; then
+        echo "run_endpoint: REQUESTS names no URL to download" >&2
+        exit 1
+    fi
+    args=(client --output "$DOWNLOADS" --timeout 120)
+    if [ -f "$CERTS/ca.pem" ]; then
+        args+=(--ca "$CERTS/ca.pem")
+    else
+        # The runner gives the client no CA: like the other implementations, do not verify.
+        args+=(--insecure)
+    fi
+    case "$TESTCASE" in
+        handshake | transfer | multiplexing | longrtt | blackhole | ecn | amplificationlimit \
+            | transferloss | transfercorruption | ipv6 | goodput | crosstraffic | rebind-port \
+            | rebind-addr) ;;
+        retry) args+=(-v) ;;
+        chacha20) args+=(--cipher chacha20 -v) ;;
+        # A key update early in the connection (within the first MB; a downloading client
+        # sends a packet for every ~30 it receives, so it counts few).
+        keyupdate) args+=(--key-update-every 16) ;;
+        resumption) args+=(--resume -v) ;;
+        zerortt) args+=(--0rtt -v) ;;
+        # Start in v1, offer and prefer v2 (the server moves the connection to v2).
+        v2) args+=(--versions v2,v1 -v) ;;
+        # One connection per file, one after the other.
+        multiconnect | handshakeloss | handshakecorruption)
+            for u in "${urls[@]}"; do
+                "$MPQ" "${args[@]}" "${common[@]}" "$u" || exit 1
+            done
+            exit 0
+            ;;
+        *) unsupported ;;
+    esac
+    "$MPQ" "${args[@]}" "${common[@]}" "${urls[@]}" || exit 1
+    exit 0
+    ;;
+*)
+    echo "run_endpoint: ROLE must be client or server (got '$ROLE')" >&2
+    exit 1
+    ;;
+esac

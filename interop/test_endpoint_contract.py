@@ -1,0 +1,208 @@
+"""mpq through the QUIC interop runner's endpoint contract, without Docker (issue F item 8).
+
+`interop/endpoint/run_endpoint.sh` is what the runner's containers run: it reads ROLE,
+TESTCASE, REQUESTS, SSLKEYLOGFILE and QLOGDIR and serves /www, downloads into /downloads and
+takes /certs (here WWW, DOWNLOADS, CERTS and PORT point it at temporary directories). Each
+case starts the server and the client as the runner would, with mpq on either side through
+that script and aioquic or quic-go on the other through the suite's own commands, and checks
+what the runner checks that can be seen without its packet captures: the files arrive whole,
+and the logs show the case's feature (a Retry, a resumed session, 0-RTT, v2, ChaCha20, a key
+update, one connection per file). A case mpq does not support must exit 127 on both roles.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from resumption import RESUME_ARGS, check_resumption
+from test_interop import (  # noqa: F401 (fixtures are found by name)
+    FILES,
+    VERSION_ARGS,
+    Case,
+    _client_cmd,
+    _server_cmd,
+    find_mpq,
+    free_udp_port,
+    logdir,
+    require,
+    run_client,
+    sha256,
+    start_server,
+    tail,
+    tls_files,
+    www,
+)
+
+HERE = Path(__file__).resolve().parent
+RUN_ENDPOINT = HERE / "endpoint" / "run_endpoint.sh"
+
+
+@dataclass(frozen=True)
+class Contract:
+    testcase: str
+    files: tuple[str, ...]
+    timeout: float = 30.0
+    ipv6: bool = False
+    # Pairs other than mpq -> mpq (client, server); the peer side runs the suite's command
+    # with the mode's flags.
+    peers: tuple[tuple[str, str], ...] = ()
+
+
+PEERS = (("mpq", "aioquic"), ("aioquic", "mpq"), ("mpq", "quicgo"), ("quicgo", "mpq"))
+
+CONTRACTS = [
+    Contract("handshake", ("small.bin",), peers=PEERS),
+    Contract("transfer", ("small.bin", "1mb.bin", "10mb.bin"), 60.0, peers=PEERS),
+    Contract("multiconnect", ("small.bin", "1mb.bin")),
+    Contract("chacha20", ("small.bin", "1mb.bin")),
+    Contract("retry", ("small.bin",), peers=PEERS),
+    Contract("keyupdate", ("1mb.bin",)),
+    Contract("resumption", ("small.bin", "1mb.bin"), peers=PEERS),
+    Contract("zerortt", ("small.bin", "1mb.bin"), peers=(("mpq", "aioquic"), ("aioquic", "mpq"))),
+    Contract("v2", ("small.bin",), peers=(("mpq", "aioquic"), ("aioquic", "mpq"))),
+    Contract("ipv6", ("small.bin", "1mb.bin"), ipv6=True),
+]
+# Cases mpq does not support (yet): both roles exit 127, as the runner requires.
+UNSUPPORTED = ["http3", "connectionmigration", "no-such-testcase"]
+
+
+def _params():
+    for c in CONTRACTS:
+        for client, server in (("mpq", "mpq"),) + c.peers:
+            yield pytest.param(c, client, server, id=f"{c.testcase}-{client}-{server}")
+
+
+def endpoint_env(role: str, testcase: str, tmp: Path, tls: dict[str, Path], port: int, logdir: Path) -> dict[str, str]:
+    """The runner's environment for run_endpoint.sh, pointed at this test's directories."""
+    certs = tmp / f"certs-{role}"
+    certs.mkdir(exist_ok=True)
+    if role == "server":
+        (certs / "cert.pem").write_bytes(tls["cert"].read_bytes())
+        (certs / "priv.key").write_bytes(tls["key"].read_bytes())
+    else:
+        # The runner gives the client no CA (it then does not verify); here it gets one.
+        (certs / "ca.pem").write_bytes(tls["ca"].read_bytes())
+    env = dict(os.environ)
+    env.pop("SSLKEYLOGFILE", None)
+    env.update(
+        MPQ=str(find_mpq()),
+        ROLE=role,
+        TESTCASE=testcase,
+        CERTS=str(certs),
+        PORT=str(port),
+        SSLKEYLOGFILE=str(logdir / f"{role}.keylog"),
+        QLOGDIR=str(logdir / f"{role}-qlog"),
+        QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING="1",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def peer_mode(testcase: str) -> tuple[bool, str | None, str | None]:
+    """(retry, versions mode, resume mode) of the suite's peer commands for a test case."""
+    return (
+        testcase == "retry",
+        "upgrade" if testcase == "v2" else None,
+        testcase if testcase in ("resumption", "zerortt") else None,
+    )
+
+
+@pytest.mark.mpq
+@pytest.mark.parametrize("contract,client,server", list(_params()))
+def test_endpoint_contract(contract, client, server, tls_files, www, free_udp_port, logdir, start_server, tmp_path):
+    require("mpq", "client")
+    require("mpq", "server")
+    require(server, "server")
+    require(client, "client")
+    root, digests = www
+    out = tmp_path / "downloads"
+    out.mkdir()
+    retry, versions, resume = peer_mode(contract.testcase)
+
+    if server == "mpq":
+        env = endpoint_env("server", contract.testcase, tmp_path, tls_files, free_udp_port, logdir)
+        env["WWW"] = str(root)
+        srv = start_server(["bash", str(RUN_ENDPOINT)], env)
+    else:
+        cmd = _server_cmd(server, free_udp_port, root, tls_files, logdir, retry)
+        cmd += VERSION_ARGS[(server, "server", versions)] if versions else []
+        if resume and server == "quicgo" and resume == "zerortt":
+            cmd += ["-0rtt"]
+        env = dict(os.environ, QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING="1", PYTHONUNBUFFERED="1")
+        srv = start_server(cmd, env)
+    port = srv.wait_listening()
+    host = "[::1]" if contract.ipv6 else "127.0.0.1"
+    urls = [f"https://{host}:{port}/{name}" for name in contract.files]
+
+    if client == "mpq":
+        env = endpoint_env("client", contract.testcase, tmp_path, tls_files, port, logdir)
+        env.update(DOWNLOADS=str(out), REQUESTS=" ".join(urls))
+        cmd = ["bash", str(RUN_ENDPOINT)]
+    else:
+        case = Case(contract.testcase, contract.files, contract.timeout, retry=retry, versions=versions, resume=resume)
+        cmd = _client_cmd(client, urls, out, tls_files, case)
+        if resume:
+            cmd = cmd[:2] + RESUME_ARGS[(client, resume)] + cmd[2:] if client != "aioquic" else cmd + RESUME_ARGS[(client, resume)]
+        if versions:
+            extra = VERSION_ARGS[(client, "client", versions)]
+            cmd = cmd[:2] + extra + cmd[2:] if client != "aioquic" else cmd + extra
+        env = dict(os.environ, SSLKEYLOGFILE=str(logdir / "client.keylog"), QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING="1")
+    rc, client_log = run_client(cmd, logdir, env, contract.timeout)
+    context = f"\n$ {' '.join(cmd)}\n--- client output (tail) ---\n{tail(client_log)}\n{srv.describe()}"
+
+    assert rc is not None, f"client timed out after {contract.timeout}s{context}"
+    assert rc == 0, f"client exited with {rc}{context}"
+    for name in contract.files:
+        got = out / name
+        assert got.is_file() and got.stat().st_size == FILES[name][0], f"{name} missing or cut short{context}"
+        assert sha256(got) == digests[name], f"{name}: SHA-256 mismatch{context}"
+    assert srv.alive(), f"server exited during the test{context}"
+    check_feature(contract, client, server, client_log, srv, logdir, context)
+
+
+def check_feature(contract: Contract, client: str, server: str, client_log: str, srv, logdir: Path, context: str) -> None:
+    """What the case is about, as the mpq side's log or qlog shows it."""
+    t = contract.testcase
+    server_log = lambda: srv.stderr() + srv.stdout_path.read_text(errors="replace")  # noqa: E731
+    if t == "handshake" and server == "mpq":
+        assert "Retry sent" not in server_log(), f"the server sent a Retry in the handshake case{context}"
+    if t == "retry":
+        if client == "mpq":
+            assert "Retry received" in client_log, f"mpq client saw no Retry{context}"
+        if server == "mpq":
+            srv.wait_stderr(re.compile("Retry sent"), 5.0, "Retry sent")
+    if t == "multiconnect":
+        # One connection per file: as many full handshakes on the server.
+        srv.wait_stderr(re.compile(r"(?s)(server handshake complete.*){%d}" % len(contract.files)), 5.0, "a handshake per file")
+    if t == "chacha20":
+        assert "CHACHA20" in client_log, f"client did not use ChaCha20{context}"
+        srv.wait_stderr(re.compile("server handshake complete: .*CHACHA20"), 5.0, "a ChaCha20 handshake")
+    if t == "keyupdate":
+        qlogs = list((logdir / "client-qlog").glob("*"))
+        assert any('"trigger":"local_update"' in q.read_text().replace(" ", "") for q in qlogs), (
+            f"mpq client's qlog shows no key update it initiated{context}"
+        )
+    if t in ("resumption", "zerortt"):
+        check_resumption(t, client, server, client_log, srv, logdir, context)
+    if t == "v2":
+        for impl, log in ((client, client_log), (server, None)):
+            if impl == "mpq":
+                if log is None:
+                    srv.wait_stderr(re.compile(r"handshake complete: QUIC v2"), 5.0, "a v2 handshake")
+                else:
+                    assert "handshake complete: QUIC v2" in log, f"mpq client did not end in v2{context}"
+
+
+@pytest.mark.mpq
+@pytest.mark.parametrize("testcase", UNSUPPORTED)
+@pytest.mark.parametrize("role", ["client", "server"])
+def test_unsupported_testcase_exits_127(testcase, role, tls_files, tmp_path, logdir):
+    require("mpq", role)
+    env = endpoint_env(role, testcase, tmp_path, tls_files, 4433, logdir)
+    env.update(REQUESTS="https://127.0.0.1:4433/small.bin", DOWNLOADS=str(tmp_path), WWW=str(tmp_path))
+    rc, log = run_client(["bash", str(RUN_ENDPOINT)], logdir, env, 10.0)
+    assert rc == 127, f"{role} for {testcase}: exit {rc}, not 127\n{log}"
