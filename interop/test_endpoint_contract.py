@@ -11,8 +11,10 @@ update, one connection per file). A case mpq does not support must exit 127 on b
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import pytest
 from resumption import RESUME_ARGS, check_resumption
 from test_interop import (  # noqa: F401 (fixtures are found by name)
     FILES,
+    Server,
     VERSION_ARGS,
     Case,
     _client_cmd,
@@ -47,6 +50,10 @@ class Contract:
     files: tuple[str, ...]
     timeout: float = 30.0
     ipv6: bool = False
+    # The impairment relay's arguments (interop/relay.py) between client and server, and
+    # which of its counters must be positive afterwards.
+    relay: tuple[str, ...] = ()
+    relay_check: str = ""
     # Pairs other than mpq -> mpq (client, server); the peer side runs the suite's command
     # with the mode's flags.
     peers: tuple[tuple[str, str], ...] = ()
@@ -57,7 +64,7 @@ PEERS = (("mpq", "aioquic"), ("aioquic", "mpq"), ("mpq", "quicgo"), ("quicgo", "
 CONTRACTS = [
     Contract("handshake", ("small.bin",), peers=PEERS),
     Contract("transfer", ("small.bin", "1mb.bin", "10mb.bin"), 60.0, peers=PEERS),
-    Contract("multiconnect", ("small.bin", "1mb.bin")),
+    Contract("multiconnect", ("small.bin", "small2.bin", "small3.bin")),
     Contract("chacha20", ("small.bin", "1mb.bin")),
     Contract("retry", ("small.bin",), peers=PEERS),
     Contract("keyupdate", ("1mb.bin",)),
@@ -65,6 +72,14 @@ CONTRACTS = [
     Contract("zerortt", ("small.bin", "1mb.bin"), peers=(("mpq", "aioquic"), ("aioquic", "mpq"))),
     Contract("v2", ("small.bin",), peers=(("mpq", "aioquic"), ("aioquic", "mpq"))),
     Contract("ipv6", ("small.bin", "1mb.bin"), ipv6=True),
+    # The runner's network cases, with interop/relay.py in place of its simulator.
+    Contract("transferloss", ("small.bin", "1mb.bin"), 60.0, relay=("--loss", "0.02"), relay_check="dropped", peers=PEERS),
+    Contract("handshakeloss", ("small.bin", "small2.bin", "small3.bin"), 90.0, relay=("--loss", "0.3"), relay_check="dropped"),
+    Contract("transfercorruption", ("small.bin", "1mb.bin"), 60.0, relay=("--corrupt", "0.02"), relay_check="corrupted"),
+    Contract("handshakecorruption", ("small.bin", "small2.bin", "small3.bin"), 90.0, relay=("--corrupt", "0.3"), relay_check="corrupted"),
+    Contract("blackhole", ("10mb.bin",), 60.0, relay=("--blackhole", "0.2:1.2"), relay_check="dropped"),
+    Contract("rebind-port", ("10mb.bin",), 60.0, relay=("--rebind-port-every", "0.2"), relay_check="rebinds", peers=PEERS),
+    Contract("rebind-addr", ("10mb.bin",), 60.0, relay=("--rebind-addr-after", "0.2"), relay_check="rebinds"),
 ]
 # Cases mpq does not support (yet): both roles exit 127, as the runner requires.
 UNSUPPORTED = ["http3", "connectionmigration", "no-such-testcase"]
@@ -74,6 +89,13 @@ def _params():
     for c in CONTRACTS:
         for client, server in (("mpq", "mpq"),) + c.peers:
             yield pytest.param(c, client, server, id=f"{c.testcase}-{client}-{server}")
+
+
+def start_relay(cmd: list[str], logdir: Path) -> Server:
+    """The impairment relay as a process watched like a server (its own log files)."""
+    relay_dir = logdir / "relay"
+    relay_dir.mkdir(exist_ok=True)
+    return Server(cmd, relay_dir, dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
 def endpoint_env(role: str, testcase: str, tmp: Path, tls: dict[str, Path], port: int, logdir: Path) -> dict[str, str]:
@@ -113,7 +135,9 @@ def peer_mode(testcase: str) -> tuple[bool, str | None, str | None]:
 
 @pytest.mark.mpq
 @pytest.mark.parametrize("contract,client,server", list(_params()))
-def test_endpoint_contract(contract, client, server, tls_files, www, free_udp_port, logdir, start_server, tmp_path):
+def test_endpoint_contract(
+    contract, client, server, tls_files, www, free_udp_port, logdir, start_server, tmp_path, request
+):
     require("mpq", "client")
     require("mpq", "server")
     require(server, "server")
@@ -135,6 +159,12 @@ def test_endpoint_contract(contract, client, server, tls_files, www, free_udp_po
         env = dict(os.environ, QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING="1", PYTHONUNBUFFERED="1")
         srv = start_server(cmd, env)
     port = srv.wait_listening()
+    relay = None
+    if contract.relay:
+        relay_cmd = [sys.executable, str(HERE / "relay.py"), "--server", f"127.0.0.1:{port}", *contract.relay]
+        relay = start_relay(relay_cmd, logdir)
+        request.addfinalizer(relay.stop)
+        port = relay.wait_listening()
     host = "[::1]" if contract.ipv6 else "127.0.0.1"
     urls = [f"https://{host}:{port}/{name}" for name in contract.files]
 
@@ -162,6 +192,12 @@ def test_endpoint_contract(contract, client, server, tls_files, www, free_udp_po
         assert sha256(got) == digests[name], f"{name}: SHA-256 mismatch{context}"
     assert srv.alive(), f"server exited during the test{context}"
     check_feature(contract, client, server, client_log, srv, logdir, context)
+    if relay is not None:
+        # The impairment really happened (the relay prints its counters when stopped).
+        relay.stop()
+        lines = relay.stdout_path.read_text().splitlines()
+        stats = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
+        assert stats.get(contract.relay_check, 0) > 0, f"the relay did not impair ({stats}){context}"
 
 
 def check_feature(contract: Contract, client: str, server: str, client_log: str, srv, logdir: Path, context: str) -> None:

@@ -55,6 +55,9 @@ FILES = {
     "1mb.bin": (1024 * 1024, 2),
     "10mb.bin": (10 * 1024 * 1024, 3),
     "50mb.bin": (50 * 1024 * 1024, 4),
+    # More small files, for cases with one connection per file.
+    "small2.bin": (4 * 1024, 5),
+    "small3.bin": (4 * 1024, 6),
 }
 
 # aioquic client: request a key update every this many received bytes.
