@@ -14,9 +14,17 @@ export INTEROP_REQUIRE_PEERS="${INTEROP_REQUIRE_PEERS:-1}"
 
 cd "$HERE"
 start=$(date +%s)
-"$HERE/.venv/bin/python" -m pytest -c "$HERE/pytest.ini" "$@"
+# The JUnit report feeds the interop matrix printed at the end (matrix.py; INTEROP_REPORT
+# keeps it where you say).
+report="${INTEROP_REPORT:-$(mktemp -t interop-report.XXXXXX.xml)}"
+"$HERE/.venv/bin/python" -m pytest -c "$HERE/pytest.ini" --junitxml "$report" "$@"
 rc=$?
 echo "[interop/run] pytest exit code $rc after $(( $(date +%s) - start ))s" >&2
+if [ -s "$report" ]; then
+    echo "[interop/run] interop matrix (client -> server):" >&2
+    "$HERE/.venv/bin/python" "$HERE/matrix.py" "$report" >&2 || true
+fi
+[ -z "${INTEROP_REPORT:-}" ] && rm -f "$report"
 if [ "$rc" -eq 5 ]; then
     echo "[interop/run] no tests collected: treating as success" >&2
     rc=0
