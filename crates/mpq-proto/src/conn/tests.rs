@@ -390,6 +390,20 @@ pub(super) fn server_error(pair: &mut Pair) -> Option<ConnectionError> {
     err
 }
 
+/// Runs until the client's connection ends or `limit` passes; returns why it ended.
+pub(super) fn client_error(pair: &mut Pair, limit: Duration) -> Option<ConnectionError> {
+    let mut err = None;
+    pair.run_until(limit, |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            if let Event::ConnectionLost(e) = e {
+                err = Some(e);
+            }
+        }
+        err.is_some()
+    });
+    err
+}
+
 pub(super) fn transport_code(e: Option<ConnectionError>) -> u64 {
     match e {
         Some(ConnectionError::TransportError(t)) => t.code.0,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::tests::{client, run_upload};
+use super::tests::{client, client_error, run_upload};
 use super::*;
 use crate::error::TransportErrorCode;
 use crate::testing::Pair;
@@ -116,16 +116,7 @@ fn server_does_not_upgrade_a_client_that_does_not_offer_v2() {
 #[test]
 fn v2_only_server_answers_a_v1_only_client_with_version_negotiation() {
     let mut pair = Pair::asymmetric(client_cfg(VERSION_1, &[VERSION_1]), server_cfg(&[VERSION_2], false));
-    let mut lost = None;
-    pair.run_until(Duration::from_secs(2), |p| {
-        while let Some((_, e)) = p.client.poll_event() {
-            if let Event::ConnectionLost(e) = e {
-                lost = Some(e);
-            }
-        }
-        lost.is_some()
-    });
-    assert_eq!(lost, Some(ConnectionError::VersionMismatch));
+    assert_eq!(client_error(&mut pair, Duration::from_secs(2)), Some(ConnectionError::VersionMismatch));
     assert_eq!(server_conns(&pair).count(), 0, "no state for a refused version");
 }
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::tests::{client, run_upload};
+use super::tests::{client, client_error, run_upload};
 use super::*;
 use crate::error::TransportErrorCode;
 use crate::testing::Pair;
@@ -58,16 +58,7 @@ fn no_version_in_common_still_ends_the_attempt() {
     let client = TransportConfig { initial_version: VERSION_2, versions: vec![VERSION_2], ..Default::default() };
     let server = TransportConfig { versions: vec![VERSION_1], ..Default::default() };
     let mut pair = Pair::asymmetric(client, server);
-    let mut lost = None;
-    pair.run_until(Duration::from_secs(2), |p| {
-        while let Some((_, e)) = p.client.poll_event() {
-            if let Event::ConnectionLost(e) = e {
-                lost = Some(e);
-            }
-        }
-        lost.is_some()
-    });
-    assert_eq!(lost, Some(ConnectionError::VersionMismatch));
+    assert_eq!(client_error(&mut pair, Duration::from_secs(2)), Some(ConnectionError::VersionMismatch));
 }
 
 #[test]
