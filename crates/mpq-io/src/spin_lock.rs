@@ -27,6 +27,10 @@ const LOOKS_PER_CLOCK: u32 = 16;
 /// [`Mutex::lock`]: an error if a thread panicked holding it.
 #[allow(clippy::disallowed_methods)] // a runtime's own wait, in real time
 pub fn lock_spinning<T>(m: &Mutex<T>, budget: Duration) -> LockResult<MutexGuard<'_, T>> {
+    if budget.is_zero() {
+        // No spinning at all (a round of looks is tens of microseconds of `pause`).
+        return m.lock();
+    }
     let mut start: Option<Instant> = None;
     loop {
         for _ in 0..LOOKS_PER_CLOCK {
