@@ -80,6 +80,8 @@ class Case:
     # v2 by compatible version negotiation (RFC 9368); "vn" the client starts in v2, the
     # v1-only server refuses it (incompatible version negotiation). None: the defaults (v1).
     versions: str | None = None
+    # mpq's client migrates to a second local address mid-transfer (--migrate-after-ms).
+    migrate: bool = False
     # "resumption": the client fetches the first file in a first connection and the others
     # in a second one that resumes its TLS session; "zerortt": the same, with the second
     # connection's requests in 0-RTT (RFC 9001 §4.6). None: one connection.
@@ -129,6 +131,10 @@ CASES = [
         versions="vn",
         pairs=(("mpq", "aioquic"), ("aioquic", "mpq"), ("quicgo", "mpq")),
     ),
+    # Active connection migration (RFC 9000 §9): mpq's client moves its one path from
+    # 127.0.0.1 to 127.0.0.2 mid-transfer with a new connection ID; the server validates the
+    # new address and sends there. (The peers' clients here have no migration option.)
+    Case("migration", ("10mb.bin",), 40.0, migrate=True, pairs=(("mpq", "aioquic"), ("mpq", "quicgo"))),
     Case("resumption", ("small.bin", "1mb.bin"), 30.0, resume="resumption", pairs=RESUME_PAIRS),
     Case("zerortt", ("small.bin", "1mb.bin"), 30.0, resume="zerortt", pairs=RESUME_PAIRS),
 ]
@@ -362,6 +368,8 @@ def _client_cmd(impl: str, urls: list[str], out: Path, tls: dict[str, Path], cas
             cmd += ["-v"]  # logs "Retry received", checked below
         if case.key_update:
             cmd += ["--key-update-every", str(MPQ_KEY_UPDATE_PACKETS)]
+        if case.migrate:
+            cmd += ["--no-multipath", "--local", "127.0.0.1:0", "--local", "127.0.0.2:0", "--migrate-after-ms", "20", "-v"]
         return cmd
     raise ValueError(impl)
 
@@ -647,6 +655,11 @@ def test_interop(case: Case, client: str, server: str, tls_files, www, free_udp_
 
     if case.resume:
         check_resumption(case.resume, client, server, client_log, srv, logdir, context)
+
+    if case.migrate:
+        # The client moved, and the server followed: datagrams arrived at the new address.
+        assert "migrated to 127.0.0.2" in client_log, f"mpq client did not migrate{context}"
+        assert "migration followed" in client_log, f"the server kept sending to the old address{context}"
 
     print(f"{case.name} {client}->{server}: {elapsed:.2f}s")
 

@@ -180,6 +180,11 @@ pub struct PathArgs {
     /// was validated, and do not reopen them (tests handover to path 0).
     #[arg(long, value_name = "MS")]
     pub abandon_after_ms: Option<u64>,
+    /// Migrate the connection (RFC 9000 §9) this many milliseconds after the handshake is
+    /// confirmed: its one path moves to the second --local address, with a new connection
+    /// ID. For connections without multipath (--no-multipath, or a server without it).
+    #[arg(long, value_name = "MS")]
+    pub migrate_after_ms: Option<u64>,
 }
 
 /// `mpq server`.

@@ -324,6 +324,9 @@ pub fn run<A: App + Send + 'static>(
     run_on(sockets, endpoint, app, common)
 }
 
+/// How long a migration waiting for a spare connection ID from the server waits to try again.
+const MIGRATE_RETRY: Duration = Duration::from_millis(50);
+
 /// A client's multipath side: the path manager fed with the connection's path events.
 pub struct ClientPaths {
     manager: PathManager,
@@ -334,8 +337,14 @@ pub struct ClientPaths {
     abandoned: bool,
     /// Paths abandoned as asked (PATH_ABANDON queued).
     abandoned_ids: Vec<u64>,
-    /// Why an abandonment asked for on the command line failed.
+    /// Why an abandonment or a migration asked for on the command line failed.
     error: Option<String>,
+    /// `--migrate-after-ms`: when, after the handshake is confirmed, and to which local
+    /// address (the second bound one) the connection migrates.
+    migrate_after: Option<Duration>,
+    migrate_at: Option<Instant>,
+    migrate_to: Option<SocketAddr>,
+    migrated: bool,
 }
 
 impl ClientPaths {
@@ -354,6 +363,10 @@ impl ClientPaths {
             reopen_backoff: Duration::from_millis(500),
             status: if args.backup_paths { PathStatus::Backup } else { PathStatus::Available },
         };
+        let migrate_to = bound.get(1).copied();
+        if args.migrate_after_ms.is_some() && migrate_to.is_none() {
+            anyhow::bail!("--migrate-after-ms needs a second --local address to move to");
+        }
         Ok(Self {
             manager: PathManager::new(config),
             abandon_after: args.abandon_after_ms.map(Duration::from_millis),
@@ -361,11 +374,19 @@ impl ClientPaths {
             abandoned: false,
             abandoned_ids: Vec::new(),
             error: None,
+            migrate_after: args.migrate_after_ms.map(Duration::from_millis),
+            migrate_at: None,
+            migrate_to,
+            migrated: false,
         })
     }
 
-    /// Feeds a connection event (path events only matter).
+    /// Feeds a connection event (path events, and the handshake's confirmation for
+    /// `--migrate-after-ms`).
     pub fn on_event(&mut self, now: Instant, ev: &Event) {
+        if let (Event::HandshakeConfirmed, Some(after)) = (ev, self.migrate_after) {
+            self.migrate_at.get_or_insert(now + after);
+        }
         if let Event::Path(pe) = ev {
             tracing::info!(?pe, "path event");
             if let (Some(after), PathEvent::Validated { id }) = (self.abandon_after, pe) {
@@ -377,8 +398,9 @@ impl ClientPaths {
         }
     }
 
-    /// Opens the paths that are missing; abandons the extra ones when asked to.
+    /// Opens the paths that are missing; abandons the extra ones, or migrates, when asked to.
     pub fn poll(&mut self, now: Instant, ep: &mut Endpoint, h: ConnectionHandle) {
+        self.maybe_migrate(now, ep, h);
         if self.manager.pairs().len() < 2 {
             return;
         }
@@ -407,10 +429,32 @@ impl ClientPaths {
         self.manager.poll(now, c);
     }
 
-    /// When to poll again: a retry, or the scheduled abandonment.
+    /// `--migrate-after-ms`: moves the connection to the second local address once due
+    /// (again a little later while the server has issued no spare connection ID).
+    fn maybe_migrate(&mut self, now: Instant, ep: &mut Endpoint, h: ConnectionHandle) {
+        let (Some(at), Some(to)) = (self.migrate_at, self.migrate_to) else { return };
+        if self.migrated || now < at {
+            return;
+        }
+        let Some(c) = ep.connection_mut(h).filter(|c| !c.is_closed()) else { return };
+        match c.migrate(now, to) {
+            Ok(()) => {
+                self.migrated = true;
+                eprintln!("migrated to {to} (new connection ID; the server validates the address)");
+            }
+            Err(mpq_proto::conn::PathError::NoConnectionId) => self.migrate_at = Some(now + MIGRATE_RETRY),
+            Err(e) => {
+                self.migrated = true;
+                self.error.get_or_insert_with(|| format!("--migrate-after-ms: {e}"));
+            }
+        }
+    }
+
+    /// When to poll again: a retry, the scheduled abandonment or migration.
     pub fn timeout(&self) -> Option<Instant> {
         let abandon = self.abandon_at.filter(|_| !self.abandoned);
-        [self.manager.poll_timeout(), abandon].into_iter().flatten().min()
+        let migrate = self.migrate_at.filter(|_| !self.migrated);
+        [self.manager.poll_timeout(), abandon, migrate].into_iter().flatten().min()
     }
 
     /// Checks at the end of a run that what the command line asked for happened: an
@@ -421,6 +465,9 @@ impl ClientPaths {
         }
         if self.abandon_after.is_some() && self.abandoned_ids.is_empty() {
             eprintln!("warning: --abandon-after-ms: no path was abandoned (none opened, or the run ended first)");
+        }
+        if self.migrate_after.is_some() && !self.migrated {
+            eprintln!("warning: --migrate-after-ms: the connection did not migrate (the run ended first)");
         }
         Ok(())
     }

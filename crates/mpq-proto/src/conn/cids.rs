@@ -138,6 +138,22 @@ impl PeerCids {
         self.active.contains_key(&self.current) || !self.active.is_empty()
     }
 
+    /// Moves to an active ID other than the current one and retires the current one (RFC
+    /// 9000 §9.5: sending from a new local address needs an ID not used before). False when
+    /// the peer has issued no spare ID. With zero-length IDs there is nothing to change.
+    pub fn switch_to_unused(&mut self) -> bool {
+        if self.zero_len {
+            return true;
+        }
+        let old = self.current;
+        let Some(&next) = self.active.keys().find(|&&s| s != old) else { return false };
+        if self.active.remove(&old).is_some() {
+            self.to_retire.insert(old);
+        }
+        self.current = next;
+        true
+    }
+
     /// The ID to put in packets we send.
     pub fn current(&self) -> PeerCid {
         self.active
@@ -229,6 +245,22 @@ mod tests {
 
     fn cid(b: u8) -> ConnectionId {
         ConnectionId::new(&[b; 8])
+    }
+
+    #[test]
+    fn switching_to_an_unused_cid_retires_the_current_one() {
+        let mut p = PeerCids::new(cid(0), 4);
+        assert!(!p.switch_to_unused(), "no spare ID yet");
+        p.on_new_cid(1, 0, cid(1), [1; 16]).unwrap();
+        p.on_new_cid(2, 0, cid(2), [2; 16]).unwrap();
+        assert!(p.switch_to_unused());
+        assert_eq!(p.current().cid, cid(1));
+        assert_eq!(p.to_retire, BTreeSet::from([0]));
+        assert!(p.switch_to_unused());
+        assert_eq!(p.current().cid, cid(2));
+        assert_eq!(p.to_retire, BTreeSet::from([0, 1]));
+        assert!(!p.switch_to_unused(), "the last ID stays");
+        assert_eq!(p.current().cid, cid(2));
     }
 
     #[test]

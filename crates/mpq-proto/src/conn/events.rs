@@ -175,6 +175,13 @@ pub enum PathError {
     /// The server sent disable_active_migration: no new path to its handshake address.
     #[error("the peer disabled migration to its handshake address")]
     MigrationDisabled,
+    /// Migration waits for the handshake to be confirmed (RFC 9000 §9).
+    #[error("the handshake is not confirmed yet")]
+    HandshakeNotConfirmed,
+    /// With multipath, moving is opening a path from the new address and abandoning the
+    /// old one ([`crate::conn::Connection::open_path`], `abandon_path`).
+    #[error("multipath is negotiated: open a path from the new address instead")]
+    MultipathNegotiated,
 }
 
 /// The status one endpoint advises the other to use for a path.

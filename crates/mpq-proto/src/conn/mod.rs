@@ -36,6 +36,7 @@ mod handshake;
 pub(crate) mod host;
 mod info;
 mod mail;
+mod migrate;
 mod multipath;
 pub mod path;
 mod path_ack;
@@ -316,6 +317,9 @@ pub(crate) struct ConnShared {
     ping_pending: bool,
     /// `packets_in_phase` when that PING was last queued.
     key_update_ping_at: u64,
+    /// Client: the local address it migrated to, until the first datagram arrives there
+    /// (`conn/migrate.rs`).
+    migrated_to: Option<SocketAddr>,
     /// When the peer first acknowledged a packet of our current key phase: the next update
     /// waits three of the largest PTOs from there (RFC 10069 §2.5).
     phase_acked_at: Option<Instant>,
@@ -467,6 +471,7 @@ impl Connection {
             key_discard_pending: false,
             ping_pending: false,
             key_update_ping_at: 0,
+            migrated_to: None,
             phase_acked_at: None,
             next_path_cursor: 0,
             handshake_remote: remote,
@@ -820,6 +825,8 @@ mod tests;
 mod tests_datagram;
 #[cfg(test)]
 mod tests_mail;
+#[cfg(test)]
+mod tests_migrate;
 #[cfg(test)]
 mod tests_multipath;
 #[cfg(test)]

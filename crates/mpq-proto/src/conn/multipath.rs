@@ -194,6 +194,12 @@ impl Connection {
         path.challenge = Some(challenge);
         let id = path.id;
         self.paths.publish(pi);
+        // RFC 9000 §9.5: "an endpoint MUST NOT reuse a connection ID when sending to more
+        // than one destination address" (reuse is allowed only after a NAT rebinding, which
+        // cannot be told from an active migration here): a spare ID of the peer's, if any.
+        if let Some(cids) = self.shared.peer_cids.get_mut(&id) {
+            cids.switch_to_unused();
+        }
         self.host().qlog_path(now, id, "rebinding");
     }
 

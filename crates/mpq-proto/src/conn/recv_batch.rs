@@ -136,6 +136,9 @@ impl Connection {
         if self.shared.state == State::Drained {
             return;
         }
+        if self.shared.migrated_to.is_some() {
+            self.note_arrival_after_migration(local);
+        }
         let Some(mut lease) = self.lease_recv_keys() else {
             for d in datagrams.iter_mut() {
                 super::touch!(self, recv_general);
