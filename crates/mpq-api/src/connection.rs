@@ -130,6 +130,17 @@ impl Connection {
         self.with(|c, _, now| Ok(c.abandon_path(now, id, error_code)?))
     }
 
+    /// Migrates a connection without multipath to `local`, another of the endpoint's
+    /// addresses (RFC 9000 §9): its path moves there with a connection ID not used before,
+    /// and the server validates the new address and follows. Refused before the handshake
+    /// is confirmed, after the server's disable_active_migration, with multipath (open a path
+    /// from `local` and abandon the old one instead), and while the server has issued no
+    /// spare connection ID. For the single-thread runtime: a path thread keeps the socket
+    /// it connected.
+    pub fn migrate(&self, local: SocketAddr) -> Result<(), Error> {
+        self.with(|c, _, now| Ok(c.migrate(now, local)?))
+    }
+
     /// Asks the peer to use path `id` only as a backup (`true`) or as any path (`false`).
     pub fn set_path_backup(&self, id: u64, backup: bool) -> Result<(), Error> {
         let status = if backup { PathStatus::Backup } else { PathStatus::Available };

@@ -260,3 +260,24 @@ fn the_scheduler_is_switched_by_name_on_a_live_connection() {
         ep.wait_idle().wait();
     }
 }
+
+/// A connection without multipath migrates to the endpoint's second address between two
+/// transfers and goes on byte-exact; the path now sends from there.
+#[test]
+fn a_connection_migrates_to_another_local_address() {
+    log();
+    let (server, cfg, _serving) = echo_server(Threads::Single, TransportConfig::default());
+    let locals = [addr("127.0.0.1:0"), addr("127.0.0.2:0")];
+    let ep = Endpoint::client(&locals, Options { threads: Threads::Single, ..Options::default() }).expect("client");
+    let conn = ep.connect(server, "localhost", &cfg).expect("connect").wait().expect("handshake");
+    let data = pattern(300_000, 3);
+    // After a first echo the handshake is confirmed and the server has issued spare IDs.
+    assert!(echo(&conn, &data) == data);
+    let to = ep.local_addrs()[1];
+    conn.migrate(to).expect("migrate");
+    assert!(echo(&conn, &data) == data, "the echo differs after the migration");
+    let paths = conn.path_stats().expect("stats");
+    assert_eq!(paths.len(), 1, "still one path");
+    conn.close(0, b"done");
+    ep.wait_idle().wait();
+}
