@@ -5,7 +5,7 @@ JUnit XML report of this suite (issue F item 8: "the README shows the matrix").
     interop/.venv/bin/python interop/matrix.py /tmp/interop.xml
 
 Prints one Markdown table per test file (the suite's own cases, the interop runner's endpoint
-contract, multipath): a row per case, a column per client -> server pair, each cell "ok",
+contract, multipath, HTTP/3): a row per case, a column per client -> server pair, each cell "ok",
 "FAIL", "skip" or empty (the pair is not run for that case; interop/README.md says why).
 """
 from __future__ import annotations
@@ -14,12 +14,13 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
-IMPLS = "mpq|aioquic|quicgo|noq"
+IMPLS = "mpq|aioquic|quicgo|noq|ngtcp2"
 ID_RE = re.compile(rf"^(?P<test>\w+)\[(?P<case>.+)-(?P<client>{IMPLS})-(?P<server>{IMPLS})\]$")
 TITLES = {
     "test_interop": "The suite's cases (test_interop.py)",
     "test_endpoint_contract": "The interop runner's endpoint contract (test_endpoint_contract.py)",
     "test_interop_multipath": "Multipath, RFC 10069 (test_interop_multipath.py)",
+    "test_interop_http3": "HTTP/3, RFC 9114 (test_interop_http3.py)",
 }
 
 

@@ -63,6 +63,19 @@ mkdir -p "$HERE/go/bin"
 log "building quicgo-peer with $("$GO" version | cut -d' ' -f3)"
 (cd "$HERE/quicgo" && "$GO" build -trimpath -o "$HERE/go/bin/quicgo-peer" .)
 
+# ---- Debian: ngtcp2's HTTP/3 example client and server ------------------------------------
+# gtlsclient / gtlsserver (ngtcp2 with GnuTLS) for the HTTP/3 cases; installed when missing
+# and we may (root with apt-get), else those cases say what to install.
+if ! command -v gtlsclient >/dev/null || ! PATH="$PATH:/usr/sbin" command -v gtlsserver >/dev/null; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        log "installing ngtcp2-client and ngtcp2-server (Debian)"
+        apt-get install -y -qq ngtcp2-client ngtcp2-server >/dev/null 2>&1 \
+            || { apt-get update -qq && apt-get install -y -qq ngtcp2-client ngtcp2-server >/dev/null; }
+    else
+        log "ngtcp2-client / ngtcp2-server not installed (apt-get install them as root for the HTTP/3 cases)"
+    fi
+fi
+
 # ---- Rust: noq-peer ------------------------------------------------------------------
 # Standalone Cargo project (own [workspace], excluded from the root one). Rebuilt only
 # when its sources, Cargo.toml or Cargo.lock changed since the last successful build.
@@ -85,4 +98,4 @@ else
     echo "$noq_want" > "$NOQ_STAMP"
 fi
 
-log "ready: $("$VENV/bin/python" -c 'import aioquic; print("aioquic", aioquic.__version__)'), quic-go $(grep 'github.com/quic-go/quic-go ' "$HERE/quicgo/go.mod" | awk '{print $NF}'), noq $(grep -A1 '^name = "noq"$' "$NOQ_DIR/Cargo.lock" | sed -n 's/^version = "\(.*\)"/\1/p')"
+log "ready: $("$VENV/bin/python" -c 'import aioquic; print("aioquic", aioquic.__version__)'), ngtcp2 $(dpkg-query -W -f '${Version}' ngtcp2-client 2>/dev/null || echo '?'), quic-go $(grep 'github.com/quic-go/quic-go ' "$HERE/quicgo/go.mod" | awk '{print $NF}'), noq $(grep -A1 '^name = "noq"$' "$NOQ_DIR/Cargo.lock" | sed -n 's/^version = "\(.*\)"/\1/p')"

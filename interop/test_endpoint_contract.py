@@ -72,6 +72,8 @@ CONTRACTS = [
     Contract("zerortt", ("small.bin", "1mb.bin"), peers=(("mpq", "aioquic"), ("aioquic", "mpq"))),
     Contract("v2", ("small.bin",), peers=(("mpq", "aioquic"), ("aioquic", "mpq"))),
     Contract("ipv6", ("small.bin", "1mb.bin"), ipv6=True),
+    # HTTP/3 on both roles (mpq against the peers' HTTP/3: test_interop_http3.py).
+    Contract("http3", ("small.bin", "1mb.bin", "10mb.bin"), 60.0),
     # The runner's network cases, with interop/relay.py in place of its simulator.
     Contract("transferloss", ("small.bin", "1mb.bin"), 60.0, relay=("--loss", "0.02"), relay_check="dropped", peers=PEERS),
     Contract("handshakeloss", ("small.bin", "small2.bin", "small3.bin"), 90.0, relay=("--loss", "0.3"), relay_check="dropped"),
@@ -82,7 +84,7 @@ CONTRACTS = [
     Contract("rebind-addr", ("10mb.bin",), 60.0, relay=("--rebind-addr-after", "0.2"), relay_check="rebinds"),
 ]
 # Cases mpq does not support (yet): both roles exit 127, as the runner requires.
-UNSUPPORTED = ["http3", "connectionmigration", "no-such-testcase"]
+UNSUPPORTED = ["connectionmigration", "no-such-testcase"]
 
 
 def _params():
@@ -224,6 +226,9 @@ def check_feature(contract: Contract, client: str, server: str, client_log: str,
         )
     if t in ("resumption", "zerortt"):
         check_resumption(t, client, server, client_log, srv, logdir, context)
+    if t == "http3":
+        # Both ends negotiated ALPN h3 (RFC 9114 §3.1): the server logs it at -v.
+        srv.wait_stderr(re.compile(r'server handshake complete: .*ALPN "h3"'), 5.0, "an h3 handshake")
     if t == "v2":
         if client == "mpq":
             assert "handshake complete: QUIC v2" in client_log, f"mpq client did not end in v2{context}"

@@ -58,6 +58,15 @@ def log_version(quic) -> None:
     log(f"negotiated quic_version={quic._version:08x}")  # noqa: SLF001
 
 
+def add_server_args(parser: argparse.ArgumentParser) -> None:
+    """The file servers' address, directory and certificate options."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=4433, help="UDP port (0: pick one)")
+    parser.add_argument("--root", required=True, help="directory to serve")
+    parser.add_argument("--cert", required=True, help="PEM certificate (chain)")
+    parser.add_argument("--key", required=True, help="PEM private key")
+
+
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--secrets-log",

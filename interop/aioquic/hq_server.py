@@ -29,6 +29,7 @@ from aioquic.quic.events import (  # noqa: E402
 
 from common import (  # noqa: E402
     add_common_args,
+    add_server_args,
     announce_and_serve,
     base_configuration,
     install_key_update_probe,
@@ -133,11 +134,7 @@ class TicketStore:
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=4433, help="UDP port (0: pick one)")
-    parser.add_argument("--root", required=True, help="directory to serve")
-    parser.add_argument("--cert", required=True, help="PEM certificate (chain)")
-    parser.add_argument("--key", required=True, help="PEM private key")
+    add_server_args(parser)
     parser.add_argument(
         "--retry",
         action="store_true",

@@ -47,7 +47,8 @@ server)
         # Compatible version negotiation: the client starts in v1 and offers v2; the server
         # prefers v2 and moves the connection to it (RFC 9368 §2.3).
         v2) args+=(--versions v2,v1) ;;
-        # http3: mpq serves HTTP/0.9 only; connectionmigration: no preferred_address yet.
+        http3) args+=(--http3) ;;
+        # connectionmigration: no preferred_address yet.
         *) unsupported ;;
     esac
     exec "$MPQ" "${args[@]}" "${common[@]}"
@@ -79,6 +80,7 @@ client)
         zerortt) args+=(--0rtt -v) ;;
         # Start in v1, offer and prefer v2 (the server moves the connection to v2).
         v2) args+=(--versions v2,v1 -v) ;;
+        http3) args+=(--http3) ;;
         # One connection per file, one after the other.
         multiconnect | handshakeloss | handshakecorruption)
             for u in "${urls[@]}"; do

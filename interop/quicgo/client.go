@@ -33,6 +33,7 @@ func runClient(args []string) error {
 	versions := fs.String("versions", "", "QUIC versions, in order, e.g. v2 or v2,v1 (default: quic-go's, v1,v2)")
 	resume := fs.Bool("resume", false, "fetch the first URL in a first connection, the rest in a second one that resumes its TLS session")
 	zeroRTT := fs.Bool("0rtt", false, "like -resume, with the second connection's requests in 0-RTT")
+	h3 := fs.Bool("http3", false, "fetch over HTTP/3 (ALPN h3) instead of HTTP/0.9")
 	// Go's flag package stops at the first non-flag argument; accept URLs anywhere.
 	var urls []string
 	for rest := args; ; {
@@ -107,6 +108,9 @@ func runClient(args []string) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	if *h3 {
+		return fetchHTTP3(ctx, authority, tlsConf, quicConfig(*qlogDir, *idle), paths, *output)
+	}
 	if !*resume && !*zeroRTT {
 		return fetch(ctx, authority, tlsConf, quicConfig(*qlogDir, *idle), paths, *output, false)
 	}

@@ -1,5 +1,6 @@
 // Command quicgo-peer is an HTTP/0.9 (ALPN "hq-interop") server and client built on
-// quic-go, used by mpq's interop suite as an independent QUIC implementation.
+// quic-go, used by mpq's interop suite as an independent QUIC implementation; with
+// -http3 both speak HTTP/3 (ALPN "h3", quic-go's http3 package) instead.
 //
 //	quicgo-peer server -listen 127.0.0.1:4433 -root DIR -cert cert.pem -key key.pem
 //	quicgo-peer client -output DIR (-insecure | -ca ca.pem) https://127.0.0.1:4433/name ...

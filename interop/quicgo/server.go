@@ -33,6 +33,7 @@ func runServer(args []string) error {
 	versions := fs.String("versions", "", "QUIC versions, in order, e.g. v2 or v2,v1 (default: quic-go's, v1,v2)")
 	retry := fs.Bool("retry", false, "validate every client's address with a Retry first (RFC 9000 §8.1.2)")
 	zeroRTT := fs.Bool("0rtt", false, "accept 0-RTT from resumed sessions")
+	h3 := fs.Bool("http3", false, "serve HTTP/3 (ALPN h3) instead of HTTP/0.9")
 	fs.Parse(args)
 	if err := parseVersions(*versions); err != nil {
 		return err
@@ -56,6 +57,9 @@ func runServer(args []string) error {
 		Certificates: []tls.Certificate{cert},
 		NextProtos:   []string{alpn},
 		KeyLogWriter: kl,
+	}
+	if *h3 {
+		return serveHTTP3(*listen, absRoot, tlsConf, quicConfig(*qlogDir, *idle))
 	}
 	if *zeroRTT {
 		conf := quicConfig(*qlogDir, *idle)

@@ -81,6 +81,12 @@ impl Connection {
         self.with(|c, _, _| Ok(c.remote_address()))
     }
 
+    /// What the handshake negotiated (version, cipher suite, ALPN, resumption, multipath);
+    /// `None` before it completed.
+    pub fn handshake_info(&self) -> Result<Option<mpq_proto::conn::HandshakeInfo>, Error> {
+        self.with(|c, _, _| Ok(c.handshake_info()))
+    }
+
     /// Opens a unidirectional stream, waiting while the peer's stream limit is reached.
     pub fn open_uni(&self) -> OpenStream<SendStream> {
         OpenStream { conn: self.clone(), dir: Dir::Uni, make: |c, id| SendStream::new(c, id) }

@@ -87,6 +87,20 @@ impl Endpoint {
             return Err(Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to bind")));
         }
         let sockets = addrs.iter().map(|a| UdpSocket::bind_shared(*a)).collect::<Result<Vec<_>, _>>()?;
+        Self::with_sockets(sockets, server, options)
+    }
+
+    /// An endpoint on sockets the caller bound (to size their buffers, say): a server when
+    /// `server` is given, else a client. With [`Threads::PerPath`] they must be bound with
+    /// [`UdpSocket::bind_shared`], so that each path's connected socket can share the address.
+    pub fn with_sockets(
+        sockets: Vec<UdpSocket>,
+        server: Option<ServerConfig>,
+        options: Options,
+    ) -> Result<Self, Error> {
+        if sockets.is_empty() {
+            return Err(Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no socket")));
+        }
         let endpoint = mpq_proto::endpoint::Endpoint::new(endpoint_config(options.seed), server);
         let mut rt = PathThreads::new(sockets, Clock::new())?.pin_to(options.cpus);
         if options.threads == Threads::Single {
@@ -94,6 +108,20 @@ impl Endpoint {
         }
         let rt = rt.spawn(ApiDriver::new(endpoint))?;
         Ok(Self { inner: Arc::new(Inner { rt }) })
+    }
+
+    /// Gives every connection made from now on a qlog sink from `factory` (`None` from it:
+    /// no qlog for that connection), as it is created: the files hold whole connections.
+    pub fn set_qlog_factory(&self, factory: mpq_proto::endpoint::QlogFactory) -> Result<(), Error> {
+        self.inner.lock()?.endpoint.set_qlog_factory(factory);
+        Ok(())
+    }
+
+    /// A server's address validation (RFC 9000 §8.1.2): when to answer a new client with a
+    /// Retry before creating any state for it.
+    pub fn set_retry_mode(&self, mode: mpq_proto::token::RetryMode) -> Result<(), Error> {
+        self.inner.lock()?.endpoint.set_retry_mode(mode);
+        Ok(())
     }
 
     /// The bound addresses, in the order given.

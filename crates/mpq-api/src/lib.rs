@@ -39,7 +39,8 @@ pub use stream::{RecvStream, SendStream};
 pub use mpq_io::path_threads::ThreadReport;
 /// The protocol's configuration and statistics types, as the API takes and returns them.
 pub use mpq_proto::conn::{
-    ClientConfig, ConnectionError, ConnectionStats, PathEvent, PathStats, PathStatus, ServerConfig, TransportConfig,
+    ClientConfig, ConnectionError, ConnectionStats, HandshakeInfo, PathEvent, PathStats, PathStatus, ServerConfig,
+    TransportConfig,
 };
 /// Stream identifiers and directions.
 pub use mpq_proto::{Dir, StreamId};

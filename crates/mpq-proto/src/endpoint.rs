@@ -152,11 +152,11 @@ pub struct Endpoint {
     token_store: TokenStore,
     /// Times a connection was asked for a transmit, a timer or an event.
     connection_polls: u64,
-    /// Server: makes the qlog sink of each connection as it is created.
+    /// Makes the qlog sink of each connection as it is created.
     qlog_factory: Option<QlogFactory>,
 }
 
-/// Makes the qlog sink of a new server connection (see [`Endpoint::set_qlog_factory`]).
+/// Makes the qlog sink of a new connection (see [`Endpoint::set_qlog_factory`]).
 pub type QlogFactory = Box<dyn FnMut(&Connection) -> Option<Box<dyn crate::qlog::QlogSink>> + Send>;
 
 /// The keyed hash of [`Endpoint`]'s route table.
@@ -464,8 +464,9 @@ impl Endpoint {
         }
     }
 
-    /// Server: every new connection gets its qlog sink from `factory` as it is created,
-    /// before its first datagram is processed (`None` from the factory: no qlog).
+    /// Every new connection gets its qlog sink from `factory` as it is created: a server's
+    /// before its first datagram is processed, a client's (from [`Endpoint::connect`])
+    /// before its first packet is built (`None` from the factory: no qlog).
     pub fn set_qlog_factory(&mut self, factory: QlogFactory) {
         self.qlog_factory = Some(factory);
     }

@@ -17,9 +17,9 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve files over HTTP/0.9 (ALPN hq-interop).
+    /// Serve files over HTTP/0.9 (ALPN hq-interop), or HTTP/3 with --http3.
     Server(ServerArgs),
-    /// Download URLs over HTTP/0.9 (ALPN hq-interop).
+    /// Download URLs over HTTP/0.9 (ALPN hq-interop), or HTTP/3 with --http3.
     Client(ClientArgs),
     /// Throughput measurement (server sends, client measures goodput).
     #[command(subcommand)]
@@ -211,6 +211,11 @@ pub struct ServerArgs {
     /// (by default tickets allow it and 0-RTT is accepted, each ticket once).
     #[arg(long = "no-0rtt")]
     pub no_0rtt: bool,
+    /// Serve HTTP/3 (RFC 9114, ALPN h3) instead of HTTP/0.9: GET and HEAD of the files
+    /// under --root, 404 for the rest. Runs on the application API (mpq-api) and the h3
+    /// crate, in --threads single or per-path (not --shard).
+    #[arg(long)]
+    pub http3: bool,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -248,6 +253,11 @@ pub struct ClientArgs {
     /// in 1-RTT packets.
     #[arg(long = "0rtt")]
     pub zero_rtt: bool,
+    /// Fetch over HTTP/3 (RFC 9114, ALPN h3) instead of HTTP/0.9: a GET per URL, all at
+    /// once; a status other than 200 is an error. Runs on the application API (mpq-api)
+    /// and the h3 crate, in --threads single or per-path (not --shard, --resume or --0rtt).
+    #[arg(long)]
+    pub http3: bool,
     /// Multipath addresses.
     #[command(flatten)]
     pub paths: PathArgs,

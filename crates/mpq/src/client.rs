@@ -208,17 +208,10 @@ impl App for HqClient {
     }
 }
 
-/// Downloads every URL; fails if any download fails.
-pub fn run(args: ClientArgs) -> Result<()> {
-    let urls = args.urls.iter().map(|u| parse_url(u)).collect::<Result<Vec<_>>>()?;
-    if args.timeout == 0 {
-        bail!("--timeout 0: expected a number of seconds greater than 0");
-    }
-    let resume = args.resume || args.zero_rtt;
-    if resume && urls.len() < 2 {
-        bail!("--resume and --0rtt need at least two URLs: the first for the first connection, the rest for the resumed one");
-    }
-    let first = urls[0].clone();
+/// The server every URL names (the first URL's host, resolved); an error if the URLs name
+/// more than one (one connection fetches them all).
+pub fn server_of(urls: &[Url]) -> Result<(Url, SocketAddr)> {
+    let first = urls.first().ok_or_else(|| anyhow!("no URL given (e.g. https://127.0.0.1:4433/file)"))?.clone();
     if urls.iter().any(|u| u.host != first.host || u.port != first.port) {
         bail!("all URLs must name the same server");
     }
@@ -227,14 +220,36 @@ pub fn run(args: ClientArgs) -> Result<()> {
         .with_context(|| format!("resolving {}", first.host))?
         .next()
         .ok_or_else(|| anyhow!("{} has no address", first.host))?;
-    std::fs::create_dir_all(&args.output)
-        .with_context(|| format!("--output {}: cannot create the directory", args.output.display()))?;
+    Ok((first, server))
+}
+
+/// Creates the file under `output` (made if missing) that `url`'s body goes to: named after
+/// the URL's last path segment, `index.html` for a directory.
+pub fn output_file(output: &std::path::Path, url: &Url) -> Result<std::fs::File> {
+    std::fs::create_dir_all(output)
+        .with_context(|| format!("--output {}: cannot create the directory", output.display()))?;
+    let name = url.path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("index.html");
+    let path = output.join(name);
+    std::fs::File::create(&path).with_context(|| format!("cannot write {} (check --output)", path.display()))
+}
+
+/// Downloads every URL; fails if any download fails.
+pub fn run(args: ClientArgs) -> Result<()> {
+    if args.http3 {
+        return crate::http3_client::run(args);
+    }
+    let urls = args.urls.iter().map(|u| parse_url(u)).collect::<Result<Vec<_>>>()?;
+    if args.timeout == 0 {
+        bail!("--timeout 0: expected a number of seconds greater than 0");
+    }
+    let resume = args.resume || args.zero_rtt;
+    if resume && urls.len() < 2 {
+        bail!("--resume and --0rtt need at least two URLs: the first for the first connection, the rest for the resumed one");
+    }
+    let (first, server) = server_of(&urls)?;
     let mut requests = Vec::new();
     for (i, u) in urls.iter().enumerate() {
-        let name = u.path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("index.html");
-        let path = args.output.join(name);
-        let file = std::fs::File::create(&path)
-            .with_context(|| format!("cannot write {} (check --output)", path.display()))?;
+        let file = output_file(&args.output, u)?;
         let phase = u8::from(resume && i > 0);
         requests.push(Request { phase, path: u.path.clone(), file, stream: None, received: 0, done: false });
     }

@@ -1,11 +1,14 @@
 //! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool, simulator, lab.
 
+mod api_runtime;
 mod bench_cmd;
 mod bench_pair;
 mod bench_recv;
 mod bench_send;
 mod cli;
 mod client;
+mod http3_client;
+mod http3_server;
 mod idle_conns;
 mod lab_cmd;
 mod perf;

@@ -381,6 +381,12 @@ impl ClientPaths {
         })
     }
 
+    /// The (local, remote) address pairs the path options ask for, the handshake's first
+    /// (`None`: the first bound socket).
+    pub fn pairs(&self) -> &[(Option<SocketAddr>, SocketAddr)] {
+        self.manager.pairs()
+    }
+
     /// Feeds a connection event (path events, and the handshake's confirmation for
     /// `--migrate-after-ms`).
     pub fn on_event(&mut self, now: Instant, ev: &Event) {
@@ -495,14 +501,22 @@ pub fn attach_qlog(ep: &mut Endpoint, h: ConnectionHandle, dir: &Option<PathBuf>
 /// Server: gives every connection a qlog file in `dir` (if any) as the endpoint creates it,
 /// so the file holds the whole connection (see [`Endpoint::set_qlog_factory`]).
 pub fn qlog_server_connections(ep: &mut Endpoint, dir: &Option<PathBuf>) {
-    let Some(dir) = dir.clone() else { return };
-    ep.set_qlog_factory(Box::new(move |c| match QlogFile::create(&dir, &c.orig_dst_cid().to_string(), "server") {
+    if let Some(factory) = qlog_factory(dir, "server") {
+        ep.set_qlog_factory(factory);
+    }
+}
+
+/// Makes a qlog file in `dir` (if any) for each connection an endpoint creates, named after
+/// the connection's original destination CID, from the `vantage` point ("client" or "server").
+pub fn qlog_factory(dir: &Option<PathBuf>, vantage: &'static str) -> Option<mpq_proto::endpoint::QlogFactory> {
+    let dir = dir.clone()?;
+    Some(Box::new(move |c| match QlogFile::create(&dir, &c.orig_dst_cid().to_string(), vantage) {
         Ok(f) => Some(Box::new(f) as Box<dyn mpq_proto::qlog::QlogSink>),
         Err(e) => {
             tracing::warn!(%e, "cannot create qlog file");
             None
         }
-    }));
+    }))
 }
 
 /// What [`serve_events`] tells a server application.

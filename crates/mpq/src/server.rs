@@ -29,7 +29,7 @@ struct HqServer {
 }
 
 /// Maps a request path to a file under `root`, refusing anything that climbs out of it.
-fn resolve(root: &Path, request: &str) -> Option<PathBuf> {
+pub(crate) fn resolve(root: &Path, request: &str) -> Option<PathBuf> {
     let rel = Path::new(request.trim_start_matches('/'));
     if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
         return None;
@@ -117,7 +117,7 @@ impl App for HqServer {
 
 /// The served directory must exist and be readable: a server that starts without it answers
 /// every request with a reset, which looks like a network problem to the client.
-fn check_root(root: &Path) -> Result<()> {
+pub(crate) fn check_root(root: &Path) -> Result<()> {
     match std::fs::metadata(root) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => anyhow::bail!("--root {}: not a directory", root.display()),
@@ -136,6 +136,9 @@ fn check_root(root: &Path) -> Result<()> {
 
 /// Runs the file server until killed.
 pub fn run(args: ServerArgs) -> Result<()> {
+    if args.http3 {
+        return crate::http3_server::run(args);
+    }
     check_root(&args.root)?;
     let transport = runner::shared(runner::transport_config(&args.common)?);
     let tls = crate::tls::server_config(

@@ -32,8 +32,8 @@ pub enum ConnectionError {
     #[error("stateless reset by peer")]
     Reset,
     /// The server does not support the version we started in: its Version Negotiation
-    /// packet did not list it (RFC 9000 §6.2). Restarting in another version it lists
-    /// (incompatible version negotiation, RFC 9368 §2.2) is not implemented.
+    /// packet did not list it (RFC 9000 §6.2), and it lists no other version this client
+    /// accepts to start again in (incompatible version negotiation, RFC 9368 §2.2).
     #[error("version negotiation failed: the server does not support the QUIC version we started in")]
     VersionMismatch,
     /// The handshake did not complete within

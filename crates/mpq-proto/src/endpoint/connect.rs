@@ -36,7 +36,11 @@ impl Endpoint {
             return Err(ConnectError::TooManyConnections);
         }
         let start = ClientStart { config: config.clone(), server_name: server_name.to_string(), remote };
-        let (conn, local_cid) = self.client_attempt(now, &start, config.transport.initial_version)?;
+        let (mut conn, local_cid) = self.client_attempt(now, &start, config.transport.initial_version)?;
+        // Before the first packet is built: the qlog then holds the whole connection.
+        if let Some(sink) = self.qlog_factory.as_mut().and_then(|f| f(&conn)) {
+            conn.set_qlog(sink);
+        }
         let h = self.insert(conn);
         self.route(local_cid, h.0);
         if let Some(slot) = self.connections[h.0].as_mut() {

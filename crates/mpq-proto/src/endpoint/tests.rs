@@ -217,6 +217,25 @@ fn qlog_factory_sees_the_first_initial() {
     assert_eq!(first_rx.1["header"]["packet_number"], 0);
 }
 
+/// A client's connections get their qlog sink from the factory as `connect` creates them,
+/// before the first packet is built: the file begins with the first Initial sent.
+#[test]
+fn qlog_factory_gives_a_client_connection_its_sink_before_its_first_packet() {
+    let mut pair = Pair::new(TransportConfig::default());
+    established(&mut pair);
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let shared = events.clone();
+    pair.client.set_qlog_factory(Box::new(move |_| Some(Box::new(SharedSink(shared.clone())))));
+    let config = pair.client_config.clone();
+    let (now, server) = (pair.now, pair.server_addr);
+    let second = pair.client.connect(now, &config, server, "localhost").expect("connect");
+    assert!(pair.run_until(Duration::from_secs(2), |p| p.client.connection(second).is_some_and(|c| c.is_established())));
+    let events = events.lock().expect("sink");
+    let first_tx = events.iter().find(|(name, _)| *name == "transport:packet_sent").expect("a sent packet");
+    assert_eq!(first_tx.1["header"]["packet_type"], "initial", "first: {first_tx:?}");
+    assert_eq!(first_tx.1["header"]["packet_number"], 0);
+}
+
 /// A server listening on several addresses answers a new client from the address its first
 /// Initial came to (the client knows no other): the first path's transmits name it as their
 /// source, so that a runtime with a socket per address sends from the right one.

@@ -1,0 +1,46 @@
+//! What the commands built on the application API (mpq-api) share: the endpoint from the
+//! command line's options, and the executor their futures run on.
+
+use std::net::SocketAddr;
+
+use anyhow::{bail, Result};
+
+use crate::cli::{Common, Threads};
+
+/// An mpq-api endpoint on `addrs` for the runtime and settings of `common` (a server with
+/// `server`): sockets bound and sized like every other command's, qlog files if asked for.
+/// `what` names the mode in the error for what it does not support.
+pub fn endpoint(
+    addrs: &[SocketAddr],
+    server: Option<mpq_proto::conn::ServerConfig>,
+    common: &Common,
+    what: &str,
+) -> Result<mpq_api::Endpoint> {
+    if common.shard.is_some() {
+        bail!("--shard does not combine with {what} (use --threads single or per-path)");
+    }
+    let vantage = if server.is_some() { "server" } else { "client" };
+    // (Shared sockets whatever the runtime: the API's runtime with a thread per path needs
+    // them, and they cost nothing to the single one.)
+    let per_path = Common { threads: Threads::PerPath, ..common.clone() };
+    let sockets = crate::runner::bind(addrs, &per_path)?;
+    let options = mpq_api::Options {
+        threads: match common.threads {
+            Threads::Single => mpq_api::Threads::Single,
+            Threads::PerPath => mpq_api::Threads::PerPath,
+        },
+        cpus: common.cpus.clone(),
+        seed: None,
+    };
+    let ep = mpq_api::Endpoint::with_sockets(sockets, server, options)?;
+    if let Some(factory) = crate::runner::qlog_factory(&common.qlog_dir, vantage) {
+        ep.set_qlog_factory(factory)?;
+    }
+    Ok(ep)
+}
+
+/// The executor of the API's futures: one thread, with timers (the API's futures are woken
+/// by mpq's runtime threads, which do the protocol's work).
+pub fn executor() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_time().build()?)
+}

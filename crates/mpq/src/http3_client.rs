@@ -1,0 +1,227 @@
+//! `mpq client --http3`: downloads URLs over HTTP/3 (RFC 9114, ALPN h3), the h3 crate on
+//! mpq's application API; every request at once, each on its own stream.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::{Buf, Bytes};
+use indicatif::ProgressBar;
+use mpq_proto::conn::{ClientConfig, PathError};
+
+use crate::cli::ClientArgs;
+use crate::client::{output_file, parse_url, server_of, Url};
+
+/// How often a migration asked for with --migrate-after-ms is tried again while the
+/// connection cannot move yet (no spare connection ID, handshake not confirmed).
+const MIGRATE_RETRY: Duration = Duration::from_millis(50);
+
+/// One URL to fetch and the file its body goes to.
+struct Download {
+    url: Url,
+    file: std::fs::File,
+}
+
+/// Fetches every URL and writes the bodies under --output.
+pub fn run(args: ClientArgs) -> Result<()> {
+    if args.resume || args.zero_rtt {
+        bail!("--resume and --0rtt are not available with --http3 yet (they work over HTTP/0.9)");
+    }
+    if args.timeout == 0 {
+        bail!("--timeout 0: expected a number of seconds greater than 0");
+    }
+    let urls = args.urls.iter().map(|u| parse_url(u)).collect::<Result<Vec<_>>>()?;
+    let (first, server) = server_of(&urls)?;
+    let mut downloads = Vec::new();
+    for url in urls {
+        let file = output_file(&args.output, &url)?;
+        downloads.push(Download { url, file });
+    }
+    let transport = crate::runner::shared(crate::runner::transport_config(&args.common)?);
+    let tls = crate::tls::client_config(&args.common, args.ca.as_deref(), args.insecure, mpq_h3::ALPN, false)?;
+    let config = ClientConfig { tls, transport };
+    let locals = crate::runner::client_locals(&args.paths, server)?;
+    if args.paths.migrate_after_ms.is_some() && locals.len() < 2 {
+        bail!("--migrate-after-ms needs a second --local address to move to");
+    }
+    let executor = crate::api_runtime::executor()?;
+    let ep = crate::api_runtime::endpoint(&locals, None, &args.common, "--http3")?;
+    let bar = crate::progress::bar();
+    let started = crate::progress::Stopwatch::start();
+    let count = downloads.len();
+    let timeout = Duration::from_secs(args.timeout);
+    let outcome = executor.block_on(async {
+        match tokio::time::timeout(timeout, fetch_all(&ep, server, &first.host, &config, &args, downloads, &bar)).await
+        {
+            Ok(r) => r,
+            Err(_) => Err(anyhow!("timed out after {} s (--timeout)", args.timeout)),
+        }
+    });
+    bar.finish_and_clear();
+    let outcome = outcome?;
+    eprintln!("{}", crate::progress::summary(outcome.bytes, started.elapsed(), count));
+    if args.json {
+        let secs = outcome.secs.max(1e-9);
+        let out = serde_json::json!({
+            "bytes": outcome.bytes,
+            "duration_s": secs,
+            "goodput_bps": outcome.bytes as f64 * 8.0 / secs,
+            "multipath": outcome.multipath,
+            "key_updates": outcome.stats.key_updates,
+            "paths": crate::report::paths_json(&outcome.stats),
+            "connections": 1,
+            "http3": true,
+        });
+        println!("{out}");
+    }
+    if let Some(e) = outcome.path_error {
+        bail!("{e}");
+    }
+    Ok(())
+}
+
+/// What a finished run reports.
+struct Outcome {
+    bytes: u64,
+    /// From the first request to the last body's end.
+    secs: f64,
+    multipath: bool,
+    stats: mpq_proto::conn::ConnectionStats,
+    /// A migration asked for on the command line that failed.
+    path_error: Option<String>,
+}
+
+/// Connects, opens the extra paths, sends every request and writes every body; then closes
+/// the connection with H3_NO_ERROR and waits until the server knows.
+async fn fetch_all(
+    ep: &mpq_api::Endpoint,
+    server: SocketAddr,
+    host: &str,
+    config: &ClientConfig,
+    args: &ClientArgs,
+    downloads: Vec<Download>,
+    bar: &ProgressBar,
+) -> Result<Outcome> {
+    let lost = |e: mpq_api::Error| match e {
+        mpq_api::Error::Closed(e) => anyhow!("{}", crate::runner::describe_loss(&e, server, &args.common)),
+        e => anyhow!("{e}"),
+    };
+    let conn = ep.connect(server, host, config)?.await.map_err(lost)?;
+    if let Ok(Some(info)) = conn.handshake_info() {
+        tracing::info!(peer = %server, "client handshake complete: {info}");
+    }
+    let multipath = conn.is_multipath().unwrap_or(false);
+    if multipath {
+        open_paths(&conn, &ep.local_addrs(), server, args)?;
+    }
+    let migration = args.paths.migrate_after_ms.map(|ms| {
+        let to = ep.local_addrs()[1];
+        tokio::spawn(migrate(conn.clone(), to, Duration::from_millis(ms)))
+    });
+    let (mut driver, send) = h3::client::new(mpq_h3::Connection::new(conn.clone()))
+        .await
+        .map_err(|e| anyhow!("HTTP/3 did not start: {e}"))?;
+    let driving = tokio::spawn(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await });
+    let clock = crate::progress::Stopwatch::start();
+    let mut tasks = Vec::new();
+    for d in downloads {
+        let send = send.clone();
+        let bar = bar.clone();
+        tasks.push(tokio::spawn(async move { fetch(send, d, &bar).await }));
+    }
+    let mut bytes = 0;
+    let mut failure = None;
+    for t in tasks {
+        match t.await.map_err(|e| anyhow!("request task: {e}")).and_then(|r| r) {
+            Ok(n) => bytes += n,
+            Err(e) => {
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    let secs = clock.elapsed().as_secs_f64();
+    let stats = conn.stats().map_err(lost)?;
+    // The last request sender: h3 closes the connection once it is gone (below), so the
+    // statistics are taken first.
+    drop(send);
+    let path_error = match migration {
+        Some(m) => m.await.map_err(|e| anyhow!("migration task: {e}"))?.err(),
+        None => None,
+    };
+    // Every request sender is gone: h3 closes the connection with H3_NO_ERROR.
+    let closed = driving.await.map_err(|e| anyhow!("HTTP/3 driver: {e}"))?;
+    if !closed.is_h3_no_error() && failure.is_none() {
+        tracing::info!("HTTP/3 connection ended: {closed}");
+    }
+    ep.wait_idle().await;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(Outcome { bytes, secs, multipath, stats, path_error })
+}
+
+/// GETs one URL and writes its body to its file; the body's length.
+async fn fetch(
+    mut send: h3::client::SendRequest<mpq_h3::Opener, Bytes>,
+    mut d: Download,
+    bar: &ProgressBar,
+) -> Result<u64> {
+    let path = d.url.path.clone();
+    let authority = if d.url.host.contains(':') { format!("[{}]", d.url.host) } else { d.url.host.clone() };
+    let req = http::Request::get(format!("https://{authority}:{}{path}", d.url.port)).body(())?;
+    let mut stream = send.send_request(req).await.map_err(|e| anyhow!("GET {path}: {e}"))?;
+    stream.finish().await.map_err(|e| anyhow!("GET {path}: {e}"))?;
+    let response = stream.recv_response().await.map_err(|e| anyhow!("GET {path}: {e}"))?;
+    if response.status() != http::StatusCode::OK {
+        bail!("GET {path}: {}", response.status());
+    }
+    let mut received = 0u64;
+    while let Some(mut chunk) = stream.recv_data().await.map_err(|e| anyhow!("GET {path}: {e}"))? {
+        while chunk.has_remaining() {
+            let piece = chunk.chunk();
+            d.file.write_all(piece).with_context(|| format!("GET {path}: writing the file"))?;
+            let n = piece.len();
+            received += n as u64;
+            bar.inc(n as u64);
+            chunk.advance(n);
+        }
+    }
+    Ok(received)
+}
+
+/// Opens a path on every other address pair the path options ask for (--local,
+/// --server-addr, --path-mode, --max-paths, --backup-paths), each as soon as the server
+/// allows; one that fails is reported and the download goes on without it.
+fn open_paths(conn: &mpq_api::Connection, locals: &[SocketAddr], server: SocketAddr, args: &ClientArgs) -> Result<()> {
+    let plan = crate::runner::ClientPaths::new(&args.paths, locals, server)?;
+    for &(local, remote) in plan.pairs().iter().skip(1) {
+        let local = local.unwrap_or(locals[0]);
+        let adding = conn.add_path(Some(local), remote, args.paths.backup_paths);
+        tokio::spawn(async move {
+            match adding.await {
+                Ok(id) => tracing::info!(id, %local, %remote, "path validated"),
+                Err(e) => eprintln!("path from {local} to {remote} not opened: {e}"),
+            }
+        });
+    }
+    Ok(())
+}
+
+/// --migrate-after-ms: moves the connection to `to` once `after` has passed, trying again
+/// while it cannot move yet.
+async fn migrate(conn: mpq_api::Connection, to: SocketAddr, after: Duration) -> Result<(), String> {
+    tokio::time::sleep(after).await;
+    loop {
+        match conn.migrate(to) {
+            Ok(()) => {
+                eprintln!("migrated to {to} (new connection ID; the server validates the address)");
+                return Ok(());
+            }
+            Err(mpq_api::Error::Path(PathError::NoConnectionId | PathError::HandshakeNotConfirmed)) => {
+                tokio::time::sleep(MIGRATE_RETRY).await;
+            }
+            Err(e) => return Err(format!("--migrate-after-ms: {e}")),
+        }
+    }
+}
