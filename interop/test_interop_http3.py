@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +67,12 @@ class Case:
     timeout: float = 40.0
     # mpq on both sides, two paths (127.0.0.1 and 127.0.0.2) in the per-path runtime.
     multipath: bool = False
+    # The server offers 127.0.0.2:<another port> in preferred_address (RFC 9000 §9.6); the
+    # client moves there, and the server follows.
+    preferred: bool = False
+    # The client moves to a new local port 20 ms after the handshake (RFC 9000 §9), the
+    # server follows.
+    migrate: bool = False
 
 
 CASES = [Case("http3", c, s) for c, s in (
@@ -74,7 +82,21 @@ CASES = [Case("http3", c, s) for c, s in (
     ("mpq", "ngtcp2"), ("ngtcp2", "mpq"),
     # The harness's own check: two peers that do not involve mpq.
     ("aioquic", "quicgo"),
-)] + [Case("http3_multipath", "mpq", "mpq", multipath=True)]
+)] + [
+    Case("http3_multipath", "mpq", "mpq", multipath=True),
+    # mpq's server side of migration against a client no one here wrote (ngtcp2's client
+    # follows a preferred_address by default and has --change-local-addr; mpq's client does
+    # not use preferred_address yet).
+    Case("http3_preferred_address", "ngtcp2", "mpq", files=("small.bin", "50mb.bin"), preferred=True),
+    Case("http3_migration", "ngtcp2", "mpq", files=("small.bin", "50mb.bin"), migrate=True),
+]
+
+
+def free_port(host: str) -> int:
+    """A UDP port on `host` that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 def server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: Path, case: Case | None) -> list[str]:
@@ -85,6 +107,8 @@ def server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: P
             "--cert", str(tls["cert"]), "--key", str(tls["key"]),
             "--keylog", str(keylog), "--qlog-dir", str(logdir / "server-qlog"), "-v",
         ]
+        if case and case.preferred:
+            cmd += ["--preferred-address", f"127.0.0.2:{free_port('127.0.0.2')}"]
         return cmd + (["--threads", "per-path"] if case and case.multipath else [])
     if impl == "aioquic":
         return [
@@ -126,10 +150,11 @@ def client_cmd(impl: str, port: int, files: tuple[str, ...], out: Path, tls: dic
         ]
     if impl == "ngtcp2":
         # (ngtcp2's example client does not verify the server's certificate.)
-        return [
+        cmd = [
             str(ngtcp2_client()), "--quiet", "--exit-on-all-streams-close", "--download", str(out),
             "--timeout", f"{int(case.timeout)}s", "127.0.0.1", str(port), *urls,
         ]
+        return cmd[:1] + ["--change-local-addr=20ms"] + cmd[1:] if case.migrate else cmd
     raise ValueError(impl)
 
 
@@ -165,6 +190,11 @@ def test_http3(case: Case, tls_files, www, free_udp_port, logdir, start_server, 
         assert list((out.parent / "logs" / "client-qlog").glob("*.sqlog")), f"no client qlog{context}"
     if case.server == "mpq":
         assert list((logdir / "server-qlog").glob("*.sqlog")), f"no server qlog{context}"
+    if case.preferred:
+        # The client moved to the preferred address and the server's path followed (-v).
+        srv.wait_stderr(re.compile(r"the peer moved to another of our addresses.*127\.0\.0\.2"), 5.0, "the move")
+    if case.migrate:
+        srv.wait_stderr(re.compile(r"peer address changed"), 5.0, "the client's new address")
 
 
 def _last_json(log: str) -> dict:

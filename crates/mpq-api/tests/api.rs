@@ -266,7 +266,13 @@ fn the_scheduler_is_switched_by_name_on_a_live_connection() {
 #[test]
 fn a_connection_migrates_to_another_local_address() {
     log();
-    let (server, cfg, _serving) = echo_server(Threads::Single, TransportConfig::default());
+    for server_threads in RUNTIMES {
+        migrates_with_the_server_in(server_threads);
+    }
+}
+
+fn migrates_with_the_server_in(server_threads: Threads) {
+    let (server, cfg, _serving) = echo_server(server_threads, TransportConfig::default());
     let locals = [addr("127.0.0.1:0"), addr("127.0.0.2:0")];
     let ep = Endpoint::client(&locals, Options { threads: Threads::Single, ..Options::default() }).expect("client");
     let conn = ep.connect(server, "localhost", &cfg).expect("connect").wait().expect("handshake");

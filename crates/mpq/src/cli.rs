@@ -211,6 +211,12 @@ pub struct ServerArgs {
     /// (by default tickets allow it and 0-RTT is accepted, each ticket once).
     #[arg(long = "no-0rtt")]
     pub no_0rtt: bool,
+    /// Offer this address to clients in preferred_address (RFC 9000 §9.6), at most one IPv4
+    /// and one IPv6 address; the server also listens there. A client that moves there
+    /// (after validating it) is followed. E.g. --listen 127.0.0.1:4433
+    /// --preferred-address 127.0.0.2:4434.
+    #[arg(long = "preferred-address", value_name = "ADDR")]
+    pub preferred_address: Vec<SocketAddr>,
     /// Serve HTTP/3 (RFC 9114, ALPN h3) instead of HTTP/0.9: GET and HEAD of the files
     /// under --root, 404 for the rest. Runs on the application API (mpq-api) and the h3
     /// crate, in --threads single or per-path (not --shard).

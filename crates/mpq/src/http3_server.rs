@@ -18,7 +18,7 @@ const CHUNK: usize = 256 * 1024;
 /// Runs the HTTP/3 file server until killed.
 pub fn run(args: ServerArgs) -> Result<()> {
     crate::server::check_root(&args.root)?;
-    let transport = crate::runner::shared(crate::runner::transport_config(&args.common)?);
+    let transport = crate::runner::shared(crate::server::server_transport(&args)?);
     let tls = crate::tls::server_config(
         &args.common,
         args.cert.as_deref(),
@@ -27,8 +27,12 @@ pub fn run(args: ServerArgs) -> Result<()> {
         !args.no_0rtt,
     )?;
     let executor = crate::api_runtime::executor()?;
-    let ep =
-        crate::api_runtime::endpoint(&args.listen, Some(ServerConfig { tls, transport }), &args.common, "--http3")?;
+    let ep = crate::api_runtime::endpoint(
+        &crate::server::listen_addrs(&args),
+        Some(ServerConfig { tls, transport }),
+        &args.common,
+        "--http3",
+    )?;
     ep.set_retry_mode(args.retry)?;
     for addr in ep.local_addrs() {
         println!("listening on {addr}");

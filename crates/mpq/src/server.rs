@@ -115,6 +115,32 @@ impl App for HqServer {
     }
 }
 
+/// The transport settings of `mpq server`: the shared ones, and the preferred addresses.
+pub(crate) fn server_transport(args: &ServerArgs) -> Result<mpq_proto::conn::TransportConfig> {
+    let mut t = runner::transport_config(&args.common)?;
+    if !args.preferred_address.is_empty() {
+        let pa = mpq_proto::conn::PreferredAddressConfig::from_addrs(&args.preferred_address)
+            .map_err(|e| anyhow::anyhow!("--preferred-address {e}"))?;
+        t.preferred_address = Some(pa);
+    }
+    Ok(t)
+}
+
+/// The addresses `mpq server` listens on: --listen, and the preferred addresses (a client
+/// that moves there must reach the server).
+pub(crate) fn listen_addrs(args: &ServerArgs) -> Vec<std::net::SocketAddr> {
+    let mut addrs = args.listen.clone();
+    for a in &args.preferred_address {
+        let covered = addrs
+            .iter()
+            .any(|l| l == a || (l.port() == a.port() && l.ip().is_unspecified() && l.is_ipv4() == a.is_ipv4()));
+        if !covered {
+            addrs.push(*a);
+        }
+    }
+    addrs
+}
+
 /// The served directory must exist and be readable: a server that starts without it answers
 /// every request with a reset, which looks like a network problem to the client.
 pub(crate) fn check_root(root: &Path) -> Result<()> {
@@ -140,7 +166,7 @@ pub fn run(args: ServerArgs) -> Result<()> {
         return crate::http3_server::run(args);
     }
     check_root(&args.root)?;
-    let transport = runner::shared(runner::transport_config(&args.common)?);
+    let transport = runner::shared(server_transport(&args)?);
     let tls = crate::tls::server_config(
         &args.common,
         args.cert.as_deref(),
@@ -153,9 +179,10 @@ pub fn run(args: ServerArgs) -> Result<()> {
         endpoint.set_retry_mode(args.retry);
         runner::qlog_server_connections(endpoint, &args.common.qlog_dir);
     }
+    let listen = listen_addrs(&args);
     let root = args.root;
     let app = || HqServer { root: root.clone(), streams: HashMap::new() };
-    crate::shard_run::run_server(&args.listen, endpoints, app, &args.common, |addrs| {
+    crate::shard_run::run_server(&listen, endpoints, app, &args.common, |addrs| {
         for addr in addrs {
             println!("listening on {addr}");
         }

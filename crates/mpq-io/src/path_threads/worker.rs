@@ -237,6 +237,13 @@ fn send<D: EndpointDriver>(
                 report.batches_built += 1;
                 let mut held = shared.lock(report);
                 let t = held.driver.endpoint().end_send_batch(now, w.conn, b, &mut sb.bufs[cur]);
+                if t.is_none() {
+                    // The path offered a batch and wrote nothing into it (its window is open
+                    // but, say, an unvalidated peer address's amplification limit is spent):
+                    // asking again now would get the same, and this loop would never let the
+                    // thread receive what unblocks it. Whoever changes that wakes the thread.
+                    return;
+                }
                 // The next batch is begun under the same take of the lock, in the other buffer.
                 now = shared.clock.now();
                 let n = held.driver.endpoint().poll_path_transmit(now, w.conn, w.path_id, &mut sb.bufs[1 - cur]);

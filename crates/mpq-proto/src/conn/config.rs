@@ -57,6 +57,10 @@ pub struct TransportConfig {
     /// Server: send disable_active_migration (RFC 9000 §18.2). With multipath it forbids
     /// new paths to the server's handshake address only (RFC 10069 §2.2).
     pub disable_active_migration: bool,
+    /// Server: the addresses offered in preferred_address (RFC 9000 §9.6, §18.2), one per
+    /// family; `None`: not sent. The endpoint must receive on them. A client that moves to
+    /// one is followed: the path's local address changes and the path is validated again.
+    pub preferred_address: Option<PreferredAddressConfig>,
     /// Mark packets ECT(0) once the handshake is confirmed and react to CE marks, on each
     /// path that passes ECN validation (RFC 9000 §13.4).
     pub ecn: bool,
@@ -159,6 +163,7 @@ impl Default for TransportConfig {
             key_update_interval: 100_000,
             pacing: true,
             disable_active_migration: false,
+            preferred_address: None,
             ecn: true,
             max_gso_segments: 10,
             initial_max_path_id: None,
@@ -193,4 +198,29 @@ pub struct ServerConfig {
     pub tls: Arc<rustls::ServerConfig>,
     /// Transport settings.
     pub transport: Arc<TransportConfig>,
+}
+
+/// A server's preferred addresses (RFC 9000 §9.6): where it would rather the client send,
+/// one address per family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PreferredAddressConfig {
+    /// The IPv4 address and port, if any.
+    pub v4: Option<std::net::SocketAddrV4>,
+    /// The IPv6 address and port, if any.
+    pub v6: Option<std::net::SocketAddrV6>,
+}
+
+impl PreferredAddressConfig {
+    /// The configuration offering `addrs` (at most one per family).
+    pub fn from_addrs(addrs: &[std::net::SocketAddr]) -> Result<Self, String> {
+        let mut out = Self::default();
+        for a in addrs {
+            match a {
+                std::net::SocketAddr::V4(v4) if out.v4.is_none() => out.v4 = Some(*v4),
+                std::net::SocketAddr::V6(v6) if out.v6.is_none() => out.v6 = Some(*v6),
+                _ => return Err(format!("{a}: preferred_address holds one address per family")),
+            }
+        }
+        Ok(out)
+    }
 }

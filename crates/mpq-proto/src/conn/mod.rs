@@ -78,7 +78,9 @@ use crate::time::Instant;
 use crate::transport_params::TransportParameters;
 use crate::types::{Dir, Side, SpaceId, StreamId};
 
-pub use config::{AckPolicy, ClientConfig, ServerConfig, TransportConfig, DEFAULT_MAX_ACK_RANGES};
+pub use config::{
+    AckPolicy, ClientConfig, PreferredAddressConfig, ServerConfig, TransportConfig, DEFAULT_MAX_ACK_RANGES,
+};
 pub use datagram::{Datagram, DatagramConfig, DatagramCounters, DatagramError, DatagramStats};
 pub use events::{ConnectionError, ConnectionStats, Event, PathError, PathEvent, PathStatus};
 #[cfg(any(test, feature = "fuzzing"))]
@@ -698,6 +700,29 @@ impl Connection {
         }
     }
 
+    /// Server: the connection ID sent in preferred_address gets sequence number 1, right
+    /// after the handshake's (RFC 9000 §5.1.1); it counts toward the client's
+    /// active_connection_id_limit like any other.
+    pub(crate) fn issue_preferred_address_cid(&mut self, cid: ConnectionId, reset_token: [u8; 16]) {
+        if let Some(cids) = self.shared.local_cids.get_mut(&0) {
+            let seq = cids.issue(cid, reset_token, false);
+            debug_assert_eq!(seq, 1, "the preferred_address connection ID is the second issued");
+        }
+    }
+
+    /// Whether a datagram arrived on another 4-tuple than path `pi`'s: from another peer
+    /// address, or (a server) at another of our addresses, as when a client moves to our
+    /// preferred_address (RFC 9000 §9.6). Addresses compare with IPv4-mapped IPv6 ones as
+    /// the IPv4 ones they are, and an unspecified local address (a wildcard socket that
+    /// does not report the destination) matches any.
+    pub(crate) fn rx_moved(&self, pi: usize, rx: &recv::Rx) -> bool {
+        let Some(path) = self.paths.get(pi) else { return false };
+        if path.remote != rx.remote {
+            return true;
+        }
+        self.shared.side == Side::Server && local_moved(path.local, rx.local)
+    }
+
     /// The largest PTO of all paths ([`Host::max_pto`]).
     pub(crate) fn max_pto(&self) -> Duration {
         self.paths.board().max_pto(self.shared.peer_max_ack_delay())
@@ -824,6 +849,8 @@ mod tests;
 #[cfg(test)]
 mod tests_datagram;
 #[cfg(test)]
+mod tests_handshake_loss;
+#[cfg(test)]
 mod tests_mail;
 #[cfg(test)]
 mod tests_migrate;
@@ -842,6 +869,8 @@ mod tests_peer_limits;
 #[cfg(test)]
 mod tests_pmtud;
 #[cfg(test)]
+mod tests_preferred_address;
+#[cfg(test)]
 mod tests_retry;
 #[cfg(test)]
 mod tests_shuttle;
@@ -853,3 +882,12 @@ mod tests_version;
 mod tests_version_negotiation;
 #[cfg(test)]
 mod tests_zero_rtt;
+
+/// Whether a datagram that came to `local` came to another of our addresses than the
+/// path's (`path_local`): IPv4-mapped IPv6 addresses compare as the IPv4 ones they are, and
+/// an unspecified address (a wildcard socket that does not report the destination) matches
+/// any.
+pub(crate) fn local_moved(path_local: Option<SocketAddr>, local: SocketAddr) -> bool {
+    let same = |a: SocketAddr, b: SocketAddr| a.port() == b.port() && a.ip().to_canonical() == b.ip().to_canonical();
+    path_local.is_some_and(|l| !l.ip().is_unspecified() && !local.ip().is_unspecified() && !same(l, local))
+}

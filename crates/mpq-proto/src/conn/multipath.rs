@@ -179,7 +179,11 @@ impl Connection {
         let challenge = self.shared.new_challenge();
         let old_data = self.shared.new_challenge().data;
         let path = &mut self.paths[pi];
-        tracing::debug!(id = path.id, from = %path.remote, to = %rx.remote, "peer address changed");
+        if path.remote == rx.remote {
+            tracing::debug!(id = path.id, from = ?path.local, to = %rx.local, "the peer moved to another of our addresses");
+        } else {
+            tracing::debug!(id = path.id, from = %path.remote, to = %rx.remote, "peer address changed");
+        }
         if path.validated {
             // RFC 9000 §9.3.3: the previously active path gets a PATH_CHALLENGE.
             path.old_challenge =

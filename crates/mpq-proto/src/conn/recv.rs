@@ -395,11 +395,7 @@ impl Connection {
         self.shared.idle_anchor_from_recv = true;
         // RFC 9000 §9.3: only the highest-numbered non-probing packet moves a path to a new
         // peer address (probing packets may come from anywhere the peer tries).
-        if level == Level::OneRtt
-            && self.paths[pi].remote != rx.remote
-            && newest
-            && !super::multipath::is_probing(payload)
-        {
+        if level == Level::OneRtt && self.rx_moved(pi, rx) && newest && !super::multipath::is_probing(payload) {
             self.on_peer_address_change(now, pi, rx);
         }
         if let Some((mut host, path)) = self.host_for(pi) {
@@ -429,7 +425,7 @@ impl Connection {
         }
         // A packet that did not move its path (probing, or older than the newest) from
         // another address: PATH_RESPONSEs go back there (RFC 9000 §8.2.2).
-        self.shared.probe_from = (level == Level::OneRtt && self.paths[pi].remote != rx.remote).then_some(*rx);
+        self.shared.probe_from = (level == Level::OneRtt && self.rx_moved(pi, rx)).then_some(*rx);
         // The frames, with this path and the shared half; other paths by mail.
         let Some((mut host, path)) = self.host_for(pi) else { return };
         let processed = host.process_frames(now, level, path, pi, &parsed.dcid, payload, None);

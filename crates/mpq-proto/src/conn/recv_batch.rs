@@ -29,7 +29,7 @@ use crate::packet::number::decode_pn;
 use crate::packet::protect::{apply_header_protection, open_payload, remove_header_protection};
 use crate::recovery::received::Ecn;
 use crate::time::Instant;
-use crate::types::{Level, SpaceId};
+use crate::types::{Level, Side, SpaceId};
 
 use super::board::Seat;
 use super::host::Host;
@@ -160,7 +160,7 @@ impl Connection {
                 return;
             }
             let d: &mut [u8] = d;
-            match self.open(now, &lease, &mut route, &mut run, remote, d) {
+            match self.open(now, &lease, &mut route, &mut run, (local, remote), d) {
                 Ok(o) => {
                     super::touch!(self, recv_opened);
                     self.shared.stats.rx_datagrams += 1;
@@ -236,7 +236,7 @@ impl Connection {
         lease: &RecvLease,
         route: &mut Option<Route>,
         run: &mut Option<OpenRun>,
-        remote: SocketAddr,
+        (local, remote): (SocketAddr, SocketAddr),
         d: &mut [u8],
     ) -> Result<OpenedAt, NotOpened> {
         if !self.recv_lease_valid(lease) {
@@ -261,6 +261,13 @@ impl Connection {
                 r
             }
         };
+        // At another of our addresses (a client moving to our preferred_address): the
+        // general way, which sees the move.
+        if self.shared.side == Side::Server
+            && self.paths.get(r.slot).is_some_and(|p| super::local_moved(p.local, local))
+        {
+            return Err(NotOpened::General);
+        }
         if run.as_ref().is_some_and(|o| o.half.slot != r.slot) {
             self.end_run(run);
         }

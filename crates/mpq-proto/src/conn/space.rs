@@ -183,6 +183,13 @@ impl CryptoStream {
         }
     }
 
+    /// Some byte sent at this level is not acknowledged yet (in flight, or lost and
+    /// waiting to be sent again).
+    pub fn has_unacked(&self) -> bool {
+        let sent = 0..self.sent;
+        !sent.is_empty() && (self.acked.len() != 1 || self.acked.first() != Some(sent))
+    }
+
     /// PTO fired: queue every unacknowledged byte for retransmission.
     pub fn retransmit_unacked(&mut self) {
         let sent = 0..self.sent;

@@ -317,6 +317,16 @@ impl Connection {
             // Handshake probes carry the unacknowledged CRYPTO data again.
             space.crypto.retransmit_unacked();
         }
+        // RFC 9002 §6.2.4: "the sender SHOULD send ack-eliciting packets from other packet
+        // number spaces with in-flight data". The other handshake space's CRYPTO data the
+        // peer has not acknowledged goes too, in flight or lost: a server whose Initial (the
+        // ServerHello) was lost, its window full of Handshake probes the client cannot
+        // decrypt without it, otherwise sent the ServerHello again only at an Initial PTO.
+        let other = if space_id == SpaceId::Handshake { SpaceId::Initial } else { SpaceId::Handshake };
+        if let Some(space) = self.space_mut(other, pi).filter(|s| s.crypto.has_unacked()) {
+            space.probes = space.probes.max(1);
+            space.crypto.retransmit_unacked();
+        }
         self.shared.qlog_pto(now, space_id, 0);
     }
 }

@@ -113,6 +113,19 @@ impl Endpoint {
             orig_dst_cid,
             version,
         );
+        // RFC 9000 §9.6: the preferred addresses, with a connection ID of their own (sequence
+        // number 1, §5.1.1) and its stateless reset token.
+        let preferred = server.transport.preferred_address.map(|pa| {
+            let cid = self.new_cid();
+            let token = self.reset_key.token(&cid);
+            tp.preferred_address = Some(crate::transport_params::PreferredAddress {
+                address_v4: pa.v4,
+                address_v6: pa.v6,
+                connection_id: cid,
+                stateless_reset_token: token,
+            });
+            (cid, token)
+        });
         // RFC 9000 §7.3: after a Retry, the server names the CID it chose in the Retry.
         tp.retry_source_connection_id = retry_scid;
         #[cfg(test)]
@@ -160,9 +173,15 @@ impl Endpoint {
             version,
         });
         conn.set_first_path_local(local);
+        if let Some((cid, token)) = preferred {
+            conn.issue_preferred_address_cid(cid, token);
+        }
         let h = self.insert(conn);
         self.guard.track(h.0, orig_dst_cid, remote.ip());
         self.route(local_cid, h.0);
+        if let Some((cid, _)) = preferred {
+            self.route(cid, h.0);
+        }
         // Retransmitted client Initials still carry this DCID (after a Retry: the Retry's CID).
         self.route(parsed.dcid, h.0);
         self.incoming.push_back(h);

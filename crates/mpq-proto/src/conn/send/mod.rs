@@ -736,6 +736,13 @@ pub(super) fn end_packet(
     }
     if ack_eliciting && space.probes > 0 {
         space.probes -= 1;
+        if space.probes > 0 && matches!(header.level, Level::Initial | Level::Handshake) {
+            // The second probe of a handshake space carries the CRYPTO data the peer has
+            // not acknowledged again, rather than a bare PING: when a flight is lost, either
+            // datagram getting through moves the handshake on (RFC 9002 §6.2.4 lets the
+            // probes carry data; a PING only elicits an ACK, and the next PTO is twice as far).
+            space.crypto.retransmit_unacked();
+        }
     }
     let padded = pad_for_sample(buf, &header);
     space.take_pn();
