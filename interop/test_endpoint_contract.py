@@ -74,6 +74,8 @@ CONTRACTS = [
     Contract("ipv6", ("small.bin", "1mb.bin"), ipv6=True),
     # HTTP/3 on both roles (mpq against the peers' HTTP/3: test_interop_http3.py).
     Contract("http3", ("small.bin", "1mb.bin", "10mb.bin"), 60.0),
+    # The server offers 127.0.0.2:<port> as its preferred address (PREFERRED_ADDRESSES).
+    Contract("connectionmigration", ("small.bin", "10mb.bin"), 60.0),
     # The runner's network cases, with interop/relay.py in place of its simulator.
     Contract("transferloss", ("small.bin", "1mb.bin"), 60.0, relay=("--loss", "0.02"), relay_check="dropped", peers=PEERS),
     Contract("handshakeloss", ("small.bin", "small2.bin", "small3.bin"), 90.0, relay=("--loss", "0.3"), relay_check="dropped"),
@@ -84,7 +86,16 @@ CONTRACTS = [
     Contract("rebind-addr", ("10mb.bin",), 60.0, relay=("--rebind-addr-after", "0.2"), relay_check="rebinds"),
 ]
 # Cases mpq does not support (yet): both roles exit 127, as the runner requires.
-UNSUPPORTED = ["connectionmigration", "no-such-testcase"]
+UNSUPPORTED = ["no-such-testcase"]
+
+
+def free_port_on(host: str) -> int:
+    """A UDP port on `host` that was free a moment ago."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 def _params():
@@ -152,6 +163,8 @@ def test_endpoint_contract(
     if server == "mpq":
         env = endpoint_env("server", contract.testcase, tmp_path, tls_files, free_udp_port, logdir)
         env["WWW"] = str(root)
+        if contract.testcase == "connectionmigration":
+            env["PREFERRED_ADDRESSES"] = f"127.0.0.2:{free_port_on('127.0.0.2')}"
         srv = start_server(["bash", str(RUN_ENDPOINT)], env)
     else:
         cmd = _server_cmd(server, free_udp_port, root, tls_files, logdir, retry)
@@ -226,6 +239,10 @@ def check_feature(contract: Contract, client: str, server: str, client_log: str,
         )
     if t in ("resumption", "zerortt"):
         check_resumption(t, client, server, client_log, srv, logdir, context)
+    if t == "connectionmigration":
+        # The client validated the preferred address and moved; the server followed.
+        assert "moved to the server's preferred address" in client_log, f"the client did not move{context}"
+        srv.wait_stderr(re.compile(r"the peer moved to another of our addresses"), 5.0, "the server following")
     if t == "http3":
         # Both ends negotiated ALPN h3 (RFC 9114 §3.1): the server logs it at -v.
         srv.wait_stderr(re.compile(r'server handshake complete: .*ALPN "h3"'), 5.0, "an h3 handshake")

@@ -48,7 +48,22 @@ server)
         # prefers v2 and moves the connection to it (RFC 9368 §2.3).
         v2) args+=(--versions v2,v1) ;;
         http3) args+=(--http3) ;;
-        # connectionmigration: no preferred_address yet.
+        # The server offers a preferred address (RFC 9000 §9.6) the client moves to:
+        # PREFERRED_ADDRESSES (space-separated), else port 4443 of the container's first IPv4
+        # and IPv6 addresses (the runner gives the server one of each).
+        connectionmigration)
+            pa=${PREFERRED_ADDRESSES:-}
+            if [ -z "$pa" ]; then
+                for ip in $(hostname -I 2>/dev/null); do
+                    case "$ip" in
+                        *:*) [ -z "${v6:-}" ] && v6="[$ip]:4443" ;;
+                        *) [ -z "${v4:-}" ] && v4="$ip:4443" ;;
+                    esac
+                done
+                pa="${v4:-} ${v6:-}"
+            fi
+            for a in $pa; do args+=(--preferred-address "$a"); done
+            ;;
         *) unsupported ;;
     esac
     exec "$MPQ" "${args[@]}" "${common[@]}"
@@ -81,6 +96,8 @@ client)
         # Start in v1, offer and prefer v2 (the server moves the connection to v2).
         v2) args+=(--versions v2,v1 -v) ;;
         http3) args+=(--http3) ;;
+        # A connection without multipath moves to the server's preferred address by default.
+        connectionmigration) args+=(--no-multipath -v) ;;
         # One connection per file, one after the other. Under the loss cases' 30 % (each way)
         # a handshake's flights can be lost several times in a row, and the probe timeout
         # doubles each time (RFC 9002 §6.2.1): 10 s (the default limit) was passed in 2 of 25

@@ -113,6 +113,11 @@ pub struct Common {
     /// client's order (and supports v1 and v2).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = mpq_proto::packet::version::parse)]
     pub versions: Option<Vec<u32>>,
+    /// Client: stay on the server's handshake address even if it offers a preferred_address
+    /// (by default a connection without multipath validates the preferred address and moves
+    /// there, RFC 9000 §9.6.1).
+    #[arg(long)]
+    pub no_preferred_address: bool,
     /// Do not advertise grease_quic_bit (RFC 9287): keep the QUIC Bit set in every packet
     /// and drop packets without it.
     #[arg(long)]

@@ -94,6 +94,7 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
         // (The core keeps each batch under 64 KiB at the path's current size.)
         max_gso_segments: 44,
         handshake_timeout: Some(handshake_timeout).filter(|d| !d.is_zero()),
+        use_preferred_address: !common.no_preferred_address,
         ..TransportConfig::default()
     };
     if let Some(n) = common.key_update_every {

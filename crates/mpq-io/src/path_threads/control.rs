@@ -233,7 +233,10 @@ fn manage<D: EndpointDriver + 'static>(shared: &Arc<Shared<D>>, g: &mut Locked<D
             continue;
         }
         for (id, local, remote) in conn.path_addresses() {
-            let has = g.workers.iter().any(|s| s.conn == h && s.path_id == id && s.remote == remote);
+            // (A path whose local address or peer changed gets a worker with a socket for
+            // its new 4-tuple; the old one ends.)
+            let has =
+                g.workers.iter().any(|s| s.conn == h && s.path_id == id && s.remote == remote && s.local == local);
             if !has {
                 wanted.push((h, id, local, remote));
             }
@@ -257,6 +260,7 @@ fn start_worker<D: EndpointDriver + 'static>(
     local: Option<SocketAddr>,
     remote: SocketAddr,
 ) -> io::Result<()> {
+    let named_local = local;
     let local = local.unwrap_or_else(|| shared.listeners[0].local_addr());
     // On a wildcard address (a client's default socket) the kernel picks the source
     // address by route when the socket connects, as it does for the listening socket's
@@ -283,7 +287,7 @@ fn start_worker<D: EndpointDriver + 'static>(
     let ctl = Arc::new(WorkerCtl::new(Waker::new(poll.registry(), WAKER)?));
     g.started += 1;
     let cpu = (!shared.cpus.is_empty()).then(|| shared.cpus[g.started % shared.cpus.len()]);
-    let w = Worker { conn, path_id, remote, socket, poll, ctl: ctl.clone(), cpu };
+    let w = Worker { conn, path_id, local: named_local, remote, socket, poll, ctl: ctl.clone(), cpu };
     let thread_shared = shared.clone();
     let thread_ctl = ctl.clone();
     shared.threads.fetch_add(1, Ordering::Relaxed);
@@ -316,7 +320,7 @@ fn start_worker<D: EndpointDriver + 'static>(
         thread_ctl.done.store(true, Ordering::Release);
         thread_shared.control.wake_always();
     })?;
-    g.workers.push(WorkerSlot { conn, path_id, remote, ctl, join: Some(join) });
+    g.workers.push(WorkerSlot { conn, path_id, local: named_local, remote, ctl, join: Some(join) });
     Ok(())
 }
 

@@ -210,7 +210,8 @@ struct Locked<D> {
 struct WorkerSlot {
     conn: ConnectionHandle,
     path_id: u64,
-    /// The path's peer when the worker started.
+    /// The path's local address (as the path names it) and peer when the worker started.
+    local: Option<SocketAddr>,
     remote: SocketAddr,
     ctl: Arc<WorkerCtl>,
     join: Option<std::thread::JoinHandle<()>>,

@@ -24,6 +24,9 @@ const MAX_RUN: usize = 128;
 pub(super) struct Worker {
     pub conn: ConnectionHandle,
     pub path_id: u64,
+    /// The path's local address as the path names it (`None`: the first listening
+    /// socket's), when the worker started.
+    pub local: Option<SocketAddr>,
     /// The path's peer.
     pub remote: SocketAddr,
     /// The socket connected to the peer, registered with `poll`; `None` if it could not be
@@ -350,9 +353,9 @@ fn after_round<D: EndpointDriver>(
         shared.control.wake_always();
         return deadline;
     };
-    // Gone, or moved to another address (a new worker with a socket for it takes over).
+    // Gone, or moved to another 4-tuple (a new worker with a socket for it takes over).
     let paths = conn.path_addresses();
-    if !paths.iter().any(|(id, _, remote)| *id == w.path_id && *remote == w.remote) {
+    if !paths.iter().any(|(id, local, remote)| *id == w.path_id && *remote == w.remote && *local == w.local) {
         round.gone = true;
     }
     let mine = workers.iter().filter(|s| s.conn == w.conn && !s.ctl.done.load(Ordering::Acquire)).count();

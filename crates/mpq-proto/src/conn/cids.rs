@@ -154,6 +154,20 @@ impl PeerCids {
         true
     }
 
+    /// Moves to the active ID `cid` (the one a server gave in preferred_address) and retires
+    /// the current one; false if `cid` is not active. Already current: nothing to do.
+    pub fn switch_to_cid(&mut self, cid: &ConnectionId) -> bool {
+        let Some(&seq) = self.active.iter().find(|(_, c)| c.cid == *cid).map(|(s, _)| s) else { return false };
+        let old = self.current;
+        if seq != old {
+            if self.active.remove(&old).is_some() {
+                self.to_retire.insert(old);
+            }
+            self.current = seq;
+        }
+        true
+    }
+
     /// The ID to put in packets we send.
     pub fn current(&self) -> PeerCid {
         self.active

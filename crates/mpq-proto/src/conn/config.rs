@@ -61,6 +61,9 @@ pub struct TransportConfig {
     /// family; `None`: not sent. The endpoint must receive on them. A client that moves to
     /// one is followed: the path's local address changes and the path is validated again.
     pub preferred_address: Option<PreferredAddressConfig>,
+    /// Client: move to the server's preferred address (RFC 9000 §9.6.1) once the handshake is
+    /// confirmed and the address is validated, on connections without multipath.
+    pub use_preferred_address: bool,
     /// Mark packets ECT(0) once the handshake is confirmed and react to CE marks, on each
     /// path that passes ECN validation (RFC 9000 §13.4).
     pub ecn: bool,
@@ -164,6 +167,7 @@ impl Default for TransportConfig {
             pacing: true,
             disable_active_migration: false,
             preferred_address: None,
+            use_preferred_address: true,
             ecn: true,
             max_gso_segments: 10,
             initial_max_path_id: None,

@@ -181,6 +181,10 @@ impl Connection {
                     p.set_initial_reset_token(token);
                 }
             }
+            // RFC 9000 §5.1.1: the connection ID of preferred_address has sequence number 1.
+            if let (Some(pa), Some(p)) = (tp.preferred_address, self.shared.peer_cids.get_mut(&0)) {
+                p.on_new_cid(1, 0, pa.connection_id, pa.stateless_reset_token)?;
+            }
         }
         if let Some(max) = tp.initial_max_path_id {
             // RFC 10069 §2.1.

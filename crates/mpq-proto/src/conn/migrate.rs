@@ -5,7 +5,8 @@
 //!
 //! The server sees packets from a new address and validates it (RFC 9000 §9.3, the other
 //! side of this: `multipath.rs::on_peer_address_change`); the client answers its
-//! PATH_CHALLENGE on the new path like any other.
+//! PATH_CHALLENGE on the new path like any other. Also here: whether a datagram came on
+//! another 4-tuple than its path's ([`Connection::rx_moved`]).
 
 use std::net::SocketAddr;
 
@@ -76,4 +77,31 @@ impl Connection {
             tracing::debug!(%local, "migration followed: the server sends to the new address");
         }
     }
+
+    /// Whether a datagram arrived on another 4-tuple than path `pi`'s: from another peer
+    /// address, or (a server) at another of our addresses, as when a client moves to our
+    /// preferred_address (RFC 9000 §9.6). Addresses compare with IPv4-mapped IPv6 ones as
+    /// the IPv4 ones they are, and an unspecified local address (a wildcard socket that
+    /// does not report the destination) matches any.
+    pub(crate) fn rx_moved(&self, pi: usize, rx: &super::recv::Rx) -> bool {
+        let Some(path) = self.paths.get(pi) else { return false };
+        if !same_addr(path.remote, rx.remote) {
+            return true;
+        }
+        self.shared.side == Side::Server && local_moved(path.local, rx.local)
+    }
+}
+
+/// Whether a datagram that came to `local` came to another of our addresses than the
+/// path's (`path_local`): IPv4-mapped IPv6 addresses compare as the IPv4 ones they are, and
+/// an unspecified address (a wildcard socket that does not report the destination) matches
+/// any.
+pub(crate) fn local_moved(path_local: Option<SocketAddr>, local: SocketAddr) -> bool {
+    path_local.is_some_and(|l| !l.ip().is_unspecified() && !local.ip().is_unspecified() && !same_addr(l, local))
+}
+
+/// Whether two socket addresses name the same one: an IPv4-mapped IPv6 address (a
+/// dual-stack socket's view of an IPv4 peer) is the IPv4 address it maps.
+pub(crate) fn same_addr(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port() && a.ip().to_canonical() == b.ip().to_canonical()
 }

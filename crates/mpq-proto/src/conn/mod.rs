@@ -47,6 +47,7 @@ mod path_pmtu;
 mod path_recovery;
 mod path_table;
 mod path_timers;
+mod preferred_address;
 mod qlog;
 mod recv;
 mod recv_batch;
@@ -322,6 +323,10 @@ pub(crate) struct ConnShared {
     /// Client: the local address it migrated to, until the first datagram arrives there
     /// (`conn/migrate.rs`).
     migrated_to: Option<SocketAddr>,
+    /// Client: the validation of the server's preferred address under way (RFC 9000 §9.6).
+    preferred_probe: Option<preferred_address::PreferredProbe>,
+    /// Client: whether to validate the preferred address was decided (once, at confirmation).
+    preferred_decided: bool,
     /// When the peer first acknowledged a packet of our current key phase: the next update
     /// waits three of the largest PTOs from there (RFC 10069 §2.5).
     phase_acked_at: Option<Instant>,
@@ -474,6 +479,8 @@ impl Connection {
             ping_pending: false,
             key_update_ping_at: 0,
             migrated_to: None,
+            preferred_probe: None,
+            preferred_decided: false,
             phase_acked_at: None,
             next_path_cursor: 0,
             handshake_remote: remote,
@@ -700,29 +707,6 @@ impl Connection {
         }
     }
 
-    /// Server: the connection ID sent in preferred_address gets sequence number 1, right
-    /// after the handshake's (RFC 9000 §5.1.1); it counts toward the client's
-    /// active_connection_id_limit like any other.
-    pub(crate) fn issue_preferred_address_cid(&mut self, cid: ConnectionId, reset_token: [u8; 16]) {
-        if let Some(cids) = self.shared.local_cids.get_mut(&0) {
-            let seq = cids.issue(cid, reset_token, false);
-            debug_assert_eq!(seq, 1, "the preferred_address connection ID is the second issued");
-        }
-    }
-
-    /// Whether a datagram arrived on another 4-tuple than path `pi`'s: from another peer
-    /// address, or (a server) at another of our addresses, as when a client moves to our
-    /// preferred_address (RFC 9000 §9.6). Addresses compare with IPv4-mapped IPv6 ones as
-    /// the IPv4 ones they are, and an unspecified local address (a wildcard socket that
-    /// does not report the destination) matches any.
-    pub(crate) fn rx_moved(&self, pi: usize, rx: &recv::Rx) -> bool {
-        let Some(path) = self.paths.get(pi) else { return false };
-        if path.remote != rx.remote {
-            return true;
-        }
-        self.shared.side == Side::Server && local_moved(path.local, rx.local)
-    }
-
     /// The largest PTO of all paths ([`Host::max_pto`]).
     pub(crate) fn max_pto(&self) -> Duration {
         self.paths.board().max_pto(self.shared.peer_max_ack_delay())
@@ -882,12 +866,3 @@ mod tests_version;
 mod tests_version_negotiation;
 #[cfg(test)]
 mod tests_zero_rtt;
-
-/// Whether a datagram that came to `local` came to another of our addresses than the
-/// path's (`path_local`): IPv4-mapped IPv6 addresses compare as the IPv4 ones they are, and
-/// an unspecified address (a wildcard socket that does not report the destination) matches
-/// any.
-pub(crate) fn local_moved(path_local: Option<SocketAddr>, local: SocketAddr) -> bool {
-    let same = |a: SocketAddr, b: SocketAddr| a.port() == b.port() && a.ip().to_canonical() == b.ip().to_canonical();
-    path_local.is_some_and(|l| !l.ip().is_unspecified() && !local.ip().is_unspecified() && !same(l, local))
-}

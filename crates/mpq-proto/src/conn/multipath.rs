@@ -179,7 +179,7 @@ impl Connection {
         let challenge = self.shared.new_challenge();
         let old_data = self.shared.new_challenge().data;
         let path = &mut self.paths[pi];
-        if path.remote == rx.remote {
+        if super::migrate::same_addr(path.remote, rx.remote) {
             tracing::debug!(id = path.id, from = ?path.local, to = %rx.local, "the peer moved to another of our addresses");
         } else {
             tracing::debug!(id = path.id, from = %path.remote, to = %rx.remote, "peer address changed");
@@ -279,6 +279,14 @@ impl Host<'_> {
         let target = self.views().find(|(_, v)| v.challenge == Some(data)).map(|(slot, _)| slot);
         let (slot, recheck) = match target {
             Some(slot) => (slot, Some(self.new_challenge())),
+            None if self.shared.preferred_probe.is_some_and(|p| p.data == data) => {
+                // The server answered at its preferred address (RFC 9000 §9.6.1): the path
+                // moves at the next send.
+                if let Some(p) = self.shared.preferred_probe.as_mut() {
+                    p.validated = true;
+                }
+                return;
+            }
             None => {
                 // Maybe the previous peer address still answers (RFC 9000 §9.3.3): its next
                 // non-probing packet from there moves the path back (on_peer_address_change).
@@ -557,7 +565,7 @@ impl ConnShared {
         }
     }
 
-    fn new_challenge(&mut self) -> Challenge {
+    pub(super) fn new_challenge(&mut self) -> Challenge {
         let mut data = [0u8; 8];
         self.rng.fill_bytes(&mut data);
         Challenge { data, send_pending: true, sent_at: None, fail_at: None, full_size: false }

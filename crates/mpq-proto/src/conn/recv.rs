@@ -205,7 +205,8 @@ impl Connection {
             // client discards packets from a server address it does not know. Its paths
             // (multipath included) go to addresses it chose itself, each path's in
             // `remote`, so a packet of a path from elsewhere is from an unknown address.
-            if path.remote != rx.remote && (level != Level::OneRtt || self.shared.side == Side::Client) {
+            let probed = level == Level::OneRtt && self.is_preferred_address_probed(rx.remote);
+            if path.remote != rx.remote && (level != Level::OneRtt || self.shared.side == Side::Client) && !probed {
                 self.shared.stats.dropped_packets += 1;
                 return;
             }
@@ -395,7 +396,11 @@ impl Connection {
         self.shared.idle_anchor_from_recv = true;
         // RFC 9000 §9.3: only the highest-numbered non-probing packet moves a path to a new
         // peer address (probing packets may come from anywhere the peer tries).
-        if level == Level::OneRtt && self.rx_moved(pi, rx) && newest && !super::multipath::is_probing(payload) {
+        // (A client's path moves only by its own decision: a server's packet from elsewhere
+        // is the answer to a probe of its preferred address.)
+        let server = self.shared.side == Side::Server;
+        if level == Level::OneRtt && server && self.rx_moved(pi, rx) && newest && !super::multipath::is_probing(payload)
+        {
             self.on_peer_address_change(now, pi, rx);
         }
         if let Some((mut host, path)) = self.host_for(pi) {

@@ -264,7 +264,7 @@ impl Connection {
         // At another of our addresses (a client moving to our preferred_address): the
         // general way, which sees the move.
         if self.shared.side == Side::Server
-            && self.paths.get(r.slot).is_some_and(|p| super::local_moved(p.local, local))
+            && self.paths.get(r.slot).is_some_and(|p| super::migrate::local_moved(p.local, local))
         {
             return Err(NotOpened::General);
         }

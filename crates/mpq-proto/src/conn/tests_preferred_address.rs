@@ -1,26 +1,35 @@
 //! A server's preferred_address (RFC 9000 §9.6): the transport parameter with a connection
-//! ID of sequence number 1 that reaches the connection, and a client that moves to the
-//! preferred address followed: the server's path takes the new local address and validates
-//! it. (mpq's own client does not move there yet; ngtcp2's does, in the HTTP/3 interop.)
+//! ID of sequence number 1 that reaches the connection; a client that validates the address
+//! and moves there, the server following (its path takes the new local address and
+//! validates it), with the transfer going on byte-exact; a preferred address that does not
+//! answer, or a client told not to use it, leaving the connection where it was.
 
 use std::net::SocketAddr;
 
-use super::tests::{client, confirm_handshake};
+use super::tests::{client, confirm_handshake, run_upload};
 use super::tests_multipath::server;
 use super::*;
 use crate::testing::Pair;
 
 const PREFERRED: &str = "192.0.2.77:4434";
 
-fn pair_with_preferred_address() -> Pair {
+/// A pair whose server offers [`PREFERRED`]; the client uses it if `client_moves`.
+fn pair_with(client_moves: bool) -> Pair {
     let preferred: SocketAddr = PREFERRED.parse().expect("address");
-    let transport = TransportConfig {
+    let server = TransportConfig {
         preferred_address: Some(PreferredAddressConfig::from_addrs(&[preferred]).expect("one address")),
         ..TransportConfig::default()
     };
-    let mut pair = Pair::new(transport);
+    let client = TransportConfig { use_preferred_address: client_moves, ..TransportConfig::default() };
+    let mut pair = Pair::asymmetric(client, server);
     assert!(confirm_handshake(&mut pair));
     pair
+}
+
+/// A pair whose client stays on the handshake address (the tests that play the client's
+/// move by hand).
+fn pair_with_preferred_address() -> Pair {
+    pair_with(false)
 }
 
 #[test]
@@ -82,4 +91,48 @@ fn a_client_at_the_preferred_address_moves_the_servers_path_there_to_be_validate
     }
     assert!(sent.contains(&(Some(preferred), client_addr)), "nothing from the preferred address: {sent:?}");
     assert!(sent.iter().all(|(_, to)| *to == client_addr));
+}
+
+#[test]
+fn a_client_moves_to_the_preferred_address_and_the_transfer_goes_on() {
+    let mut pair = pair_with(true);
+    let preferred: SocketAddr = PREFERRED.parse().expect("address");
+    run_upload(&mut pair, 300_000, std::time::Duration::from_secs(5));
+    let c = client(&mut pair);
+    assert_eq!(c.paths[c.primary_path()].remote, preferred, "the client did not move to the preferred address");
+    // It uses the preferred_address's connection ID (sequence number 1), and retired the
+    // handshake's.
+    let pa = c.shared.peer_params.as_ref().and_then(|p| p.preferred_address).expect("preferred_address");
+    assert_eq!(c.shared.peer_cids[&0].current().cid, pa.connection_id);
+    let s = server(&mut pair);
+    let path = &s.paths[s.primary_path()];
+    assert_eq!(path.local, Some(preferred), "the server did not follow");
+    assert!(path.validated, "the server validated the path at its preferred address");
+    assert!(!s.shared.local_cids[&0].active.contains_key(&0), "the handshake's connection ID was retired");
+}
+
+#[test]
+fn a_preferred_address_that_does_not_answer_leaves_the_client_where_it_was() {
+    let mut pair = pair_with(true);
+    let preferred: SocketAddr = PREFERRED.parse().expect("address");
+    pair.drop_addr = Box::new(move |src, dst| src == preferred || dst == preferred);
+    let server_addr = pair.server_addr;
+    // Long enough for the three probes and their timeouts.
+    run_upload(&mut pair, 300_000, std::time::Duration::from_secs(5));
+    pair.run_until(std::time::Duration::from_secs(3), |_| false);
+    let c = client(&mut pair);
+    assert_eq!(c.paths[c.primary_path()].remote, server_addr);
+    assert!(c.shared.preferred_probe.is_none(), "the client gave up on the preferred address");
+    assert!(c.shared.preferred_decided);
+    assert!(!c.is_closed());
+}
+
+#[test]
+fn a_client_told_not_to_use_the_preferred_address_stays() {
+    let mut pair = pair_with(false);
+    let server_addr = pair.server_addr;
+    run_upload(&mut pair, 100_000, std::time::Duration::from_secs(5));
+    let c = client(&mut pair);
+    assert_eq!(c.paths[c.primary_path()].remote, server_addr);
+    assert!(c.shared.preferred_probe.is_none());
 }

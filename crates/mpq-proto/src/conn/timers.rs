@@ -130,6 +130,7 @@ impl Connection {
         }
         if shared {
             merge(self.shared.key_discard_at);
+            merge(self.preferred_probe_deadline());
         }
         t
     }
@@ -174,6 +175,7 @@ impl Connection {
             }
         }
         self.path_validation_timers(now);
+        self.preferred_probe_timer(now);
         if let Some((t, space)) = self.handshake_loss_deadline() {
             if now >= t {
                 self.on_handshake_loss_timeout(now, space);

@@ -187,6 +187,7 @@ impl Connection {
             }
         }
         self.drop_unsendable_pinned_datagrams();
+        self.preferred_address_step(now);
         self.poll_off_path(now, buf)
     }
 

@@ -5,6 +5,8 @@
 
 use std::net::SocketAddr;
 
+use crate::cid::ConnectionId;
+
 use crate::frame::Frame;
 use crate::time::Instant;
 use crate::types::SpaceId;
@@ -17,6 +19,18 @@ impl Connection {
     /// are kept out of congestion control, loss recovery and the path's amplification
     /// budget (not counted in flight): the path's own address is not where they go.
     pub(super) fn poll_off_path(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        // A client validating the server's preferred address (RFC 9000 §9.6.1): from the
+        // path's local address, with the preferred_address's connection ID, expanded to 1200
+        // bytes (§8.2.1).
+        if let Some((remote, cid, data)) = self.take_preferred_probe(now) {
+            let pi = self.primary_path();
+            let local = self.paths[pi].local;
+            let frame = Frame::PathChallenge(data);
+            let t = self.write_off_path(now, buf, pi, frame, (remote, local, Some(cid)), crate::MIN_INITIAL_SIZE);
+            if t.is_some() {
+                return t;
+            }
+        }
         for pi in 0..self.paths.slot_bound() {
             if !self.paths.get(pi).is_some_and(|p| p.is_open()) {
                 continue;
@@ -25,7 +39,8 @@ impl Connection {
                 if let Some(c) = self.paths[pi].old_challenge.as_mut() {
                     c.send_pending = false;
                 }
-                let t = self.write_off_path(now, buf, pi, Frame::PathChallenge(old.data), old.remote, old.local, 0);
+                let t =
+                    self.write_off_path(now, buf, pi, Frame::PathChallenge(old.data), (old.remote, old.local, None), 0);
                 if t.is_some() {
                     return t;
                 }
@@ -35,7 +50,8 @@ impl Connection {
                 // RFC 9000 §8.2.1: expanded to 1200 bytes, unless the unvalidated address's
                 // amplification limit forbids.
                 let pad_to = r.budget.min(crate::MIN_INITIAL_SIZE);
-                let t = self.write_off_path(now, buf, pi, Frame::PathResponse(r.data), r.remote, Some(r.local), pad_to);
+                let to = (r.remote, Some(r.local), None);
+                let t = self.write_off_path(now, buf, pi, Frame::PathResponse(r.data), to, pad_to);
                 if t.as_ref().is_some_and(|t| t.size <= r.budget) {
                     return t;
                 }
@@ -45,20 +61,28 @@ impl Connection {
         None
     }
 
-    /// One packet of path `pi` holding `frame`, padded to `pad_to` bytes, to `remote`.
-    #[allow(clippy::too_many_arguments)]
+    /// One packet of path `pi` holding `frame`, padded to `pad_to` bytes, to `remote` from
+    /// `local`, with the destination connection ID `dcid` if given (else the path's).
     fn write_off_path(
         &mut self,
         now: Instant,
         buf: &mut Vec<u8>,
         pi: usize,
         frame: Frame<'_>,
-        remote: SocketAddr,
-        local: Option<SocketAddr>,
+        (remote, local, dcid): (SocketAddr, Option<SocketAddr>, Option<ConnectionId>),
         pad_to: usize,
     ) -> Option<Transmit> {
         buf.clear();
-        let header = self.write_header(SpaceId::Data, pi, buf)?;
+        let mut header = self.write_header(SpaceId::Data, pi, buf)?;
+        if let Some(cid) = dcid {
+            // A short header is the first byte, the DCID and the packet number (RFC 9000
+            // §17.3.1): the DCID is swapped in place.
+            let pn = buf[header.pn_offset..].to_vec();
+            buf.truncate(header.header_start + 1);
+            buf.extend_from_slice(&cid);
+            header.pn_offset = buf.len();
+            buf.extend_from_slice(&pn);
+        }
         self.space_mut(SpaceId::Data, pi)?.take_pn();
         frame.encode(buf);
         pad_for_sample(buf, &header);
