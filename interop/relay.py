@@ -15,7 +15,9 @@ directions, with a seeded generator (the same seed, the same drops):
   a new port: a NAT that rebinds the client's port (rebind-port);
 * ``--rebind-addr-after S``: after S seconds the upstream socket moves to another loopback
   address (``--rebind-addr``, default 127.0.0.2) and a new port: a NAT that changes the
-  client's address (rebind-addr).
+  client's address (rebind-addr);
+* ``--delay S``: deliver every datagram S seconds late, in each direction (longrtt: the
+  runner's 1.5 s round trip is ``--delay 0.75``).
 
 It prints ``relay listening on HOST:PORT`` once ready and, on SIGTERM, a JSON line with what it
 did (datagrams forwarded, dropped, corrupted, rebinds), so a test can check the impairment
@@ -38,9 +40,16 @@ class Stats:
         self.dropped = 0
         self.corrupted = 0
         self.rebinds = 0
+        self.delayed = 0
 
     def as_dict(self) -> dict[str, int]:
-        return dict(forwarded=self.forwarded, dropped=self.dropped, corrupted=self.corrupted, rebinds=self.rebinds)
+        return dict(
+            forwarded=self.forwarded,
+            dropped=self.dropped,
+            corrupted=self.corrupted,
+            rebinds=self.rebinds,
+            delayed=self.delayed,
+        )
 
 
 class Impairment:
@@ -90,7 +99,7 @@ class Upstream(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr) -> None:
         out = self.relay.impair.apply(data)
         if out is not None and self.relay.downstream is not None:
-            self.relay.downstream.sendto(out, self.client)
+            self.relay.later(self.relay.downstream.sendto, out, self.client)
 
 
 class Relay(asyncio.DatagramProtocol):
@@ -109,6 +118,14 @@ class Relay(asyncio.DatagramProtocol):
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         self.downstream = transport
+
+    def later(self, send, data: bytes, to: tuple) -> None:
+        """Sends now, or --delay seconds from now (datagrams keep their order: one delay)."""
+        if self.args.delay <= 0:
+            send(data, to)
+            return
+        self.stats.delayed += 1
+        asyncio.get_running_loop().call_later(self.args.delay, send, data, to)
 
     def datagram_received(self, data: bytes, addr) -> None:
         asyncio.get_running_loop().create_task(self.forward(data, addr))
@@ -143,7 +160,7 @@ class Relay(asyncio.DatagramProtocol):
                 return
             up = await self.upstream_for(client)
             if up.transport is not None:
-                up.transport.sendto(out, self.server)
+                self.later(up.transport.sendto, out, self.server)
 
 
 def parse_window(text: str) -> tuple[float, float]:
@@ -161,6 +178,7 @@ async def main() -> None:
     p.add_argument("--rebind-port-every", type=float, default=0.0, help="seconds between port rebindings")
     p.add_argument("--rebind-addr-after", type=float, default=0.0, help="seconds before the address changes")
     p.add_argument("--rebind-addr", default="127.0.0.2", help="the address the client moves to")
+    p.add_argument("--delay", type=float, default=0.0, help="seconds every datagram is held, each direction")
     p.add_argument("--seed", type=int, default=1, help="seed of the loss and corruption draws")
     args = p.parse_args()
     host, _, port = args.listen.rpartition(":")

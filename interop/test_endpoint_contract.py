@@ -23,6 +23,7 @@ import pytest
 from resumption import RESUME_ARGS, check_resumption
 from test_interop import (  # noqa: F401 (fixtures are found by name)
     FILES,
+    MULTIPLEXING_FILES,
     Server,
     VERSION_ARGS,
     Case,
@@ -72,6 +73,8 @@ CONTRACTS = [
     Contract("zerortt", ("small.bin", "1mb.bin"), peers=(("mpq", "aioquic"), ("aioquic", "mpq"))),
     Contract("v2", ("small.bin",), peers=(("mpq", "aioquic"), ("aioquic", "mpq"))),
     Contract("ipv6", ("small.bin", "1mb.bin"), ipv6=True),
+    Contract("multiplexing", MULTIPLEXING_FILES, 60.0),
+    Contract("goodput", ("10mb.bin",), 60.0),
     # HTTP/3 on both roles (mpq against the peers' HTTP/3: test_interop_http3.py).
     Contract("http3", ("small.bin", "1mb.bin", "10mb.bin"), 60.0),
     # The server offers 127.0.0.2:<port> as its preferred address (PREFERRED_ADDRESSES).
@@ -84,6 +87,8 @@ CONTRACTS = [
     Contract("blackhole", ("10mb.bin",), 60.0, relay=("--blackhole", "0.2:1.2"), relay_check="dropped"),
     Contract("rebind-port", ("10mb.bin",), 60.0, relay=("--rebind-port-every", "0.2"), relay_check="rebinds", peers=PEERS),
     Contract("rebind-addr", ("10mb.bin",), 60.0, relay=("--rebind-addr-after", "0.2"), relay_check="rebinds"),
+    # The runner's 1.5 s round trip.
+    Contract("longrtt", ("small.bin", "1mb.bin"), 90.0, relay=("--delay", "0.75"), relay_check="delayed"),
 ]
 # Cases mpq does not support (yet): both roles exit 127, as the runner requires.
 UNSUPPORTED = ["no-such-testcase"]

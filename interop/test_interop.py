@@ -59,6 +59,10 @@ FILES = {
     "small2.bin": (4 * 1024, 5),
     "small3.bin": (4 * 1024, 6),
 }
+# The interop runner's multiplexing case: many small files over one connection, more than a
+# peer's initial stream limit allows at once.
+MULTIPLEXING_FILES = tuple(f"mx{i:03}.bin" for i in range(200))
+FILES.update({name: (32 + 7 * i, 1000 + i) for i, name in enumerate(MULTIPLEXING_FILES)})
 
 # aioquic client: request a key update every this many received bytes.
 AIOQUIC_KEY_UPDATE_BYTES = 1024 * 1024

@@ -67,6 +67,15 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key", required=True, help="PEM private key")
 
 
+def add_client_args(parser: argparse.ArgumentParser) -> None:
+    """The clients' URLs, output directory and certificate check."""
+    parser.add_argument("urls", nargs="+", metavar="URL", help="https://HOST:PORT/name")
+    parser.add_argument("--output", required=True, help="directory to write downloads to")
+    tls = parser.add_mutually_exclusive_group()
+    tls.add_argument("--insecure", action="store_true", help="do not verify the server certificate")
+    tls.add_argument("--ca", metavar="FILE", help="PEM CA file to verify the server certificate")
+
+
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--secrets-log",

@@ -23,7 +23,7 @@ from aioquic.h3.connection import H3_ALPN, H3Connection  # noqa: E402
 from aioquic.h3.events import DataReceived, HeadersReceived  # noqa: E402
 from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, QuicEvent, StreamReset  # noqa: E402
 
-from common import add_common_args, base_configuration, log, log_version  # noqa: E402
+from common import add_client_args, add_common_args, base_configuration, log, log_version  # noqa: E402
 from hq_client import Download  # noqa: E402
 
 
@@ -117,11 +117,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("urls", nargs="+", metavar="URL", help="https://HOST:PORT/name")
-    parser.add_argument("--output", required=True, help="directory to write downloads to")
-    tls = parser.add_mutually_exclusive_group()
-    tls.add_argument("--insecure", action="store_true", help="do not verify the server certificate")
-    tls.add_argument("--ca", metavar="FILE", help="PEM CA file to verify the server certificate")
+    add_client_args(parser)
     parser.add_argument("--timeout", type=float, default=60.0, help="overall deadline in seconds")
     add_common_args(parser)
     args = parser.parse_args()

@@ -40,6 +40,7 @@ from aioquic.quic.events import (  # noqa: E402
 
 from common import (  # noqa: E402
     KEY_UPDATES,
+    add_client_args,
     add_common_args,
     base_configuration,
     install_key_update_probe,
@@ -188,11 +189,7 @@ async def fetch(host, port, config, urls, out: Path, args, ticket_handler, wait_
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("urls", nargs="+", metavar="URL", help="https://HOST:PORT/name")
-    parser.add_argument("--output", required=True, help="directory to write downloads to")
-    tls = parser.add_mutually_exclusive_group()
-    tls.add_argument("--insecure", action="store_true", help="do not verify the server certificate")
-    tls.add_argument("--ca", metavar="FILE", help="PEM CA file to verify the server certificate")
+    add_client_args(parser)
     parser.add_argument("--server-name", help="SNI / name to verify (default: URL host)")
     parser.add_argument(
         "--key-update",
