@@ -366,7 +366,7 @@ impl PathState {
             self.cc = crate::cc::build(config.cc, &config.cc_config, u64::from(self.mtu));
             self.rtt = crate::recovery::rtt::RttEstimator::new(config.initial_rtt);
             // The new network path may treat ECN differently: validate it again.
-            self.ecn = Default::default();
+            self.ecn.restart();
             // Nor is its PMTU known: back to the base and search again (RFC 8899 §5.2).
             let change = self.pmtud.restart();
             self.apply_pmtu(change);

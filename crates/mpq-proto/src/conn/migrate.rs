@@ -62,6 +62,8 @@ impl Connection {
         path.rtt = crate::recovery::rtt::RttEstimator::new(config.initial_rtt);
         path.cc = crate::cc::build(config.cc, &config.cc_config, u64::from(path.mtu));
         path.pacer = crate::recovery::pacer::Pacer::new();
+        // (ECN is validated again on the new network path, RFC 9000 §13.4.2.)
+        path.ecn.restart();
         self.paths.publish(pi);
         self.shared.migrated_to = Some(local);
         tracing::debug!(from = ?from, to = %local, "migrated to a new local address");

@@ -148,6 +148,8 @@ impl Connection {
         path.rtt = crate::recovery::rtt::RttEstimator::new(config.initial_rtt);
         path.cc = crate::cc::build(config.cc, &config.cc_config, u64::from(path.mtu));
         path.pacer = crate::recovery::pacer::Pacer::new();
+        // (ECN is validated again on the new network path, RFC 9000 §13.4.2.)
+        path.ecn.restart();
         let id = path.id;
         self.paths.publish(pi);
         tracing::debug!(%from, to = %p.remote, "moved to the server's preferred address");

@@ -136,3 +136,24 @@ fn a_client_told_not_to_use_the_preferred_address_stays() {
     assert_eq!(c.paths[c.primary_path()].remote, server_addr);
     assert!(c.shared.preferred_probe.is_none());
 }
+
+/// ECN is validated again on the new network path, against the peer's running counts (they
+/// are per packet number space): the server's path, moved to its preferred address, ends
+/// ECN-capable on a link that passes the codepoints, not failed.
+#[test]
+fn ecn_stays_capable_across_the_move() {
+    let preferred: SocketAddr = PREFERRED.parse().expect("address");
+    let server_cfg = TransportConfig {
+        preferred_address: Some(PreferredAddressConfig::from_addrs(&[preferred]).expect("one address")),
+        ..TransportConfig::default()
+    };
+    let mut pair = Pair::asymmetric(TransportConfig::default(), server_cfg);
+    pair.ecn = crate::testing::PairEcn::Pass;
+    assert!(confirm_handshake(&mut pair));
+    run_upload(&mut pair, 300_000, std::time::Duration::from_secs(5));
+    pair.run_until(std::time::Duration::from_secs(2), |_| false);
+    let s = server(&mut pair);
+    let path = &s.paths[s.primary_path()];
+    assert_eq!(path.local, Some(preferred));
+    assert_eq!(path.ecn.state(), crate::recovery::ecn::EcnState::Capable);
+}

@@ -47,11 +47,18 @@ pub struct EcnValidator {
     sent: u64,
     /// Largest counts the peer reported so far.
     peer: EcnCounts,
+    /// The test ends when `sent` reaches this.
+    testing_until: u64,
 }
 
 impl Default for EcnValidator {
     fn default() -> Self {
-        Self { state: EcnState::Testing, sent: 0, peer: EcnCounts { ect0: 0, ect1: 0, ce: 0 } }
+        Self {
+            state: EcnState::Testing,
+            sent: 0,
+            peer: EcnCounts { ect0: 0, ect1: 0, ce: 0 },
+            testing_until: TESTING_PACKETS,
+        }
     }
 }
 
@@ -66,10 +73,20 @@ impl EcnValidator {
         matches!(self.state, EcnState::Testing | EcnState::Capable)
     }
 
+    /// The path moved to another network path (a new address on either side): ECN is
+    /// validated again there (RFC 9000 §13.4.2), marking from a new test. The counts go on
+    /// from where they are: the peer's ECN counts are per packet number space, which the
+    /// move keeps, so starting them from zero would take the peer's totals for an
+    /// overcount and fail the path at its first acknowledgement.
+    pub fn restart(&mut self) {
+        self.state = EcnState::Testing;
+        self.testing_until = self.sent + TESTING_PACKETS;
+    }
+
     /// A packet marked ECT(0) was sent.
     pub fn on_marked_sent(&mut self) {
         self.sent += 1;
-        if self.state == EcnState::Testing && self.sent >= TESTING_PACKETS {
+        if self.state == EcnState::Testing && self.sent >= self.testing_until {
             self.state = EcnState::Unknown;
         }
     }
@@ -112,6 +129,31 @@ impl EcnValidator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// After a move (a restart), the peer's counts go on growing from their totals: the path
+    /// is tested and validated again, not failed for an apparent overcount.
+    #[test]
+    fn a_restart_validates_again_against_the_running_counts() {
+        let mut v = EcnValidator::default();
+        sent(&mut v, 10);
+        assert_eq!(v.on_ack(10, counts(10, 0)), EcnSignal::None);
+        sent(&mut v, 990);
+        assert_eq!(v.on_ack(990, counts(1000, 0)), EcnSignal::None);
+        assert_eq!(v.state(), EcnState::Capable);
+        v.restart();
+        assert_eq!(v.state(), EcnState::Testing);
+        sent(&mut v, 10);
+        assert_eq!(v.state(), EcnState::Unknown, "a test of 10 packets, not of the totals");
+        assert_eq!(v.on_ack(10, counts(1010, 0)), EcnSignal::None);
+        assert_eq!(v.state(), EcnState::Capable);
+        // A path that failed before the move is tested afresh.
+        let mut f = EcnValidator::default();
+        sent(&mut f, 10);
+        f.on_ack(10, None);
+        assert_eq!(f.state(), EcnState::Failed);
+        f.restart();
+        assert!(f.should_mark());
+    }
 
     fn counts(ect0: u64, ce: u64) -> Option<EcnCounts> {
         Some(EcnCounts { ect0, ect1: 0, ce })
