@@ -399,9 +399,11 @@ impl Connection {
         // (A client's path moves only by its own decision: a server's packet from elsewhere
         // is the answer to a probe of its preferred address.)
         let server = self.shared.side == Side::Server;
-        if level == Level::OneRtt && server && self.rx_moved(pi, rx) && newest && !super::multipath::is_probing(payload)
-        {
+        // (Looked at once per packet: again only after the path moved.)
+        let mut moved = level == Level::OneRtt && self.rx_moved(pi, rx);
+        if moved && server && newest && !super::multipath::is_probing(payload) {
             self.on_peer_address_change(now, pi, rx);
+            moved = self.rx_moved(pi, rx);
         }
         if let Some((mut host, path)) = self.host_for(pi) {
             host.on_packet_received(now, path, pi);
@@ -430,7 +432,7 @@ impl Connection {
         }
         // A packet that did not move its path (probing, or older than the newest) from
         // another address: PATH_RESPONSEs go back there (RFC 9000 §8.2.2).
-        self.shared.probe_from = (level == Level::OneRtt && self.rx_moved(pi, rx)).then_some(*rx);
+        self.shared.probe_from = moved.then_some(*rx);
         // The frames, with this path and the shared half; other paths by mail.
         let Some((mut host, path)) = self.host_for(pi) else { return };
         let processed = host.process_frames(now, level, path, pi, &parsed.dcid, payload, None);
