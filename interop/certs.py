@@ -35,7 +35,11 @@ def _name(cn: str) -> x509.Name:
     )
 
 
-def generate(out_dir: str | Path) -> dict[str, Path]:
+def generate(out_dir: str | Path, san_padding: int = 0) -> dict[str, Path]:
+    """A CA and a leaf certificate for localhost, 127.0.0.1 and ::1 in out_dir. With
+    `san_padding` N the leaf also names N made-up 250-character DNS names, as the interop
+    runner inflates its certificates for amplificationlimit (N=60: a leaf of about 16 kB, so
+    a server's first flight exceeds three times a ClientHello of two 1280-byte datagrams)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -104,6 +108,8 @@ def generate(out_dir: str | Path) -> dict[str, Path]:
                     x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                     x509.IPAddress(ipaddress.ip_address("::1")),
                 ]
+                # 250-character names of 60-character labels (DNS allows 63 per label).
+                + [x509.DNSName(f"pad{i:02}." + ".".join(["x" * 60] * 4)) for i in range(san_padding)]
             ),
             critical=False,
         )

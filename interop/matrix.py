@@ -14,7 +14,7 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
-IMPLS = "mpq|aioquic|quicgo|noq|ngtcp2"
+IMPLS = "mpq|aioquic|quicgo|noq|quinn|ngtcp2"
 ID_RE = re.compile(rf"^(?P<test>\w+)\[(?P<case>.+)-(?P<client>{IMPLS})-(?P<server>{IMPLS})\]$")
 TITLES = {
     "test_interop": "The suite's cases (test_interop.py)",

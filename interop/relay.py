@@ -17,7 +17,14 @@ directions, with a seeded generator (the same seed, the same drops):
   address (``--rebind-addr``, default 127.0.0.2) and a new port: a NAT that changes the
   client's address (rebind-addr);
 * ``--delay S``: deliver every datagram S seconds late, in each direction (longrtt: the
-  runner's 1.5 s round trip is ``--delay 0.75``).
+  runner's 1.5 s round trip is ``--delay 0.75``);
+* ``--amplification-window S``: deliver the client's datagrams until the server sends one of
+  at least 1000 bytes (its handshake flight begins: the client's whole ClientHello got through,
+  in one datagram or more), then none of the client's for S seconds, and count the bytes each
+  side sent until then (amplificationlimit: the server
+  must not send more than three times what it received from an address it has not validated,
+  RFC 9000 §8.1; the counters ``amp_client_bytes`` and ``amp_server_bytes`` let a test check
+  it whatever the server's implementation).
 
 It prints ``relay listening on HOST:PORT`` once ready and, on SIGTERM, a JSON line with what it
 did (datagrams forwarded, dropped, corrupted, rebinds), so a test can check the impairment
@@ -41,6 +48,10 @@ class Stats:
         self.corrupted = 0
         self.rebinds = 0
         self.delayed = 0
+        # --amplification-window: bytes of the datagrams each side sent before its end (the
+        # client's: only the first one is delivered).
+        self.amp_client_bytes = 0
+        self.amp_server_bytes = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(
@@ -49,6 +60,8 @@ class Stats:
             corrupted=self.corrupted,
             rebinds=self.rebinds,
             delayed=self.delayed,
+            amp_client_bytes=self.amp_client_bytes,
+            amp_server_bytes=self.amp_server_bytes,
         )
 
 
@@ -60,8 +73,12 @@ class Impairment:
         self.loss = args.loss
         self.corrupt = args.corrupt
         self.blackhole = args.blackhole
+        self.amp_window = args.amplification_window
         self.stats = stats
         self.start: float | None = None
+        # --amplification-window: when the server's flight began (the client's datagrams are
+        # dropped from then on, for the window).
+        self.amp_closed_at: float | None = None
 
     def elapsed(self) -> float:
         now = time.monotonic()
@@ -69,8 +86,19 @@ class Impairment:
             self.start = now
         return now - self.start
 
-    def apply(self, data: bytes) -> bytes | None:
+    def apply(self, data: bytes, to_server: bool) -> bytes | None:
         t = self.elapsed()
+        closed = self.amp_closed_at
+        if self.amp_window and (closed is None or t < closed + self.amp_window):
+            if not to_server:
+                self.stats.amp_server_bytes += len(data)
+                if closed is None and len(data) >= 1000:
+                    self.amp_closed_at = t
+            elif closed is None:
+                self.stats.amp_client_bytes += len(data)
+            else:
+                self.stats.dropped += 1
+                return None
         if self.blackhole and self.blackhole[0] <= t < self.blackhole[1]:
             self.stats.dropped += 1
             return None
@@ -97,7 +125,7 @@ class Upstream(asyncio.DatagramProtocol):
         self.transport = transport
 
     def datagram_received(self, data: bytes, addr) -> None:
-        out = self.relay.impair.apply(data)
+        out = self.relay.impair.apply(data, to_server=False)
         if out is not None and self.relay.downstream is not None:
             self.relay.later(self.relay.downstream.sendto, out, self.client)
 
@@ -155,7 +183,7 @@ class Relay(asyncio.DatagramProtocol):
 
     async def forward(self, data: bytes, client: tuple) -> None:
         async with self.order:
-            out = self.impair.apply(data)
+            out = self.impair.apply(data, to_server=True)
             if out is None:
                 return
             up = await self.upstream_for(client)
@@ -179,6 +207,10 @@ async def main() -> None:
     p.add_argument("--rebind-addr-after", type=float, default=0.0, help="seconds before the address changes")
     p.add_argument("--rebind-addr", default="127.0.0.2", help="the address the client moves to")
     p.add_argument("--delay", type=float, default=0.0, help="seconds every datagram is held, each direction")
+    p.add_argument(
+        "--amplification-window", type=float, default=0.0,
+        help="seconds, from the server's first datagram of 1000 bytes or more, without the client's datagrams",
+    )
     p.add_argument("--seed", type=int, default=1, help="seed of the loss and corruption draws")
     args = p.parse_args()
     host, _, port = args.listen.rpartition(":")

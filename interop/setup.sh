@@ -5,6 +5,8 @@
 #   interop/go/bin/quicgo-peer     the quic-go peer (interop/quicgo, go.sum committed)
 #   interop/noq-peer/target/release/noq-peer
 #                                  the noq (multipath) peer (crates.io, Cargo.lock committed)
+#   interop/quinn-peer/target/release/quinn-peer
+#                                  the quinn peer (crates.io, Cargo.lock committed)
 # Safe to re-run: the venv is reused while requirements.txt is unchanged, go build
 # is incremental.
 set -euo pipefail
@@ -76,26 +78,29 @@ if ! command -v gtlsclient >/dev/null || ! PATH="$PATH:/usr/sbin" command -v gtl
     fi
 fi
 
-# ---- Rust: noq-peer ------------------------------------------------------------------
-# Standalone Cargo project (own [workspace], excluded from the root one). Rebuilt only
-# when its sources, Cargo.toml or Cargo.lock changed since the last successful build.
-NOQ_DIR="$HERE/noq-peer"
-NOQ_BIN="$NOQ_DIR/target/release/noq-peer"
-NOQ_STAMP="$NOQ_DIR/target/.build-inputs.sha256"
+# ---- Rust: noq-peer and quinn-peer ---------------------------------------------------
+# Standalone Cargo projects (own [workspace], excluded from the root one). Each is rebuilt
+# only when its sources, Cargo.toml or Cargo.lock changed since its last successful build.
 CARGO="${CARGO:-$(command -v cargo || true)}"
 if [ -z "$CARGO" ] && [ -x "$HOME/.cargo/bin/cargo" ]; then
     CARGO="$HOME/.cargo/bin/cargo"
 fi
-noq_want="$(cd "$NOQ_DIR" && cat Cargo.toml Cargo.lock $(find src -type f | sort) | sha256sum | cut -d' ' -f1)"
-if [ -x "$NOQ_BIN" ] && [ "$(cat "$NOQ_STAMP" 2>/dev/null || true)" = "$noq_want" ]; then
-    log "noq-peer up to date"
-else
-    if [ -z "$CARGO" ]; then
-        log "cargo not found (needed to build interop/noq-peer)"; exit 1
+build_rust_peer() {  # $1: the peer's directory name under interop/ (its binary has the same name)
+    local dir="$HERE/$1" bin="$HERE/$1/target/release/$1" stamp="$HERE/$1/target/.build-inputs.sha256" want
+    want="$(cd "$dir" && cat Cargo.toml Cargo.lock $(find src -type f | sort) | sha256sum | cut -d' ' -f1)"
+    if [ -x "$bin" ] && [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ]; then
+        log "$1 up to date"
+        return
     fi
-    log "building noq-peer (cargo build --release --locked)"
-    "$CARGO" build --release --locked --quiet --manifest-path "$NOQ_DIR/Cargo.toml"
-    echo "$noq_want" > "$NOQ_STAMP"
-fi
+    if [ -z "$CARGO" ]; then
+        log "cargo not found (needed to build interop/$1)"; exit 1
+    fi
+    log "building $1 (cargo build --release --locked)"
+    "$CARGO" build --release --locked --quiet --manifest-path "$dir/Cargo.toml"
+    echo "$want" > "$stamp"
+}
+build_rust_peer noq-peer
+build_rust_peer quinn-peer
+NOQ_DIR="$HERE/noq-peer"
 
-log "ready: $("$VENV/bin/python" -c 'import aioquic; print("aioquic", aioquic.__version__)'), ngtcp2 $(dpkg-query -W -f '${Version}' ngtcp2-client 2>/dev/null || echo '?'), quic-go $(grep 'github.com/quic-go/quic-go ' "$HERE/quicgo/go.mod" | awk '{print $NF}'), noq $(grep -A1 '^name = "noq"$' "$NOQ_DIR/Cargo.lock" | sed -n 's/^version = "\(.*\)"/\1/p')"
+log "ready: $("$VENV/bin/python" -c 'import aioquic; print("aioquic", aioquic.__version__)'), ngtcp2 $(dpkg-query -W -f '${Version}' ngtcp2-client 2>/dev/null || echo '?'), quic-go $(grep 'github.com/quic-go/quic-go ' "$HERE/quicgo/go.mod" | awk '{print $NF}'), noq $(grep -A1 '^name = "noq"$' "$NOQ_DIR/Cargo.lock" | sed -n 's/^version = "\(.*\)"/\1/p'), quinn $(grep -A1 '^name = "quinn"$' "$HERE/quinn-peer/Cargo.lock" | sed -n 's/^version = "\(.*\)"/\1/p')"

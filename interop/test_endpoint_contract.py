@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+import certs
 from resumption import RESUME_ARGS, check_resumption
 from test_interop import (  # noqa: F401 (fixtures are found by name)
     FILES,
@@ -58,9 +61,15 @@ class Contract:
     # Pairs other than mpq -> mpq (client, server); the peer side runs the suite's command
     # with the mode's flags.
     peers: tuple[tuple[str, str], ...] = ()
+    # The server's certificate is inflated past three 1200-byte Initials (amplificationlimit).
+    big_cert: bool = False
 
 
-PEERS = (("mpq", "aioquic"), ("aioquic", "mpq"), ("mpq", "quicgo"), ("quicgo", "mpq"))
+PEERS = (
+    ("mpq", "aioquic"), ("aioquic", "mpq"), ("mpq", "quicgo"), ("quicgo", "mpq"), ("mpq", "quinn"), ("quinn", "mpq"),
+)
+# The peers that mark ECN (aioquic does not).
+ECN_PEERS = (("mpq", "quicgo"), ("quicgo", "mpq"), ("mpq", "quinn"), ("quinn", "mpq"))
 
 CONTRACTS = [
     Contract("handshake", ("small.bin",), peers=PEERS),
@@ -70,7 +79,7 @@ CONTRACTS = [
     Contract("retry", ("small.bin",), peers=PEERS),
     Contract("keyupdate", ("1mb.bin",)),
     Contract("resumption", ("small.bin", "1mb.bin"), peers=PEERS),
-    Contract("zerortt", ("small.bin", "1mb.bin"), peers=(("mpq", "aioquic"), ("aioquic", "mpq"))),
+    Contract("zerortt", ("small.bin", "1mb.bin"), peers=(("mpq", "aioquic"), ("aioquic", "mpq"), ("mpq", "quinn"), ("quinn", "mpq"))),
     Contract("v2", ("small.bin",), peers=(("mpq", "aioquic"), ("aioquic", "mpq"))),
     Contract("ipv6", ("small.bin", "1mb.bin"), ipv6=True),
     Contract("multiplexing", MULTIPLEXING_FILES, 60.0),
@@ -87,6 +96,20 @@ CONTRACTS = [
     Contract("blackhole", ("10mb.bin",), 60.0, relay=("--blackhole", "0.2:1.2"), relay_check="dropped"),
     Contract("rebind-port", ("10mb.bin",), 60.0, relay=("--rebind-port-every", "0.2"), relay_check="rebinds", peers=PEERS),
     Contract("rebind-addr", ("10mb.bin",), 60.0, relay=("--rebind-addr-after", "0.2"), relay_check="rebinds"),
+    # ECN (RFC 9000 §13.4): both sides mark ECT(0) and report the marks they received.
+    Contract("ecn", ("small.bin", "1mb.bin"), peers=ECN_PEERS),
+    # The server's certificate is too big for three times the client's Initial; once the
+    # server's flight begins, the relay delivers nothing more from the client for 1 s and
+    # counts what the server sends until then.
+    Contract(
+        "amplificationlimit",
+        ("small.bin",),
+        60.0,
+        relay=("--amplification-window", "1.0"),
+        relay_check="amp_server_bytes",
+        peers=PEERS,
+        big_cert=True,
+    ),
     # The runner's 1.5 s round trip.
     Contract("longrtt", ("small.bin", "1mb.bin"), 90.0, relay=("--delay", "0.75"), relay_check="delayed"),
 ]
@@ -154,7 +177,7 @@ def peer_mode(testcase: str) -> tuple[bool, str | None, str | None]:
 @pytest.mark.mpq
 @pytest.mark.parametrize("contract,client,server", list(_params()))
 def test_endpoint_contract(
-    contract, client, server, tls_files, www, free_udp_port, logdir, start_server, tmp_path, request
+    contract, client, server, tls_files, big_tls_files, www, free_udp_port, logdir, start_server, tmp_path, request
 ):
     require("mpq", "client")
     require("mpq", "server")
@@ -164,6 +187,8 @@ def test_endpoint_contract(
     out = tmp_path / "downloads"
     out.mkdir()
     retry, versions, resume = peer_mode(contract.testcase)
+    if contract.big_cert:
+        tls_files = big_tls_files
 
     if server == "mpq":
         env = endpoint_env("server", contract.testcase, tmp_path, tls_files, free_udp_port, logdir)
@@ -174,8 +199,8 @@ def test_endpoint_contract(
     else:
         cmd = _server_cmd(server, free_udp_port, root, tls_files, logdir, retry)
         cmd += VERSION_ARGS[(server, "server", versions)] if versions else []
-        if resume and server == "quicgo" and resume == "zerortt":
-            cmd += ["-0rtt"]
+        if resume == "zerortt":
+            cmd += {"quicgo": ["-0rtt"], "quinn": ["--0rtt"]}.get(server, [])
         env = dict(os.environ, QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING="1", PYTHONUNBUFFERED="1")
         srv = start_server(cmd, env)
     port = srv.wait_listening()
@@ -218,6 +243,47 @@ def test_endpoint_contract(
         lines = relay.stdout_path.read_text().splitlines()
         stats = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
         assert stats.get(contract.relay_check, 0) > 0, f"the relay did not impair ({stats}){context}"
+        if contract.testcase == "amplificationlimit":
+            check_amplification(stats, tls_files, context)
+
+
+@pytest.fixture(scope="session")
+def big_tls_files(tmp_path_factory) -> dict[str, Path]:
+    """Certificates whose leaf is inflated as the runner's for amplificationlimit."""
+    return certs.generate(tmp_path_factory.mktemp("big-tls"), san_padding=60)
+
+
+def check_amplification(stats: dict, tls: dict[str, Path], context: str) -> None:
+    """Until it heard from the client again, the server sent at most three times the bytes it
+    had received (RFC 9000 §8.1), though its certificate alone needs more."""
+    client_bytes, server_bytes = stats["amp_client_bytes"], stats["amp_server_bytes"]
+    leaf_der = len(ssl.PEM_cert_to_DER_cert(tls["leaf"].read_text()))
+    assert leaf_der > 3 * client_bytes, f"the certificate ({leaf_der} B) fits in the limit: no test{context}"
+    assert server_bytes <= 3 * client_bytes, (
+        f"the server sent {server_bytes} B for the client's {client_bytes} B before validating its address{context}"
+    )
+
+
+def qlog_ack_ecn(qlog_dir: Path) -> tuple[int, int]:
+    """(ECN-marked packets the peer reported in the ACKs mpq received, ECN-marked packets mpq
+    reported in the ACKs it sent), the largest counts in mpq's qlog files in qlog_dir (ACK
+    and multipath's PATH_ACK frames)."""
+    got = sent = 0
+    for f in qlog_dir.glob("*") if qlog_dir.is_dir() else []:
+        for line in f.read_text(errors="replace").splitlines():
+            line = line.lstrip("\x1e")
+            if '"ect0"' not in line:
+                continue
+            ev = json.loads(line)
+            for fr in ev.get("data", {}).get("frames", []):
+                if fr.get("frame_type") not in ("ack", "path_ack"):  # PATH_ACK: RFC 10069
+                    continue
+                marks = fr.get("ect0", 0) + fr.get("ect1", 0) + fr.get("ce", 0)
+                if ev["name"] == "transport:packet_received":
+                    got = max(got, marks)
+                elif ev["name"] == "transport:packet_sent":
+                    sent = max(sent, marks)
+    return got, sent
 
 
 def check_feature(contract: Contract, client: str, server: str, client_log: str, srv, logdir: Path, context: str) -> None:
@@ -251,6 +317,18 @@ def check_feature(contract: Contract, client: str, server: str, client_log: str,
     if t == "http3":
         # Both ends negotiated ALPN h3 (RFC 9114 §3.1): the server logs it at -v.
         srv.wait_stderr(re.compile(r'server handshake complete: .*ALPN "h3"'), 5.0, "an h3 handshake")
+    if t == "ecn":
+        # The mpq side's qlog: the peer's ACKs count ECN-marked packets of mpq's (mpq marks,
+        # the peer reads the marks), and mpq's ACKs count the peer's (and the other way).
+        side, qdir = ("client", logdir / "client-qlog") if client == "mpq" else ("server", logdir / "server-qlog")
+        deadline = time.monotonic() + 5.0
+        while True:
+            got, sent = qlog_ack_ecn(qdir)
+            if (got and sent) or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        assert got > 0, f"mpq {side}: no ACK from the peer reports ECN-marked packets{context}"
+        assert sent > 0, f"mpq {side}: it reported no ECN-marked packet from the peer{context}"
     if t == "v2":
         if client == "mpq":
             assert "handshake complete: QUIC v2" in client_log, f"mpq client did not end in v2{context}"

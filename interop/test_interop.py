@@ -8,6 +8,7 @@ Implementations:
   aioquic  interop/aioquic/hq_{server,client}.py (run with this interpreter)
   quicgo   interop/go/bin/quicgo-peer            (built by setup.sh; $QUICGO_PEER overrides)
   noq      interop/noq-peer/target/release/noq-peer (built by setup.sh; $NOQ_PEER overrides)
+  quinn    interop/quinn-peer/target/release/quinn-peer (built by setup.sh; $QUINN_PEER overrides)
   mpq      $MPQ_BIN, else target/release/mpq, else target/debug/mpq
 
 Environment knobs:
@@ -70,6 +71,21 @@ AIOQUIC_KEY_UPDATE_BYTES = 1024 * 1024
 MPQ_KEY_UPDATE_PACKETS = 2000
 
 
+# The default pairs (client, server): the peers against each other and mpq in both roles
+# against each of them.
+PAIRS_V1 = (
+    ("aioquic", "quicgo"),
+    ("quicgo", "aioquic"),
+    ("aioquic", "mpq"),
+    ("quicgo", "mpq"),
+    ("quinn", "mpq"),
+    ("mpq", "aioquic"),
+    ("mpq", "quicgo"),
+    ("mpq", "quinn"),
+)
+PAIRS = list(PAIRS_V1)
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -90,10 +106,14 @@ class Case:
     # in a second one that resumes its TLS session; "zerortt": the same, with the second
     # connection's requests in 0-RTT (RFC 9001 §4.6). None: one connection.
     resume: str | None = None
+    # The client offers only TLS_CHACHA20_POLY1305_SHA256 (the interop runner's chacha20).
+    chacha20: bool = False
 
 
-# Session resumption and 0-RTT: mpq against both peers, in both roles.
-RESUME_PAIRS = (("mpq", "aioquic"), ("aioquic", "mpq"), ("mpq", "quicgo"), ("quicgo", "mpq"))
+# Session resumption and 0-RTT: mpq against the peers, in both roles.
+RESUME_PAIRS = (
+    ("mpq", "aioquic"), ("aioquic", "mpq"), ("mpq", "quicgo"), ("quicgo", "mpq"), ("mpq", "quinn"), ("quinn", "mpq"),
+)
 
 CASES = [
     Case("handshake", ("small.bin",), 20.0),
@@ -109,10 +129,22 @@ CASES = [
         ("small.bin", "1mb.bin"),
         30.0,
         retry=True,
-        pairs=(("mpq", "aioquic"), ("mpq", "quicgo"), ("aioquic", "mpq"), ("quicgo", "mpq")),
+        pairs=(
+            ("mpq", "aioquic"), ("mpq", "quicgo"), ("mpq", "quinn"), ("aioquic", "mpq"), ("quicgo", "mpq"), ("quinn", "mpq"),
+        ),
     ),
-    # QUIC v2 only, every pair (quic-go and aioquic both implement RFC 9369).
-    Case("v2", ("small.bin", "1mb.bin"), 30.0, versions="v2"),
+    # QUIC v2 only, every pair but quinn's (quic-go and aioquic implement RFC 9369; quinn
+    # 0.11 speaks v1 only).
+    Case("v2", ("small.bin", "1mb.bin"), 30.0, versions="v2", pairs=tuple(p for p in PAIRS_V1 if "quinn" not in p)),
+    # ChaCha20-Poly1305 only (the interop runner's chacha20): mpq's client (--cipher) to every
+    # server; quinn's client (--chacha20) to mpq's.
+    Case(
+        "chacha20",
+        ("small.bin", "1mb.bin"),
+        30.0,
+        chacha20=True,
+        pairs=(("mpq", "aioquic"), ("mpq", "quicgo"), ("mpq", "quinn"), ("quinn", "mpq")),
+    ),
     # Compatible version negotiation v1 -> v2. quic-go does not implement RFC 9368 (no
     # version_information), so only aioquic pairs; mpq's client through aioquic's Retry too
     # would be the same code path, not repeated.
@@ -140,7 +172,14 @@ CASES = [
     # new address and sends there. (The peers' clients here have no migration option.) 50 MiB
     # and a move 5 ms after confirmation: a 10 MiB transfer once ended (46 ms on loopback)
     # before quic-go's server had moved.
-    Case("migration", ("50mb.bin",), 60.0, migrate=True, pairs=(("mpq", "aioquic"), ("mpq", "quicgo"))),
+    # quinn's client moves too (--rebind-to: a new socket on 127.0.0.2), and mpq's server follows.
+    Case(
+        "migration",
+        ("50mb.bin",),
+        60.0,
+        migrate=True,
+        pairs=(("mpq", "aioquic"), ("mpq", "quicgo"), ("mpq", "quinn"), ("quinn", "mpq")),
+    ),
     Case("resumption", ("small.bin", "1mb.bin"), 30.0, resume="resumption", pairs=RESUME_PAIRS),
     Case("zerortt", ("small.bin", "1mb.bin"), 30.0, resume="zerortt", pairs=RESUME_PAIRS),
 ]
@@ -172,6 +211,8 @@ VERSION_ARGS = {
 PEER_VERSION_RE = re.compile(r"negotiated quic_version=([0-9a-f]{8})")
 MPQ_VERSION_RE = re.compile(r"handshake complete: QUIC (v\d|0x[0-9a-f]+)")
 QUIC_V2 = "6b3343cf"
+# mpq's server at -v when a client's packets come from a new address (RFC 9000 §9.3).
+MPQ_PEER_MOVED_RE = re.compile(r"peer address changed.*to=127\.0\.0\.2:")
 
 
 def negotiated_versions(impl: str, log: str) -> list[str]:
@@ -181,14 +222,6 @@ def negotiated_versions(impl: str, log: str) -> list[str]:
         return [names.get(v, v.removeprefix("0x").rjust(8, "0")) for v in MPQ_VERSION_RE.findall(log)]
     return PEER_VERSION_RE.findall(log)
 
-PAIRS = [
-    ("aioquic", "quicgo"),
-    ("quicgo", "aioquic"),
-    ("aioquic", "mpq"),
-    ("quicgo", "mpq"),
-    ("mpq", "aioquic"),
-    ("mpq", "quicgo"),
-]
 
 
 def _params():
@@ -227,6 +260,10 @@ def noq_path() -> Path:
     return Path(os.environ.get("NOQ_PEER", HERE / "noq-peer/target/release/noq-peer"))
 
 
+def quinn_path() -> Path:
+    return Path(os.environ.get("QUINN_PEER", HERE / "quinn-peer/target/release/quinn-peer"))
+
+
 _capability_cache: dict[tuple[str, str], str | None] = {}
 
 
@@ -247,6 +284,9 @@ def unavailable(impl: str, role: str) -> str | None:
     elif impl == "noq":
         if not os.access(noq_path(), os.X_OK):
             reason = f"noq peer not built at {noq_path()} (run interop/setup.sh)"
+    elif impl == "quinn":
+        if not os.access(quinn_path(), os.X_OK):
+            reason = f"quinn peer not built at {quinn_path()} (run interop/setup.sh)"
     elif impl == "mpq":
         binary = find_mpq()
         if binary is None:
@@ -304,7 +344,8 @@ def server_cmd(
     if resume:
         # mpq and aioquic issue tickets and accept 0-RTT by default; quic-go's early
         # listener is behind a flag. mpq at -v logs each handshake's outcome.
-        extra += {"mpq": ["-v"], "quicgo": ["-0rtt"] if resume == "zerortt" else []}.get(impl, [])
+        zero_rtt = {"quicgo": ["-0rtt"], "quinn": ["--0rtt"]}.get(impl, []) if resume == "zerortt" else []
+        extra += {"mpq": ["-v"]}.get(impl, zero_rtt)
     return _server_cmd(impl, port, root, tls, logdir, retry) + extra
 
 
@@ -325,13 +366,21 @@ def _server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: 
             "-root", str(root), "-cert", str(tls["cert"]), "-key", str(tls["key"]),
             "-keylog", str(keylog),
         ] + (["-retry"] if retry else [])
+    if impl == "quinn":
+        return [
+            str(quinn_path()), "server",
+            "--listen", f"127.0.0.1:{port}",
+            "--root", str(root), "--cert", str(tls["cert"]), "--key", str(tls["key"]),
+            "--keylog", str(keylog),
+        ] + (["--retry"] if retry else [])
     if impl == "mpq":
         return [
             str(find_mpq()), "server",
             "--listen", f"127.0.0.1:{port}",
             "--root", str(root), "--cert", str(tls["cert"]), "--key", str(tls["key"]),
             "--keylog", str(keylog), "--qlog-dir", str(qlog),
-        ] + (["--retry", "always", "-v"] if retry else [])
+            "-v",
+        ] + (["--retry", "always"] if retry else [])
     if retry:
         raise ValueError(f"{impl} server: no Retry option in this harness")
     raise ValueError(impl)
@@ -366,10 +415,25 @@ def _client_cmd(impl: str, urls: list[str], out: Path, tls: dict[str, Path], cas
             "-output", str(out), "-ca", str(tls["ca"]),
             "-timeout", f"{case.timeout}s", *urls,
         ]
+    if impl == "quinn":
+        cmd = [
+            str(quinn_path()), "client",
+            "--output", str(out), "--ca", str(tls["ca"]),
+            "--timeout", str(case.timeout), *urls,
+        ]
+        if case.key_update:
+            cmd += ["--key-update-bytes", str(AIOQUIC_KEY_UPDATE_BYTES)]
+        if case.chacha20:
+            cmd += ["--chacha20"]
+        if case.migrate:
+            cmd += ["--rebind-to", "127.0.0.2:0", "--rebind-after-ms", "5"]
+        return cmd
     if impl == "mpq":
         cmd = [str(find_mpq()), "client", *urls, "--output", str(out), "--ca", str(tls["ca"])]
-        if case.resume:
+        if case.resume or case.key_update:
             cmd += ["--qlog-dir", str(out.parent / "logs" / "client-qlog")]
+        if case.chacha20:
+            cmd += ["--cipher", "chacha20", "-v"]
         if case.retry:
             cmd += ["-v"]  # logs "Retry received", checked below
         if case.key_update:
@@ -632,7 +696,7 @@ def test_interop(case: Case, client: str, server: str, tls_files, www, free_udp_
         assert "handshake completed alpn=hq-interop" in client_log, f"client did not report ALPN hq-interop{context}"
 
     if case.key_update:
-        check_key_update(client, server, client_log, srv, context)
+        check_key_update(client, server, client_log, srv, logdir, context)
 
     if case.versions:
         # Both sides say they ended up in the expected version (v2; v1 after a Version
@@ -662,32 +726,71 @@ def test_interop(case: Case, client: str, server: str, tls_files, www, free_udp_
     if case.resume:
         check_resumption(case.resume, client, server, client_log, srv, logdir, context)
 
+    if case.chacha20:
+        # mpq at -v names the negotiated suite, on whichever side it is.
+        mpq_log = client_log if client == "mpq" else srv.stderr()
+        assert "TLS13_CHACHA20_POLY1305_SHA256" in mpq_log, f"mpq did not negotiate ChaCha20-Poly1305{context}"
+
     if case.migrate:
-        # The client moved, and the server followed: datagrams arrived at the new address.
-        assert "migrated to 127.0.0.2" in client_log, f"mpq client did not migrate{context}"
-        assert "migration followed" in client_log, f"the server kept sending to the old address{context}"
+        check_migration(client, server, client_log, srv, context)
 
     print(f"{case.name} {client}->{server}: {elapsed:.2f}s")
 
 
-def check_key_update(client: str, server: str, client_log: str, srv: Server, context: str) -> None:
+def check_migration(client: str, server: str, client_log: str, srv: Server, context: str) -> None:
+    """The client moved to 127.0.0.2 mid-transfer and the server followed."""
+    if client == "mpq":
+        # Datagrams from the server arrived at the new address.
+        assert "migrated to 127.0.0.2" in client_log, f"mpq client did not migrate{context}"
+        assert "migration followed" in client_log, f"the server kept sending to the old address{context}"
+    elif client == "quinn":
+        assert "rebound to 127.0.0.2" in client_log, f"quinn client did not move{context}"
+    if server == "mpq":
+        srv.wait_stderr(MPQ_PEER_MOVED_RE, 5.0, "the client's move to 127.0.0.2")
+
+
+def check_key_update(client: str, server: str, client_log: str, srv: Server, logdir: Path, context: str) -> None:
     """Assert a 1-RTT key update happened and was answered.
 
-    The peers print "key_update trigger=local_update|remote_update" on stderr (mpq is
-    only observed from the other side). The client is always the one asked to initiate:
-    aioquic via --key-update, mpq via --key-update-every, quic-go by its built-in first
-    key update after 100 packets.
+    The peers print "key_update trigger=local_update|remote_update" on stderr; mpq's side
+    is read from its qlog (`security:key_updated`), and so is quinn's, which reports no key
+    updates (its client only says it asked for one). The client is always the one asked to
+    initiate: aioquic via --key-update, quinn via --key-update-bytes, mpq via
+    --key-update-every, quic-go by its built-in first key update after 100 packets.
     """
     client_triggers = KEY_UPDATE_RE.findall(client_log)
-    if client == "aioquic":
-        assert "local_update" in client_triggers, f"aioquic client did not initiate a key update{context}"
+    if client in ("aioquic", "quinn"):
+        assert "local_update" in client_triggers, f"{client} client did not initiate a key update{context}"
     elif client == "quicgo":
         # quic-go initiates after 100 packets unless the server updated first.
         assert client_triggers, f"quic-go client saw no key update{context}"
-    if server != "mpq":
+    elif client == "mpq" and server == "quinn":
+        # mpq starts a further update only once the peer acknowledged a packet of the
+        # current phase (RFC 9001 §6.1): several updates show quinn followed each one.
+        updates = qlog_key_updates(logdir / "client-qlog", "local_update")
+        assert updates >= 2, f"mpq client's qlog shows {updates} key updates, want >= 2{context}"
+    if server == "mpq":
+        if client == "quinn":
+            srv_dir = logdir / "server-qlog"
+            deadline = time.monotonic() + 5.0
+            while not qlog_key_updates(srv_dir, "remote_update") and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert qlog_key_updates(srv_dir, "remote_update"), f"mpq server never followed quinn's key update{context}"
+    elif server != "quinn":
         # The server's stderr is written as packets are processed; the client only exits
         # after the whole file arrived, so the server has logged the update by now.
         server_triggers = KEY_UPDATE_RE.findall(srv.stderr())
         assert "remote_update" in server_triggers, (
             f"{server} server never followed a key update initiated by the {client} client{context}"
         )
+
+
+def qlog_key_updates(qlog_dir: Path, trigger: str) -> int:
+    """How many 1-RTT key updates with `trigger` mpq's qlog files in qlog_dir record (one
+    `security:key_updated` per direction's key: the client's secret is counted)."""
+    n = 0
+    for f in qlog_dir.glob("*") if qlog_dir.is_dir() else []:
+        for line in f.read_text(errors="replace").splitlines():
+            if "security:key_updated" in line and trigger in line and "client_1rtt_secret" in line:
+                n += 1
+    return n

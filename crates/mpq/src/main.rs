@@ -1,5 +1,6 @@
 //! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool, simulator, lab.
 
+mod address_watch;
 mod api_runtime;
 mod bench_cmd;
 mod bench_pair;
@@ -39,6 +40,8 @@ fn main() {
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: logs written to files stay greppable.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_max_level(level.parse::<tracing::Level>().unwrap_or(tracing::Level::WARN))
         .init();
     let result = match args.command {

@@ -346,6 +346,8 @@ pub struct ClientPaths {
     migrate_at: Option<Instant>,
     migrate_to: Option<SocketAddr>,
     migrated: bool,
+    /// Follows the operating system's changes of the paths' local addresses.
+    watch: crate::address_watch::AddressWatch,
 }
 
 impl ClientPaths {
@@ -379,6 +381,7 @@ impl ClientPaths {
             migrate_at: None,
             migrate_to,
             migrated: false,
+            watch: crate::address_watch::AddressWatch::new(bound),
         })
     }
 
@@ -396,6 +399,7 @@ impl ClientPaths {
         }
         if let Event::Path(pe) = ev {
             tracing::info!(?pe, "path event");
+            self.watch.on_event(pe);
             if let (Some(after), PathEvent::Validated { id }) = (self.abandon_after, pe) {
                 if *id != 0 && self.abandon_at.is_none() {
                     self.abandon_at = Some(now + after);
@@ -408,6 +412,9 @@ impl ClientPaths {
     /// Opens the paths that are missing; abandons the extra ones, or migrates, when asked to.
     pub fn poll(&mut self, now: Instant, ep: &mut Endpoint, h: ConnectionHandle) {
         self.maybe_migrate(now, ep, h);
+        if let Some(c) = ep.connection_mut(h) {
+            self.watch.poll(now, c);
+        }
         if self.manager.pairs().len() < 2 {
             return;
         }
@@ -461,7 +468,7 @@ impl ClientPaths {
     pub fn timeout(&self) -> Option<Instant> {
         let abandon = self.abandon_at.filter(|_| !self.abandoned);
         let migrate = self.migrate_at.filter(|_| !self.migrated);
-        [self.manager.poll_timeout(), abandon, migrate].into_iter().flatten().min()
+        [self.manager.poll_timeout(), abandon, migrate, self.watch.timeout()].into_iter().flatten().min()
     }
 
     /// Checks at the end of a run that what the command line asked for happened: an

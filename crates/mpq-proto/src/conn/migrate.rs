@@ -55,10 +55,18 @@ impl Connection {
         if !cids.switch_to_unused() {
             return Err(PathError::NoConnectionId);
         }
+        // The client checks the new path with a PATH_CHALLENGE of its own (RFC 9000 §9.1:
+        // probing; §8.2.1: in a 1200-byte datagram), sent again until answered. Besides
+        // telling the client the path works, it gives the server the bytes its
+        // anti-amplification limit needs (§9.3: the server validates the new address): a
+        // downloading client sends only small ACKs, and when the server's first, small
+        // challenge to the new address was lost, neither side had anything left to send.
+        let challenge = self.shared.new_challenge();
         let config = &self.shared.config;
         let Some(path) = self.paths.get_mut(pi) else { return Err(PathError::UnknownPath) };
         let from = path.local;
         path.local = Some(local);
+        path.challenge = Some(challenge);
         path.rtt = crate::recovery::rtt::RttEstimator::new(config.initial_rtt);
         path.cc = crate::cc::build(config.cc, &config.cc_config, u64::from(path.mtu));
         path.pacer = crate::recovery::pacer::Pacer::new();

@@ -523,6 +523,12 @@ impl Connection {
         !self.shared.handshake_complete
     }
 
+    /// True once the handshake is confirmed (RFC 9001 §4.1.2): from then on a client may
+    /// migrate or open paths.
+    pub fn is_handshake_confirmed(&self) -> bool {
+        self.shared.handshake_confirmed
+    }
+
     /// True once the handshake completed and while the connection is open.
     pub fn is_established(&self) -> bool {
         self.shared.state == State::Established

@@ -180,9 +180,10 @@ impl Connection {
         let old_data = self.shared.new_challenge().data;
         let path = &mut self.paths[pi];
         if super::migrate::same_addr(path.remote, rx.remote) {
-            tracing::debug!(id = path.id, from = ?path.local, to = %rx.local, "the peer moved to another of our addresses");
+            tracing::info!(id = path.id, from = ?path.local, to = %rx.local, "the peer moved to another of our addresses");
         } else {
-            tracing::debug!(id = path.id, from = %path.remote, to = %rx.remote, "peer address changed");
+            // info: a move is rare and worth seeing at -v (the interop suite checks for it).
+            tracing::info!(id = path.id, from = %path.remote, to = %rx.remote, "peer address changed");
         }
         if path.validated {
             // RFC 9000 §9.3.3: the previously active path gets a PATH_CHALLENGE.
@@ -592,6 +593,13 @@ impl Host<'_> {
             // The rebinding did not check out: go back to the address that worked.
             path.remote = old;
             path.validated = true;
+            self.board.publish(slot, path.view());
+            return;
+        }
+        if !self.shared.mp.enabled {
+            // A client's check of the address it migrated to (the only path: nothing to
+            // abandon it for): the path stays, and loss recovery and the idle timeout judge it.
+            tracing::debug!(id = path.id, "no answer to the challenge after the migration");
             self.board.publish(slot, path.view());
             return;
         }

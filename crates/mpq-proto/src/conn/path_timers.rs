@@ -151,7 +151,8 @@ impl PathState {
         }
         if pacing {
             let srtt = self.rtt.smoothed();
-            if let Some(at) = self.pacer.delay(now, mtu, mtu, self.cc.window(), srtt) {
+            let first_flight = !self.rtt.has_sample();
+            if let Some(at) = self.pacer.delay(now, mtu, mtu, self.cc.window(), srtt, first_flight) {
                 if at > now {
                     self.pacing_until = Some(at);
                     // The pacer spreads the window over the RTT: held back by it, the path

@@ -1,11 +1,15 @@
 //! The client's side of a server's preferred address (RFC 9000 §9.6.1): once the handshake
-//! is confirmed, a connection without multipath validates the preferred address of its
-//! path's family from its current local address, with the connection ID the server gave
-//! for it, while its traffic stays on the handshake address; when the server answers, the
-//! path moves there (new remote address and connection ID, congestion control and RTT
+//! is confirmed, a connection validates the preferred address of its path's family from
+//! its current local address, with the connection ID the server gave for it, while its
+//! traffic stays on the handshake address; when the server answers, the path moves there (new remote address and connection ID, congestion control and RTT
 //! started over, §9.4); if it does not after three tries, the connection stays where it is
 //! (§9.6.1: "If path validation fails, the client MUST continue sending all future packets
 //! to the server's original IP address").
+//!
+//! With multipath (RFC 10069, with initial_max_path_id's rules) the preferred_address's connection ID
+//! belongs to path ID 0, and switching to the preferred address from the same local address
+//! is a migration of path 0: that path is the one that validates and moves, whichever path
+//! the connection counts as primary, and the other paths stay where they are.
 
 use std::net::SocketAddr;
 
@@ -49,19 +53,28 @@ impl Connection {
         }
     }
 
+    /// The slot of the path that moves to the preferred address: path ID 0 with multipath
+    /// (its connection ID is path 0's), else the one path. None if path 0 is gone.
+    fn preferred_path_slot(&self) -> Option<usize> {
+        if !self.shared.mp.enabled {
+            return Some(self.primary_path());
+        }
+        (0..self.paths.slot_bound()).find(|&pi| self.paths.get(pi).is_some_and(|p| p.id == 0 && p.is_open()))
+    }
+
     /// Client, handshake confirmed, once: starts validating the server's preferred address if
-    /// it sent one of the path's family, the connection has no multipath, and the
-    /// configuration allows it.
+    /// it sent one of the path's family and the configuration allows it.
     fn maybe_start_preferred_probe(&mut self) {
         if self.shared.side != Side::Client || !self.shared.handshake_confirmed || self.shared.preferred_decided {
             return;
         }
         self.shared.preferred_decided = true;
-        if !self.shared.config.use_preferred_address || self.shared.mp.enabled {
+        if !self.shared.config.use_preferred_address {
             return;
         }
         let Some(pa) = self.shared.peer_params.as_ref().and_then(|p| p.preferred_address) else { return };
-        let current = self.paths[self.primary_path()].remote;
+        let Some(pi) = self.preferred_path_slot() else { return };
+        let current = self.paths[pi].remote;
         let remote = match current {
             SocketAddr::V4(_) => pa.address_v4.map(SocketAddr::V4),
             SocketAddr::V6(_) => pa.address_v6.map(SocketAddr::V6),
@@ -95,14 +108,19 @@ impl Connection {
 
     /// The probe to send now, if one is due: (destination, connection ID, challenge data).
     /// Marks it sent and arms the retry.
-    pub(super) fn take_preferred_probe(&mut self, now: Instant) -> Option<(SocketAddr, ConnectionId, [u8; 8])> {
-        let pi = self.primary_path();
+    pub(super) fn take_preferred_probe(&mut self, now: Instant) -> Option<(usize, SocketAddr, ConnectionId, [u8; 8])> {
+        self.shared.preferred_probe.filter(|p| p.send_pending && !p.validated)?;
+        let Some(pi) = self.preferred_path_slot() else {
+            // Path 0 was abandoned before the probe went out: nothing moves.
+            self.shared.preferred_probe = None;
+            return None;
+        };
         let retry = self.paths.get(pi)?.challenge_retry(self.shared.peer_max_ack_delay());
-        let p = self.shared.preferred_probe.as_mut().filter(|p| p.send_pending && !p.validated)?;
+        let p = self.shared.preferred_probe.as_mut()?;
         p.send_pending = false;
         p.tries += 1;
         p.retry_at = Some(now + retry);
-        Some((p.remote, p.cid, p.data))
+        Some((pi, p.remote, p.cid, p.data))
     }
 
     /// When the probe is to be sent again or given up.
@@ -135,7 +153,7 @@ impl Connection {
     /// preferred_address's connection ID (the old one retired), with congestion control,
     /// RTT and pacing started over (RFC 9000 §9.4: a new path's capacity is unknown).
     fn move_to_preferred_address(&mut self, now: Instant, p: PreferredProbe) {
-        let pi = self.primary_path();
+        let Some(pi) = self.preferred_path_slot() else { return };
         let Some(cids) = self.shared.peer_cids.get_mut(&0) else { return };
         if !cids.switch_to_cid(&p.cid) && !cids.switch_to_unused() {
             tracing::debug!("no unused connection ID for the preferred address: staying");

@@ -82,3 +82,33 @@ fn servers_multipath_and_disable_active_migration_refuse_a_move() {
     let now = pair.now;
     assert_eq!(client(&mut pair).migrate(now, new_local()), Err(PathError::MigrationDisabled));
 }
+
+/// A migrating client checks the new path itself: a PATH_CHALLENGE in a datagram of at
+/// least 1200 bytes (RFC 9000 §8.2.1), so that even with no data to send it gives the server
+/// the bytes its anti-amplification limit needs to validate the new address. Without it a
+/// downloading client that lost the server's first (small) challenge had nothing to send,
+/// and neither had the server: the per-path runtime stalled that way after the operating
+/// system changed the client's address.
+#[test]
+fn a_migrating_client_challenges_the_new_path_and_the_server_follows_without_data() {
+    let mut pair = Pair::new(TransportConfig::default());
+    assert!(confirm_handshake(&mut pair));
+    pair.run_until(Duration::from_millis(200), |_| false);
+    let now = pair.now;
+    client(&mut pair).migrate(now, new_local()).expect("migrate");
+    let c = client(&mut pair);
+    let challenge = c.paths[c.primary_path()].challenge.expect("a challenge of the new path");
+    let mut buf = Vec::new();
+    let t = c.poll_transmit(now, &mut buf).expect("the challenge goes at once");
+    assert_eq!(t.source, Some(new_local()));
+    assert!(t.size >= 1200, "a PATH_CHALLENGE datagram of {} bytes", t.size);
+    assert!(c.paths[c.primary_path()].challenge.is_some_and(|ch| !ch.send_pending && ch.data == challenge.data));
+    let dst = t.destination;
+    pair.inject(true, new_local(), dst, &mut buf[..t.size]);
+    pair.run_until(Duration::from_secs(2), |_| false);
+    let c = client(&mut pair);
+    assert!(c.paths[c.primary_path()].challenge.is_none(), "the server answered the challenge");
+    let s = server_conn(&mut pair);
+    assert_eq!(s.path_addresses()[0].2, new_local(), "the server moved its path");
+    assert_eq!(s.path_validated(0), Some(true));
+}

@@ -157,3 +157,38 @@ fn ecn_stays_capable_across_the_move() {
     assert_eq!(path.local, Some(preferred));
     assert_eq!(path.ecn.state(), crate::recovery::ecn::EcnState::Capable);
 }
+
+/// With multipath the preferred_address's connection ID is path 0's: path 0 validates the
+/// preferred address and moves there, a second path stays on the handshake address, and
+/// the upload goes on over both (checked byte-exact by `run_upload`).
+#[test]
+fn with_multipath_path_0_moves_and_the_other_path_stays() {
+    let preferred: SocketAddr = PREFERRED.parse().expect("address");
+    let server_cfg = TransportConfig {
+        preferred_address: Some(PreferredAddressConfig::from_addrs(&[preferred]).expect("one address")),
+        initial_max_path_id: Some(4),
+        ..TransportConfig::default()
+    };
+    let client_cfg = TransportConfig { initial_max_path_id: Some(4), ..TransportConfig::default() };
+    let mut pair = Pair::asymmetric(client_cfg, server_cfg);
+    let server_addr = pair.server_addr;
+    let id = super::tests_multipath::open_second_path(&mut pair);
+    run_upload(&mut pair, 2_000_000, std::time::Duration::from_secs(30));
+    let c = client(&mut pair);
+    assert!(c.shared.mp.enabled);
+    let slot =
+        |c: &Connection, id: u64| (0..c.paths.slot_bound()).find(|&pi| c.paths.get(pi).is_some_and(|p| p.id == id));
+    let (c0, c1) = (slot(c, 0).expect("path 0"), slot(c, id).expect("path 1"));
+    assert_eq!(c.paths[c0].remote, preferred, "path 0 did not move to the preferred address");
+    assert_eq!(c.paths[c1].remote, server_addr, "the second path moved too");
+    let pa = c.shared.peer_params.as_ref().and_then(|p| p.preferred_address).expect("preferred_address");
+    assert_eq!(c.shared.peer_cids[&0].current().cid, pa.connection_id, "path 0 uses the preferred_address's CID");
+    let (tx0, tx1) =
+        (super::tests_multipath::path_stats(c, 0).tx_bytes, super::tests_multipath::path_stats(c, id).tx_bytes);
+    assert!(tx0 > 200_000 && tx1 > 200_000, "both paths carried the upload: {tx0} {tx1}");
+    let s = server(&mut pair);
+    let (s0, s1) = (slot(s, 0).expect("server path 0"), slot(s, id).expect("server path 1"));
+    assert_eq!(s.paths[s0].local, Some(preferred), "the server's path 0 did not follow");
+    assert!(s.paths[s0].validated);
+    assert_ne!(s.paths[s1].local, Some(preferred), "the server's path 1 moved");
+}

@@ -40,6 +40,14 @@ fn write_early(pair: &mut Pair, bytes: &[u8]) -> StreamId {
 
 /// Runs until the server read a whole unidirectional stream; returns the bytes and
 /// whether the server's handshake was still incomplete when the first bytes came.
+/// Runs until the client knows what became of its 0-RTT (the server's EncryptedExtensions
+/// say; all the early data can reach the server before that arrives).
+fn client_learns_the_outcome(pair: &mut Pair) {
+    pair.run_until(Duration::from_secs(2), |p| {
+        p.client.connection(p.client_conn).is_some_and(|c| c.zero_rtt_state() != ZeroRttState::Pending)
+    });
+}
+
 fn server_reads(pair: &mut Pair, limit: Duration) -> (Vec<u8>, bool) {
     let mut got = Vec::new();
     let mut early = None;
@@ -103,6 +111,7 @@ fn zero_rtt_accepted_delivers_the_bytes_exactly() {
     assert_eq!(got, sent);
     assert!(early, "the data should have arrived in 0-RTT, before the server's handshake completed");
     assert_eq!(server_conn(&pair).zero_rtt_state(), ZeroRttState::Accepted);
+    client_learns_the_outcome(&mut pair);
     let c = pair.client.connection(pair.client_conn).expect("client");
     assert_eq!(c.zero_rtt_state(), ZeroRttState::Accepted);
     let info = c.handshake_info().expect("info");
@@ -294,6 +303,7 @@ fn zero_rtt_goes_again_after_a_retry() {
     assert_eq!(got, sent);
     assert!(early, "the data should have arrived in 0-RTT after the Retry");
     assert_eq!(server_conn(&pair).zero_rtt_state(), ZeroRttState::Accepted);
+    client_learns_the_outcome(&mut pair);
     let c = pair.client.connection(pair.client_conn).expect("client");
     assert!(c.shared.tokens.retry_scid.is_some(), "no Retry happened");
     assert_eq!(c.zero_rtt_state(), ZeroRttState::Accepted);

@@ -29,6 +29,12 @@ pub struct Pacer {
     /// less than a byte per poll, and truncating that would starve it.
     tokens: f64,
     last: Option<Instant>,
+    /// Bytes of the first flight's allowance (INITIAL_BURST_PACKETS) not sent yet. Until they
+    /// are, and while the path has no RTT sample, a refill does not clamp the bucket below
+    /// them: the allowance must survive a query with nothing sent (a server's ACK of the
+    /// first of two Initials), else the bucket shrank to the pace of the initial 333 ms RTT,
+    /// one packet in 27 ms, and a 6-datagram certificate flight took 160 ms on loopback.
+    initial_left: u64,
 }
 
 impl Pacer {
@@ -48,22 +54,36 @@ impl Pacer {
         burst.clamp(MIN_BURST_PACKETS * mtu, MAX_BURST_PACKETS * mtu)
     }
 
-    fn refill(&mut self, now: Instant, rate: f64, capacity: u64, mtu: u64) {
+    fn refill(&mut self, now: Instant, rate: f64, capacity: u64, mtu: u64, first_flight: bool) {
         match self.last {
-            None => self.tokens = capacity.max(INITIAL_BURST_PACKETS * mtu) as f64,
+            None => {
+                self.initial_left = INITIAL_BURST_PACKETS * mtu;
+                self.tokens = capacity.max(self.initial_left) as f64;
+            }
             Some(last) => {
                 let add = now.saturating_duration_since(last).as_secs_f64() * rate;
-                self.tokens = (self.tokens + add).min(capacity as f64);
+                let initial = if first_flight { self.initial_left } else { 0 };
+                self.tokens = (self.tokens + add).min(capacity.max(initial) as f64);
             }
         }
         self.last = Some(now);
     }
 
     /// When a packet of `bytes` may be sent: `None` for now, else the earliest time.
-    pub fn delay(&mut self, now: Instant, bytes: u64, mtu: u64, window: u64, srtt: Duration) -> Option<Instant> {
+    /// `first_flight`: the path has no RTT sample yet, so `srtt` is the initial guess and the
+    /// first initial window's worth of bytes may go at once (RFC 9002 §7.7).
+    pub fn delay(
+        &mut self,
+        now: Instant,
+        bytes: u64,
+        mtu: u64,
+        window: u64,
+        srtt: Duration,
+        first_flight: bool,
+    ) -> Option<Instant> {
         let rate = Self::rate(window, srtt);
         let capacity = Self::capacity(rate, mtu);
-        self.refill(now, rate, capacity, mtu);
+        self.refill(now, rate, capacity, mtu, first_flight);
         let need = bytes.min(capacity) as f64;
         if self.tokens >= need {
             return None;
@@ -76,12 +96,43 @@ impl Pacer {
     /// A packet of `bytes` was sent.
     pub fn on_sent(&mut self, _now: Instant, bytes: u64) {
         self.tokens = (self.tokens - bytes as f64).max(0.0);
+        self.initial_left = self.initial_left.saturating_sub(bytes);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_flight_survives_a_small_packet_sent_before_it() {
+        // A server ACKs the first of a client's two Initials (41 bytes), then 22 ms later,
+        // with the second, sends its handshake flight: six 1200-byte datagrams. No RTT
+        // sample yet: 333 ms and a 12 kB window pace one packet per 27 ms, but the first
+        // flight's allowance of ten packets lets all six go at once (RFC 9002 §7.7).
+        let (window, srtt, mtu) = (12_000u64, Duration::from_millis(333), 1200u64);
+        let mut p = Pacer::new();
+        assert_eq!(p.delay(Instant::ZERO, 41, mtu, window, srtt, true), None);
+        p.on_sent(Instant::ZERO, 41);
+        let t = Instant::ZERO + Duration::from_millis(22);
+        for i in 0..6 {
+            assert_eq!(p.delay(t, mtu, mtu, window, srtt, true), None, "datagram {i} of the flight was paced");
+            p.on_sent(t, mtu);
+        }
+        // The allowance is one initial window, not more: the rest is paced.
+        for _ in 0..3 {
+            assert_eq!(p.delay(t, mtu, mtu, window, srtt, true), None);
+            p.on_sent(t, mtu);
+        }
+        assert!(p.delay(t, mtu, mtu, window, srtt, true).is_some(), "paced after the initial window");
+        // Once the path has an RTT sample the pace rules: a bucket queried before anything
+        // was sent holds what the pace allows, not the first flight's allowance.
+        let mut q = Pacer::new();
+        assert_eq!(q.delay(Instant::ZERO, 41, mtu, window, srtt, true), None);
+        assert_eq!(q.delay(t, mtu, mtu, window, srtt, false), None);
+        q.on_sent(t, mtu);
+        assert!(q.delay(t, mtu, mtu, window, srtt, false).is_some(), "a sampled path is paced");
+    }
 
     #[test]
     fn paces_at_the_target_rate() {
@@ -92,7 +143,7 @@ mod tests {
         let end = Instant::ZERO + Duration::from_secs(1);
         let mut sent = 0u64;
         while now < end {
-            match p.delay(now, mtu, mtu, window, srtt) {
+            match p.delay(now, mtu, mtu, window, srtt, false) {
                 None => {
                     p.on_sent(now, mtu);
                     sent += mtu;
@@ -109,7 +160,7 @@ mod tests {
     fn burst_is_bounded() {
         let mut p = Pacer::new();
         let mut n = 0;
-        while p.delay(Instant::ZERO, 1200, 1200, 1_000_000, Duration::from_millis(100)).is_none() {
+        while p.delay(Instant::ZERO, 1200, 1200, 1_000_000, Duration::from_millis(100), false).is_none() {
             p.on_sent(Instant::ZERO, 1200);
             n += 1;
         }
@@ -118,17 +169,17 @@ mod tests {
         // (1 MB over 100 ms): 25 kB, 20 packets.
         let later = Instant::ZERO + Duration::from_secs(1);
         let mut m = 0;
-        while p.delay(later, 1200, 1200, 1_000_000, Duration::from_millis(100)).is_none() {
+        while p.delay(later, 1200, 1200, 1_000_000, Duration::from_millis(100), false).is_none() {
             p.on_sent(later, 1200);
             m += 1;
         }
         assert_eq!(m, 20, "burst of {m}");
         // At 1 Mbit/s-like rates, one packet.
         let mut q = Pacer::new();
-        let _ = q.delay(Instant::ZERO, 1200, 1200, 12_000, Duration::from_millis(400));
+        let _ = q.delay(Instant::ZERO, 1200, 1200, 12_000, Duration::from_millis(400), false);
         q.on_sent(Instant::ZERO, 12_000);
         let mut k = 0;
-        while q.delay(later, 1200, 1200, 12_000, Duration::from_millis(400)).is_none() {
+        while q.delay(later, 1200, 1200, 12_000, Duration::from_millis(400), false).is_none() {
             q.on_sent(later, 1200);
             k += 1;
         }
@@ -149,7 +200,7 @@ mod poll_rate_tests {
         let mut sent = 0u64;
         let end = Instant::ZERO + Duration::from_secs(1);
         while now < end {
-            if p.delay(now, mtu, mtu, window, srtt).is_none() {
+            if p.delay(now, mtu, mtu, window, srtt, false).is_none() {
                 p.on_sent(now, mtu);
                 sent += mtu;
             }

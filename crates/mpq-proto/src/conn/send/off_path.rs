@@ -22,8 +22,7 @@ impl Connection {
         // A client validating the server's preferred address (RFC 9000 §9.6.1): from the
         // path's local address, with the preferred_address's connection ID, expanded to 1200
         // bytes (§8.2.1).
-        if let Some((remote, cid, data)) = self.take_preferred_probe(now) {
-            let pi = self.primary_path();
+        if let Some((pi, remote, cid, data)) = self.take_preferred_probe(now) {
             let local = self.paths[pi].local;
             let frame = Frame::PathChallenge(data);
             let t = self.write_off_path(now, buf, pi, frame, (remote, local, Some(cid)), crate::MIN_INITIAL_SIZE);
