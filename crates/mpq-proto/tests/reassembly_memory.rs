@@ -63,3 +63,49 @@ fn one_byte_fragments_cost_at_most_twice_the_window() {
     assert_eq!(out, data);
     assert_eq!(b.segments(), 0);
 }
+
+/// The same through a receive stream's store (`RecvStore`), which keeps data as chunks while
+/// the peer's pieces are sensible: one-byte frames make the chunks wasteful within a few
+/// dozen, the data moves to the ring, and the heap stays within twice the window.
+#[test]
+fn one_byte_fragments_in_a_stream_store_cost_at_most_twice_the_window() {
+    use mpq_proto::stream::{RecvStore, StreamData};
+    const WINDOW: usize = 1 << 20;
+    let data: Vec<u8> = (0..WINDOW).map(|i| (i * 7 + 3) as u8).collect();
+    let before = live();
+    let mut b = RecvStore::new();
+    for off in (1..WINDOW).step_by(2) {
+        b.insert(off as u64, StreamData::Slice(&data[off..off + 1]));
+    }
+    let peak = live() - before;
+    assert!(b.is_compacted(), "one-byte pieces are kept in the ring");
+    assert!(peak <= 2 * WINDOW as isize, "held {peak} bytes for a {WINDOW}-byte window");
+    for off in (0..WINDOW).step_by(2) {
+        b.insert(off as u64, StreamData::Slice(&data[off..off + 1]));
+    }
+    let mut out = Vec::with_capacity(WINDOW);
+    b.read_with(usize::MAX, &mut |p| out.extend_from_slice(p));
+    assert_eq!(out, data);
+}
+
+/// Large buffers each kept alive by a few bytes (a peer leaving one small piece of every
+/// batch unfilled): the store moves the data to the ring once the buffers it pins exceed
+/// twice what it holds plus 128 KiB, so the heap stays bounded by the data, not the buffers.
+#[test]
+fn buffers_pinned_by_small_pieces_are_let_go() {
+    use bytes::Bytes;
+    use mpq_proto::stream::{Backing, RecvStore, StreamData};
+    const BUF: usize = 96 * 1024;
+    const PIECES: usize = 200;
+    let before = live();
+    let mut b = RecvStore::new();
+    for k in 0..PIECES {
+        // A 96 KiB buffer of which one 600-byte slice is kept, with a gap before it.
+        let buf = Bytes::from(vec![k as u8; BUF]);
+        let backing = Backing::exact(&buf);
+        b.insert(1 + (k * 1000) as u64, StreamData::Shared(buf.slice(0..600), backing));
+    }
+    let held = live() - before;
+    assert!(b.is_compacted(), "the pinned buffers were let go");
+    assert!(held <= 4 * (PIECES * 1000) as isize, "held {held} bytes for {} bytes of data", PIECES * 600);
+}

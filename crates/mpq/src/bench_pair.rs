@@ -171,32 +171,46 @@ impl StreamFeed {
     }
 }
 
-/// The server's application reads what arrived (part of the timed receive work), checking
-/// every byte against the pattern if `verify`. Returns the bytes read.
-pub(crate) fn read_stream(
-    conn: &mut Connection,
-    id: &mut Option<StreamId>,
-    sink: &mut [u8],
-    mut offset: u64,
-    verify: bool,
-) -> Result<u64> {
+/// The server's application takes what arrived on the stream as buffers
+/// ([`Connection::read_chunk`]: no copy while the stream holds its data as chunks) into
+/// `out`. Returns the bytes taken. The application works on them after letting go of the
+/// connection ([`verify_chunks`]).
+pub(crate) fn take_chunks(conn: &mut Connection, id: &mut Option<StreamId>, out: &mut Vec<Bytes>) -> u64 {
     if id.is_none() {
         *id = conn.accept_stream(Dir::Uni);
     }
-    let Some(id) = *id else { return Ok(0) };
-    let start = offset;
-    while let Ok(r) = conn.read(id, sink) {
-        if verify {
-            if let Some(i) = (0..r.len).find(|&i| sink[i] != pattern(offset + i as u64)) {
-                bail!("stream data corrupted at offset {}", offset + i as u64);
-            }
-        }
-        offset += r.len as u64;
+    let Some(id) = *id else { return 0 };
+    let mut n = 0;
+    while let Ok((r, chunk)) = conn.read_chunk(id, usize::MAX) {
+        n += r.len as u64;
+        out.extend(chunk);
         if r.len == 0 || r.fin {
             break;
         }
     }
-    Ok(offset - start)
+    n
+}
+
+/// Checks the bytes of `chunks`, which start at stream offset `offset`, against the pattern.
+pub(crate) fn verify_chunks(chunks: &[Bytes], mut offset: u64) -> Result<()> {
+    for c in chunks {
+        if let Some(i) = (0..c.len()).find(|&i| c[i] != pattern(offset + i as u64)) {
+            bail!("stream data corrupted at offset {}", offset + i as u64);
+        }
+        offset += c.len() as u64;
+    }
+    Ok(())
+}
+
+/// The server's application reads what arrived, checking every byte against the pattern
+/// if `verify`. Returns the bytes read.
+pub(crate) fn read_stream(conn: &mut Connection, id: &mut Option<StreamId>, offset: u64, verify: bool) -> Result<u64> {
+    let mut chunks = Vec::new();
+    let n = take_chunks(conn, id, &mut chunks);
+    if verify {
+        verify_chunks(&chunks, offset)?;
+    }
+    Ok(n)
 }
 
 /// A datagram or GSO batch sent: its transmit and bytes.

@@ -17,7 +17,9 @@
 //! with [`Connection::end_recv_run`], holding the connection's lock only for the first and
 //! the last step: the split a runtime with a thread per path uses (`docs/connection-split.md`).
 //! Each path thread then sends its paths' ACKs as the runtime's do (asked for under the lock,
-//! built and sealed without it); the application's read, and whatever else the connection
+//! built and sealed without it); the application's read (it takes the data as buffers,
+//! [`Connection::read_chunk`], and checks them with `--verify` outside the lock, the
+//! buffers freed there), and whatever else the connection
 //! sends, follow on one thread. The lock is taken as the runtime takes it, spinning a little
 //! before sleeping (`mpq_io::spin_lock`).
 
@@ -30,7 +32,9 @@ use mpq_proto::conn::{Connection, RecvRun};
 use mpq_proto::testing::Pair;
 use mpq_proto::types::StreamId;
 
-use crate::bench_pair::{lock, path_transmits, read_stream, spawn_path_threads, Sent, Setup, StreamFeed, ROUND_STEP};
+use crate::bench_pair::{
+    lock, path_transmits, spawn_path_threads, take_chunks, verify_chunks, Sent, Setup, StreamFeed, ROUND_STEP,
+};
 use crate::progress::Stopwatch;
 
 /// Datagrams of one GRO batch at most.
@@ -78,7 +82,7 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
         let mut result = RecvRunResult::default();
-        let mut sink = vec![0u8; 1 << 20];
+        let mut chunks: Vec<bytes::Bytes> = Vec::new();
         let mut buf = Vec::new();
         let mut idle_rounds = 0;
         while read < bytes {
@@ -136,15 +140,23 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
                 }
             }
             let after = Stopwatch::start();
-            {
+            let taken = {
                 let mut server = lock(&conn);
-                read += read_stream(&mut server, &mut server_stream, &mut sink, read, verify)?;
+                let taken = take_chunks(&mut server, &mut server_stream, &mut chunks);
                 while let Some(t) = server.poll_transmit(round_now, &mut buf) {
                     let seg = t.segment_size.unwrap_or(t.size).max(1);
                     let src = t.source.unwrap_or(server_addr);
                     acks.extend(buf[..t.size].chunks(seg).map(|d| (src, t.destination, d.to_vec())));
                 }
+                taken
+            };
+            // The application's work on the data, outside the lock: the check (with
+            // --verify), then the buffers go.
+            if verify {
+                verify_chunks(&chunks, read)?;
             }
+            chunks.clear();
+            read += taken;
             result.after += after.elapsed();
             result.busy += clock.elapsed();
             drop(spent);
@@ -206,7 +218,7 @@ fn open_on_path_thread(
         for batch in datagrams.chunks_mut(GRO_BATCH) {
             let mut slices: Vec<&mut [u8]> = batch.iter_mut().map(Vec::as_mut_slice).collect();
             let clock = Stopwatch::start();
-            let run: Option<RecvRun> = lock(conn).begin_recv_run(path_id, remote);
+            let run: Option<RecvRun> = lock(conn).begin_recv_run(path_id, remote, None);
             let Some(mut run) = run else {
                 lock(conn).handle_datagrams(now, local, remote, None, &mut slices);
                 locked += clock.elapsed();
@@ -217,7 +229,7 @@ fn open_on_path_thread(
             run.open(now, &mut slices);
             opening += opened.elapsed();
             let applied = Stopwatch::start();
-            lock(conn).end_recv_run(now, local, None, run, &mut slices);
+            lock(conn).end_recv_run(now, local, run, &mut slices);
             locked += applied.elapsed();
         }
     }

@@ -64,7 +64,6 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sen
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
         let mut result = SendRunResult::default();
-        let mut sink = vec![0u8; 1 << 20];
         let mut idle_rounds = 0;
         while read < bytes {
             let clock = Stopwatch::start();
@@ -111,7 +110,7 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sen
                 bail!("the transfer stalled after {read} of {bytes} bytes");
             }
             let s = server.connection_mut(server_handle).context("no server connection")?;
-            read += read_stream(s, &mut server_stream, &mut sink, read, verify)?;
+            read += read_stream(s, &mut server_stream, read, verify)?;
             let mut buf = Vec::new();
             let mut acks: Vec<(SocketAddr, SocketAddr, Vec<u8>)> = Vec::new();
             while let Some(t) = server.poll_transmit(now, &mut buf) {

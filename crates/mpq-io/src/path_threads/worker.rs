@@ -178,7 +178,7 @@ fn hand_over<D: EndpointDriver>(
         let (now_part, rest) = std::mem::take(&mut batch).split_at_mut(same);
         batch = rest;
         let run = match ep.route_datagram(now_part[0]) {
-            Some((h, Some(p))) if h == w.conn && p == w.path_id => ep.begin_recv_run(h, p, remote),
+            Some((h, Some(p))) if h == w.conn && p == w.path_id => ep.begin_recv_run(h, p, remote, ecn),
             _ => None,
         };
         let Some(mut run) = run else {
@@ -189,7 +189,7 @@ fn hand_over<D: EndpointDriver>(
         run.open(now, now_part);
         report.runs_opened += 1;
         let mut g = shared.lock(report);
-        g.driver.endpoint().end_recv_run(now, w.conn, local, ecn, run, now_part);
+        g.driver.endpoint().end_recv_run(now, w.conn, local, run, now_part);
     }
 }
 

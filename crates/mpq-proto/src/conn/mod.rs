@@ -50,6 +50,7 @@ mod path_timers;
 mod preferred_address;
 mod qlog;
 mod recv;
+mod recv_arena;
 mod recv_batch;
 mod recv_run;
 mod reset;
@@ -651,8 +652,19 @@ impl Connection {
         self.shared.streams.read(id, buf)
     }
 
+    /// Reads up to `max` bytes of stream data in order as one buffer, without a copy while
+    /// the stream holds its data as reference-counted chunks (the usual case: the bytes were
+    /// copied once, when their packet was opened). The application can keep the buffer and
+    /// work on it after letting go of the connection, which matters where the connection
+    /// sits behind a lock that path threads take (C2). Same outcome and errors as
+    /// [`Connection::read`]; `Ok((outcome, None))` only at the end of the stream.
+    pub fn read_chunk(&mut self, id: StreamId, max: usize) -> Result<(ReadOutcome, Option<bytes::Bytes>), StreamError> {
+        self.shared.streams.read_chunk(id, max)
+    }
+
     /// Reads stream data in order without copying it out: up to `max` bytes are handed to
-    /// `f` where they lie in the receive buffer (in at most two pieces) and are consumed.
+    /// `f` where they lie in the receive buffer (in order, in as many pieces as they are
+    /// held in) and are consumed.
     /// Same outcome and errors as [`Connection::read`].
     pub fn read_with(
         &mut self,

@@ -169,6 +169,8 @@ pub(crate) struct PathState {
     pub amp_sent: u64,
     /// PATH_RESPONSE payloads to send (at most a few, newest wins).
     pub path_responses: Vec<[u8; 8]>,
+    /// Where the stream data of the packets this path opens is copied (`recv_arena.rs`).
+    pub recv_arena: super::recv_arena::RecvArena,
     /// PATH_RESPONSEs to send to other addresses (at most a few, newest wins).
     pub off_path_responses: Vec<OffPathResponse>,
     /// Counters.
@@ -241,6 +243,7 @@ impl PathState {
             amp_received: 0,
             amp_sent: 0,
             path_responses: Vec::new(),
+            recv_arena: super::recv_arena::RecvArena::default(),
             off_path_responses: Vec::new(),
             stats: PathStats { path_id: id, ..Default::default() },
             local: None,

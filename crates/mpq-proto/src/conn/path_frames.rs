@@ -10,11 +10,16 @@
 //! fails, a CONNECTION_CLOSE): the shared side handles that frame and everything after it
 //! the general way, so errors and their frame types are exactly the general path's.
 
+use std::ops::Range;
+
+use bytes::Bytes;
 use smallvec::SmallVec;
 
 use crate::coding::Reader;
 use crate::frame::{frame_type as ft, AckFrame, Frame, StreamFrame};
+use crate::stream::Backing;
 use crate::time::Instant;
+use crate::types::StreamId;
 
 use super::board::Seat;
 use super::path::PathState;
@@ -36,6 +41,39 @@ pub(crate) struct OwnFrames {
     pub ack_eliciting: bool,
     /// The fates of the own ACK frames walked, in frame order.
     pub fates: SmallVec<[PacketFates; 1]>,
+    /// Every frame was walked and is the path's own, PADDING, PING or STREAM: the shared
+    /// side applies `items` in order and parses nothing again.
+    pub fast: bool,
+    /// With `fast`: the frames the shared side applies, in frame order.
+    pub items: SmallVec<[Walked; 1]>,
+    /// The path recorded the packet for acknowledgement while opening it (with `fast`).
+    pub recorded: bool,
+}
+
+/// A frame of a packet walked by its path that the shared side applies.
+#[derive(Debug)]
+pub(crate) enum Walked {
+    /// One of the path's own ACK frames: the next entry of [`OwnFrames::fates`].
+    Fates,
+    /// A STREAM frame.
+    Stream(WalkedStream),
+}
+
+/// A STREAM frame walked by its path.
+#[derive(Debug)]
+pub(crate) struct WalkedStream {
+    /// The frame's type byte (for errors).
+    pub ty: u8,
+    /// Stream ID.
+    pub id: StreamId,
+    /// Offset of its first byte.
+    pub offset: u64,
+    /// The last byte of the stream.
+    pub fin: bool,
+    /// Where the data lies in the packet's payload.
+    pub range: Range<usize>,
+    /// The data, copied out of the datagram when the packet was opened (`recv_arena.rs`).
+    pub data: Option<(Bytes, Backing)>,
 }
 
 impl PathState {
@@ -67,17 +105,29 @@ impl PathState {
         multipath: bool,
         seat: &mut Seat,
     ) -> OwnFrames {
-        let mut own = OwnFrames { only_own: !payload.is_empty(), ..Default::default() };
+        let mut own = OwnFrames { only_own: !payload.is_empty(), fast: !payload.is_empty(), ..Default::default() };
         let mut r = Reader::new(payload);
         let stopped_at = loop {
             let at = r.position();
             let Some(&byte) = r.peek_rest().first() else { break None };
             if StreamFrame::is_stream_type(byte) {
                 let _ = r.u8();
-                if StreamFrame::decode(u64::from(byte), &mut r).is_err() {
+                let Ok(f) = StreamFrame::decode(u64::from(byte), &mut r) else {
                     break Some(at);
-                }
+                };
                 own.only_own = false;
+                own.ack_eliciting = true;
+                if own.fast {
+                    let end = r.position();
+                    own.items.push(Walked::Stream(WalkedStream {
+                        ty: byte,
+                        id: f.id,
+                        offset: f.offset,
+                        fin: f.fin,
+                        range: end - f.data.len()..end,
+                        data: None,
+                    }));
+                }
                 continue;
             }
             match u64::from(byte) {
@@ -97,10 +147,14 @@ impl PathState {
                     };
                     if !self.owns_ack(ack.path_id, multipath) {
                         own.only_own = false;
+                        own.fast = false;
                         continue;
                     }
                     match self.on_path_ack(now, &ack, params, seat) {
-                        Ok(f) => own.fates.push(f),
+                        Ok(f) => {
+                            own.fates.push(f);
+                            own.items.push(Walked::Fates);
+                        }
                         // Nothing changed; the shared side meets the frame again and closes.
                         Err(_) => break Some(at),
                     }
@@ -114,6 +168,7 @@ impl PathState {
                     Ok(f) => {
                         own.ack_eliciting |= f.is_ack_eliciting();
                         own.only_own = false;
+                        own.fast = false;
                     }
                     Err(_) => break Some(at),
                 },
@@ -123,8 +178,12 @@ impl PathState {
             Some(at) => {
                 own.walked = at;
                 own.only_own = false;
+                own.fast = false;
             }
             None => own.walked = payload.len(),
+        }
+        if !own.fast {
+            own.items.clear();
         }
         own
     }

@@ -28,6 +28,7 @@ use crate::error::TransportError;
 use crate::packet::number::decode_pn;
 use crate::packet::protect::{apply_header_protection, open_payload, remove_header_protection};
 use crate::recovery::received::Ecn;
+use crate::stream::StreamData;
 use crate::time::Instant;
 use crate::types::{Level, Side, SpaceId};
 
@@ -35,7 +36,7 @@ use super::board::Seat;
 use super::host::Host;
 use super::path::PathState;
 use super::path_ack::AckParams;
-use super::path_frames::OwnFrames;
+use super::path_frames::{OwnFrames, Walked};
 use super::path_table::PathHalf;
 use super::{Connection, State};
 
@@ -154,13 +155,17 @@ impl Connection {
         // The path opening the current run of datagrams, checked out with its seat (one per
         // run: a GRO batch is usually one path's), back before anything else runs.
         let mut run: Option<OpenRun> = None;
+        // Bytes of the datagrams not opened yet: how much stream data the run may still bring.
+        let mut left: usize = datagrams.iter().map(|d| d.len()).sum();
         for d in datagrams.iter_mut() {
             if self.shared.state == State::Drained {
                 self.end_run(&mut run);
                 return;
             }
             let d: &mut [u8] = d;
-            match self.open(now, &lease, &mut route, &mut run, (local, remote), d) {
+            let hint = left;
+            left -= d.len();
+            match self.open(now, &lease, &mut route, &mut run, (local, remote, ecn), (d, hint)) {
                 Ok(o) => {
                     super::touch!(self, recv_opened);
                     self.shared.stats.rx_datagrams += 1;
@@ -199,7 +204,8 @@ impl Connection {
     /// The path that opened the last run of datagrams comes back: it publishes what its
     /// work changed and is checked in.
     pub(super) fn end_run(&mut self, run: &mut Option<OpenRun>) {
-        if let Some(OpenRun { half, seat }) = run.take() {
+        if let Some(OpenRun { mut half, seat }) = run.take() {
+            half.path.recv_arena.release();
             seat.give_back(self.paths.board_mut(), &half.path);
             self.paths.check_in(half);
         }
@@ -236,8 +242,8 @@ impl Connection {
         lease: &RecvLease,
         route: &mut Option<Route>,
         run: &mut Option<OpenRun>,
-        (local, remote): (SocketAddr, SocketAddr),
-        d: &mut [u8],
+        (local, remote, ecn): (SocketAddr, SocketAddr, Option<u8>),
+        (d, hint): (&mut [u8], usize),
     ) -> Result<OpenedAt, NotOpened> {
         if !self.recv_lease_valid(lease) {
             return Err(NotOpened::General);
@@ -281,7 +287,7 @@ impl Connection {
             *run = Some(OpenRun { half, seat });
         }
         let Some(OpenRun { half, seat }) = run.as_mut() else { return Err(NotOpened::General) };
-        let (pn, payload, own) = half.path.open_packet(now, lease, remote, d, seat)?;
+        let (pn, payload, own) = half.path.open_packet(now, lease, (remote, ecn), d, seat, hint)?;
         Ok(OpenedAt { path_id: r.path_id, pn, payload, dcid, own })
     }
 }
@@ -290,15 +296,21 @@ impl PathState {
     /// The path's own part of one datagram routed to it, with nothing of the connection but
     /// the lease and its seat at the board: header protection, decryption, the packet
     /// number against its received ranges, its key-phase marks, duplicates, its counters,
-    /// then its own frames ([`PathState::walk_own_frames`]). Returns the packet number,
-    /// where the plaintext frames are in `d`, and what the path did with its own frames.
+    /// then its own frames ([`PathState::walk_own_frames`]). When every frame was walked,
+    /// the path also does what is left of the packet that is its own: the data of its
+    /// STREAM frames is copied into the path's arena (`hint`: the bytes of the run's
+    /// datagrams from this one on), so the shared side keeps it without a copy, and the
+    /// packet is recorded for acknowledgement (it arrived with codepoint `ecn`). Returns the
+    /// packet number, where the plaintext frames are in `d`, and what the path did with its
+    /// frames.
     pub(super) fn open_packet(
         &mut self,
         now: Instant,
         lease: &RecvLease,
-        remote: SocketAddr,
+        (remote, ecn): (SocketAddr, Option<u8>),
         d: &mut [u8],
         seat: &mut Seat,
+        hint: usize,
     ) -> Result<(u64, Range<usize>, OwnFrames), NotOpened> {
         // Validated (no amplification accounting), from the path's own address (no
         // migration or probing).
@@ -341,11 +353,25 @@ impl PathState {
             return Err(NotOpened::Dropped);
         }
         let payload = payload_start..payload_start + payload_len;
-        let own = if lease.walk {
+        let mut own = if lease.walk {
             self.walk_own_frames(now, &d[payload.clone()], &lease.ack, lease.multipath, seat)
         } else {
             OwnFrames::default()
         };
+        if own.fast {
+            let plaintext = &d[payload.clone()];
+            for item in &mut own.items {
+                if let Walked::Stream(s) = item {
+                    s.data = Some(self.recv_arena.take(&plaintext[s.range.clone()], hint));
+                }
+            }
+            // Nothing the shared side does with the packet can fail but its STREAM frames,
+            // and a failure closes the connection: record it now, off the connection's lock
+            // (its ACK offer is published when the path is checked in).
+            self.data.received.on_packet(pn, own.ack_eliciting, now, ecn.and_then(Ecn::from_bits));
+            self.data.on_packet_recorded();
+            own.recorded = true;
+        }
         Ok((pn, payload, own))
     }
 }
@@ -376,7 +402,10 @@ impl Connection {
             };
             // Frames of an earlier packet may have discarded the path; an earlier packet
             // of the batch may have been this one (a duplicate datagram).
-            let pi = self.path_index(o.path_id).filter(|&pi| !self.paths[pi].data.received.is_duplicate(o.pn));
+            // (A packet its path recorded while opening it was a duplicate there if at all.)
+            let pi = self
+                .path_index(o.path_id)
+                .filter(|&pi| o.own.recorded || !self.paths[pi].data.received.is_duplicate(o.pn));
             let Some(pi) = pi.filter(|_| !skip) else {
                 // The packet is not processed, but what its path already did with its ACKs
                 // stands: their packets left the ledger, so their frames' fate is due.
@@ -402,6 +431,37 @@ impl Connection {
 }
 
 impl Host<'_> {
+    /// The frames of a packet its path walked whole ([`OwnFrames::fast`]), in order: the
+    /// fates of its ACKs and its STREAM frames, whose data was copied when the packet was
+    /// opened. Errors as [`Host::process_frames`] gives them.
+    fn apply_walked(
+        &mut self,
+        now: Instant,
+        path_id: u64,
+        items: &mut SmallVec<[Walked; 1]>,
+        fates: &mut super::recv::WalkedFates<'_>,
+    ) -> Result<(), TransportError> {
+        for item in items.drain(..) {
+            match item {
+                Walked::Fates => {
+                    super::touch!(self, acks_in_batch);
+                    if let Some(f) = fates.next() {
+                        self.apply_fates(now, path_id, f);
+                    }
+                }
+                Walked::Stream(s) => {
+                    let Some((bytes, backing)) = s.data else { continue };
+                    let data = StreamData::Shared(bytes, backing);
+                    self.shared
+                        .streams
+                        .on_stream_data(s.id, s.offset, data, s.fin)
+                        .map_err(|e| e.or_frame(u64::from(s.ty)))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The shared part of one packet `path` (in `slot`) opened: its frames, with the fates
     /// of the ACKs the path handled where they stand, then the packet recorded for
     /// acknowledgement. Other paths are reached by mail only. Returns whether the packet
@@ -424,13 +484,21 @@ impl Host<'_> {
                 self.apply_fates(now, o.path_id, f);
             }
             Ok(o.own.ack_eliciting)
+        } else if o.own.fast {
+            // The path walked every frame: its ACKs' fates and the stream data, in frame
+            // order, nothing parsed again.
+            self.apply_walked(now, o.path_id, &mut o.own.items, &mut fates).map(|()| o.own.ack_eliciting)
         } else {
             self.process_frames(now, Level::OneRtt, path, slot, &o.dcid, o.payload, Some((o.own.walked, &mut fates)))
         };
         match processed {
             Ok(ack_eliciting) => {
-                self.record_received(now, path, SpaceId::Data, o.pn, ack_eliciting, ecn);
                 self.shared.qlog_packet_received(now, Level::OneRtt, o.path_id, o.pn, o.len, o.payload);
+                if o.own.recorded {
+                    // Recorded by its path, whose offer went out at its check-in.
+                    return false;
+                }
+                self.record_received(now, path, SpaceId::Data, o.pn, ack_eliciting, ecn);
                 true
             }
             Err(e) => {

@@ -28,6 +28,9 @@ use super::recv_batch::{NotOpened, OpenRun, OpenedAt, OpenedBatch, RecvLease};
 use super::Connection;
 
 /// What became of one datagram of a run.
+// The opened packet is the usual outcome and is moved once: boxing it would cost an
+// allocation per packet.
+#[allow(clippy::large_enum_variant)]
 enum Outcome {
     /// Opened by the path; its frames wait for the shared side.
     Opened(OpenedAt),
@@ -47,6 +50,8 @@ pub struct RecvRun {
     lease: RecvLease,
     /// The peer's address on the path.
     remote: SocketAddr,
+    /// The ECN codepoint the run's datagrams arrived with.
+    ecn: Option<u8>,
     /// Our connection IDs that route to the path, when the run began.
     cids: SmallVec<[ConnectionId; 4]>,
     /// A cleared fixed bit is allowed (we advertised grease_quic_bit, RFC 9287 §3).
@@ -80,10 +85,14 @@ impl RecvRun {
     pub fn open(&mut self, now: Instant, datagrams: &mut [&mut [u8]]) -> usize {
         let Some(OpenRun { half, seat }) = self.run.as_mut() else { return self.outcomes.len() };
         let start = self.outcomes.len();
+        // Bytes of the datagrams not opened yet: how much stream data the run may still bring.
+        let mut left: usize = datagrams.iter().skip(start).map(|d| d.len()).sum();
         for d in datagrams.iter_mut().skip(start) {
             if self.stopped {
                 break;
             }
+            let hint = left;
+            left -= d.len();
             // A short header (RFC 9000 §17.3.1) to one of the path's CIDs; it runs to the
             // end of the datagram, so the datagram holds this one packet.
             let first = d.first().copied().unwrap_or(0x80);
@@ -93,7 +102,7 @@ impl RecvRun {
                 self.stopped = true;
                 break;
             };
-            match half.path.open_packet(now, &self.lease, self.remote, d, seat) {
+            match half.path.open_packet(now, &self.lease, (self.remote, self.ecn), d, seat, hint) {
                 Ok((pn, payload, own)) => {
                     self.outcomes.push(Outcome::Opened(OpenedAt { path_id: half.path.id, pn, payload, dcid, own }))
                 }
@@ -105,6 +114,8 @@ impl RecvRun {
                 }
             }
         }
+        // The path holds no buffer between runs (`recv_arena.rs`).
+        half.path.recv_arena.release();
         self.outcomes.len()
     }
 }
@@ -116,7 +127,7 @@ impl Connection {
     /// with 1-RTT keys, its handshake spaces are not yet discarded, or the path does not
     /// exist: hand the datagrams to
     /// [`Connection::handle_datagrams`] instead.
-    pub fn begin_recv_run(&mut self, path_id: u64, remote: SocketAddr) -> Option<RecvRun> {
+    pub fn begin_recv_run(&mut self, path_id: u64, remote: SocketAddr, ecn: Option<u8>) -> Option<RecvRun> {
         self.debug_assert_mail_delivered();
         if self.shared.initial.is_some() || self.shared.handshake.is_some() {
             // The handshake's timers and packets are the primary path's, read by whichever
@@ -133,6 +144,7 @@ impl Connection {
             run: Some(OpenRun { half, seat }),
             lease,
             remote,
+            ecn,
             cids,
             grease_ok: self.shared.config.grease_quic_bit,
             outcomes: Vec::new(),
@@ -143,15 +155,9 @@ impl Connection {
     /// A run comes back: its path is checked in and publishes what its work changed, the
     /// opened packets' frames are applied to the shared side in order, then the datagrams
     /// of `datagrams` (the slice given to [`RecvRun::open`], arrived at `local` from the
-    /// path's peer with codepoint `ecn`) the run did not handle go the general way.
-    pub fn end_recv_run(
-        &mut self,
-        now: Instant,
-        local: SocketAddr,
-        ecn: Option<u8>,
-        mut run: RecvRun,
-        datagrams: &mut [&mut [u8]],
-    ) {
+    /// path's peer) the run did not handle go the general way.
+    pub fn end_recv_run(&mut self, now: Instant, local: SocketAddr, mut run: RecvRun, datagrams: &mut [&mut [u8]]) {
+        let ecn = run.ecn;
         self.end_run(&mut run.run);
         // Mail that came for the path while it was out.
         self.deliver_mail_or_close(now);

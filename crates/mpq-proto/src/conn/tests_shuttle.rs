@@ -78,7 +78,7 @@ fn interleave(other: Other) {
     for (path, src, dst, mut datagrams) in runs {
         let ep = Arc::clone(&ep);
         threads.push(shuttle::thread::spawn(move || {
-            let run = ep.lock().expect("lock").connection_mut(h).and_then(|c| c.begin_recv_run(path, src));
+            let run = ep.lock().expect("lock").connection_mut(h).and_then(|c| c.begin_recv_run(path, src, None));
             let mut slices: Vec<&mut [u8]> = datagrams.iter_mut().map(Vec::as_mut_slice).collect();
             let Some(mut run) = run else {
                 // The path was gone or the connection closed first: the general way.
@@ -90,7 +90,7 @@ fn interleave(other: Other) {
             run.open(now, &mut slices);
             let mut guard = ep.lock().expect("lock");
             let c = guard.connection_mut(h).expect("the connection stays while a path is out");
-            c.end_recv_run(now, dst, None, run, &mut slices);
+            c.end_recv_run(now, dst, run, &mut slices);
         }));
     }
     let third = Arc::clone(&ep);

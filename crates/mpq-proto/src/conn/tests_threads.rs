@@ -119,7 +119,7 @@ fn open_on_two_threads(policy: AckPolicy) {
     let before: Vec<u64> = [0, id].iter().map(|&p| path_stats(s, p).rx_packets).collect();
     let sizes: Vec<usize> = by_path.iter().map(|r| r.2.len()).collect();
     // With the connection: each path checked out for its run (`begin_recv_run`).
-    let runs: Vec<_> = by_path.iter().map(|(p, src, _)| s.begin_recv_run(*p, *src).expect("a run")).collect();
+    let runs: Vec<_> = by_path.iter().map(|(p, src, _)| s.begin_recv_run(*p, *src, None).expect("a run")).collect();
     // On two threads at once: each path opens its datagrams alone.
     let opened: Vec<(crate::conn::RecvRun, Vec<Vec<u8>>, usize)> = std::thread::scope(|scope| {
         let threads: Vec<_> = runs
@@ -141,7 +141,7 @@ fn open_on_two_threads(policy: AckPolicy) {
     let local = pair.server_addr;
     for (run, mut datagrams, _) in opened {
         let mut slices: Vec<&mut [u8]> = datagrams.iter_mut().map(Vec::as_mut_slice).collect();
-        server(&mut pair).end_recv_run(now, local, None, run, &mut slices);
+        server(&mut pair).end_recv_run(now, local, run, &mut slices);
     }
     let s = server(&mut pair);
     let after: Vec<u64> = [0, id].iter().map(|&p| path_stats(s, p).rx_packets).collect();
@@ -168,11 +168,11 @@ fn a_run_stops_where_a_datagram_needs_the_connection() {
     let (path, src) = (t.path_id, t.source.unwrap_or(pair.client_addr));
     let s = server(&mut pair);
     let before = path_stats(s, path).rx_packets;
-    let mut run = s.begin_recv_run(path, src).expect("a run");
+    let mut run = s.begin_recv_run(path, src, None).expect("a run");
     let mut slices: Vec<&mut [u8]> = datagrams.iter_mut().map(Vec::as_mut_slice).collect();
     assert_eq!(run.open(now, &mut slices), 1, "stopped at the unknown CID");
     let local = t.destination;
-    server(&mut pair).end_recv_run(now, local, None, run, &mut slices);
+    server(&mut pair).end_recv_run(now, local, run, &mut slices);
     let s = server(&mut pair);
     // Every real datagram counted once (the one to an unknown CID dropped), in order.
     assert_eq!(path_stats(s, path).rx_packets - before, (datagrams.len() - 1) as u64);
@@ -189,12 +189,12 @@ fn mail_for_a_checked_out_path_waits_for_its_check_in() {
     let (local, remote) = (pair.server_addr, super::tests_multipath::addr2());
     let s = server(&mut pair);
     let slot = s.path_index(id).expect("second path");
-    let run = s.begin_recv_run(id, remote).expect("a run");
+    let run = s.begin_recv_run(id, remote, None).expect("a run");
     s.paths.board_mut().post(slot).peer_backup = Some(true);
     s.deliver_mail_or_close(now);
     assert!(!s.paths.board().inbox(slot).mail.is_empty(), "the mail waits while the path is out");
     assert!(s.paths.board().mail_waiting_slots().any(|w| w == slot), "still marked");
-    s.end_recv_run(now, local, None, run, &mut []);
+    s.end_recv_run(now, local, run, &mut []);
     assert!(s.paths.board().inbox(slot).mail.is_empty(), "delivered at check-in");
     assert!(!s.paths.has_mail_waiting_here());
 }

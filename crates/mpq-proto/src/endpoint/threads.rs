@@ -70,9 +70,15 @@ impl Endpoint {
     }
 
     /// [`crate::conn::Connection::begin_recv_run`] on connection `h`.
-    pub fn begin_recv_run(&mut self, h: ConnectionHandle, path_id: u64, remote: SocketAddr) -> Option<RecvRun> {
+    pub fn begin_recv_run(
+        &mut self,
+        h: ConnectionHandle,
+        path_id: u64,
+        remote: SocketAddr,
+        ecn: Option<u8>,
+    ) -> Option<RecvRun> {
         let slot = self.connections.get_mut(h.0).and_then(|c| c.as_mut())?;
-        slot.conn.begin_recv_run(path_id, remote)
+        slot.conn.begin_recv_run(path_id, remote, ecn)
     }
 
     /// [`crate::conn::Connection::end_recv_run`] on connection `h`. If the connection went
@@ -83,7 +89,6 @@ impl Endpoint {
         now: Instant,
         h: ConnectionHandle,
         local: SocketAddr,
-        ecn: Option<u8>,
         run: RecvRun,
         datagrams: &mut [&mut [u8]],
     ) {
@@ -91,7 +96,7 @@ impl Endpoint {
             std::mem::forget(run);
             return;
         };
-        slot.conn.end_recv_run(now, local, ecn, run, datagrams);
+        slot.conn.end_recv_run(now, local, run, datagrams);
         self.after_io(h.0);
         self.schedule.mark_may_send(h.0);
     }

@@ -10,6 +10,7 @@ mod transmit;
 
 use super::flow::{RecvCredit, SendCredit};
 use super::recv::{RecvState, RecvStream};
+use super::recv_store::StreamData;
 use super::send::SendStream;
 use super::{LocalStreamParams, StreamEvent, StreamsConfig};
 use crate::error::{TransportError, TransportErrorCode};
@@ -273,6 +274,18 @@ impl Streams {
 
     /// A STREAM frame.
     pub fn on_stream_frame(&mut self, id: StreamId, offset: u64, data: &[u8], fin: bool) -> Result<(), TransportError> {
+        self.on_stream_data(id, offset, StreamData::Slice(data), fin)
+    }
+
+    /// A STREAM frame whose data may already be in a buffer of its own
+    /// ([`StreamData::Shared`]: copied when its packet was opened), kept without a copy.
+    pub fn on_stream_data(
+        &mut self,
+        id: StreamId,
+        offset: u64,
+        data: StreamData<'_>,
+        fin: bool,
+    ) -> Result<(), TransportError> {
         if !self.frame_stream(id, Half::Recv)? {
             return Ok(());
         }

@@ -8,20 +8,24 @@
 //! fate through the `on_*_acked` / `on_*_lost` methods. Received frames are decoded by the
 //! connection and dispatched to the `on_*` methods.
 
+mod chunks;
 mod flow;
 mod lease;
 mod map;
 mod reassembly;
 mod recv;
+mod recv_store;
 mod send;
 mod send_buffer;
 #[cfg(test)]
 mod tests;
 
+pub use chunks::Backing;
 pub use flow::{RecvCredit, SendCredit};
 pub use lease::{BatchData, DataLease};
 pub use map::Streams;
 pub use recv::{RecvBuffer, RecvState, RecvStream};
+pub use recv_store::{RecvStore, StreamData};
 pub use send::{Chunk, SendBuffer, SendState, SendStream};
 
 use crate::types::{Dir, StreamId};

@@ -38,6 +38,11 @@ impl RecvBuffer {
         Self::default()
     }
 
+    /// An empty buffer whose next byte to read is at `offset` (data below it counts as read).
+    pub fn starting_at(offset: u64) -> Self {
+        Self { read_offset: offset, contiguous_end: offset, max_end: offset, ..Self::default() }
+    }
+
     /// Offset of the next byte the application will read.
     pub fn read_offset(&self) -> u64 {
         self.read_offset

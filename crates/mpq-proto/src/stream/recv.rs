@@ -3,6 +3,7 @@
 
 use super::flow::RecvCredit;
 pub use super::reassembly::RecvBuffer;
+use super::recv_store::{RecvStore, StreamData};
 use super::{ReadOutcome, StreamError};
 use crate::coding::VARINT_MAX;
 use crate::error::{TransportError, TransportErrorCode};
@@ -35,7 +36,7 @@ fn flow_control_error(reason: &str) -> TransportError {
 /// The receiving half of a stream.
 #[derive(Debug)]
 pub struct RecvStream {
-    buf: RecvBuffer,
+    buf: RecvStore,
     /// Stream-level credit we grant.
     pub(crate) credit: RecvCredit,
     state: RecvState,
@@ -55,7 +56,7 @@ impl RecvStream {
     /// A receive half with an initial window and an auto-tuning cap.
     pub fn new(window: u64, max_window: u64) -> Self {
         Self {
-            buf: RecvBuffer::new(),
+            buf: RecvStore::new(),
             credit: RecvCredit::new(window, max_window),
             state: RecvState::Recv,
             max_received: 0,
@@ -92,7 +93,13 @@ impl RecvStream {
     ///
     /// `conn_room` is what the connection-level credit still allows: data that would take
     /// the connection past it is a FLOW_CONTROL_ERROR (RFC 9000 §4.1) and changes nothing.
-    pub fn on_data(&mut self, offset: u64, data: &[u8], fin: bool, conn_room: u64) -> Result<u64, TransportError> {
+    pub fn on_data(
+        &mut self,
+        offset: u64,
+        data: StreamData<'_>,
+        fin: bool,
+        conn_room: u64,
+    ) -> Result<u64, TransportError> {
         let end = offset
             .checked_add(data.len() as u64)
             .filter(|&e| e <= VARINT_MAX)
@@ -182,9 +189,28 @@ impl RecvStream {
         })
     }
 
-    /// Like [`RecvStream::read`], but hands up to `max` bytes to `f` in place (in at most two
-    /// pieces) instead of copying them out.
+    /// Like [`RecvStream::read`], but hands up to `max` bytes to `f` in place (in order, in
+    /// as many pieces as they are held in) instead of copying them out.
     pub fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<ReadOutcome, StreamError> {
+        self.read_by(max, |buf| (buf.read_with(max, f), ())).map(|(o, ())| o)
+    }
+
+    /// Like [`RecvStream::read`], but takes up to `max` bytes as one buffer, without a copy
+    /// while the data is held as chunks (`recv_store.rs`). `Ok((outcome, None))` only at the
+    /// end of the stream.
+    pub fn read_chunk(&mut self, max: usize) -> Result<(ReadOutcome, Option<bytes::Bytes>), StreamError> {
+        self.read_by(max, |buf| {
+            let chunk = buf.read_chunk(max);
+            (chunk.as_ref().map_or(0, bytes::Bytes::len), chunk)
+        })
+    }
+
+    /// The states and accounting of a read; `take` takes the bytes and says how many.
+    fn read_by<T: Default>(
+        &mut self,
+        max: usize,
+        take: impl FnOnce(&mut RecvStore) -> (usize, T),
+    ) -> Result<(ReadOutcome, T), StreamError> {
         if self.stopped.is_some() {
             return Err(StreamError::ClosedStream);
         }
@@ -196,7 +222,7 @@ impl RecvStream {
             RecvState::ResetRead | RecvState::DataRead => return Err(StreamError::ClosedStream),
             _ => {}
         }
-        let len = self.buf.read_with(max, f);
+        let (len, taken) = take(&mut self.buf);
         let fin = self.state == RecvState::DataRecvd && self.buf.readable() == 0;
         if fin {
             self.state = RecvState::DataRead;
@@ -205,7 +231,7 @@ impl RecvStream {
             return Err(StreamError::Blocked);
         }
         self.credit.on_consumed(len as u64);
-        Ok(ReadOutcome { len, fin })
+        Ok((ReadOutcome { len, fin }, taken))
     }
 
     /// True when the application has something to learn: data, end of stream or a reset.

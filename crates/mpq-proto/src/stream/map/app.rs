@@ -135,8 +135,21 @@ impl Streams {
         })
     }
 
-    /// Like [`Streams::read`], but hands up to `max` bytes to `f` in place (in at most two
-    /// pieces) instead of copying them out.
+    /// Like [`Streams::read`], but takes up to `max` bytes as one buffer, without a copy
+    /// while the stream holds its data as chunks; `Ok((outcome, None))` only at the end of
+    /// the stream.
+    pub fn read_chunk(&mut self, id: StreamId, max: usize) -> Result<(ReadOutcome, Option<bytes::Bytes>), StreamError> {
+        let s = self.streams.get_mut(&id).ok_or(StreamError::ClosedStream)?;
+        let r = s.recv.as_mut().ok_or(StreamError::WrongDirection)?;
+        let res = r.read_chunk(max);
+        if matches!(res, Ok(_) | Err(StreamError::Reset(_))) {
+            self.after_recv(id);
+        }
+        res
+    }
+
+    /// Like [`Streams::read`], but hands up to `max` bytes to `f` in place (in order, in as
+    /// many pieces as they are held in) instead of copying them out.
     pub fn read_with(
         &mut self,
         id: StreamId,
