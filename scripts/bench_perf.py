@@ -246,7 +246,7 @@ def main():
     ap.add_argument("--mpq", default="target/release/mpq", help="mpq binary (default: %(default)s)")
     ap.add_argument("--quinn", help="quinn-perf binary; without it the quinn comparison is skipped")
     ap.add_argument("--mpq-baseline", help="another mpq binary (e.g. an older build) to run in the quinn"
-                    " comparison too, interleaved with the others")
+                    " comparison too, interleaved with the others; without --quinn, mpq against it alone")
     ap.add_argument("--paths", default="1,2,4", help="path counts of the multipath comparison, '' to skip"
                     " (default: %(default)s)")
     ap.add_argument("--runtimes", default="", help="path counts of the runtime comparison (single"
@@ -279,8 +279,9 @@ def main():
     for rep in range(a.reps):
         if a.quinn:
             plan += [("quinn", "mpq", rep), ("quinn", "quinn", rep)]
-            if a.mpq_baseline:
-                plan += [("quinn", "baseline", rep)]
+        if a.quinn or a.mpq_baseline:
+            plan += [("quinn", "mpq", rep)] if not a.quinn else []
+            plan += [("quinn", "baseline", rep)] if a.mpq_baseline else []
     for rep in range(a.reps):
         plan += [("paths", f"{n} path" + ("s" if n > 1 else ""), rep) for n in paths]
     for rep in range(a.reps):
@@ -311,9 +312,10 @@ def main():
 
     if results["quinn"]:
         order = [k for k in ["mpq", "baseline", "quinn"] if k in results["quinn"]]
-        report["medians"]["quinn"] = summarise("mpq vs quinn (one connection, one stream)", order,
-                                               results["quinn"], "quinn")
-        print("(ratios relative to quinn)")
+        against = "quinn" if "quinn" in results["quinn"] else "baseline"
+        report["medians"]["quinn"] = summarise(f"mpq vs {against} (one connection, one stream)", order,
+                                               results["quinn"], against)
+        print(f"(ratios relative to {against})")
     if results["paths"]:
         order = list(results["paths"])
         report["medians"]["paths"] = summarise("mpq over several loopback paths, round-robin", order,

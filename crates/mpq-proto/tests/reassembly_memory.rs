@@ -90,7 +90,7 @@ fn one_byte_fragments_in_a_stream_store_cost_at_most_twice_the_window() {
 
 /// Large buffers each kept alive by a few bytes (a peer leaving one small piece of every
 /// batch unfilled): the store moves the data to the ring once the buffers it pins exceed
-/// twice what it holds plus 128 KiB, so the heap stays bounded by the data, not the buffers.
+/// twice what it holds plus 256 KiB, so the heap stays bounded by the data, not the buffers.
 #[test]
 fn buffers_pinned_by_small_pieces_are_let_go() {
     use bytes::Bytes;

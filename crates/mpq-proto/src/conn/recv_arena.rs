@@ -6,15 +6,18 @@
 //! bytes into its reassembly buffer under the lock, and the application can take them without
 //! another copy. The arena belongs to the path, so it travels with the path to its thread.
 //!
-//! One buffer serves many packets: the bulk of a run goes into buffers of [`ARENA`] bytes,
-//! which are used again rather than freed. With a thread per path the application frees what
-//! a path's thread allocated, and glibc's allocator then handed the memory back to the kernel
-//! and faulted it in again for the next buffer: a third of the receive work in `mpq bench
-//! receive`. So a buffer leaves its run through a process-wide pool of at most [`POOL_MAX`]
-//! buffers (8 MiB), from which the next run takes one whose slices have all been dropped
-//! (it is reused in place: `BytesMut::try_reclaim`), or one with room left. A path holds no
-//! buffer between runs, so idle connections hold none. The pool only recycles memory: what
-//! a connection does never depends on it.
+//! A run's data goes into one buffer sized for the run (the bytes of its datagrams, rounded
+//! up to one of a few sizes, so at most twice what it needs), and the buffer belongs to that
+//! run alone: what a buffer keeps alive beyond its data is bounded by its run, which the
+//! receive stream's accounting relies on (`stream/chunks.rs`). Buffers are used again
+//! rather than freed: with a thread per path the application frees what a path's thread
+//! allocated, and glibc's allocator then handed the memory back to the kernel and faulted it
+//! in again for the next buffer, a third of the receive work in `mpq bench receive`. So a
+//! buffer leaves its run through a process-wide pool (at most [`POOL_MAX`] buffers of each
+//! size, 17 MiB in all), and a later run takes one whose slices have all been dropped,
+//! reused in place (`BytesMut::try_reclaim`). A path holds no buffer between runs, so idle
+//! connections hold none. The pool only recycles memory: what a connection does never
+//! depends on it.
 
 use std::sync::Mutex;
 
@@ -22,53 +25,42 @@ use bytes::{Bytes, BytesMut};
 
 use crate::stream::Backing;
 
-/// Size of the buffers that take a run's bulk: a GRO batch of up to 64 segments of 1.45 kB
-/// (93 kB), and under glibc's default threshold for serving an allocation by mmap (128 KiB),
-/// so that a buffer that has to be allocated comes from the heap.
-pub(crate) const ARENA: usize = 96 * 1024;
-/// Buffers waiting in the pool at most: 24 MiB, a receive window's worth of runs in flight.
-const POOL_MAX: usize = 256;
-/// A run bringing no more than this gets a buffer of its own size, not one of [`ARENA`].
-const SMALL_RUN: usize = 16 * 1024;
-/// A buffer goes back to the pool at the end of its run only with this much room left, or
-/// to be reused once its slices are gone.
-const MIN_ROOM: usize = 8 * 1024;
+/// The sizes of pooled buffers. The largest holds a GRO batch of 64 segments of 1.45 kB
+/// (93 kB) and stays under glibc's default threshold for serving an allocation by mmap
+/// (128 KiB), so that a buffer that has to be allocated comes from the heap.
+pub(crate) const SIZES: [usize; 4] = [12 * 1024, 24 * 1024, 48 * 1024, 96 * 1024];
+/// Buffers of each size waiting in the pool at most (index as [`SIZES`]): the largest
+/// size's limit covers a 24 MiB receive window in flight (an application that reads only now
+/// and then: `mpq bench receive` reads once a round).
+const POOL_MAX: [usize; SIZES.len()] = [128, 128, 128, 384];
+/// A run bringing less than this gets a buffer of its own size, not a pooled one.
+const SMALL_RUN: usize = 4 * 1024;
 
-/// Buffers between runs: the rest of each (its taken part split off) and its identity.
+/// Buffers between runs, by size: each the rest of a buffer whose taken part was split off,
+/// with its identity, waiting for its slices to go.
 #[derive(Debug)]
-pub(crate) struct Pool(Mutex<Vec<(BytesMut, Backing)>>);
+pub(crate) struct Pool([Mutex<Vec<(BytesMut, Backing)>>; SIZES.len()]);
 
 /// The process's pool.
 static POOL: Pool = Pool::new();
 
 impl Pool {
     const fn new() -> Self {
-        Self(Mutex::new(Vec::new()))
+        Self([const { Mutex::new(Vec::new()) }; SIZES.len()])
     }
 
-    /// A pooled buffer with room for `need` bytes: one whose slices are all gone (reclaimed
-    /// whole), else one with room left.
-    fn take(&self, need: usize) -> Option<(BytesMut, Backing)> {
-        let mut pool = self.0.lock().ok()?;
-        // Newest first: the most recently released buffers are the likeliest to have room,
-        // the oldest to be free again. A free one is taken whole; else one with room.
-        let mut with_room = None;
-        for i in (0..pool.len()).rev() {
-            let (buf, _) = &mut pool[i];
-            if buf.try_reclaim(ARENA) {
-                return Some(pool.swap_remove(i));
-            }
-            if with_room.is_none() && buf.capacity() >= need.max(MIN_ROOM) {
-                with_room = Some(i);
-            }
-        }
-        with_room.map(|i| pool.swap_remove(i))
+    /// A pooled buffer of size `SIZES[k]` whose slices are all gone, reclaimed whole.
+    fn take(&self, k: usize) -> Option<(BytesMut, Backing)> {
+        let mut pool = self.0[k].lock().ok()?;
+        // Oldest first: the likeliest to have been read.
+        let i = pool.iter_mut().position(|(buf, _)| buf.try_reclaim(SIZES[k]))?;
+        Some(pool.swap_remove(i))
     }
 
-    /// Keeps a buffer for later runs, if there is room.
-    fn put(&self, buf: BytesMut, backing: Backing) {
-        if let Ok(mut pool) = self.0.lock() {
-            if pool.len() < POOL_MAX {
+    /// Keeps a buffer of size `SIZES[k]` for later runs, if there is room.
+    fn put(&self, k: usize, buf: BytesMut, backing: Backing) {
+        if let Ok(mut pool) = self.0[k].lock() {
+            if pool.len() < POOL_MAX[k] {
                 pool.push((buf, backing));
             }
         }
@@ -98,7 +90,7 @@ impl RecvArena {
             self.release();
         }
         let pool = self.pool;
-        let (buf, backing) = self.cur.get_or_insert_with(|| Self::fresh(pool, hint.max(data.len()).max(1), data.len()));
+        let (buf, backing) = self.cur.get_or_insert_with(|| Self::fresh(pool, hint.max(data.len()).max(1)));
         // Within the buffer's room: growing it would move the data off the buffer `backing`
         // names.
         debug_assert!(buf.capacity() >= data.len());
@@ -106,26 +98,29 @@ impl RecvArena {
         (buf.split().freeze(), *backing)
     }
 
-    /// A buffer with room for `need` bytes, sized for `want`: from the pool when the run is
-    /// large, else its own size.
-    fn fresh(pool: &Pool, want: usize, need: usize) -> (BytesMut, Backing) {
-        if want > SMALL_RUN && want <= ARENA {
-            if let Some(found) = pool.take(need) {
+    /// A buffer for `want` bytes: pooled (the smallest size that holds them, or the largest)
+    /// when the run is large, else its own size.
+    fn fresh(pool: &Pool, want: usize) -> (BytesMut, Backing) {
+        let buf = if want < SMALL_RUN {
+            BytesMut::with_capacity(want)
+        } else {
+            let k = SIZES.iter().position(|&s| s >= want).unwrap_or(SIZES.len() - 1);
+            if let Some(found) = pool.take(k) {
                 return found;
             }
-        }
-        let cap = if want > SMALL_RUN { want.max(ARENA) } else { want };
-        let buf = BytesMut::with_capacity(cap);
+            BytesMut::with_capacity(SIZES[k])
+        };
         let backing = Backing { id: buf.as_ptr() as usize, len: buf.capacity() };
         (buf, backing)
     }
 
-    /// The run ended: the current buffer goes to the pool (or is dropped, its memory freed
-    /// with its last slice), so that the path holds none while it receives nothing.
+    /// The run ended: the current buffer goes to the pool, to be used again once its slices
+    /// are gone (or is dropped, its memory freed with its last slice), so that the path
+    /// holds none while it receives nothing.
     pub(crate) fn release(&mut self) {
         let Some((buf, backing)) = self.cur.take() else { return };
-        if backing.len == ARENA {
-            self.pool.put(buf, backing);
+        if let Some(k) = SIZES.iter().position(|&s| s == backing.len) {
+            self.pool.put(k, buf, backing);
         }
     }
 }
@@ -134,14 +129,19 @@ impl RecvArena {
 mod tests {
     use super::*;
 
+    fn arena() -> RecvArena {
+        let pool: &'static Pool = Box::leak(Box::new(Pool::new()));
+        RecvArena { cur: None, pool }
+    }
+
     #[test]
-    fn a_run_shares_one_buffer_until_it_is_full() {
-        let mut a = RecvArena::default();
+    fn a_run_shares_one_buffer_sized_for_it() {
+        let mut a = arena();
         let (x, bx) = a.take(&[1; 1000], 3000);
         let (y, by) = a.take(&[2; 1500], 2000);
         assert_eq!((&x[..], &y[..]), (&[1u8; 1000][..], &[2u8; 1500][..]));
         assert_eq!(bx, by, "both slices of the run's buffer");
-        assert!(bx.len >= 3000);
+        assert_eq!(bx.len, 3000, "a small run's buffer is its own size");
         // The buffer cannot hold this one, and x and y are alive: another one.
         let (z, bz) = a.take(&[3; 1000], 1000);
         assert_ne!(bz.id, bx.id);
@@ -150,35 +150,39 @@ mod tests {
         assert_eq!(&x[..], &[1u8; 1000][..]);
         assert_eq!(&y[..], &[2u8; 1500][..]);
         a.release();
+        // A large run: the smallest pooled size that holds it.
+        let (_, bw) = a.take(&[4; 1000], 20_000);
+        assert_eq!(bw.len, 24 * 1024);
+        let (_, bv) = a.take(&[4; 1000], 200_000);
+        assert_eq!(bv.len, 24 * 1024, "the run goes on in its buffer while it has room");
+        a.release();
+        let (_, bu) = a.take(&[4; 1000], 200_000);
+        assert_eq!(bu.len, 96 * 1024, "larger than every size: the largest");
+        a.release();
     }
 
     #[test]
-    fn large_runs_use_pooled_buffers_again_once_their_slices_are_gone() {
-        let pool: &'static Pool = Box::leak(Box::new(Pool::new()));
-        let mut a = RecvArena { cur: None, pool };
+    fn pooled_buffers_are_used_again_once_their_slices_are_gone() {
+        let mut a = arena();
         let (x, bx) = a.take(&[1; 60_000], 90_000);
-        assert_eq!(bx.len, ARENA);
+        assert_eq!(bx.len, 96 * 1024);
         a.release();
-        // Its slice is alive and it has room: the next run goes on in it.
+        // Its slice is alive: the next run gets another buffer, never the rest of this one.
         let (y, by) = a.take(&[2; 20_000], 90_000);
-        assert_eq!(by, bx);
+        assert_ne!(by, bx);
         a.release();
-        // Full and in use: a new one.
-        let (z, bz) = a.take(&[3; 60_000], 90_000);
-        assert_ne!(bz, bx);
-        a.release();
-        drop((x, y));
+        drop(x);
         // Free again: reused whole, from its start.
         let (w, bw) = a.take(&[4; 90_000], 90_000);
         assert_eq!(bw, bx);
         assert_eq!(&w[..], &[4u8; 90_000][..]);
-        assert_eq!(&z[..], &[3u8; 60_000][..]);
+        assert_eq!(&y[..], &[2u8; 20_000][..]);
         a.release();
     }
 
     #[test]
-    fn small_runs_get_small_buffers_and_a_path_holds_none_between_runs() {
-        let mut a = RecvArena::default();
+    fn a_path_holds_no_buffer_between_runs() {
+        let mut a = arena();
         let (y, by) = a.take(&[2; 100], 100);
         assert_eq!(by.len, 100);
         assert_eq!(&y[..], &[2u8; 100][..]);

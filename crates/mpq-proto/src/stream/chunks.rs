@@ -41,9 +41,11 @@ const SMALL_CHUNKS_ALLOWED: usize = 64;
 /// Chunks smaller than this on average cost more in bookkeeping (a B-tree entry and a
 /// reference, about 64 bytes) than a ring would.
 const MIN_AVERAGE_CHUNK: usize = 512;
-/// Buffers pinned beyond twice the bytes held: about one GRO batch's worth (64 datagrams),
-/// the partly read or partly duplicated buffer at either end of what is held.
-const PIN_SLACK: usize = 128 * 1024;
+/// Buffers pinned beyond twice the bytes held: the partly read buffer at the front of what
+/// is held and a run's buffer per path (each at most twice its data), about 2.5 of the
+/// largest (96 KiB). With less, two paths over loopback moved a stream to the ring several
+/// times a second.
+const PIN_SLACK: usize = 256 * 1024;
 /// A piece kept from a larger slice (the rest overlapped data already held) is copied into a
 /// buffer of its own when it is less than this fraction (1/N) of the slice it came from, so a
 /// small piece never keeps a large buffer alive.
@@ -142,6 +144,11 @@ impl ChunkStore {
     pub fn is_wasteful(&self) -> bool {
         (self.pieces > SMALL_CHUNKS_ALLOWED && self.held < self.pieces * MIN_AVERAGE_CHUNK)
             || self.pinned > 2 * self.held + PIN_SLACK
+    }
+
+    /// What the waste rules read: (pieces, runs, bytes held, bytes pinned).
+    pub fn waste(&self) -> (usize, usize, usize, usize) {
+        (self.pieces, self.runs.len(), self.held, self.pinned)
     }
 
     /// Stores `data` received at `offset`, a slice of `backing`, keeping only the parts not

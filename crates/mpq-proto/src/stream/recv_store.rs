@@ -11,7 +11,7 @@
 //! on, and goes back to chunks once the ring is empty. What a peer can make a stream hold is
 //! therefore the ring's bound (about 1.13 bytes per offset spanned, flow control bounding the
 //! span) or the chunks' (at most 64 chunks averaging under 512 bytes, or twice the bytes held
-//! plus 128 KiB of buffers), whichever mode it is in.
+//! plus 256 KiB of buffers), whichever mode it is in.
 
 use bytes::Bytes;
 
@@ -159,11 +159,16 @@ impl RecvStore {
     /// Moves the chunks into a ring.
     fn compact(&mut self) {
         let Mode::Chunks(c) = &mut self.mode else { return };
+        let waste = c.waste();
         let mut ring = RecvBuffer::starting_at(c.read_offset());
         for (at, data) in c.drain() {
             ring.insert(at, &data);
         }
-        tracing::debug!(held = ring.buffered(), "stream data moved to a ring: the peer's pieces made chunks wasteful");
+        tracing::debug!(
+            held = ring.buffered(),
+            ?waste,
+            "stream data moved to a ring: the peer's pieces made chunks wasteful"
+        );
         self.mode = Mode::Ring(ring);
     }
 
