@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use mpq_proto::stream::StreamError;
 use mpq_proto::StreamId;
 
@@ -150,6 +151,35 @@ impl RecvStream {
         Read { stream: self, buf }
     }
 
+    /// Takes up to `max` bytes that arrived, in order, as one buffer, waiting while nothing
+    /// has; `Ok(None)` at the end of the stream. The buffer is the one the bytes were copied
+    /// into when their packet was opened (no copy here while the stream holds its data as
+    /// chunks), so the application works on it without holding the connection: with a thread
+    /// per path, the path threads go on receiving meanwhile.
+    pub fn poll_read_chunk(&mut self, cx: &mut Context<'_>, max: usize) -> Poll<Result<Option<Bytes>, Error>> {
+        if self.done {
+            return Poll::Ready(Ok(None));
+        }
+        let id = self.id;
+        let r = poll_stream(&self.conn, id, Half::Recv, cx, |c| match c.read_chunk(id, max) {
+            Ok((o, None)) if !o.fin => Err(StreamError::Blocked),
+            r => r,
+        });
+        r.map(|r| {
+            r.map(|(o, chunk)| {
+                if o.fin {
+                    self.done = true;
+                }
+                chunk.filter(|c| !c.is_empty())
+            })
+        })
+    }
+
+    /// [`RecvStream::poll_read_chunk`] as a future.
+    pub fn read_chunk(&mut self, max: usize) -> ReadChunk<'_> {
+        ReadChunk { stream: self, max }
+    }
+
     /// Reads the whole stream, up to `limit` bytes (more is an error).
     pub fn read_to_end(&mut self, limit: usize) -> ReadToEnd<'_> {
         ReadToEnd { stream: self, out: Vec::new(), limit }
@@ -208,6 +238,21 @@ impl Future for Read<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         this.stream.poll_read(cx, this.buf)
+    }
+}
+
+/// The future of [`RecvStream::read_chunk`].
+pub struct ReadChunk<'a> {
+    stream: &'a mut RecvStream,
+    max: usize,
+}
+
+impl Future for ReadChunk<'_> {
+    type Output = Result<Option<Bytes>, Error>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let max = this.max;
+        this.stream.poll_read_chunk(cx, max)
     }
 }
 

@@ -122,6 +122,38 @@ fn echo_is_byte_exact_over_1_2_and_4_paths_in_both_runtimes() {
     }
 }
 
+/// The echo read back with `read_chunk` over two paths: the buffers come out in order and
+/// whole (no byte lost or repeated between them) and the stream ends with `None`.
+#[test]
+fn read_chunk_hands_out_the_data_in_order_over_two_paths() {
+    log();
+    for threads in RUNTIMES {
+        let transport = TransportConfig { initial_max_path_id: Some(8), ..TransportConfig::default() };
+        let (server, cfg, _serving) = echo_server(threads, transport);
+        let (ep, conn) = client(threads, 2, server, &cfg);
+        let data = pattern(2_000_000, 9);
+        let (mut send, mut recv) = conn.open_bi().wait().expect("open_bi");
+        let out = data.clone();
+        let writer = std::thread::spawn(move || {
+            send.write_all(&out).wait().expect("write");
+            send.finish().expect("finish");
+        });
+        let mut back = Vec::new();
+        let mut chunks = 0;
+        while let Some(chunk) = recv.read_chunk(64 * 1024).wait().expect("read_chunk") {
+            assert!(!chunk.is_empty() && chunk.len() <= 64 * 1024, "a chunk of {} bytes", chunk.len());
+            back.extend_from_slice(&chunk);
+            chunks += 1;
+        }
+        writer.join().expect("writer");
+        assert!(back == data, "{threads:?}: the data read in chunks differs");
+        assert!(chunks > 1, "{threads:?}: {chunks} chunks");
+        assert!(recv.read_chunk(1).wait().expect("after the end").is_none(), "the end is the end");
+        conn.close(0, b"done");
+        ep.wait_idle().wait();
+    }
+}
+
 /// Eight threads each open their own unidirectional stream on one connection and send a
 /// different amount; each gets its own length back on a stream the server opens.
 #[test]
