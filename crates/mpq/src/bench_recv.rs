@@ -210,9 +210,10 @@ fn receive_on_one_thread(
 
 /// A path thread's receive work on a round: for each GRO batch of its paths, the path is
 /// checked out under the connection's lock, opens the batch without it, and is checked in
-/// and its packets applied under the lock again; then it sends its paths' ACKs as the
-/// runtime's path threads do ([`path_transmits`]). Returns the time spent outside the lock
-/// (opening, building ACK batches), the time spent taking and holding the lock, the
+/// and its packets applied under the lock again, which it keeps to check the path out for
+/// the next batch (one take of the lock per batch, as the runtime's path threads do); then
+/// it sends its paths' ACKs as they do ([`path_transmits`]). Returns the time spent outside
+/// the lock (opening, building ACK batches), the time spent taking and holding the lock, the
 /// buffers (freed outside the timed work) and the ACKs.
 fn open_on_path_thread(
     conn: &Mutex<&mut Connection>,
@@ -220,26 +221,34 @@ fn open_on_path_thread(
     mut job: Vec<PathDatagrams>,
 ) -> (Duration, Duration, Vec<PathDatagrams>, Vec<Sent>) {
     let (mut opening, mut locked) = (Duration::ZERO, Duration::ZERO);
+    let mut held = None;
     for (path_id, local, remote, datagrams) in job.iter_mut() {
         let (path_id, local, remote) = (*path_id, *local, *remote);
-        for batch in datagrams.chunks_mut(GRO_BATCH) {
-            let mut slices: Vec<&mut [u8]> = batch.iter_mut().map(Vec::as_mut_slice).collect();
+        let mut batches: Vec<Vec<&mut [u8]>> =
+            datagrams.chunks_mut(GRO_BATCH).map(|b| b.iter_mut().map(Vec::as_mut_slice).collect()).collect();
+        for slices in &mut batches {
             let clock = Stopwatch::start();
-            let run: Option<RecvRun> = lock(conn).begin_recv_run(path_id, remote, None);
+            let mut g = held.take().unwrap_or_else(|| lock(conn));
+            let run: Option<RecvRun> = g.begin_recv_run(path_id, remote, None);
             let Some(mut run) = run else {
-                lock(conn).handle_datagrams(now, local, remote, None, &mut slices);
+                g.handle_datagrams(now, local, remote, None, slices);
+                held = Some(g);
                 locked += clock.elapsed();
                 continue;
             };
+            drop(g);
             let opened = Stopwatch::start();
             locked += clock.elapsed();
-            run.open(now, &mut slices);
+            run.open(now, slices);
             opening += opened.elapsed();
             let applied = Stopwatch::start();
-            lock(conn).end_recv_run(now, local, run, &mut slices);
+            let mut g = lock(conn);
+            g.end_recv_run(now, local, run, slices);
+            held = Some(g);
             locked += applied.elapsed();
         }
     }
+    drop(held);
     let ids: Vec<u64> = job.iter().map(|p| p.0).collect();
     let (building, acking, sent) = path_transmits(conn, now, &ids);
     (opening + building, locked + acking, job, sent)

@@ -152,7 +152,8 @@ fn receive<D: EndpointDriver>(
 /// One run of datagrams from `remote` with one ECN codepoint: the leading datagrams with the
 /// first one's destination CID are opened without the lock when they are the path's steady
 /// traffic, else handled the general way under the lock; the rest (another connection or
-/// path, a long header) go the same way after them.
+/// path, a long header) go the same way after them. The lock taken to apply a part is kept to
+/// begin the next one: one take per part.
 fn hand_over<D: EndpointDriver>(
     shared: &Shared<D>,
     w: &Worker,
@@ -162,8 +163,12 @@ fn hand_over<D: EndpointDriver>(
     mut batch: &mut [&mut [u8]],
     report: &mut ThreadReport,
 ) {
+    let mut held = None;
     while let Some(first) = batch.first() {
-        let mut g = shared.lock(report);
+        let mut g = match held.take() {
+            Some(g) => g,
+            None => shared.lock(report),
+        };
         let now = shared.clock.now();
         let ep = g.driver.endpoint();
         // A short header's DCID is the bytes after its first; the same bytes route the same.
@@ -183,6 +188,7 @@ fn hand_over<D: EndpointDriver>(
         };
         let Some(mut run) = run else {
             g.driver.handle_datagrams(now, local, remote, ecn, now_part);
+            held = Some(g);
             continue;
         };
         drop(g);
@@ -190,6 +196,7 @@ fn hand_over<D: EndpointDriver>(
         report.runs_opened += 1;
         let mut g = shared.lock(report);
         g.driver.endpoint().end_recv_run(now, w.conn, local, run, now_part);
+        held = Some(g);
     }
 }
 
