@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use mpq_proto::conn::{ConnectionStats, PathError, PathEvent, PathStats, PathStatus};
+use mpq_proto::conn::{ConnectionStats, PathError, PathEvent, PathStats, PathStatus, ZeroRttState};
 use mpq_proto::endpoint::ConnectionHandle;
 use mpq_proto::{Dir, StreamId};
 
@@ -74,6 +74,19 @@ impl Connection {
             (Some(c), Some(st)) if st.error.is_none() => f(c, st, now),
             (_, st) => Err(gone(st.map(|s| &*s))),
         }
+    }
+
+    /// What became of this client's 0-RTT attempt: `Pending` until the server answered,
+    /// then `Accepted` or `Rejected` (early data sent again in 1-RTT); `NotAttempted` without
+    /// one ([`Connecting::into_0rtt`]).
+    pub fn zero_rtt(&self) -> Result<ZeroRttState, Error> {
+        self.with(|c, _, _| Ok(c.zero_rtt_state()))
+    }
+
+    /// Completes when the handshake does: for a connection taken before it with
+    /// [`Connecting::into_0rtt`] (at once for one that is already established).
+    pub fn established(&self) -> Connecting {
+        Connecting::new(self.clone())
     }
 
     /// The peer's address on the first path.
@@ -247,6 +260,28 @@ pub struct Connecting {
 impl Connecting {
     pub(crate) fn new(conn: Connection) -> Self {
         Self { conn: Some(conn) }
+    }
+
+    /// The connection now, before its handshake completes, if it may send 0-RTT data
+    /// (RFC 9001 §4.6: a resumed session whose ticket allows early data, and a
+    /// `ClientConfig` whose TLS configuration enables it): streams opened and written now
+    /// leave in 0-RTT packets, within the limits the server gave with the ticket (RFC 9000
+    /// §7.4.1). Early data the server declines is sent again once the handshake completes,
+    /// so nothing is lost either way ([`Connection::zero_rtt`] tells which). Without 0-RTT
+    /// keys the future comes back, to be awaited as usual.
+    pub fn into_0rtt(mut self) -> Result<Connection, Self> {
+        let early = self
+            .conn
+            .as_ref()
+            .and_then(|conn| conn.with(|c, _, _| Ok(c.zero_rtt_state() == ZeroRttState::Pending)).ok())
+            .unwrap_or(false);
+        match self.conn.take() {
+            Some(conn) if early => Ok(conn),
+            conn => {
+                self.conn = conn;
+                Err(self)
+            }
+        }
     }
 }
 

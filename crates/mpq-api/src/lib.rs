@@ -40,7 +40,7 @@ pub use mpq_io::path_threads::ThreadReport;
 /// The protocol's configuration and statistics types, as the API takes and returns them.
 pub use mpq_proto::conn::{
     ClientConfig, ConnectionError, ConnectionStats, HandshakeInfo, PathEvent, PathStats, PathStatus, ServerConfig,
-    TransportConfig,
+    TransportConfig, ZeroRttState,
 };
 /// Stream identifiers and directions.
 pub use mpq_proto::{Dir, StreamId};

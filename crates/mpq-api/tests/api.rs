@@ -319,3 +319,54 @@ fn migrates_with_the_server_in(server_threads: Threads) {
     conn.close(0, b"done");
     ep.wait_idle().wait();
 }
+
+/// Session resumption and 0-RTT through the API, in both runtimes: a second connection with
+/// the same `ClientConfig` resumes the first one's session, is handed out before its
+/// handshake completes (`into_0rtt`), and its request, written then, reaches the echo server
+/// in 0-RTT packets and comes back exactly; the server accepted the early data.
+#[test]
+fn a_resumed_connection_sends_its_request_in_0rtt() {
+    log();
+    for threads in RUNTIMES {
+        let transport = TransportConfig { max_idle_timeout: IDLE, ..TransportConfig::default() };
+        let (client_cfg, server_cfg) = mpq_proto::testing::zero_rtt_configs(transport);
+        let server = Endpoint::server(&[addr("127.0.0.1:0")], server_cfg, Options { threads, ..Options::default() })
+            .expect("server endpoint");
+        let server_addr = server.local_addrs()[0];
+        let serving = std::thread::spawn(move || {
+            while let Some(conn) = server.accept().wait() {
+                std::thread::spawn(move || {
+                    while let Ok((mut send, mut recv)) = conn.accept_bi().wait() {
+                        let Ok(data) = recv.read_to_end(1 << 20).wait() else { return };
+                        let _ = send.write_all(&data).wait();
+                        let _ = send.finish();
+                    }
+                });
+            }
+        });
+        let ep = Endpoint::client(&[addr("127.0.0.1:0")], Options { threads, ..Options::default() }).expect("client");
+        // The first connection: a full handshake; an echo gives the tickets time to arrive.
+        let first = ep.connect(server_addr, "localhost", &client_cfg).expect("connect").wait().expect("handshake");
+        assert!(echo(&first, b"first") == b"first");
+        assert!(first.handshake_info().expect("info").is_some_and(|i| !i.resumed));
+        first.close(0, b"done");
+        // The second: resumed, early.
+        let connecting = ep.connect(server_addr, "localhost", &client_cfg).expect("connect");
+        let Ok(second) = connecting.into_0rtt() else { panic!("{threads:?}: no 0-RTT keys for a resumed session") };
+        assert_eq!(second.zero_rtt().expect("state"), mpq_api::ZeroRttState::Pending);
+        let request = pattern(3000, 5);
+        let (mut send, mut recv) = second.open_bi().wait().expect("open_bi before the handshake");
+        send.write_all(&request).wait().expect("write in 0-RTT");
+        send.finish().expect("finish");
+        let back = recv.read_to_end(request.len()).wait().expect("read");
+        assert!(back == request, "{threads:?}: the echo of the early request differs");
+        let second = second.established().wait().expect("the handshake completes");
+        let info = second.handshake_info().expect("info").expect("done");
+        assert!(info.resumed, "{threads:?}: {info}");
+        assert_eq!(second.zero_rtt().expect("state"), mpq_api::ZeroRttState::Accepted, "{threads:?}");
+        second.close(0, b"done");
+        ep.wait_idle().wait();
+        drop((first, second, ep));
+        drop(serving);
+    }
+}

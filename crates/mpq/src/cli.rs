@@ -266,7 +266,8 @@ pub struct ClientArgs {
     pub zero_rtt: bool,
     /// Fetch over HTTP/3 (RFC 9114, ALPN h3) instead of HTTP/0.9: a GET per URL, all at
     /// once; a status other than 200 is an error. Runs on the application API (mpq-api)
-    /// and the h3 crate, in --threads single or per-path (not --shard, --resume or --0rtt).
+    /// and the h3 crate, in --threads single or per-path (not --shard); with --resume and
+    /// --0rtt the second connection's requests go as HTTP/3 (in 0-RTT with --0rtt).
     #[arg(long)]
     pub http3: bool,
     /// Multipath addresses.

@@ -25,13 +25,13 @@ struct Download {
 
 /// Fetches every URL and writes the bodies under --output.
 pub fn run(args: ClientArgs) -> Result<()> {
-    if args.resume || args.zero_rtt {
-        bail!("--resume and --0rtt are not available with --http3 yet (they work over HTTP/0.9)");
-    }
     if args.timeout == 0 {
         bail!("--timeout 0: expected a number of seconds greater than 0");
     }
     let urls = args.urls.iter().map(|u| parse_url(u)).collect::<Result<Vec<_>>>()?;
+    if (args.resume || args.zero_rtt) && urls.len() < 2 {
+        bail!("--resume and --0rtt need at least two URLs: the first for the first connection, the rest for the resumed one");
+    }
     let (first, server) = server_of(&urls)?;
     let mut downloads = Vec::new();
     for url in urls {
@@ -39,7 +39,7 @@ pub fn run(args: ClientArgs) -> Result<()> {
         downloads.push(Download { url, file });
     }
     let transport = crate::runner::shared(crate::runner::transport_config(&args.common)?);
-    let tls = crate::tls::client_config(&args.common, args.ca.as_deref(), args.insecure, mpq_h3::ALPN, false)?;
+    let tls = crate::tls::client_config(&args.common, args.ca.as_deref(), args.insecure, mpq_h3::ALPN, args.zero_rtt)?;
     let config = ClientConfig { tls, transport };
     let locals = crate::runner::client_locals(&args.paths, server)?;
     if args.paths.migrate_after_ms.is_some() && locals.len() < 2 {
@@ -70,7 +70,7 @@ pub fn run(args: ClientArgs) -> Result<()> {
             "multipath": outcome.multipath,
             "key_updates": outcome.stats.key_updates,
             "paths": crate::report::paths_json(&outcome.stats),
-            "connections": 1,
+            "connections": outcome.connections,
             "http3": true,
         });
         println!("{out}");
@@ -90,15 +90,88 @@ struct Outcome {
     stats: mpq_proto::conn::ConnectionStats,
     /// A migration asked for on the command line that failed.
     path_error: Option<String>,
+    /// Connections made: 1, or 2 with --resume or --0rtt.
+    connections: u32,
 }
 
-/// Connects, opens the extra paths, sends every request and writes every body; then closes
-/// the connection with H3_NO_ERROR and waits until the server knows.
+/// Fetches every URL: on one connection, or with --resume or --0rtt the first URL on a first
+/// connection and the rest on a second one that resumes its session (RFC 8446 §2.2), its
+/// requests sent in 0-RTT packets with --0rtt when the ticket allows early data (RFC 9001
+/// §4.6; RFC 9114 §3.3 lets a client send requests in 0-RTT). The figures are those of the
+/// connections together.
 async fn fetch_all(
     ep: &mpq_api::Endpoint,
     server: SocketAddr,
     host: &str,
     config: &ClientConfig,
+    args: &ClientArgs,
+    mut downloads: Vec<Download>,
+    bar: &ProgressBar,
+) -> Result<Outcome> {
+    let lost = |e: mpq_api::Error| match e {
+        mpq_api::Error::Closed(e) => anyhow!("{}", crate::runner::describe_loss(&e, server, &args.common)),
+        e => anyhow!("{e}"),
+    };
+    if !(args.resume || args.zero_rtt) {
+        let conn = ep.connect(server, host, config)?.await.map_err(lost)?;
+        log_handshake(&conn, server);
+        return fetch_on(ep, conn, server, args, downloads, bar).await;
+    }
+    let rest = downloads.split_off(1);
+    let conn = ep.connect(server, host, config)?.await.map_err(lost)?;
+    log_handshake(&conn, server);
+    // The first connection: its session tickets came with its answer; closed and drained
+    // before the second starts.
+    let first = fetch_on(ep, conn, server, args, downloads, bar).await?;
+    let connecting = ep.connect(server, host, config)?;
+    let conn = match (args.zero_rtt, connecting.into_0rtt()) {
+        (true, Ok(early)) => {
+            tracing::info!(peer = %server, "0-RTT keys: the requests go before the handshake completes");
+            let done = early.clone();
+            tokio::spawn(async move {
+                if done.established().await.is_ok() {
+                    log_handshake(&done, server);
+                }
+            });
+            early
+        }
+        (_, Ok(conn)) => {
+            // (--resume without --0rtt: the TLS configuration offers no early data.)
+            let conn = conn.established().await.map_err(lost)?;
+            log_handshake(&conn, server);
+            conn
+        }
+        (_, Err(connecting)) => {
+            let conn = connecting.await.map_err(lost)?;
+            log_handshake(&conn, server);
+            conn
+        }
+    };
+    let second = fetch_on(ep, conn, server, args, rest, bar).await?;
+    Ok(Outcome {
+        bytes: first.bytes + second.bytes,
+        secs: first.secs + second.secs,
+        multipath: second.multipath,
+        stats: second.stats,
+        path_error: first.path_error.or(second.path_error),
+        connections: 2,
+    })
+}
+
+/// Logs what the handshake negotiated (version, cipher, resumption, 0-RTT), as `mpq client`
+/// does.
+fn log_handshake(conn: &mpq_api::Connection, server: SocketAddr) {
+    if let Ok(Some(info)) = conn.handshake_info() {
+        tracing::info!(peer = %server, "client handshake complete: {info}");
+    }
+}
+
+/// On `conn`: opens the extra paths, sends every request and writes every body; then closes
+/// the connection with H3_NO_ERROR and waits until the server knows.
+async fn fetch_on(
+    ep: &mpq_api::Endpoint,
+    conn: mpq_api::Connection,
+    server: SocketAddr,
     args: &ClientArgs,
     downloads: Vec<Download>,
     bar: &ProgressBar,
@@ -107,14 +180,7 @@ async fn fetch_all(
         mpq_api::Error::Closed(e) => anyhow!("{}", crate::runner::describe_loss(&e, server, &args.common)),
         e => anyhow!("{e}"),
     };
-    let conn = ep.connect(server, host, config)?.await.map_err(lost)?;
-    if let Ok(Some(info)) = conn.handshake_info() {
-        tracing::info!(peer = %server, "client handshake complete: {info}");
-    }
-    let multipath = conn.is_multipath().unwrap_or(false);
-    if multipath {
-        open_paths(&conn, &ep.local_addrs(), server, args)?;
-    }
+    open_paths(&conn, &ep.local_addrs(), server, args)?;
     let migration = args.paths.migrate_after_ms.map(|ms| {
         let to = ep.local_addrs()[1];
         tokio::spawn(migrate(conn.clone(), to, Duration::from_millis(ms)))
@@ -142,6 +208,7 @@ async fn fetch_all(
     }
     let secs = clock.elapsed().as_secs_f64();
     let stats = conn.stats().map_err(lost)?;
+    let multipath = conn.is_multipath().unwrap_or(false);
     // The last request sender: h3 closes the connection once it is gone (below), so the
     // statistics are taken first.
     drop(send);
@@ -158,7 +225,7 @@ async fn fetch_all(
     if let Some(e) = failure {
         return Err(e);
     }
-    Ok(Outcome { bytes, secs, multipath, stats, path_error })
+    Ok(Outcome { bytes, secs, multipath, stats, path_error, connections: 1 })
 }
 
 /// GETs one URL and writes its body to its file; the body's length.
@@ -171,7 +238,15 @@ async fn fetch(
     let authority = if d.url.host.contains(':') { format!("[{}]", d.url.host) } else { d.url.host.clone() };
     let req = http::Request::get(format!("https://{authority}:{}{path}", d.url.port)).body(())?;
     let mut stream = send.send_request(req).await.map_err(|e| anyhow!("GET {path}: {e}"))?;
-    stream.finish().await.map_err(|e| anyhow!("GET {path}: {e}"))?;
+    match stream.finish().await {
+        Ok(()) => {}
+        // RFC 9114 §4.1.2: a server that answered without needing the rest of the request may
+        // stop it with H3_NO_ERROR, and "clients MUST NOT discard complete responses as a
+        // result of having their request terminated abruptly" (quic-go's server answering
+        // a 404 did, now and then, before the client's FIN left).
+        Err(h3::error::StreamError::RemoteTerminate { code }) if code == h3::error::Code::H3_NO_ERROR => {}
+        Err(e) => bail!("GET {path}: {e}"),
+    }
     let response = stream.recv_response().await.map_err(|e| anyhow!("GET {path}: {e}"))?;
     if response.status() != http::StatusCode::OK {
         bail!("GET {path}: {}", response.status());
@@ -191,20 +266,31 @@ async fn fetch(
 }
 
 /// Opens a path on every other address pair the path options ask for (--local,
-/// --server-addr, --path-mode, --max-paths, --backup-paths), each as soon as the server
-/// allows; one that fails is reported and the download goes on without it.
+/// --server-addr, --path-mode, --max-paths, --backup-paths) once the handshake completed
+/// with multipath, each as soon as the server allows; one that fails is reported and the
+/// download goes on without it. (A connection sending 0-RTT opens none before.)
 fn open_paths(conn: &mpq_api::Connection, locals: &[SocketAddr], server: SocketAddr, args: &ClientArgs) -> Result<()> {
     let plan = crate::runner::ClientPaths::new(&args.paths, locals, server)?;
-    for &(local, remote) in plan.pairs().iter().skip(1) {
-        let local = local.unwrap_or(locals[0]);
-        let adding = conn.add_path(Some(local), remote, args.paths.backup_paths);
-        tokio::spawn(async move {
-            match adding.await {
-                Ok(id) => tracing::info!(id, %local, %remote, "path validated"),
-                Err(e) => eprintln!("path from {local} to {remote} not opened: {e}"),
-            }
-        });
+    let pairs: Vec<(SocketAddr, SocketAddr)> =
+        plan.pairs().iter().skip(1).map(|&(local, remote)| (local.unwrap_or(locals[0]), remote)).collect();
+    if pairs.is_empty() {
+        return Ok(());
     }
+    let (conn, backup) = (conn.clone(), args.paths.backup_paths);
+    tokio::spawn(async move {
+        if conn.established().await.is_err() || !conn.is_multipath().unwrap_or(false) {
+            return;
+        }
+        for (local, remote) in pairs {
+            let adding = conn.add_path(Some(local), remote, backup);
+            tokio::spawn(async move {
+                match adding.await {
+                    Ok(id) => tracing::info!(id, %local, %remote, "path validated"),
+                    Err(e) => eprintln!("path from {local} to {remote} not opened: {e}"),
+                }
+            });
+        }
+    });
     Ok(())
 }
 

@@ -303,27 +303,40 @@ fn perf_paths_report_their_pmtu() {
 /// in a second one that resumes the session: with `--0rtt` its request goes in 0-RTT,
 /// which `mpq server` accepts; `mpq server --no-0rtt` issues tickets without early data, so
 /// the client resumes without offering it. Both handshake lines of the second connection
-/// say so, and the files arrive whole. (A server that declines early data a ticket allowed
-/// is `conn::tests_zero_rtt::zero_rtt_rejected_data_is_sent_again_in_one_rtt`.)
+/// say so, and the files arrive whole. The same over HTTP/0.9 and HTTP/3 (`--http3` on
+/// both sides: the requests as HTTP/3 in 0-RTT, RFC 9114 §3.3). (A server that declines
+/// early data a ticket allowed is
+/// `conn::tests_zero_rtt::zero_rtt_rejected_data_is_sent_again_in_one_rtt`.)
 #[test]
 fn client_resumes_with_0rtt() {
     let root = scratch("resume");
     let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(root.join("a.txt"), b"first").expect("write");
     std::fs::write(root.join("b.bin"), &big).expect("write");
-    for (name, server_flag, client_flag, outcome) in [
+    let cases = [
         ("resume", None, "--resume", "0-RTT not attempted"),
         ("0rtt", None, "--0rtt", "0-RTT accepted"),
         ("0rtt-no-early-data", Some("--no-0rtt"), "--0rtt", "0-RTT not attempted"),
-    ] {
+    ];
+    for (http3, (name, server_flag, client_flag, outcome)) in
+        [false, true].into_iter().flat_map(|h| cases.into_iter().map(move |c| (h, c)))
+    {
+        let name = if http3 { format!("h3-{name}") } else { name.to_string() };
         let mut args = vec!["server", "--listen", "127.0.0.1:0", "--root", root.to_str().expect("utf-8"), "-v"];
         args.extend(server_flag);
+        if http3 {
+            args.push("--http3");
+        }
         let (mut server, addr) = spawn_listening(&args);
         let out = scratch(&format!("resume-{name}-out"));
         let (a, b) = (format!("https://{addr}/a.txt"), format!("https://{addr}/b.bin"));
         let keylog = out.join("keys.log");
         let (out_dir, keylog_path) = (out.to_str().expect("utf-8"), keylog.to_str().expect("utf-8"));
-        let args = ["client", &a, &b, "--insecure", "-v", client_flag, "--output", out_dir, "--keylog", keylog_path];
+        let mut args =
+            vec!["client", &a, &b, "--insecure", "-v", client_flag, "--output", out_dir, "--keylog", keylog_path];
+        if http3 {
+            args.push("--http3");
+        }
         let (ok, stderr, _) = run(&args, Duration::from_secs(30));
         let _ = server.kill();
         let server_out = server.wait_with_output().expect("server output");
