@@ -10,7 +10,8 @@ wildcard address, must notice that the address its path sends from is gone, and 
 path to the one the routing table now picks: without multipath a migration (new connection
 ID), with multipath a new path from 10.77.0.3 with the old one abandoned once it is
 validated. Checked: the file byte for byte, the client's log line for the move, and the
-server's for the new peer address. The namespaces are removed whatever happens.
+server's for the new peer address. The same over HTTP/3 (`--http3` on both sides), whose
+client runs on the application API. The namespaces are removed whatever happens.
 """
 from __future__ import annotations
 
@@ -78,11 +79,21 @@ def namespaces():
 
 
 @pytest.mark.parametrize(
-    "mode,threads",
-    [("migrate", "single"), ("migrate", "per-path"), ("multipath", "single")],
-    ids=["no-multipath-single", "no-multipath-per-path", "multipath-single"],
+    "mode,threads,http3",
+    [
+        ("migrate", "single", False),
+        ("migrate", "per-path", False),
+        ("multipath", "single", False),
+        # mpq client --http3 runs on the application API (mpq-api), whose client connections
+        # follow address changes the same way.
+        ("migrate", "single", True),
+        ("multipath", "per-path", True),
+    ],
+    ids=["no-multipath-single", "no-multipath-per-path", "multipath-single", "http3-no-multipath-single",
+         "http3-multipath-per-path"],
 )
-def test_client_follows_a_local_address_change(mode, threads, namespaces, tls_files, www, logdir, start_server, tmp_path):
+def test_client_follows_a_local_address_change(mode, threads, http3, namespaces, tls_files, www, logdir, start_server,
+                                               tmp_path):
     require("mpq", "client")
     require("mpq", "server")
     cns, sns, cif = namespaces
@@ -94,7 +105,7 @@ def test_client_follows_a_local_address_change(mode, threads, namespaces, tls_fi
     env.pop("SSLKEYLOGFILE", None)
     srv = start_server(
         ["ip", "netns", "exec", sns, mpq, "server", "--listen", f"{SERVER_IP}:4433", "--root", str(root),
-         "--cert", str(tls_files["cert"]), "--key", str(tls_files["key"]), "-v"],
+         "--cert", str(tls_files["cert"]), "--key", str(tls_files["key"]), "-v"] + (["--http3"] if http3 else []),
         env,
     )
     srv.wait_listening()
@@ -102,6 +113,8 @@ def test_client_follows_a_local_address_change(mode, threads, namespaces, tls_fi
            "--insecure", "--threads", threads, "--timeout", str(int(TIMEOUT)), os.environ.get("ADDR_CHANGE_VERBOSITY", "-v")]
     if mode == "migrate":
         cmd.append("--no-multipath")
+    if http3:
+        cmd.append("--http3")
     log_path = logdir / "client.log"
     with open(log_path, "wb") as log:
         client = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

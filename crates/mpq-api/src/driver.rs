@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ops::ControlFlow;
 use std::task::Waker;
 
+use mpq_io::address_watch::AddressWatch;
 use mpq_io::EndpointApp;
 use mpq_proto::conn::{ConnectionError, Event, PathEvent};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
@@ -27,6 +28,11 @@ pub(crate) struct ApiDriver {
     pub accept_wakers: Vec<Waker>,
     /// The endpoint no longer accepts connections.
     pub closed: bool,
+    /// Client connections following the operating system's changes of their local
+    /// addresses (`mpq_io::address_watch`), with the endpoint's bound addresses (empty: none
+    /// follows).
+    watches: HashMap<ConnectionHandle, AddressWatch>,
+    bound: Vec<std::net::SocketAddr>,
     /// Tests: the runtime thread panics at its next round.
     #[cfg(test)]
     pub boom: bool,
@@ -88,6 +94,8 @@ impl ApiDriver {
             handshaking: Vec::new(),
             accept_wakers: Vec::new(),
             closed: false,
+            watches: HashMap::new(),
+            bound: Vec::new(),
             #[cfg(test)]
             boom: false,
             next_gen: 1,
@@ -95,6 +103,31 @@ impl ApiDriver {
     }
 
     /// A new connection under handle `h`: a fresh state; returns its generation.
+    /// The endpoint's bound addresses, which client connections' address watches check.
+    pub fn set_bound(&mut self, bound: Vec<std::net::SocketAddr>) {
+        self.bound = bound;
+    }
+
+    /// Client connection `h` follows its local addresses' changes from now on (unless the
+    /// endpoint ignores them: no bound addresses were set).
+    pub fn watch(&mut self, h: ConnectionHandle) {
+        if !self.bound.is_empty() {
+            self.watches.insert(h, AddressWatch::new(&self.bound));
+        }
+    }
+
+    /// Runs the address watches that are due; forgets those of connections that are gone.
+    fn watch_addresses(&mut self, now: Instant) {
+        let endpoint = &mut self.endpoint;
+        self.watches.retain(|&h, w| match endpoint.connection_mut(h) {
+            Some(c) if !c.is_closed() => {
+                w.poll(now, c);
+                true
+            }
+            _ => false,
+        });
+    }
+
     pub fn fresh(&mut self, h: ConnectionHandle) -> u64 {
         let gen = self.next_gen;
         self.next_gen += 1;
@@ -133,6 +166,9 @@ impl ApiDriver {
                     st.wake_general();
                 }
                 Event::Path(pe) => {
+                    if let Some(w) = self.watches.get_mut(&h) {
+                        w.on_event(&pe);
+                    }
                     if st.path_events.len() >= PATH_EVENTS_KEPT {
                         st.path_events.pop_front();
                         st.path_events_dropped += 1;
@@ -176,12 +212,17 @@ impl EndpointApp for ApiDriver {
         &mut self.endpoint
     }
 
-    fn on_wake(&mut self, _now: Instant) -> ControlFlow<()> {
+    fn on_wake(&mut self, now: Instant) -> ControlFlow<()> {
         #[cfg(test)]
         assert!(!self.boom, "the test's deliberate panic in the runtime");
         self.dispatch();
+        self.watch_addresses(now);
         // The runtime stops when the application's last handle goes, not from here.
         ControlFlow::Continue(())
+    }
+
+    fn app_timeout(&mut self) -> Option<Instant> {
+        self.watches.values().filter_map(AddressWatch::timeout).min()
     }
 
     /// Every waiting future wakes, and finds [`crate::Error::RuntimeFailed`].

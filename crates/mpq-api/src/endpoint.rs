@@ -34,6 +34,13 @@ pub struct Options {
     pub cpus: Vec<usize>,
     /// Seed of the endpoint's connection IDs and tokens (`None`: drawn from the system).
     pub seed: Option<u64>,
+    /// Client connections keep a path alive when the operating system takes its local
+    /// address away (a DHCP lease renewed with another address): on a socket bound to a
+    /// wildcard address, a connection without multipath migrates to the address the routing
+    /// table now picks, one with multipath opens a path from there and abandons the old one
+    /// (RFC 9000 §9, RFC 10069; `mpq_io::address_watch`, checked every 250 ms). Set, a
+    /// connection whose address went away ends at its idle timeout.
+    pub ignore_address_changes: bool,
 }
 
 /// What the handles share: the runtime and its driver.
@@ -106,7 +113,11 @@ impl Endpoint {
         if options.threads == Threads::Single {
             rt = rt.single_thread();
         }
-        let rt = rt.spawn(ApiDriver::new(endpoint))?;
+        let mut driver = ApiDriver::new(endpoint);
+        if !options.ignore_address_changes {
+            driver.set_bound(rt.local_addrs());
+        }
+        let rt = rt.spawn(driver)?;
         Ok(Self { inner: Arc::new(Inner { rt }) })
     }
 
@@ -139,6 +150,7 @@ impl Endpoint {
         }
         let h = g.endpoint.connect(now, config, remote, server_name).map_err(|e| Error::Connect(e.to_string()))?;
         let gen = g.fresh(h);
+        g.watch(h);
         drop(g);
         Ok(Connecting::new(Connection::new(self.inner.clone(), h, gen)))
     }

@@ -6,6 +6,7 @@
 //! The runtimes own the sockets and the clock; the protocol code only sees datagrams, an
 //! [`mpq_proto::Instant`] and timers.
 
+pub mod address_watch;
 mod clock;
 mod endpoint_app;
 mod event_loop;

@@ -31,6 +31,8 @@ pub fn endpoint(
         },
         cpus: common.cpus.clone(),
         seed: None,
+        // A client follows its local address changes, as `mpq client` does.
+        ignore_address_changes: false,
     };
     let ep = mpq_api::Endpoint::with_sockets(sockets, server, options)?;
     if let Some(factory) = crate::runner::qlog_factory(&common.qlog_dir, vantage) {

@@ -1,6 +1,5 @@
 //! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool, simulator, lab.
 
-mod address_watch;
 mod api_runtime;
 mod bench_cmd;
 mod bench_pair;

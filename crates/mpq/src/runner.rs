@@ -347,7 +347,7 @@ pub struct ClientPaths {
     migrate_to: Option<SocketAddr>,
     migrated: bool,
     /// Follows the operating system's changes of the paths' local addresses.
-    watch: crate::address_watch::AddressWatch,
+    watch: mpq_io::address_watch::AddressWatch,
 }
 
 impl ClientPaths {
@@ -381,7 +381,7 @@ impl ClientPaths {
             migrate_at: None,
             migrate_to,
             migrated: false,
-            watch: crate::address_watch::AddressWatch::new(bound),
+            watch: mpq_io::address_watch::AddressWatch::new(bound),
         })
     }
 

@@ -16,6 +16,10 @@
 //!
 //! Only paths on a wildcard socket can follow: a socket bound to the address that went away
 //! cannot send from another one.
+//!
+//! The CLI's clients (`mpq client`, `mpq perf client`) and the application API's client
+//! connections (`mpq-api`, so `mpq client --http3` too) run a watch per connection; each move
+//! is logged at info level (`-v`).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -97,7 +101,7 @@ impl AddressWatch {
         for id in std::mem::take(&mut self.validated) {
             if let Some(old) = self.replacing.remove(&id) {
                 match c.abandon_path(now, old, 0) {
-                    Ok(()) => eprintln!("path {old} abandoned: path {id} replaces it"),
+                    Ok(()) => tracing::info!("path {old} abandoned: path {id} replaces it"),
                     Err(e) => tracing::debug!(old, %e, "abandoning the replaced path"),
                 }
             }
@@ -149,13 +153,13 @@ impl AddressWatch {
             match c.migrate(now, to) {
                 Ok(()) => {
                     self.replaced.push(id);
-                    eprintln!("local address {} is gone: migrated to {to}", from.ip());
+                    tracing::info!("local address {} is gone: migrated to {to}", from.ip());
                 }
                 // Retried at the next check.
                 Err(PathError::NoConnectionId) => {}
                 Err(e) => {
                     self.replaced.push(id);
-                    eprintln!("local address {} is gone, and the connection cannot migrate: {e}", from.ip());
+                    tracing::info!("local address {} is gone, and the connection cannot migrate: {e}", from.ip());
                 }
             }
             return;
@@ -164,7 +168,7 @@ impl AddressWatch {
             Ok(new) => {
                 self.replaced.push(id);
                 self.replacing.insert(new, id);
-                eprintln!("local address {} is gone: path {new} opens from {to} to replace path {id}", from.ip());
+                tracing::info!("local address {} is gone: path {new} opens from {to} to replace path {id}", from.ip());
             }
             Err(e) => tracing::debug!(%e, "opening a replacement path (retried at the next check)"),
         }
