@@ -12,7 +12,7 @@
 
 use std::ops::Range;
 
-use bytes::Bytes;
+use bytes::BytesMut;
 use smallvec::SmallVec;
 
 use crate::coding::Reader;
@@ -73,7 +73,7 @@ pub(crate) struct WalkedStream {
     /// Where the data lies in the packet's payload.
     pub range: Range<usize>,
     /// The data, copied out of the datagram when the packet was opened (`recv_arena.rs`).
-    pub data: Option<(Bytes, Backing)>,
+    pub data: Option<(BytesMut, Backing)>,
 }
 
 impl PathState {

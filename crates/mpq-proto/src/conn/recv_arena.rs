@@ -21,7 +21,7 @@
 
 use std::sync::Mutex;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use crate::stream::Backing;
 
@@ -83,9 +83,11 @@ impl Default for RecvArena {
 
 impl RecvArena {
     /// Copies `data` into the arena and returns it as a buffer of its own, a slice of the
-    /// arena's current one. `hint` is how much more data the run may bring (the bytes of the
-    /// datagrams not opened yet, this one included): a buffer taken anew is sized for it.
-    pub(crate) fn take(&mut self, data: &[u8], hint: usize) -> (Bytes, Backing) {
+    /// arena's current one, right after the previous slice when the buffer had room (so the
+    /// receive stream can join consecutive slices without a copy: `BytesMut::unsplit`).
+    /// `hint` is how much more data the run may bring (the bytes of the datagrams not opened
+    /// yet, this one included): a buffer taken anew is sized for it.
+    pub(crate) fn take(&mut self, data: &[u8], hint: usize) -> (BytesMut, Backing) {
         if self.cur.as_ref().is_some_and(|(b, _)| b.capacity() < data.len()) {
             self.release();
         }
@@ -95,7 +97,7 @@ impl RecvArena {
         // names.
         debug_assert!(buf.capacity() >= data.len());
         buf.extend_from_slice(data);
-        (buf.split().freeze(), *backing)
+        (buf.split(), *backing)
     }
 
     /// A buffer for `want` bytes: pooled (the smallest size that holds them, or the largest)

@@ -28,7 +28,6 @@ use crate::error::TransportError;
 use crate::packet::number::decode_pn;
 use crate::packet::protect::{apply_header_protection, open_payload, remove_header_protection};
 use crate::recovery::received::Ecn;
-use crate::stream::StreamData;
 use crate::time::Instant;
 use crate::types::{Level, Side, SpaceId};
 
@@ -423,6 +422,8 @@ impl Connection {
             // connection is done before the next packet.
             self.finish_host_work(now);
         }
+        // The stream data held back by the batch's last frames (`Streams::on_stream_piece`).
+        self.shared.streams.flush_pieces();
         for slot in recorded {
             self.paths.publish_offer(slot);
         }
@@ -450,11 +451,12 @@ impl Host<'_> {
                     }
                 }
                 Walked::Stream(s) => {
-                    let Some((bytes, backing)) = s.data else { continue };
-                    let data = StreamData::Shared(bytes, backing);
+                    let Some(piece) = s.data else { continue };
+                    // Checked now; stored with the frames that continue it
+                    // ([`crate::stream::Streams::flush_pieces`]).
                     self.shared
                         .streams
-                        .on_stream_data(s.id, s.offset, data, s.fin)
+                        .on_stream_piece(s.id, s.offset, piece, s.fin)
                         .map_err(|e| e.or_frame(u64::from(s.ty)))?;
                 }
             }
@@ -489,6 +491,8 @@ impl Host<'_> {
             // order, nothing parsed again.
             self.apply_walked(now, o.path_id, &mut o.own.items, &mut fates).map(|()| o.own.ack_eliciting)
         } else {
+            // Whatever these frames do to a stream follows the data held back before them.
+            self.shared.streams.flush_pieces();
             self.process_frames(now, Level::OneRtt, path, slot, &o.dcid, o.payload, Some((o.own.walked, &mut fates)))
         };
         match processed {

@@ -3,11 +3,13 @@
 
 use std::collections::VecDeque;
 
+use bytes::BytesMut;
 use rustc_hash::FxHashMap;
 
 mod app;
 mod transmit;
 
+use super::chunks::Backing;
 use super::flow::{RecvCredit, SendCredit};
 use super::recv::{RecvState, RecvStream};
 use super::recv_store::StreamData;
@@ -92,6 +94,18 @@ pub struct Streams {
     reset_queue: VecDeque<StreamId>,
     stop_queue: VecDeque<(StreamId, u64)>,
     events: VecDeque<StreamEvent>,
+    /// Received data accounted for and waiting to be stored together with what follows it
+    /// ([`Streams::on_stream_piece`]); empty outside a batch's application.
+    pending: Option<PendingPiece>,
+}
+
+/// Stream data of consecutive frames, one buffer (`recv_store.rs`), stored once.
+#[derive(Debug)]
+struct PendingPiece {
+    id: StreamId,
+    offset: u64,
+    data: BytesMut,
+    backing: Backing,
 }
 
 impl Streams {
@@ -123,6 +137,7 @@ impl Streams {
             open_refused: [false; 2],
             reset_queue: VecDeque::new(),
             stop_queue: VecDeque::new(),
+            pending: None,
             events: VecDeque::new(),
         }
     }
@@ -298,6 +313,60 @@ impl Streams {
         debug_assert!(accepted, "checked against the room above");
         self.after_recv(id);
         Ok(())
+    }
+
+    /// A STREAM frame whose data its path copied into one of its buffers when it opened the
+    /// packet (`conn/recv_arena.rs`): its flow control and the stream's state are checked
+    /// and changed now, as [`Streams::on_stream_frame`] does, and its bytes join those of
+    /// the previous such frame when they continue them (same stream, the next offset, the
+    /// next bytes of the same buffer: a path's packets in a run), to be stored with one
+    /// insert ([`Streams::flush_pieces`], which the caller runs at the end of the batch and
+    /// before any other frame).
+    pub fn on_stream_piece(
+        &mut self,
+        id: StreamId,
+        offset: u64,
+        (data, backing): (BytesMut, Backing),
+        fin: bool,
+    ) -> Result<(), TransportError> {
+        if !self.frame_stream(id, Half::Recv)? {
+            return Ok(());
+        }
+        let s = self.streams.get_mut(&id).expect("stream");
+        let room = self.conn_recv.room();
+        let grew =
+            s.recv.as_mut().expect("receive half").on_data(offset, StreamData::Deferred(data.len()), fin, room)?;
+        let accepted = self.conn_recv.on_received(grew);
+        debug_assert!(accepted, "checked against the room above");
+        if let Some(p) = self.pending.as_mut() {
+            let continues = p.id == id
+                && p.offset + p.data.len() as u64 == offset
+                && p.backing == backing
+                && p.data.as_ptr() as usize + p.data.len() == data.as_ptr() as usize;
+            if continues {
+                // The next bytes of the same buffer: joined without a copy.
+                p.data.unsplit(data);
+                return Ok(());
+            }
+        }
+        self.flush_pieces();
+        self.pending = Some(PendingPiece { id, offset, data, backing });
+        Ok(())
+    }
+
+    /// Debug builds: no data is held back outside a batch's application (the application
+    /// would miss it).
+    pub(super) fn debug_assert_no_pieces(&self) {
+        debug_assert!(self.pending.is_none(), "stream data held back outside a batch");
+    }
+
+    /// Stores the data [`Streams::on_stream_piece`] holds back (one insert for a run of a
+    /// path's packets), with the bookkeeping that follows.
+    pub fn flush_pieces(&mut self) {
+        let Some(p) = self.pending.take() else { return };
+        let Some(r) = self.streams.get_mut(&p.id).and_then(|s| s.recv.as_mut()) else { return };
+        r.store(p.offset, StreamData::Shared(p.data.freeze(), p.backing));
+        self.after_recv(p.id);
     }
 
     /// A RESET_STREAM frame.

@@ -141,6 +141,18 @@ impl RecvStream {
         Ok(grew)
     }
 
+    /// Stores data whose frames were accounted for with [`StreamData::Deferred`]: dropped if
+    /// the stream was reset or stopped since.
+    pub fn store(&mut self, offset: u64, data: StreamData<'_>) {
+        if !matches!(self.state, RecvState::Recv | RecvState::SizeKnown) || self.stopped.is_some() {
+            return;
+        }
+        self.buf.insert(offset, data);
+        if self.final_size == Some(self.buf.contiguous_end()) {
+            self.state = RecvState::DataRecvd;
+        }
+    }
+
     /// Processes a RESET_STREAM frame; returns the growth of the highest received offset.
     /// `conn_room` as for [`RecvStream::on_data`].
     pub fn on_reset(&mut self, error_code: u64, final_size: u64, conn_room: u64) -> Result<u64, TransportError> {

@@ -26,20 +26,27 @@ pub enum StreamData<'a> {
     /// A slice of a buffer the data was already copied into (when its packet was opened),
     /// kept as it is.
     Shared(Bytes, Backing),
+    /// This many bytes, accounted for now and stored later with the frames of the same
+    /// stream that follow them in the batch ([`crate::stream::Streams::on_stream_piece`]).
+    Deferred(usize),
 }
 
 impl StreamData<'_> {
-    /// The bytes.
+    /// The bytes (none for [`StreamData::Deferred`]).
     pub fn as_slice(&self) -> &[u8] {
         match self {
             StreamData::Slice(s) => s,
             StreamData::Shared(b, _) => b,
+            StreamData::Deferred(_) => &[],
         }
     }
 
     /// Their number.
     pub fn len(&self) -> usize {
-        self.as_slice().len()
+        match self {
+            StreamData::Deferred(n) => *n,
+            d => d.as_slice().len(),
+        }
     }
 
     /// True if there are none.
@@ -134,11 +141,15 @@ impl RecvStore {
                 self.mode = Mode::Chunks(ChunkStore::starting_at(at));
             }
         }
+        if let StreamData::Deferred(_) = data {
+            return;
+        }
         match &mut self.mode {
             Mode::Ring(r) => r.insert(offset, data.as_slice()),
             Mode::Chunks(c) => {
                 match data {
                     StreamData::Shared(bytes, backing) => c.insert(offset, bytes, backing),
+                    StreamData::Deferred(_) => {}
                     StreamData::Slice(s) => {
                         // Copy only what is new beyond the contiguous end.
                         let skip = c.contiguous_end().saturating_sub(offset).min(s.len() as u64) as usize;

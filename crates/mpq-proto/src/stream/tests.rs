@@ -10,6 +10,7 @@ use crate::types::Side;
 
 mod e2e;
 mod lease;
+mod pieces;
 
 fn apply_params(from: &Streams, to: &mut Streams) {
     let p = from.local_params();

@@ -139,6 +139,7 @@ impl Streams {
     /// while the stream holds its data as chunks; `Ok((outcome, None))` only at the end of
     /// the stream.
     pub fn read_chunk(&mut self, id: StreamId, max: usize) -> Result<(ReadOutcome, Option<bytes::Bytes>), StreamError> {
+        self.debug_assert_no_pieces();
         let s = self.streams.get_mut(&id).ok_or(StreamError::ClosedStream)?;
         let r = s.recv.as_mut().ok_or(StreamError::WrongDirection)?;
         let res = r.read_chunk(max);
@@ -156,6 +157,7 @@ impl Streams {
         max: usize,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<ReadOutcome, StreamError> {
+        self.debug_assert_no_pieces();
         let s = self.streams.get_mut(&id).ok_or(StreamError::ClosedStream)?;
         let r = s.recv.as_mut().ok_or(StreamError::WrongDirection)?;
         let res = r.read_with(max, f);
