@@ -128,6 +128,10 @@ pub struct SelfcheckArgs {
     /// Run the emulator in the real-time scheduling class (as `up --realtime`).
     #[arg(long)]
     pub realtime: bool,
+    /// Paths of the testbed: the rate step loads all of them at once (the table gives the
+    /// slowest path's rate), to check the emulator's threads side by side.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
+    pub paths: u64,
 }
 
 fn launcher() -> Result<Launcher> {
@@ -214,6 +218,7 @@ fn selfcheck_cmd(a: SelfcheckArgs) -> Result<()> {
         loss_packets: a.loss_packets.max(1),
         gilbert_elliott: (a.ge != "none").then_some(a.ge),
         realtime: a.realtime,
+        paths: a.paths as usize,
     };
     if let Some(ge) = &opts.gilbert_elliott {
         mpq_sim::spec::parse_loss(ge).map_err(|e| anyhow!("--ge: {e}"))?;

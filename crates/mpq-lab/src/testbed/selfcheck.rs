@@ -33,6 +33,8 @@ pub struct Options {
     pub gilbert_elliott: Option<String>,
     /// Run the emulator in the real-time scheduling class.
     pub realtime: bool,
+    /// Paths in the testbed; the rate step loads all of them at once.
+    pub paths: usize,
 }
 
 /// One rate's results.
@@ -40,6 +42,8 @@ pub struct Options {
 pub struct Row {
     /// The link spec.
     pub link: String,
+    /// Paths loaded at once in the rate step.
+    pub paths: usize,
     /// Configured rate, bit/s.
     pub rate_bps: u64,
     /// The RTT the model gives a 64-byte probe (propagation and serialization both ways), ms.
@@ -48,9 +52,9 @@ pub struct Row {
     pub rtt_median_ms: f64,
     /// Smallest measured RTT, ms.
     pub rtt_min_ms: f64,
-    /// The rate the blast offered, bit/s on the link.
+    /// The rate the blast offered, bit/s on the link (the lowest of the paths).
     pub offered_bps: f64,
-    /// The rate the sink measured, bit/s on the link.
+    /// The rate the sink measured, bit/s on the link (the lowest of the paths).
     pub rate_measured_bps: f64,
     /// Configured loss.
     pub loss_configured: f64,
@@ -67,7 +71,7 @@ pub struct Row {
     pub tcp_bps: f64,
     /// Packets the kernel dropped before the emulator read them (should be 0).
     pub kernel_drops: u64,
-    /// The emulator's CPU use during the rate step (1.0 = one core).
+    /// The emulator's CPU use during the rate step (1.0 = one core; all its threads).
     pub emulator_cpu: f64,
     /// Datagrams of the rate step the emulator delivered that the sink did not get (lost
     /// in the receiver's namespace, e.g. a full socket buffer): not the link's doing.
@@ -141,7 +145,7 @@ fn check_one(opts: &Options, launcher: &Launcher, link: &str, loss: LossStep) ->
     let cfg: LinkConfig = link.parse().map_err(|e| format!("{e}"))?;
     let up = UpOptions {
         name: opts.name.clone(),
-        links: vec![link.to_owned()],
+        links: vec![link.to_owned(); opts.paths.max(1)],
         events: vec![],
         seed: 1,
         realtime: opts.realtime,
@@ -149,8 +153,13 @@ fn check_one(opts: &Options, launcher: &Launcher, link: &str, loss: LossStep) ->
     let state = lifecycle::up(&up, launcher)?;
     let _down = Down(opts.name.clone());
     let (cns, sns) = (state.client_ns.clone(), state.server_ns.clone());
-    let client = state.paths[0].client.parse().map_err(|e| format!("{e}"))?;
-    let server: std::net::Ipv4Addr = state.paths[0].server.parse().map_err(|e| format!("{e}"))?;
+    let addrs = state
+        .paths
+        .iter()
+        .map(|p| Ok((p.client.parse()?, p.server.parse()?)))
+        .collect::<Result<Vec<(std::net::Ipv4Addr, std::net::Ipv4Addr)>, std::net::AddrParseError>>()
+        .map_err(|e| e.to_string())?;
+    let (client, server) = addrs[0];
     let pid = state.emulator_pid.unwrap_or(0);
 
     // RTT: 64-byte probes every 10 ms on the idle link.
@@ -162,18 +171,46 @@ fn check_one(opts: &Options, launcher: &Launcher, link: &str, loss: LossStep) ->
     let ser = cfg.serialization_time(64 + UDP_OVERHEAD).as_secs_f64() * 1e3;
     let rtt_expected_ms = cfg.delay.as_secs_f64() * 2e3 + 2.0 * ser;
 
-    // Rate: 1472-byte datagrams (1500-byte packets) at 1.25 times the rate.
+    // Rate: 1472-byte datagrams (1500-byte packets) at 1.25 times the rate, on every path
+    // at once; the slowest path counts.
     let rate = cfg.rate_bps as f64;
-    let sink_addr = SocketAddr::V4(SocketAddrV4::new(server, 7001));
     let count = ((rate * 1.25 * opts.seconds) / (1500.0 * 8.0)).ceil() as u64;
-    let sink = probe::sink(&sns, sink_addr, Duration::from_millis(500), false).map_err(io)?;
-    let rate0 = control::stats(&opts.name).map_err(io)?.paths[0].c2s.clone();
+    let sinks = addrs
+        .iter()
+        .map(|&(_, s)| probe::sink(&sns, SocketAddr::V4(SocketAddrV4::new(s, 7001)), Duration::from_millis(500), false))
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(io)?;
+    let rate0 = control::stats(&opts.name).map_err(io)?;
     let cpu0 = cpu_seconds(pid);
-    let b = probe::blast(&cns, client, sink_addr, 1472, rate * 1.25, count).map_err(io)?;
-    let s = sink.finish_within(Duration::from_secs(10)).map_err(io)?;
-    let emulator_cpu = (cpu_seconds(pid) - cpu0) / b.duration_s.max(1e-9);
-    let rate1 = control::stats(&opts.name).map_err(io)?.paths[0].c2s.clone();
-    let lost_after_emulator = (rate1.delivered_packets - rate0.delivered_packets).saturating_sub(s.unique);
+    let blasts: Vec<_> = addrs
+        .iter()
+        .map(|&(c, s)| {
+            let cns = cns.clone();
+            std::thread::spawn(move || {
+                probe::blast(&cns, c, SocketAddr::V4(SocketAddrV4::new(s, 7001)), 1472, rate * 1.25, count)
+            })
+        })
+        .collect();
+    let mut b = Vec::new();
+    for t in blasts {
+        b.push(t.join().map_err(|_| "a blast thread panicked".to_owned())?.map_err(io)?);
+    }
+    let duration = b.iter().map(|x| x.duration_s).fold(0.0, f64::max);
+    let offered_bps = b.iter().map(|x| x.offered_bps).fold(f64::INFINITY, f64::min);
+    let mut got = Vec::new();
+    for s in sinks {
+        got.push(s.finish_within(Duration::from_secs(10)).map_err(io)?);
+    }
+    let emulator_cpu = (cpu_seconds(pid) - cpu0) / duration.max(1e-9);
+    let rate1 = control::stats(&opts.name).map_err(io)?;
+    let rate_measured_bps = got.iter().map(|g| g.rate_bps).fold(f64::INFINITY, f64::min);
+    let lost_after_emulator = rate1
+        .paths
+        .iter()
+        .zip(&rate0.paths)
+        .zip(&got)
+        .map(|((a, b), g)| (a.c2s.delivered_packets - b.c2s.delivered_packets).saturating_sub(g.unique))
+        .sum();
 
     // Loss: small datagrams at half the rate (at most 20,000 a second), the loss set now.
     let (loss_configured, kind) = match &loss {
@@ -210,12 +247,13 @@ fn check_one(opts: &Options, launcher: &Launcher, link: &str, loss: LossStep) ->
 
     Ok(Row {
         link: link.to_owned(),
+        paths: addrs.len(),
         rate_bps: cfg.rate_bps,
         rtt_expected_ms,
         rtt_median_ms: r.median_ms,
         rtt_min_ms: r.min_ms,
-        offered_bps: b.offered_bps,
-        rate_measured_bps: s.rate_bps,
+        offered_bps,
+        rate_measured_bps,
         loss_configured,
         loss_measured: 1.0 - ls.unique as f64 / lb.sent.max(1) as f64,
         loss_model: model_lost as f64 / offered.max(1) as f64,
@@ -245,9 +283,12 @@ pub fn table(rows: &[Row]) -> String {
 pub fn line(r: &Row) -> String {
     let mbit = |b: f64| format!("{:.1}", b / 1e6);
     let pct = |x: f64| format!("{:.2} %", x * 100.0);
+    // A sender that could not offer more than the link's rate (the machine is busy) leaves
+    // the rate unchecked: the link was not full.
+    let short = if r.offered_bps < r.rate_bps as f64 * 1.1 { ", sender short: not full" } else { "" };
     format!(
-        "| {} | {:.2} / {:.2} ({:.2}) ms ({:+.1} %) | {} / {} ({}) Mbit/s ({:+.1} %) | {} {} / {} / {} ({}) | {} Mbit/s | {:.0} % | {} / {} |",
-        r.link,
+        "| {} | {:.2} / {:.2} ({:.2}) ms ({:+.1} %) | {} / {} ({}) Mbit/s ({:+.1} %{short}) | {} {} / {} / {} ({}) | {} Mbit/s | {:.0} % | {} / {} |",
+        if r.paths > 1 { format!("{} x {}", r.paths, r.link) } else { r.link.clone() },
         r.rtt_expected_ms,
         r.rtt_median_ms,
         r.rtt_min_ms,
