@@ -233,8 +233,12 @@ pub fn blast(
         sys::tight_timer_slack();
         let s = bind_udp(SocketAddr::V4(SocketAddrV4::new(from, 0)))?;
         s.connect(to)?;
-        let mut pkt = vec![0u8; payload.max(16)];
-        let bits = ((pkt.len() + UDP_OVERHEAD) * 8) as f64;
+        let size = payload.max(16);
+        let bits = ((size + UDP_OVERHEAD) * 8) as f64;
+        // Several datagrams per send with UDP GSO when the kernel has it: the sender then
+        // costs a fraction of the CPU the emulator needs, which matters on 2 cores at 1 Gbit/s.
+        let per_send = if sys::udp_segment(s.as_raw_fd(), size).is_ok() { (60_000 / size).clamp(1, 64) } else { 1 };
+        let mut buf = vec![0u8; size * per_send];
         let start = mono_now();
         let mut sent = 0u64;
         while sent < count {
@@ -249,13 +253,17 @@ pub fn blast(
                 count
             };
             while sent < allowed {
-                pkt[..8].copy_from_slice(&sent.to_be_bytes());
-                pkt[8..16].copy_from_slice(&unix_now_ns().to_be_bytes());
-                match s.send(&pkt) {
-                    Ok(_) => sent += 1,
+                let n = ((allowed - sent) as usize).min(per_send);
+                let now = unix_now_ns().to_be_bytes();
+                for (i, d) in buf.chunks_mut(size).take(n).enumerate() {
+                    d[..8].copy_from_slice(&(sent + i as u64).to_be_bytes());
+                    d[8..16].copy_from_slice(&now);
+                }
+                match s.send(&buf[..n * size]) {
+                    Ok(_) => sent += n as u64,
                     // A full socket buffer or no route (a path that is down): retry shortly.
                     Err(e) if again(&e) => break,
-                    Err(_) => sent += 1,
+                    Err(_) => sent += n as u64,
                 }
             }
             if sent < count {
