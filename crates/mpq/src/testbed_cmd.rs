@@ -38,7 +38,8 @@ delay=TIME (one-way) or mtu=BYTES; TIME counts from the emulator's start (starte
     /// Apply a link event now, e.g. `0:down`, `1.s2c:loss=5%`, `0:rate=10mbit`.
     Event(EventArgs),
     /// Check the emulator against itself: per rate, configured against measured RTT, rate,
-    /// loss and TCP goodput on a one-path testbed (about 20 s per rate). Needs root.
+    /// loss and TCP goodput on a one-path (or --paths N) testbed (about 15 s per rate).
+    /// Needs root.
     Selfcheck(SelfcheckArgs),
     /// Run a testbed's emulator (started by `up` inside the router namespace).
     #[command(hide = true)]
@@ -132,6 +133,9 @@ pub struct SelfcheckArgs {
     /// slowest path's rate), to check the emulator's threads side by side.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
     pub paths: u64,
+    /// The paths' MTU: the rate step's packets fill it (the emulator's cost is per packet).
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u64).range(576..=65535))]
+    pub mtu: u64,
 }
 
 fn launcher() -> Result<Launcher> {
@@ -219,6 +223,7 @@ fn selfcheck_cmd(a: SelfcheckArgs) -> Result<()> {
         gilbert_elliott: (a.ge != "none").then_some(a.ge),
         realtime: a.realtime,
         paths: a.paths as usize,
+        mtu: a.mtu as usize,
     };
     if let Some(ge) = &opts.gilbert_elliott {
         mpq_sim::spec::parse_loss(ge).map_err(|e| anyhow!("--ge: {e}"))?;

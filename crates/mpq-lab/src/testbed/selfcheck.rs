@@ -35,6 +35,8 @@ pub struct Options {
     pub realtime: bool,
     /// Paths in the testbed; the rate step loads all of them at once.
     pub paths: usize,
+    /// The paths' MTU; the rate step's packets fill it.
+    pub mtu: usize,
 }
 
 /// One rate's results.
@@ -106,7 +108,10 @@ pub fn run(opts: &Options, launcher: &Launcher, mut progress: impl FnMut(&Row)) 
             return Err("interrupted".into());
         }
         let rtt_ms = opts.rtt.as_secs_f64() * 1e3;
-        let link = format!("{}/{rtt_ms}ms/queue={rtt_ms}ms", rate_spec(rate));
+        let mut link = format!("{}/{rtt_ms}ms/queue={rtt_ms}ms", rate_spec(rate));
+        if opts.mtu != 1500 {
+            link.push_str(&format!("/mtu={}", opts.mtu));
+        }
         let row = check_one(opts, launcher, &link, LossStep::Bernoulli(opts.loss))?;
         progress(&row);
         rows.push(row);
@@ -171,10 +176,11 @@ fn check_one(opts: &Options, launcher: &Launcher, link: &str, loss: LossStep) ->
     let ser = cfg.serialization_time(64 + UDP_OVERHEAD).as_secs_f64() * 1e3;
     let rtt_expected_ms = cfg.delay.as_secs_f64() * 2e3 + 2.0 * ser;
 
-    // Rate: 1472-byte datagrams (1500-byte packets) at 1.25 times the rate, on every path
-    // at once; the slowest path counts.
+    // Rate: datagrams filling the MTU (1472 bytes in 1500-byte packets) at 1.25 times the
+    // rate, on every path at once; the slowest path counts.
     let rate = cfg.rate_bps as f64;
-    let count = ((rate * 1.25 * opts.seconds) / (1500.0 * 8.0)).ceil() as u64;
+    let mtu = opts.mtu;
+    let count = ((rate * 1.25 * opts.seconds) / (mtu as f64 * 8.0)).ceil() as u64;
     let sinks = addrs
         .iter()
         .map(|&(_, s)| probe::sink(&sns, SocketAddr::V4(SocketAddrV4::new(s, 7001)), Duration::from_millis(500), false))
@@ -187,7 +193,14 @@ fn check_one(opts: &Options, launcher: &Launcher, link: &str, loss: LossStep) ->
         .map(|&(c, s)| {
             let cns = cns.clone();
             std::thread::spawn(move || {
-                probe::blast(&cns, c, SocketAddr::V4(SocketAddrV4::new(s, 7001)), 1472, rate * 1.25, count)
+                probe::blast(
+                    &cns,
+                    c,
+                    SocketAddr::V4(SocketAddrV4::new(s, 7001)),
+                    mtu - UDP_OVERHEAD,
+                    rate * 1.25,
+                    count,
+                )
             })
         })
         .collect();
