@@ -151,3 +151,12 @@ impl Deadline {
         std::time::Instant::now() >= self.0
     }
 }
+
+/// Unix time in nanoseconds: what the emulator announces its start in, and what probe
+/// packets carry (comparable across namespaces and processes).
+#[allow(clippy::disallowed_methods)] // the host's clock, for times users and probes compare
+pub fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}

@@ -95,16 +95,18 @@ pub fn up(opts: &UpOptions, launcher: &Launcher) -> Result<State, String> {
     let (plan, mut state) = prepare(opts)?;
     host::preflight()?;
     let name = plan.names.name.as_str();
-    if State::load(name).map_err(|e| e.to_string())?.is_some() {
-        return Err(format!("testbed {name} exists: `mpq lab testbed down --name {name}` first"));
-    }
     if let Some(ns) = plan.names.all_ns().iter().find(|ns| host::namespace_exists(ns)) {
         return Err(format!(
             "namespace {ns} exists (left by a testbed that was not taken down?): `mpq lab testbed down --name {name}` first"
         ));
     }
     sys::catch_stop_signals(true);
-    state.save().map_err(|e| format!("recording the testbed: {e}"))?;
+    match state.claim() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(format!("testbed {name} exists: `mpq lab testbed down --name {name}` first"));
+        }
+        r => r.map_err(|e| format!("recording the testbed: {e}"))?,
+    }
     let mut undo = Undo { name, armed: true };
     let fail_at: Option<usize> = std::env::var("MPQ_TESTBED_FAIL_AT_STEP").ok().and_then(|s| s.parse().ok());
     for (i, step) in plan.steps().iter().enumerate() {

@@ -114,6 +114,15 @@ impl State {
         run_dir().join(format!("{name}.log"))
     }
 
+    /// Creates the state file, failing with `AlreadyExists` if testbed `name` has one: two
+    /// `up`s of one name cannot both go ahead.
+    pub fn claim(&self) -> io::Result<()> {
+        let dir = run_dir();
+        fs::create_dir_all(&dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        fs::OpenOptions::new().write(true).create_new(true).open(Self::file(&self.name))?;
+        self.save()
+    }
+
     /// Writes the state file (atomically: a reader never sees half of it).
     pub fn save(&self) -> io::Result<()> {
         let dir = run_dir();

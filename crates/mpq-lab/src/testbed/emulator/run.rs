@@ -15,6 +15,7 @@ use mpq_proto::Instant;
 
 use super::core::{Emulator, PathSetup, TimedEvent};
 use crate::testbed::control::{LinkReport, PathReport, Report};
+use crate::testbed::host::unix_now_ns;
 use crate::testbed::plan::PathPlan;
 use crate::testbed::spec::{Direction, EventSpec, PathSpec};
 use crate::testbed::state::State;
@@ -23,8 +24,8 @@ use crate::testbed::sys;
 /// The longest the loop sleeps with nothing due (it also wakes for packets, requests and
 /// signals; this bounds the wait if a signal slips in just before the sleep).
 const IDLE_WAIT: Duration = Duration::from_millis(200);
-/// The most packets read from one device before due deliveries are written again, so that
-/// a flood on one path does not hold back another's deliveries.
+/// The most packets read before due deliveries are written again, so that reading a flood
+/// does not hold back the path's deliveries (each read packet also lets zero-delay ones out).
 const READ_BATCH: usize = 64;
 
 /// The emulator's real-time priority with `--realtime` (low among real-time threads: the
@@ -45,13 +46,6 @@ impl Clock {
     fn now(&self) -> Instant {
         Instant::from_nanos(u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
-}
-
-#[allow(clippy::disallowed_methods)] // event times are announced in Unix time to the user
-fn unix_now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// The emulator's configuration, from a state file.

@@ -11,6 +11,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+pub use super::host::unix_now_ns;
 use super::host::Deadline;
 use super::sys;
 
@@ -26,15 +27,6 @@ pub const UDP_OVERHEAD: usize = 28;
 #[allow(clippy::disallowed_methods)] // measuring real time is the point
 pub(crate) fn mono_now() -> std::time::Instant {
     std::time::Instant::now()
-}
-
-/// Unix time in nanoseconds (what probe packets carry, comparable across namespaces and
-/// with the emulator's `started_unix_ns`).
-#[allow(clippy::disallowed_methods)] // measuring real time is the point
-pub fn unix_now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Whether a socket call should just be tried again: nothing was ready, its timeout passed,
