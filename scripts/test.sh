@@ -19,6 +19,13 @@ if scripts/setup-chromium.sh; then
 else
     echo "chromium could not be installed: the report's browser test will be skipped"
 fi
+echo "== kernel testbed (network namespaces, TUN) for mpq lab testbed's tests"
+if [ "$(id -u)" = 0 ] && [ -e /dev/net/tun ] && command -v ip >/dev/null; then
+    # Root with TUN and iproute2: a testbed test that cannot run is now a failure, not a skip.
+    export MPQ_REQUIRE_NETNS=1
+else
+    echo "not root, or no /dev/net/tun or ip: the testbed tests will be skipped"
+fi
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== the application API's examples (mpq-api), in both runtimes"

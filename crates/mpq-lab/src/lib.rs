@@ -12,6 +12,8 @@
 //!   [`results`], [`csv`], [`manifest`]: the results directory and merging.
 //! - [`slurm`]: a plan as a Slurm job array with a dependent merge job.
 //! - [`report`]: the HTML report (plotters figures, tables) of a results directory.
+//! - [`testbed`]: the kernel testbed: namespaces joined by paths through a user-space link
+//!   emulator that runs the simulator's link model in real time (`mpq lab testbed`).
 //!
 //! # Example
 //!
@@ -54,6 +56,7 @@ pub mod results;
 pub mod runner;
 pub mod shard;
 pub mod slurm;
+pub mod testbed;
 pub mod wsp;
 
 pub use error::{FileError, LabError};

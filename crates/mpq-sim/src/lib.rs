@@ -59,7 +59,7 @@ pub mod node;
 pub mod sim;
 pub mod spec;
 
-pub use link::{DropReason, LinkConfig, LinkEvent, LinkStats, LossModel, QueueLimit};
+pub use link::{DropReason, Fate, Link, LinkConfig, LinkEvent, LinkStats, LossModel, QueueLimit};
 pub use nat::{Nat, NatId};
 pub use node::{Datagram, Node};
 pub use sim::{LinkId, NodeId, SimStats, Simulator};

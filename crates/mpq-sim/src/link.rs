@@ -246,22 +246,35 @@ impl LinkStats {
 
 /// What happens to a packet offered to a link.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Fate {
+pub enum Fate {
+    /// The packet is dropped (and counted) at once.
     Drop(DropReason),
     /// Arrives at the far end at `at`; a duplicate, if any, arrives at the same time, after it.
+    /// The caller hands it over at `at` only if [`Link::arrive`] still accepts it then.
     Deliver {
+        /// When the packet reaches the far end.
         at: Instant,
+        /// Whether a copy arrives right after it.
         duplicate: bool,
     },
 }
 
-/// Runtime state of a directed link.
-pub(crate) struct Link {
-    pub(crate) config: LinkConfig,
-    pub(crate) stats: LinkStats,
+/// Runtime state of a directed link: the link model itself, clock-agnostic.
+///
+/// The simulator drives it in virtual time; the kernel testbed's emulator (mpq-lab's
+/// `testbed::emulator`) drives the same code with the wall clock mapped onto
+/// [`Instant`]. A driver calls [`offer`](Self::offer) when a packet enters the link, keeps
+/// the packet until the [`Fate::Deliver`] time, then asks [`arrive`](Self::arrive) with
+/// the [`epoch`](Self::epoch) it saw at offer time whether it still gets through, and calls
+/// [`apply`](Self::apply) for scripted [`LinkEvent`]s at their time.
+pub struct Link {
+    /// The link's current configuration ([`LinkEvent`]s change it).
+    pub config: LinkConfig,
+    /// Its counters.
+    pub stats: LinkStats,
     up: bool,
     /// Bumped when the link goes down; in-flight packets of an older epoch are dropped.
-    pub(crate) epoch: u32,
+    epoch: u32,
     rng: ChaCha8Rng,
     ge_bad: bool,
     /// When the transmitter becomes idle.
@@ -274,7 +287,10 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    pub(crate) fn new(config: LinkConfig, seed: u64, stream: u64) -> Self {
+    /// A link in state "up" with an empty queue. Its random processes (loss, jitter,
+    /// duplication, reordering) draw from ChaCha8 seeded with `seed`, on stream `stream`
+    /// (distinct links of one run use distinct streams).
+    pub fn new(config: LinkConfig, seed: u64, stream: u64) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(stream);
         Self {
@@ -292,11 +308,18 @@ impl Link {
     }
 
     /// Whether the link is up.
-    pub(crate) fn is_up(&self) -> bool {
+    pub fn is_up(&self) -> bool {
         self.up
     }
 
-    pub(crate) fn apply(&mut self, now: Instant, ev: &LinkEvent) {
+    /// The link's epoch: bumped each time it goes down. A packet offered in an older epoch
+    /// was on the wire when the link failed and is lost (see [`arrive`](Self::arrive)).
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Applies a scripted change at `now`.
+    pub fn apply(&mut self, now: Instant, ev: &LinkEvent) {
         match ev {
             LinkEvent::Down => {
                 if self.up {
@@ -358,7 +381,7 @@ impl Link {
 
     /// Offers a packet of `len` payload bytes at `now` and decides its fate. Updates every
     /// counter except the delivery ones (counted on arrival, since a link may go down first).
-    pub(crate) fn offer(&mut self, now: Instant, len: usize) -> Fate {
+    pub fn offer(&mut self, now: Instant, len: usize) -> Fate {
         self.stats.sent_packets += 1;
         self.stats.sent_bytes += len as u64;
         let fate = self.fate(now, len);
@@ -418,6 +441,19 @@ impl Link {
             self.stats.duplicated += 1;
         }
         Fate::Deliver { at, duplicate }
+    }
+
+    /// A packet of `len` payload bytes offered in `epoch` reaches the far end now: true if
+    /// it gets through (counted as delivered), false if the link went down since it was
+    /// offered (counted as dropped, [`DropReason::Down`]).
+    pub fn arrive(&mut self, epoch: u32, len: usize) -> bool {
+        if self.epoch != epoch {
+            self.stats.count_drop(DropReason::Down);
+            return false;
+        }
+        self.stats.delivered_packets += 1;
+        self.stats.delivered_bytes += len as u64;
+        true
     }
 }
 

@@ -471,7 +471,7 @@ impl Simulator {
         match l.offer(self.now, pkt.data.len()) {
             Fate::Drop(reason) => self.record_drop(reason, link, &pkt),
             Fate::Deliver { at, duplicate } => {
-                let epoch = l.epoch;
+                let epoch = l.epoch();
                 if duplicate {
                     let copy = pkt.clone();
                     self.push(at, Event::Arrive { route, hop, epoch, pkt });
@@ -485,13 +485,9 @@ impl Simulator {
 
     fn arrive(&mut self, route: u32, hop: u32, epoch: u32, pkt: Datagram) {
         let link = self.routes[route as usize][hop as usize];
-        let l = &mut self.links[link.index()];
-        if l.epoch != epoch {
-            l.stats.count_drop(DropReason::Down);
+        if !self.links[link.index()].arrive(epoch, pkt.data.len()) {
             return self.record_drop(DropReason::Down, link, &pkt);
         }
-        l.stats.delivered_packets += 1;
-        l.stats.delivered_bytes += pkt.data.len() as u64;
         self.record(TRACE_DELIVER, u64::from(link.0), &pkt);
         self.forward(route, hop + 1, pkt);
     }

@@ -138,7 +138,13 @@ fn parse_queue(token: &str, v: &str) -> Result<QueueLimit, ParseLinkError> {
     }
 }
 
-fn parse_loss(token: &str, v: &str) -> Result<LossModel, ParseLinkError> {
+/// Parses a loss model as `loss=` takes it: `P` (Bernoulli), `none`, or
+/// `ge:P_GB,P_BG[,LOSS_BAD[,LOSS_GOOD]]` (Gilbert-Elliott).
+pub fn parse_loss(s: &str) -> Result<LossModel, ParseLinkError> {
+    loss_model(s, s)
+}
+
+fn loss_model(token: &str, v: &str) -> Result<LossModel, ParseLinkError> {
     let l = v.trim().to_ascii_lowercase();
     if l == "none" {
         return Ok(LossModel::None);
@@ -186,7 +192,7 @@ impl FromStr for LinkConfig {
             };
             positional = false;
             match key.trim().to_ascii_lowercase().as_str() {
-                "loss" => cfg.loss = parse_loss(tok, val)?,
+                "loss" => cfg.loss = loss_model(tok, val)?,
                 "queue" => cfg.queue_limit = parse_queue(tok, val)?,
                 "jitter" => cfg.jitter = parse_duration(val)?,
                 "dup" | "duplicate" => cfg.duplicate = parse_probability(val)?,

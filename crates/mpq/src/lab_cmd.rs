@@ -1,5 +1,5 @@
 //! `mpq lab`: experiments from YAML files, run in the simulator (see mpq-lab and
-//! docs/lab-experiment-files.md).
+//! docs/lab-experiment-files.md), and the kernel testbed (`mpq lab testbed`, docs/lab-testbed.md).
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +47,11 @@ mpq lab report /tmp/e1 --out /tmp/e1.html --png /tmp/e1-png")]
 mpq lab submit experiments/seed002-low-bdp-smoke.yaml --slurm --shards 2 --dry-run"
     )]
     Submit(SubmitArgs),
+    /// The kernel testbed: client, server and router network namespaces joined by paths
+    /// through a user-space link emulator that runs the simulator's link model in real time
+    /// (docs/lab-testbed.md). Needs root.
+    #[command(subcommand)]
+    Testbed(crate::testbed_cmd::TestbedCommand),
 }
 
 /// Which scenarios of a plan.
@@ -158,6 +163,7 @@ pub fn run_lab(cmd: LabCommand) -> Result<()> {
         LabCommand::Merge(a) => merge_cmd(a),
         LabCommand::Report(a) => report_cmd(a),
         LabCommand::Submit(a) => submit_cmd(a),
+        LabCommand::Testbed(c) => crate::testbed_cmd::run(c),
     }
 }
 

@@ -19,6 +19,7 @@ mod runner;
 mod server;
 mod shard_run;
 mod sim_cmd;
+mod testbed_cmd;
 mod tls;
 
 use clap::Parser;
