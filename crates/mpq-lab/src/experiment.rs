@@ -10,7 +10,7 @@ use mpq_proto::conn::AckPolicy;
 use mpq_proto::sched::SchedulerKind;
 
 use crate::error::{FileError, LabError, Result};
-use crate::file::{DesignKind, DesignSpec, ExperimentFile, PathSpec, TopologySpec};
+use crate::file::{DesignKind, DesignSpec, ExperimentFile, PathSpec, Testbed, TopologySpec};
 use crate::param::{Param, ParamKind, ParamValue};
 use crate::quantity::{Kind, Quantity, Unit};
 
@@ -127,8 +127,12 @@ pub struct Experiment {
     pub baselines: bool,
     /// Congestion controller of the baselines (`None`: the run's).
     pub baseline_cc: Option<CcAlgorithm>,
-    /// Virtual-time limit of each run.
+    /// Virtual-time limit of each run (wall-clock on the kernel testbed).
     pub max_time: Option<Duration>,
+    /// Where the runs happen.
+    pub testbed: Testbed,
+    /// mpq's runtime on the kernel testbed (`single` or `per-path`).
+    pub runtime: String,
 }
 
 /// Largest number of points a grid may have.
@@ -364,6 +368,9 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         }
         None => None,
     };
+    if !["single", "per-path"].contains(&f.runtime.as_str()) {
+        return Err(c.err("runtime", format!("unknown runtime {:?}; expected single or per-path", f.runtime)));
+    }
     Ok(Experiment {
         path: PathBuf::new(),
         text: String::new(),
@@ -383,6 +390,8 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         baselines: f.baselines.single_path,
         baseline_cc,
         max_time,
+        testbed: f.testbed,
+        runtime: f.runtime,
     })
 }
 

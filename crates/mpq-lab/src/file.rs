@@ -47,8 +47,13 @@ pub struct ExperimentFile {
     /// Single-path runs to compare with.
     #[serde(default)]
     pub baselines: BaselineSpec,
-    /// Stop each run after this much virtual time (default: generous, from the workload).
+    /// Stop each run after this much virtual time (default: generous, from the workload);
+    /// on the kernel testbed, wall-clock time (default 300 s).
     pub max_time: Option<Param<TimeKind>>,
+    /// The runtime of mpq's endpoints on the kernel testbed: `single` (one event loop) or
+    /// `per-path` (a thread per path; the default). The simulator ignores it.
+    #[serde(default = "default_runtime")]
+    pub runtime: String,
 }
 
 fn default_seed() -> u64 {
@@ -59,6 +64,10 @@ fn one() -> u32 {
     1
 }
 
+fn default_runtime() -> String {
+    "per-path".into()
+}
+
 /// Where the runs happen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -66,6 +75,9 @@ pub enum Testbed {
     /// The deterministic simulator (virtual time, the real protocol code).
     #[default]
     Sim,
+    /// The kernel testbed (`mpq lab testbed`): network namespaces, the user-space link
+    /// emulator, `mpq perf` over real sockets in real time; needs root.
+    Netns,
 }
 
 /// One class of scenarios (e.g. seed 002's low-BDP-no-loss).

@@ -8,7 +8,8 @@
 //!   schema, [`param`] and [`quantity`] its values, [`locate`] finds a key's line for errors.
 //! - [`wsp`] and [`design`]: design points of a class.
 //! - [`plan`]: scenarios and runs, with seeds and stable IDs; [`shard`]: slices of a plan.
-//! - [`exec`], [`runner`]: running ([`qlog`]: qlog files per run); [`metrics`]: the row of a run (EBen included);
+//! - [`exec`], [`runner`]: running ([`qlog`]: qlog files per run); [`netns_exec`]: a run on the
+//!   kernel testbed (`testbed: netns`); [`metrics`]: the row of a run (EBen included);
 //!   [`results`], [`csv`], [`manifest`]: the results directory and merging.
 //! - [`slurm`]: a plan as a Slurm job array with a dependent merge job.
 //! - [`report`]: the HTML report (plotters figures, tables) of a results directory.
@@ -47,6 +48,7 @@ pub mod file;
 pub mod locate;
 pub mod manifest;
 pub mod metrics;
+pub mod netns_exec;
 pub mod param;
 pub mod plan;
 pub mod qlog;

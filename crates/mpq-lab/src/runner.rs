@@ -14,6 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::error::{LabError, Result};
 use crate::exec::execute;
 use crate::experiment::Experiment;
+use crate::file::Testbed;
 use crate::manifest::Manifest;
 use crate::metrics::{fill_eben, Row};
 use crate::plan::{Plan, Role};
@@ -35,6 +36,9 @@ pub struct RunOptions {
     pub progress: bool,
     /// Write each run's qlog files into this directory (see [`crate::qlog`]).
     pub qlog: Option<PathBuf>,
+    /// The `mpq` binary the kernel testbed's runs start (its emulator, `mpq perf` at both
+    /// ends); `None`: the running program. The simulator does not use it.
+    pub mpq: Option<PathBuf>,
 }
 
 /// What a run of the runner did.
@@ -88,6 +92,14 @@ fn failed(r: &Row) -> bool {
 
 /// Runs the scenarios of `plan` that `opts` selects; see the [module docs](self).
 pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
+    let kernel = exp.testbed == Testbed::Netns;
+    if kernel {
+        crate::netns_exec::check(exp, plan).map_err(LabError::Other)?;
+    }
+    let mpq = match &opts.mpq {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(LabError::io("finding the running mpq binary"))?,
+    };
     prepare_out(exp, &opts.out)?;
     if let Some(q) = &opts.qlog {
         std::fs::create_dir_all(q).map_err(LabError::io(format!("creating the qlog directory {}", q.display())))?;
@@ -121,12 +133,14 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
     let mut manifests_out = Appender::open(&opts.out.join(MANIFESTS))?;
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
-    let jobs = opts.jobs.max(1).min(tasks.len().max(1));
+    // The kernel testbed runs in real time on this machine's cores: one run at a time, so
+    // that runs do not take CPU from each other.
+    let jobs = if kernel { 1 } else { opts.jobs.max(1).min(tasks.len().max(1)) };
     let (tx, rx) = mpsc::channel::<(Row, Manifest)>();
     let outcome = std::thread::scope(|s| -> Result<()> {
         for _ in 0..jobs {
             let tx = tx.clone();
-            let (next, stop, tasks, existing) = (&next, &stop, &tasks, &existing);
+            let (next, stop, tasks, existing, mpq) = (&next, &stop, &tasks, &existing, &mpq);
             s.spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let Some(&k) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
@@ -137,7 +151,18 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
                             done.insert(run.id.clone(), r.clone());
                             continue;
                         }
-                        let (mut row, manifest) = execute(exp, sc, run, opts.qlog.as_deref());
+                        let (mut row, manifest) = if kernel {
+                            let done = crate::netns_exec::execute(exp, sc, run, opts.qlog.as_deref(), mpq);
+                            if crate::netns_exec::interrupted() {
+                                // Not recorded: the run was cut short, so a resumed
+                                // experiment runs it again.
+                                stop.store(true, Ordering::Relaxed);
+                                return;
+                            }
+                            done
+                        } else {
+                            execute(exp, sc, run, opts.qlog.as_deref())
+                        };
                         if row.role == Role::Multipath {
                             fill_eben(&mut row, |id| done.get(id));
                         }
@@ -166,6 +191,14 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
     });
     bar.finish_and_clear();
     outcome?;
+    if kernel && crate::netns_exec::interrupted() {
+        write_csv(&opts.out)?;
+        return Err(LabError::Other(format!(
+            "interrupted after {} runs; the testbed was removed; the same command resumes (results in {})",
+            summary.ran,
+            opts.out.display()
+        )));
+    }
     write_csv(&opts.out)?;
     Ok(summary)
 }

@@ -31,8 +31,15 @@ fn paths_and_competitor_together_fit_in_the_bottleneck() {
     assert_eq!(plan.scenarios[0].bottleneck.as_deref(), Some("5mbit/16ms/queue=30ms"));
     assert_eq!(plan.scenarios[1].params["bottleneck.rate"], "10mbit");
     let dir = tempfile::tempdir().unwrap();
-    let opts =
-        RunOptions { limit: None, shard: None, out: dir.path().to_owned(), jobs: 1, progress: false, qlog: None };
+    let opts = RunOptions {
+        limit: None,
+        shard: None,
+        out: dir.path().to_owned(),
+        jobs: 1,
+        progress: false,
+        qlog: None,
+        mpq: None,
+    };
     let s = run(&exp, &plan, &opts).unwrap();
     assert_eq!((s.runs, s.failed), (6, 0));
     let rows: Vec<Row> = read_rows(&dir.path().join(RESULTS_JSONL), false).unwrap();

@@ -30,7 +30,8 @@ fn experiment() -> (Experiment, Plan) {
 
 fn go(out: &Path, limit: Option<usize>, shard: Option<Shard>) -> RunSummary {
     let (exp, plan) = experiment();
-    run(&exp, &plan, &RunOptions { limit, shard, out: out.to_owned(), jobs: 2, progress: false, qlog: None }).unwrap()
+    run(&exp, &plan, &RunOptions { limit, shard, out: out.to_owned(), jobs: 2, progress: false, qlog: None, mpq: None })
+        .unwrap()
 }
 
 fn rows(dir: &Path) -> Vec<Row> {
@@ -110,8 +111,15 @@ fn another_experiment_file_in_the_same_directory_is_refused() {
     go(dir.path(), Some(1), None);
     let exp = Experiment::from_text(Path::new("tiny.yaml"), EXP.replace("seed: 5", "seed: 6")).unwrap();
     let plan = Plan::new(&exp).unwrap();
-    let opts =
-        RunOptions { limit: Some(1), shard: None, out: dir.path().to_owned(), jobs: 1, progress: false, qlog: None };
+    let opts = RunOptions {
+        limit: Some(1),
+        shard: None,
+        out: dir.path().to_owned(),
+        jobs: 1,
+        progress: false,
+        qlog: None,
+        mpq: None,
+    };
     let e = run(&exp, &plan, &opts).unwrap_err().to_string();
     assert!(e.contains("another version of the experiment file"), "{e}");
 }
@@ -188,6 +196,7 @@ fn qlog_files_per_run_hold_the_connections_events() {
         jobs: 1,
         progress: false,
         qlog: Some(qlog.clone()),
+        mpq: None,
     };
     let s = run(&exp, &plan, &opts).unwrap();
     assert_eq!((s.ran, s.failed), (4, 0));

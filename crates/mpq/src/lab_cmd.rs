@@ -237,6 +237,7 @@ fn run_cmd(a: RunArgs) -> Result<()> {
         jobs,
         progress: !a.quiet,
         qlog: a.qlog,
+        mpq: None,
     };
     #[allow(clippy::disallowed_methods)] // wall time of the whole experiment, for the summary
     let start = std::time::Instant::now();

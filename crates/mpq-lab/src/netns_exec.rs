@@ -1,0 +1,503 @@
+//! Runs one planned run on the kernel testbed (`testbed: netns`): the run's paths become a
+//! testbed (network namespaces joined through the user-space link emulator, [`crate::testbed`]),
+//! `mpq perf server` and `mpq perf client` run in its namespaces over the real kernel and the
+//! runtime the experiment names, and the row is filled from the client's JSON summary, the
+//! server's account of the connection and the emulator's link counters. The testbed is taken
+//! down after every run, whatever happened, so that runs do not share queues or state.
+//!
+//! Times are wall-clock: the completion time is the client's, from the handshake's completion
+//! to the last byte (the simulator's counts from the first packet), and scripted path failures
+//! count from the emulator's start, a few milliseconds before the client's first packet.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::experiment::{Experiment, WorkloadPlan};
+use crate::manifest::{fnv1a_hex, git_commit, version, Manifest};
+use crate::metrics::{row, Row};
+use crate::plan::{Plan, PlannedScenario, RunSpec};
+use crate::testbed::control;
+use crate::testbed::lifecycle::{self, Launcher, UpOptions};
+use crate::testbed::sys;
+
+/// How long a run may take when the experiment sets no `max_time`.
+const DEFAULT_RUN_LIMIT: Duration = Duration::from_secs(300);
+/// How long the server may take to say where it listens.
+const SERVER_READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the server may take, after the client finished, to report the connection.
+const SERVER_REPORT_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[allow(clippy::disallowed_methods)] // the kernel testbed runs in real time
+fn wall_clock() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
+/// Checks, before anything runs, that the plan can run on the kernel testbed: downloads only
+/// (request/response has no `mpq perf` workload yet), no shared bottleneck (the testbed's
+/// paths are independent), at most 8 paths; and that this host can build testbeds (root,
+/// `ip`, `/dev/net/tun`).
+pub fn check(exp: &Experiment, plan: &Plan) -> Result<(), String> {
+    if let WorkloadPlan::ReqResp { .. } = exp.workload {
+        return Err(format!(
+            "{}: testbed netns runs downloads only (the request/response workload is simulator-only for now)",
+            exp.path.display()
+        ));
+    }
+    for s in &plan.scenarios {
+        if s.bottleneck.is_some() {
+            return Err(format!(
+                "{}: class {}: the kernel testbed has no shared bottleneck yet; use testbed: sim",
+                exp.path.display(),
+                s.class
+            ));
+        }
+        if s.links.len() > 8 {
+            return Err(format!("{}: class {}: the kernel testbed has at most 8 paths", exp.path.display(), s.class));
+        }
+    }
+    crate::testbed::host::preflight()
+}
+
+/// The testbed name of a run: unique to this process and run, within the 24 characters a
+/// testbed name may have.
+fn testbed_name(run: &RunSpec) -> String {
+    format!("lab{}-{}", std::process::id(), &fnv1a_hex(&run.id)[..8])
+}
+
+/// The `ip netns exec NS PROGRAM ARGS...` command.
+fn in_namespace(ns: &str, program: &Path, args: &[String]) -> Command {
+    let mut c = Command::new("ip");
+    c.arg("netns").arg("exec").arg(ns).arg(program).args(args);
+    c
+}
+
+/// The protocol settings of `run` as `mpq perf` options (both ends take them).
+fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
+    let mut a = vec![
+        "--cc".into(),
+        run.cc.clone(),
+        "--scheduler".into(),
+        run.scheduler.clone(),
+        "--ack-policy".into(),
+        run.ack_policy.clone(),
+        "--threads".into(),
+        exp.runtime.clone(),
+    ];
+    if let Some(n) = run.ack_ranges {
+        a.extend(["--ack-ranges".into(), n.to_string()]);
+    }
+    a
+}
+
+/// Kills a child process (and reaps it) when dropped, so that no endpoint outlives its run.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Takes the testbed down when dropped.
+struct TestbedDown(String);
+
+impl Drop for TestbedDown {
+    fn drop(&mut self) {
+        if let Err(e) = lifecycle::down(&self.0) {
+            eprintln!("taking testbed {} down: {e}", self.0);
+        }
+    }
+}
+
+/// What one run on the testbed measured.
+struct Measured {
+    /// The client's JSON summary.
+    client: serde_json::Value,
+    /// The server's `connection ended:` JSON, if it came in time.
+    server: Option<serde_json::Value>,
+    /// The emulator's counters at the end.
+    links: control::Report,
+    /// The client's command line.
+    command: String,
+}
+
+/// Runs `run` of `scenario` on a fresh testbed with the `mpq` binary `mpq`; returns its row
+/// (EBen not set) and manifest. Anything that fails becomes the row's error.
+pub fn execute(
+    exp: &Experiment,
+    scenario: &PlannedScenario,
+    run: &RunSpec,
+    qlog: Option<&Path>,
+    mpq: &Path,
+) -> (Row, Manifest) {
+    let start = wall_clock();
+    let name = testbed_name(run);
+    let outcome = measure(exp, scenario, run, qlog, mpq, &name);
+    let wall_s = start.elapsed().as_secs_f64();
+    let (r, command) = match outcome {
+        Ok(m) => {
+            let command = m.command.clone();
+            (fill(row(&exp.name, scenario, run, "download", Err(""), wall_s), run, &m), command)
+        }
+        Err(e) => (row(&exp.name, scenario, run, "download", Err(&e), wall_s), String::new()),
+    };
+    let m = Manifest {
+        run_id: run.id.clone(),
+        experiment: exp.name.clone(),
+        experiment_hash: fnv1a_hex(&exp.text),
+        scenario: scenario.id.clone(),
+        seed: scenario.seed,
+        testbed: format!("netns (Linux {})", kernel_release()),
+        command,
+        mpq_version: version().into(),
+        git_commit: git_commit().into(),
+    };
+    (r, m)
+}
+
+/// The running kernel's release (`uname -r`), for manifests.
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").map_or_else(|_| "unknown".into(), |s| s.trim().to_owned())
+}
+
+fn measure(
+    exp: &Experiment,
+    scenario: &PlannedScenario,
+    run: &RunSpec,
+    qlog: Option<&Path>,
+    mpq: &Path,
+    name: &str,
+) -> Result<Measured, String> {
+    let links: Vec<String> = run.path_indices.iter().map(|&i| scenario.links[i].clone()).collect();
+    // The scenario's failures of this run's paths, in the run's path order.
+    let events: Vec<String> = scenario
+        .fail
+        .iter()
+        .filter_map(|&(i, t)| run.path_indices.iter().position(|&p| p == i).map(|k| format!("{k}@{t}s:down")))
+        .collect();
+    let opts = UpOptions { name: name.to_owned(), links, events, seed: scenario.seed, realtime: false };
+    let launcher =
+        Launcher { program: mpq.to_owned(), args: ["lab", "testbed", "emulator", "--name"].map(String::from).to_vec() };
+    let state = lifecycle::up(&opts, &launcher)?;
+    let _down = TestbedDown(name.to_owned());
+    let proto = protocol_args(exp, run);
+    let qlog_dir = |role: &str| -> Option<PathBuf> {
+        qlog.map(|d| d.join(run.id.replace('/', "_")).join(role)).filter(|d| std::fs::create_dir_all(d).is_ok())
+    };
+
+    // The server: every address of the server namespace, a port the kernel picks.
+    let mut server_args: Vec<String> = vec!["perf".into(), "server".into(), "--listen".into(), "0.0.0.0:0".into()];
+    server_args.extend(proto.iter().cloned());
+    if let Some(d) = qlog_dir("server") {
+        server_args.extend(["--qlog-dir".into(), d.display().to_string()]);
+    }
+    let mut server = Reaped(
+        in_namespace(&state.server_ns, mpq, &server_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting the server ({}): {e}", mpq.display()))?,
+    );
+    let port = server_port(&mut server.0)?;
+    let ended = server_reports(&mut server.0);
+
+    // The client: path 0's server address, one local address per path (the testbed routes
+    // by source address, so path k's packets take path k's links).
+    let mut client_args: Vec<String> = vec![
+        "perf".into(),
+        "client".into(),
+        "--connect".into(),
+        format!("{}:{port}", state.paths[0].server),
+        "--bytes".into(),
+        run.size.to_string(),
+        "--json".into(),
+    ];
+    for p in &state.paths {
+        client_args.extend(["--local".into(), format!("{}:0", p.client)]);
+    }
+    if state.paths.len() == 1 {
+        client_args.push("--no-multipath".into());
+    }
+    client_args.extend(proto.iter().cloned());
+    if let Some(d) = qlog_dir("client") {
+        client_args.extend(["--qlog-dir".into(), d.display().to_string()]);
+    }
+    let command = format!(
+        "ip netns exec {} {} {}",
+        state.client_ns,
+        mpq.display(),
+        client_args.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" ")
+    );
+    let client = in_namespace(&state.client_ns, mpq, &client_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting the client: {e}"))?;
+    let limit = exp.max_time.unwrap_or(DEFAULT_RUN_LIMIT);
+    let out = wait_limited(client, limit)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        return Err(format!("the client failed ({}): {}", out.status, last_lines(&stderr, 3)));
+    }
+    let client: serde_json::Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .ok_or_else(|| format!("no JSON summary from the client: {}", last_lines(&stderr, 3)))?;
+    let server_report = ended.recv_timeout(SERVER_REPORT_TIMEOUT).ok();
+    let links = control::stats(name).map_err(|e| format!("the emulator's counters: {e}"))?;
+    Ok(Measured { client, server: server_report, links, command })
+}
+
+/// Reads the server's standard output up to its `listening on ADDR:PORT` line; returns the
+/// port. The rest of its output is drained by a thread.
+fn server_port(server: &mut Child) -> Result<u16, String> {
+    let stdout = server.stdout.take().ok_or("the server's output")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if !sent {
+                if let Some(port) = line.strip_prefix("listening on ").and_then(|a| a.rsplit(':').next()) {
+                    let _ = tx.send(port.parse::<u16>().ok());
+                    sent = true;
+                }
+            }
+        }
+    });
+    match rx.recv_timeout(SERVER_READY_TIMEOUT) {
+        Ok(Some(port)) => Ok(port),
+        Ok(None) => Err("the server printed an address without a port".into()),
+        Err(_) => {
+            let status = server.try_wait().ok().flatten();
+            Err(match status {
+                Some(s) => format!("the server exited ({s}) before it listened"),
+                None => format!("the server did not listen within {SERVER_READY_TIMEOUT:?}"),
+            })
+        }
+    }
+}
+
+/// Drains the server's standard error; sends the JSON of each `connection ended:` line.
+fn server_reports(server: &mut Child) -> mpsc::Receiver<serde_json::Value> {
+    let (tx, rx) = mpsc::channel();
+    if let Some(stderr) = server.stderr.take() {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(v) = line.find("connection ended: ").and_then(|i| {
+                    serde_json::from_str::<serde_json::Value>(&line[i + "connection ended: ".len()..]).ok()
+                }) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+    }
+    rx
+}
+
+/// How often a wait for the client looks for Ctrl-C.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// Waits for `child` at most `limit`, collecting its output; kills it after that, or when
+/// the user interrupts the experiment ([`interrupted`]).
+fn wait_limited(child: Child, limit: Duration) -> Result<std::process::Output, String> {
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let start = wall_clock();
+    loop {
+        match rx.recv_timeout(STOP_POLL) {
+            Ok(r) => return r.map_err(|e| format!("waiting for the client: {e}")),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err("the client's waiter died".into()),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        let why = if interrupted() {
+            "interrupted".to_owned()
+        } else if start.elapsed() >= limit {
+            format!("the run did not finish within {limit:?} (max_time); the client was killed")
+        } else {
+            continue;
+        };
+        let _ = sys::kill(pid, libc::SIGKILL);
+        let _ = rx.recv_timeout(Duration::from_secs(5));
+        return Err(why);
+    }
+}
+
+/// Whether the user asked the experiment to stop (Ctrl-C, SIGTERM, SIGHUP: building a
+/// testbed catches them so that it can always clean up).
+pub fn interrupted() -> bool {
+    sys::stop_requested()
+}
+
+/// The last `n` non-empty lines of `text`, joined with " | ".
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+/// `s` quoted for a shell when it needs it (manifests only).
+fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,".contains(&b)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// Fills `r` (a row with nothing measured) from what the run measured.
+fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
+    r.error = None;
+    let num = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_f64);
+    let int = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    r.bytes = int(&m.client, "bytes");
+    r.goodput_bps = num(&m.client, "goodput_bps").unwrap_or(0.0);
+    r.completion_s = num(&m.client, "duration_s");
+    r.multipath = m.client.get("multipath").and_then(serde_json::Value::as_bool).unwrap_or(false);
+    r.completed = r.bytes >= run.size;
+    // mpq perf checks the length of what it received, not every byte's value.
+    r.data_ok = r.completed;
+    if !r.completed {
+        r.error = Some(format!("the client received {} of {} bytes", r.bytes, run.size));
+    }
+    // Bytes the emulator delivered server -> client on each path (IP packets), mapped back to
+    // the topology's order.
+    for (k, p) in m.links.paths.iter().enumerate() {
+        if let Some(&topo) = run.path_indices.get(k) {
+            r.path_bytes[topo] = p.s2c.delivered_bytes;
+        }
+        r.dropped_packets += p.s2c.dropped_queue + p.s2c.dropped_loss + p.s2c.dropped_down + p.s2c.dropped_mtu;
+    }
+    let total: u64 = r.path_bytes.iter().sum();
+    if total > 0 {
+        r.path_share = r.path_bytes.iter().map(|&b| b as f64 / total as f64).collect();
+    }
+    let paths =
+        |v: &serde_json::Value| v.get("paths").and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
+    if let Some(s) = &m.server {
+        r.lost_packets = paths(s).iter().map(|p| int(p, "lost_packets")).sum();
+        r.retransmitted_bytes = paths(s).iter().map(|p| int(p, "lost_bytes")).sum();
+        r.spurious_loss_est = r.lost_packets.saturating_sub(r.dropped_packets);
+    }
+    r.ack_frames = paths(&m.client).iter().map(|p| int(p, "acks_sent")).sum();
+    let ranges: u64 = paths(&m.client).iter().map(|p| int(p, "ack_ranges_sent")).sum();
+    r.ranges_per_ack = (r.ack_frames > 0).then(|| ranges as f64 / r.ack_frames as f64);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testbed::control::{LinkReport, PathReport};
+
+    fn link(delivered: u64, dropped: u64) -> LinkReport {
+        LinkReport {
+            up: true,
+            rate_bps: 0,
+            delay_ms: 0.0,
+            loss: 0.0,
+            sent_packets: 0,
+            sent_bytes: 0,
+            delivered_packets: 0,
+            delivered_bytes: delivered,
+            dropped_queue: dropped,
+            dropped_loss: 0,
+            dropped_down: 0,
+            dropped_mtu: 0,
+            duplicated: 0,
+            reordered: 0,
+        }
+    }
+
+    fn run(paths: Vec<usize>, size: u64) -> RunSpec {
+        RunSpec {
+            id: "c/0/r0/multipath".into(),
+            role: crate::plan::Role::Multipath,
+            path_indices: paths.clone(),
+            initial_path: paths[0],
+            scheduler: "lowest-rtt".into(),
+            cc: "cubic".into(),
+            ack_policy: "same-path".into(),
+            ack_ranges: None,
+            size,
+            baselines: vec![],
+        }
+    }
+
+    fn empty_row(n: usize) -> Row {
+        Row { path_bytes: vec![0; n], path_share: vec![0.0; n], ..Row::default() }
+    }
+
+    #[test]
+    fn a_row_takes_the_clients_summary_the_servers_losses_and_the_links_counters_in_topology_order() {
+        let m = Measured {
+            client: serde_json::json!({
+                "bytes": 1000, "goodput_bps": 8000.0, "duration_s": 1.0, "multipath": true,
+                "paths": [{"acks_sent": 3, "ack_ranges_sent": 6}, {"acks_sent": 1, "ack_ranges_sent": 1}],
+            }),
+            server: Some(
+                serde_json::json!({"paths": [{"lost_packets": 4, "lost_bytes": 5000}, {"lost_packets": 1, "lost_bytes": 1200}]}),
+            ),
+            links: control::Report {
+                uptime_s: 1.0,
+                in_flight: 0,
+                not_ipv4: 0,
+                write_errors: 0,
+                // The run's path 0 is topology path 1.
+                paths: vec![
+                    PathReport { c2s: link(0, 0), s2c: link(300, 2), kernel_drops: 0 },
+                    PathReport { c2s: link(0, 0), s2c: link(900, 1), kernel_drops: 0 },
+                ],
+            },
+            command: String::new(),
+        };
+        let r = fill(empty_row(2), &run(vec![1, 0], 1000), &m);
+        assert!(r.completed && r.data_ok && r.multipath && r.error.is_none());
+        assert_eq!(r.path_bytes, vec![900, 300]);
+        assert!((r.path_share[0] - 0.75).abs() < 1e-9);
+        assert_eq!((r.dropped_packets, r.lost_packets, r.retransmitted_bytes, r.spurious_loss_est), (3, 5, 6200, 2));
+        assert_eq!((r.ack_frames, r.ranges_per_ack), (4, Some(7.0 / 4.0)));
+        assert_eq!((r.completion_s, r.goodput_bps), (Some(1.0), 8000.0));
+    }
+
+    #[test]
+    fn a_short_download_is_an_incomplete_run_with_an_error() {
+        let m = Measured {
+            client: serde_json::json!({"bytes": 10, "goodput_bps": 1.0, "duration_s": 2.0}),
+            server: None,
+            links: control::Report { uptime_s: 0.0, in_flight: 0, not_ipv4: 0, write_errors: 0, paths: vec![] },
+            command: String::new(),
+        };
+        let r = fill(empty_row(1), &run(vec![0], 1000), &m);
+        assert!(!r.completed && !r.data_ok);
+        assert!(r.error.as_deref().unwrap().contains("10 of 1000"), "{:?}", r.error);
+    }
+
+    #[test]
+    fn testbed_names_fit_and_differ_per_run() {
+        let a = testbed_name(&run(vec![0], 1));
+        let mut other = run(vec![0], 1);
+        other.id = "c/0/r0/baseline-p0".into();
+        let b = testbed_name(&other);
+        assert_ne!(a, b);
+        for n in [a, b] {
+            crate::testbed::plan::Names::new(&n).unwrap();
+        }
+    }
+
+    #[test]
+    fn shell_words_quote_what_a_shell_would_split() {
+        assert_eq!(shell_word("--bytes"), "--bytes");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+    }
+}

@@ -1,0 +1,93 @@
+//! Lab experiment files on the kernel testbed (`testbed: netns`): `mpq lab run` builds a
+//! testbed per run, runs `mpq perf` at both ends through the link emulator and records rows
+//! with the simulator's metrics (EBen included). Needs root; see common/testbed.rs for
+//! skipping.
+
+use std::path::Path;
+
+#[path = "common/testbed.rs"]
+mod testbed;
+
+use testbed::{available, mpq};
+
+fn rows(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Namespaces of testbeds that lab runs built (`mpqlab-labPID-...`).
+fn our_namespaces() -> Vec<String> {
+    let out = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("-lab"))
+        .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_smoke_experiment_runs_on_the_kernel_testbed_with_its_baselines_and_cleans_up() {
+    if !available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/testbed-smoke.yaml");
+    let o = mpq(&["lab", "run", file.to_str().unwrap(), "--limit", "1", "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "mpq lab run: {}", String::from_utf8_lossy(&o.stderr));
+    let rows = rows(&out.join("results.jsonl"));
+    // One scenario: a baseline on each of the two links, a multipath run from each path.
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["error"], serde_json::Value::Null, "{r}");
+        assert_eq!(r["completed"], true, "{r}");
+        assert_eq!(r["bytes"], 2_000_000, "{r}");
+        assert!(r["goodput_bps"].as_f64().unwrap() > 1e6, "{r}");
+        // The emulator's counters: what each link delivered to the client.
+        let bytes: Vec<u64> = r["path_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
+        assert!(bytes.iter().sum::<u64>() >= 2_000_000, "{r}");
+        if r["role"] == "multipath" {
+            assert_eq!(r["multipath"], true, "{r}");
+            assert!(bytes.iter().all(|&b| b > 100_000), "both links carry data: {r}");
+            assert!(r["eben"].as_f64().is_some(), "EBen against the two baselines: {r}");
+        } else {
+            assert_eq!(bytes.iter().filter(|&&b| b > 0).count(), 1, "a baseline uses its link alone: {r}");
+        }
+    }
+    let manifests = std::fs::read_to_string(out.join("manifests.jsonl")).unwrap();
+    assert!(manifests.contains("\"testbed\":\"netns (Linux "), "{manifests}");
+    assert!(manifests.contains("perf client --connect"), "the client's command line: {manifests}");
+    let o = mpq(&["lab", "report", out.to_str().unwrap()]);
+    assert!(o.status.success(), "mpq lab report: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read_to_string(out.join("report.html")).unwrap().matches("<svg").count() >= 2);
+    // Every testbed of the runs was removed: namespaces and state files.
+    assert_eq!(our_namespaces(), Vec::<String>::new());
+    assert_eq!(
+        std::fs::read_dir("/run/mpq-lab")
+            .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("lab")).count())
+            .unwrap_or(0),
+        0
+    );
+}
+
+#[test]
+fn an_experiment_the_kernel_testbed_cannot_run_is_refused_before_anything_runs() {
+    if !available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bottleneck.yaml");
+    std::fs::write(
+        &file,
+        "name: nb\ntestbed: netns\nworkload: {download: 1MB}\ntopology:\n  paths: [{rate: 10mbit, rtt: 10ms}, {rate: 10mbit, rtt: 10ms}]\n  bottleneck: {rate: 10mbit, rtt: 1ms}\n",
+    )
+    .unwrap();
+    let o = mpq(&["lab", "run", file.to_str().unwrap(), "--quiet", "--out", dir.path().join("o").to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no shared bottleneck"), "{err}");
+    let file = dir.path().join("runtime.yaml");
+    std::fs::write(&file, "name: nr\ntestbed: netns\nruntime: threads\nworkload: {download: 1MB}\ntopology:\n  paths: [{rate: 10mbit, rtt: 10ms}]\n").unwrap();
+    let o = mpq(&["lab", "run", file.to_str().unwrap(), "--quiet", "--out", dir.path().join("o2").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("runtime") && err.contains("per-path"), "{err}");
+}
