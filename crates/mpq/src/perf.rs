@@ -572,6 +572,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
     }
     if args.json {
         let out = json!({
+            "transport": "quic",
             "goodput_bps": goodput,
             "duration_s": secs,
             "bytes": app.bytes,
