@@ -162,6 +162,32 @@ pub enum Threads {
     PerPath,
 }
 
+/// What `mpq perf` measures over (`--transport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Transport {
+    /// mpq's QUIC over UDP: multipath when both ends offer it, every path from --local.
+    #[default]
+    Quic,
+    /// TLS 1.3 (rustls, the same suites and ALPN as QUIC) over one kernel TCP connection
+    /// per stream: the single-path baseline.
+    TcpTls,
+    /// TLS 1.3 (rustls) over kernel MPTCP (IPPROTO_MPTCP): the kernel's path manager adds
+    /// subflows from its endpoints (`ip mptcp endpoint ... subflow`, which `mpq lab testbed
+    /// up` configures), and the client reports how many joined.
+    MptcpTls,
+}
+
+impl Transport {
+    /// The name on the command line and in the reports (`quic`, `tcp-tls`, `mptcp-tls`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Quic => "quic",
+            Transport::TcpTls => "tcp-tls",
+            Transport::MptcpTls => "mptcp-tls",
+        }
+    }
+}
+
 /// How a client spreads paths over addresses (multipath).
 #[derive(Debug, Args, Clone)]
 pub struct PathArgs {
@@ -292,6 +318,11 @@ pub struct PerfServerArgs {
     /// of spoofed Initials) or always (one more round trip for every new client).
     #[arg(long, default_value = "auto", value_name = "MODE")]
     pub retry: mpq_proto::token::RetryMode,
+    /// What to serve over: quic (mpq, UDP), tcp-tls (rustls over kernel TCP) or mptcp-tls
+    /// (rustls over kernel MPTCP; it also accepts plain TCP clients, which fall back). A
+    /// client must use the same.
+    #[arg(long, default_value = "quic", value_name = "TRANSPORT")]
+    pub transport: Transport,
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -335,6 +366,15 @@ pub struct PerfClientArgs {
     /// min-RTT scheduler, the fastest path with room in its congestion window).
     #[arg(long, value_name = "PATH_ID", requires = "datagrams")]
     pub datagram_path: Option<u64>,
+    /// What to measure over: quic (mpq, UDP; multipath over every --local), tcp-tls (TLS
+    /// 1.3 over a kernel TCP connection per stream, from the first --local) or mptcp-tls
+    /// (TLS 1.3 over kernel MPTCP: the initial subflow from the first --local, more from
+    /// the kernel's subflow endpoints; with several --local the client reports
+    /// mptcp_subflows_joined and warns if none joined). The server must use the same.
+    /// TCP's congestion control is the kernel's (sysctl net.ipv4.tcp_congestion_control);
+    /// --cipher, --rcvbuf, --sndbuf and --handshake-timeout apply to both.
+    #[arg(long, default_value = "quic", value_name = "TRANSPORT")]
+    pub transport: Transport,
     /// Multipath addresses.
     #[command(flatten)]
     pub paths: PathArgs,

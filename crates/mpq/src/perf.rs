@@ -24,7 +24,7 @@ use crate::runner::{self, App};
 
 /// What the server sends: zeros (the payload is encrypted anyway), handed to the stream
 /// without copying ([`mpq_proto::conn::Connection::write_bytes`]).
-static ZEROS: [u8; 1024 * 1024] = [0; 1024 * 1024];
+pub(crate) static ZEROS: [u8; 1024 * 1024] = [0; 1024 * 1024];
 
 /// The request a `--datagrams` client sends on a stream at the end: "how many of my
 /// datagrams arrived".
@@ -120,6 +120,9 @@ impl App for PerfServer {
 
 /// Runs the perf server until killed.
 pub fn server(args: PerfServerArgs) -> Result<()> {
+    if args.transport != crate::cli::Transport::Quic {
+        return crate::perf_tcp::server(args);
+    }
     let mut transport = runner::transport_config(&args.common)?;
     // Clients may measure datagrams (--datagrams): advertise them (RFC 9221 §3).
     transport.datagrams = DatagramConfig::enabled();
@@ -447,8 +450,31 @@ pub(crate) fn cpu_seconds() -> f64 {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// What each stream asks for: (bytes per stream, `u64::MAX` for a timed run; the run's
+/// duration), from `--streams`, `--bytes` and `--duration`, checked.
+fn workload(args: &PerfClientArgs) -> Result<(u64, Option<Duration>)> {
+    if args.streams == 0 {
+        bail!("--streams 0: at least one stream is needed");
+    }
+    Ok(match args.bytes {
+        Some(0) => bail!("--bytes 0: nothing to measure; give a positive byte count"),
+        Some(total) => (total.div_ceil(args.streams), None),
+        None => {
+            let d = runner::seconds("--duration", args.duration)?;
+            if d.is_zero() {
+                bail!("--duration 0: give a positive number of seconds");
+            }
+            (u64::MAX, Some(d))
+        }
+    })
+}
+
 /// Runs one measurement and prints the result.
 pub fn client(args: PerfClientArgs) -> Result<()> {
+    if args.transport != crate::cli::Transport::Quic {
+        let (per_stream, duration) = workload(&args)?;
+        return crate::perf_tcp::client(args, per_stream, duration);
+    }
     let mut transport = runner::transport_config(&args.common)?;
     if args.datagrams {
         transport.datagrams = DatagramConfig::enabled();
@@ -458,21 +484,8 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
     }
     let transport = runner::shared(transport);
     let tls = crate::tls::client_config(&args.common, None, true, b"perf", false)?;
-    if args.streams == 0 {
-        bail!("--streams 0: at least one stream is needed");
-    }
     let streams = args.streams;
-    let (per_stream, duration) = match args.bytes {
-        Some(0) => bail!("--bytes 0: nothing to measure; give a positive byte count"),
-        Some(total) => (total.div_ceil(streams), None),
-        None => {
-            let d = runner::seconds("--duration", args.duration)?;
-            if d.is_zero() {
-                bail!("--duration 0: give a positive number of seconds");
-            }
-            (u64::MAX, Some(d))
-        }
-    };
+    let (per_stream, duration) = workload(&args)?;
     let config = ClientConfig { tls, transport };
     if let Some(n) = args.common.shard {
         return crate::perf_shard::client(&args, config, duration, n as usize);
@@ -559,6 +572,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
     }
     if args.json {
         let out = json!({
+            "transport": "quic",
             "goodput_bps": goodput,
             "duration_s": secs,
             "bytes": app.bytes,

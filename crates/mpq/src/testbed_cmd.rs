@@ -15,7 +15,9 @@ pub enum TestbedCommand {
     /// Build client, server and router namespaces joined by one path per --link, start the
     /// link emulator, and print one JSON object: client_ns, server_ns and paths
     /// ([{"client": IP, "server": IP, ...}]). Run anything over it with
-    /// `ip netns exec <client_ns|server_ns> ...`. Needs root.
+    /// `ip netns exec <client_ns|server_ns> ...`. When the kernel has MPTCP, every client
+    /// address is also an MPTCP subflow endpoint (`"mptcp": true`), so MPTCP connections use
+    /// every path. Needs root.
     #[command(
         after_help = "Examples:\n  mpq lab testbed up --link 50mbit/20ms/queue=20ms --link 10mbit/80ms/loss=1%\n  \
 mpq lab testbed up --name b --link '10mbit/40ms|50mbit/40ms' --event 0@5s:down --event 0@8s:up\n  \

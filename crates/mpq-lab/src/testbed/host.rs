@@ -30,6 +30,11 @@ pub fn preflight() -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the kernel has MPTCP (`net.mptcp` sysctls exist; namespaces share the kernel).
+pub fn has_mptcp() -> bool {
+    Path::new("/proc/sys/net/mptcp/enabled").exists()
+}
+
 /// Runs `ip` with `args`; the error carries its standard error.
 pub fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")

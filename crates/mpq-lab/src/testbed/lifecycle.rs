@@ -52,7 +52,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `down` lets processes exit after SIGTERM before it kills them.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
-/// Checks `opts` without touching the system: the plan and the state to record.
+/// Checks `opts` without changing the system (it reads whether the kernel has MPTCP): the
+/// plan and the state to record.
 pub fn prepare(opts: &UpOptions) -> Result<(Plan, State), String> {
     let names = Names::new(&opts.name)?;
     let specs = opts
@@ -62,7 +63,11 @@ pub fn prepare(opts: &UpOptions) -> Result<(Plan, State), String> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("--link {e}"))?;
     let mtus = specs.iter().map(|s| s.mtu()).collect::<Result<Vec<_>, _>>().map_err(|e| format!("--link {e}"))?;
-    let plan = Plan::new(names, &mtus)?;
+    let mut plan = Plan::new(names, &mtus)?;
+    // MPTCP's path manager is set up whenever the kernel has MPTCP: it touches only MPTCP
+    // sockets, and then `mptcpize`d programs and `mpq perf --transport mptcp-tls` use every
+    // path without a flag to remember.
+    plan.mptcp = host::has_mptcp();
     for e in &opts.events {
         let ev = EventSpec::parse_scripted(e).map_err(|e| format!("--event {e}"))?;
         if ev.path >= specs.len() {
@@ -213,6 +218,7 @@ pub fn summary(state: &State) -> serde_json::Value {
         "events": state.events,
         "seed": state.seed,
         "realtime": state.realtime,
+        "mptcp": state.mptcp,
         "emulator_pid": state.emulator_pid,
         "started_unix_ns": state.started_unix_ns,
         "control": State::control_socket(&state.name),

@@ -14,6 +14,11 @@
 //! from path i's veths to `tunI` (table `100+i`: `default dev tunI`, and a blackhole
 //! behind it so that nothing bypasses the emulator if the device goes); what the emulator
 //! writes back into `tunI` is forwarded by the main table to the other veth.
+//!
+//! With MPTCP (when the kernel has it), every client address is an MPTCP `subflow` endpoint
+//! of the client namespace and both ends allow a subflow per extra path: an MPTCP
+//! connection from any client address then opens a subflow from each other one, i.e. one
+//! over every path (the in-kernel path manager; endpoints and limits are per namespace).
 
 use std::net::Ipv4Addr;
 
@@ -30,6 +35,9 @@ pub const TUN_MTU: usize = 65535;
 /// so that the link model, not the kernel, decides drops; packets dropped here show up in
 /// the emulator's `kernel_drops`.
 pub const TUN_TXQUEUELEN: u32 = 10_000;
+/// The most subflows (and accepted ADD_ADDRs) the kernel's path manager allows a connection
+/// (`MPTCP_PM_ADDR_MAX`).
+pub const MPTCP_MAX_SUBFLOWS: usize = 8;
 
 /// A testbed's name and the namespaces derived from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,6 +193,9 @@ pub struct Plan {
     pub names: Names,
     /// Its paths.
     pub paths: Vec<PathPlan>,
+    /// Configure MPTCP's path manager in the client and server namespaces (the kernel must
+    /// have MPTCP: `ip mptcp` fails otherwise).
+    pub mptcp: bool,
 }
 
 impl Plan {
@@ -193,7 +204,8 @@ impl Plan {
         if mtus.is_empty() || mtus.len() > MAX_PATHS {
             return Err(format!("a testbed has 1 to {MAX_PATHS} paths (one --link each), not {}", mtus.len()));
         }
-        Ok(Plan { names, paths: mtus.iter().enumerate().map(|(i, &m)| PathPlan::new(i, m)).collect() })
+        let paths = mtus.iter().enumerate().map(|(i, &m)| PathPlan::new(i, m)).collect();
+        Ok(Plan { names, paths, mptcp: false })
     }
 
     /// Every step that builds the testbed, in order. Namespaces first (removing them
@@ -240,6 +252,21 @@ impl Plan {
             ip(&mut v, format!("-n {c} route add default via {} dev {e} table {t}", p.router_client));
             ip(&mut v, format!("-n {c} rule add from {} lookup {t} pref 100", p.client));
             ip(&mut v, format!("-n {s} route add {} via {} dev {e}", p.client_net(), p.router_server));
+        }
+        if self.mptcp {
+            // One subflow per extra path. The server needs the limits too: it refuses
+            // joins beyond its own `subflows` limit.
+            let n = (self.paths.len() - 1).min(MPTCP_MAX_SUBFLOWS);
+            for ns in [&c, &s] {
+                sysctl(&mut v, ns, "net.mptcp.enabled", "1");
+                ip(&mut v, format!("-n {ns} mptcp limits set subflows {n} add_addr_accepted {n}"));
+            }
+            // Every client address, the first too: the path manager skips the address of
+            // the connection's first subflow, so a connection from any path opens
+            // subflows over all the others.
+            for p in &self.paths {
+                ip(&mut v, format!("-n {c} mptcp endpoint add {} dev {} subflow", p.client, p.endpoint_if()));
+            }
         }
         v
     }
@@ -301,9 +328,35 @@ mod tests {
         has("ip -n mpqlab-t-client rule add from 10.2.1.2 lookup 101 pref 100");
         has("ip -n mpqlab-t-client route add 10.2.2.0/24 via 10.2.1.1 dev path1");
         has("ip -n mpqlab-t-server route add 10.1.1.0/24 via 10.1.2.1 dev path0");
+        assert!(!lines.iter().any(|l| l.contains("mptcp")), "MPTCP configured without being asked");
         // rp_filter defaults come before any veth exists.
         let first_veth = lines.iter().position(|l| l.contains("type veth")).unwrap();
         let last_sysctl = lines.iter().rposition(|l| l.contains("rp_filter")).unwrap();
         assert!(last_sysctl < first_veth);
+    }
+
+    #[test]
+    fn mptcp_makes_every_client_address_a_subflow_endpoint_with_limits_on_both_ends() {
+        let mut plan = Plan::new(Names::new("m").unwrap(), &[1500, 1500, 1500]).unwrap();
+        plan.mptcp = true;
+        let lines: Vec<String> = plan.steps().iter().map(ToString::to_string).collect();
+        let has = |l: &str| assert!(lines.iter().any(|x| x == l), "missing {l:?} in {lines:#?}");
+        for ns in ["mpqlab-m-client", "mpqlab-m-server"] {
+            has(&format!("ip netns exec {ns} sysctl net.mptcp.enabled=1"));
+            has(&format!("ip -n {ns} mptcp limits set subflows 2 add_addr_accepted 2"));
+        }
+        for (i, a) in ["10.1.1.2", "10.2.1.2", "10.3.1.2"].iter().enumerate() {
+            has(&format!("ip -n mpqlab-m-client mptcp endpoint add {a} dev path{i} subflow"));
+        }
+        assert_eq!(lines.iter().filter(|l| l.contains("mptcp endpoint")).count(), 3);
+        // Endpoints name interfaces: they come after the interfaces exist.
+        let last_link = lines.iter().rposition(|l| l.contains("link add")).unwrap();
+        let first_ep = lines.iter().position(|l| l.contains("mptcp endpoint")).unwrap();
+        assert!(first_ep > last_link);
+        // The kernel's limit caps the subflows of a wide testbed.
+        let mut wide = Plan::new(Names::new("w").unwrap(), &[1500; 12]).unwrap();
+        wide.mptcp = true;
+        let l = wide.steps().iter().map(ToString::to_string).find(|l| l.contains("limits")).unwrap();
+        assert!(l.ends_with("subflows 8 add_addr_accepted 8"), "{l}");
     }
 }

@@ -61,6 +61,9 @@ pub struct State {
     /// Whether the emulator runs in the real-time scheduling class.
     #[serde(default)]
     pub realtime: bool,
+    /// Whether MPTCP's path manager was configured (subflow endpoints, limits).
+    #[serde(default)]
+    pub mptcp: bool,
     /// How far `up` got.
     pub phase: Phase,
     /// The emulator's process ID, once started.
@@ -93,6 +96,7 @@ impl State {
             events,
             seed,
             realtime,
+            mptcp: plan.mptcp,
             phase: Phase::Building,
             emulator_pid: None,
             started_unix_ns: None,
