@@ -8,7 +8,7 @@ use std::path::Path;
 use mpq_sim::scenario::{RunHooks, ScenarioError};
 
 use crate::experiment::{Experiment, WorkloadPlan};
-use crate::manifest::{fnv1a_hex, git_commit, version, Manifest};
+use crate::manifest::Manifest;
 use crate::metrics::{row, Row};
 use crate::plan::{PlannedScenario, RunSpec};
 
@@ -52,16 +52,5 @@ pub fn execute(exp: &Experiment, scenario: &PlannedScenario, run: &RunSpec, qlog
     if let Some(e) = qlog.and_then(|q| q.1.borrow().first().cloned()) {
         r.error.get_or_insert(e);
     }
-    let m = Manifest {
-        run_id: run.id.clone(),
-        experiment: exp.name.clone(),
-        experiment_hash: fnv1a_hex(&exp.text),
-        scenario: scenario.id.clone(),
-        seed: scenario.seed,
-        testbed: "sim".into(),
-        command: scenario.sim_command(exp, run),
-        mpq_version: version().into(),
-        git_commit: git_commit().into(),
-    };
-    (r, m)
+    (r, Manifest::of_run(exp, scenario, run, "sim".into(), scenario.sim_command(exp, run)))
 }

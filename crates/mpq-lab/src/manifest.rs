@@ -19,14 +19,39 @@ pub struct Manifest {
     pub scenario: String,
     /// Seed.
     pub seed: u64,
-    /// Testbed (`sim`).
+    /// Testbed (`sim`, or `netns (Linux RELEASE)`).
     pub testbed: String,
-    /// The `mpq sim` command line that repeats the run.
+    /// The command line that repeats the run (`mpq sim ...`; on the kernel testbed, the
+    /// client's `mpq perf client ...`).
     pub command: String,
     /// mpq version.
     pub mpq_version: String,
     /// Git commit the lab was built from, or `unknown`.
     pub git_commit: String,
+}
+
+impl Manifest {
+    /// The manifest of `run` of `scenario` in `exp`, made on `testbed` by `command`, with this
+    /// build's version and commit.
+    pub fn of_run(
+        exp: &crate::experiment::Experiment,
+        scenario: &crate::plan::PlannedScenario,
+        run: &crate::plan::RunSpec,
+        testbed: String,
+        command: String,
+    ) -> Self {
+        Manifest {
+            run_id: run.id.clone(),
+            experiment: exp.name.clone(),
+            experiment_hash: fnv1a_hex(&exp.text),
+            scenario: scenario.id.clone(),
+            seed: scenario.seed,
+            testbed,
+            command,
+            mpq_version: version().into(),
+            git_commit: git_commit().into(),
+        }
+    }
 }
 
 /// The crate version (the workspace's).

@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::experiment::{Experiment, WorkloadPlan};
-use crate::manifest::{fnv1a_hex, git_commit, version, Manifest};
+use crate::manifest::{fnv1a_hex, Manifest};
 use crate::metrics::{row, Row};
 use crate::plan::{Plan, PlannedScenario, RunSpec};
 use crate::testbed::control;
@@ -145,18 +145,7 @@ pub fn execute(
         }
         Err(e) => (row(&exp.name, scenario, run, "download", Err(&e), wall_s), String::new()),
     };
-    let m = Manifest {
-        run_id: run.id.clone(),
-        experiment: exp.name.clone(),
-        experiment_hash: fnv1a_hex(&exp.text),
-        scenario: scenario.id.clone(),
-        seed: scenario.seed,
-        testbed: format!("netns (Linux {})", kernel_release()),
-        command,
-        mpq_version: version().into(),
-        git_commit: git_commit().into(),
-    };
-    (r, m)
+    (r, Manifest::of_run(exp, scenario, run, format!("netns (Linux {})", kernel_release()), command))
 }
 
 /// The running kernel's release (`uname -r`), for manifests.

@@ -362,9 +362,14 @@ pub(crate) fn frame_len(len: usize) -> usize {
 
 /// Largest payload whose DATAGRAM frame (with a length) fits in `limit` bytes.
 fn payload_within(limit: usize) -> usize {
+    // The length field of the payload can be shorter than the limit's (limit 64: a 62-byte
+    // payload has a 1-byte length), so the estimate may be low as well as high.
     let mut p = limit.saturating_sub(1 + varint_len(limit as u64));
     while p > 0 && frame_len(p) > limit {
         p -= 1;
+    }
+    while frame_len(p + 1) <= limit {
+        p += 1;
     }
     p
 }
@@ -479,6 +484,14 @@ impl super::host::Host<'_> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn payload_within_uses_a_shorter_length_field_at_the_boundary() {
+        // Found by the property below: limit 64 gave 61 (a 2-byte length assumed).
+        assert_eq!(payload_within(64), 62);
+        assert_eq!(frame_len(62), 64);
+        assert_eq!(payload_within(16_384), 16_384 - 1 - 2);
+    }
 
     proptest! {
         /// The largest payload for a frame limit fits it, and one byte more does not.
