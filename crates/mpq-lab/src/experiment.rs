@@ -119,6 +119,8 @@ pub struct Experiment {
     pub path_counts: Vec<usize>,
     /// Initial paths to run.
     pub initial_paths: Vec<usize>,
+    /// Transports to run (`quic`, `mptcp-tls`).
+    pub transports: Vec<String>,
     /// Repetitions of each scenario.
     pub repetitions: u32,
     /// Headline metrics.
@@ -134,6 +136,13 @@ pub struct Experiment {
     /// mpq's runtime on the kernel testbed (`single` or `per-path`).
     pub runtime: String,
 }
+
+/// The transport of mpq's runs.
+pub const QUIC: &str = "quic";
+/// MPTCP with TLS 1.3 over it (`mpq perf --transport mptcp-tls`); its baselines are TCP+TLS.
+pub const MPTCP_TLS: &str = "mptcp-tls";
+/// TCP with TLS 1.3 (the baselines of MPTCP+TLS runs).
+pub const TCP_TLS: &str = "tcp-tls";
 
 /// Largest number of points a grid may have.
 pub const MAX_GRID_POINTS: usize = 1_000_000;
@@ -338,6 +347,22 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
     }
     let most = fa.paths.iter().copied().max().unwrap_or(max_paths);
     let initial_paths = if fa.initial_path.is_empty() { vec![0] } else { fa.initial_path.clone() };
+    let transports = if fa.transport.is_empty() { vec![QUIC.to_owned()] } else { fa.transport.clone() };
+    for (i, t) in transports.iter().enumerate() {
+        let key = format!("factors.transport[{i}]");
+        if t != QUIC && t != MPTCP_TLS {
+            return Err(c.err(
+                &key,
+                format!("unknown transport {t:?}; expected quic or mptcp-tls (whose baselines are TCP+TLS)"),
+            ));
+        }
+        if t != QUIC && f.testbed != Testbed::Netns {
+            return Err(c.err(&key, format!("{t} runs over real kernels: it needs testbed: netns")));
+        }
+        if transports[..i].contains(t) {
+            return Err(c.err(&key, format!("{t} is listed twice")));
+        }
+    }
     for (i, &p) in fa.initial_path.iter().enumerate() {
         if p >= most {
             return Err(c.err(
@@ -385,6 +410,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         ack_ranges,
         path_counts: fa.paths.clone(),
         initial_paths,
+        transports,
         repetitions: f.repetitions,
         metrics: f.metrics,
         baselines: f.baselines.single_path,

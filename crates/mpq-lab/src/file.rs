@@ -205,6 +205,11 @@ pub struct FactorsSpec {
     /// Download sizes, instead of the workload's (downloads only).
     #[serde(default)]
     pub file_size: Vec<String>,
+    /// Transports, on the kernel testbed (default: quic): `quic` (mpq, with the baselines of
+    /// the other factors), `mptcp-tls` (MPTCP+TLS over the same paths from each initial path,
+    /// against TCP+TLS baselines on each path).
+    #[serde(default)]
+    pub transport: Vec<String>,
 }
 
 /// The kind of design.

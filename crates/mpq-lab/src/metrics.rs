@@ -68,6 +68,9 @@ pub struct Row {
     pub ack_ranges: Option<usize>,
     /// `download` or `reqresp`.
     pub workload: String,
+    /// Transport: `quic` (mpq), or on the kernel testbed `mptcp-tls` and `tcp-tls`.
+    #[serde(default = "quic")]
+    pub transport: String,
     /// Download size (or request size), bytes.
     pub size: u64,
     /// Every path's link (`mpq sim --link` form), topology order.
@@ -216,6 +219,7 @@ pub fn row(
         ack_policy: run.ack_policy.clone(),
         ack_ranges: run.ack_ranges,
         workload: workload.to_owned(),
+        transport: run.transport.clone(),
         size: run.size,
         links: scenario.links.clone(),
         bottleneck: scenario.bottleneck.clone(),
@@ -270,6 +274,10 @@ pub fn row(
     r.events = res.events;
     r.trace_hash = res.trace_hash;
     r
+}
+
+fn quic() -> String {
+    crate::experiment::QUIC.into()
 }
 
 /// Sets `row`'s baseline goodputs and EBen from the rows of its baselines

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::experiment::{Experiment, WorkloadPlan};
+use crate::experiment::{Experiment, WorkloadPlan, QUIC};
 use crate::manifest::{fnv1a_hex, Manifest};
 use crate::metrics::{row, Row};
 use crate::plan::{Plan, PlannedScenario, RunSpec};
@@ -74,8 +74,12 @@ fn in_namespace(ns: &str, program: &Path, args: &[String]) -> Command {
     c
 }
 
-/// The protocol settings of `run` as `mpq perf` options (both ends take them).
+/// The transport and protocol settings of `run` as `mpq perf` options (both ends take
+/// them). The kernel's transports take none of mpq's settings: the kernel chooses.
 fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
+    if run.transport != QUIC {
+        return vec!["--transport".into(), run.transport.clone()];
+    }
     let mut a = vec![
         "--cc".into(),
         run.cc.clone(),
@@ -181,7 +185,7 @@ fn measure(
     // The server: every address of the server namespace, a port the kernel picks.
     let mut server_args: Vec<String> = vec!["perf".into(), "server".into(), "--listen".into(), "0.0.0.0:0".into()];
     server_args.extend(proto.iter().cloned());
-    if let Some(d) = qlog_dir("server") {
+    if let Some(d) = qlog_dir("server").filter(|_| run.transport == QUIC) {
         server_args.extend(["--qlog-dir".into(), d.display().to_string()]);
     }
     let mut server = Reaped(
@@ -209,11 +213,11 @@ fn measure(
     for p in &state.paths {
         client_args.extend(["--local".into(), format!("{}:0", p.client)]);
     }
-    if state.paths.len() == 1 {
+    if state.paths.len() == 1 && run.transport == QUIC {
         client_args.push("--no-multipath".into());
     }
     client_args.extend(proto.iter().cloned());
-    if let Some(d) = qlog_dir("client") {
+    if let Some(d) = qlog_dir("client").filter(|_| run.transport == QUIC) {
         client_args.extend(["--qlog-dir".into(), d.display().to_string()]);
     }
     let command = format!(
@@ -418,6 +422,7 @@ mod tests {
             ack_policy: "same-path".into(),
             ack_ranges: None,
             size,
+            transport: QUIC.into(),
             baselines: vec![],
         }
     }

@@ -12,7 +12,7 @@ use mpq_sim::LinkConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::design::{points, Point};
-use crate::experiment::{ack_policy_name, path_params, Class, Experiment, WorkloadPlan};
+use crate::experiment::{ack_policy_name, path_params, Class, Experiment, WorkloadPlan, MPTCP_TLS, QUIC, TCP_TLS};
 use crate::file::PathSpec;
 use crate::quantity::{Quantity, Unit};
 use crate::shard::Shard;
@@ -50,6 +50,8 @@ pub struct RunSpec {
     pub ack_ranges: Option<usize>,
     /// Download size, or request size.
     pub size: u64,
+    /// Transport: `quic` (mpq), `mptcp-tls` or `tcp-tls` (the kernel's, kernel testbed only).
+    pub transport: String,
     /// IDs of the baselines of this run's paths (topology order), for the aggregation benefit.
     pub baselines: Vec<String>,
 }
@@ -225,6 +227,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                             // Baselines keep the protocol's default.
                                             ack_ranges: None,
                                             size,
+                                            transport: QUIC.into(),
                                             baselines: Vec::new(),
                                         });
                                     }
@@ -248,6 +251,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                 ack_policy: ack_policy_name(ack).into(),
                                 ack_ranges: ranges,
                                 size,
+                                transport: QUIC.into(),
                                 baselines: ids,
                             });
                         }
@@ -256,8 +260,68 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
             }
         }
     }
+    if exp.transports.iter().any(|t| t == MPTCP_TLS) {
+        kernel_runs(exp, sid, &sizes, &counts, &mut baselines, &mut multi);
+    }
+    if !exp.transports.iter().any(|t| t == QUIC) {
+        // Only the kernel's transports: mpq's runs and their baselines go.
+        baselines.retain(|r| r.transport != QUIC);
+        multi.retain(|r| r.transport != QUIC);
+    }
     baselines.extend(multi);
     baselines
+}
+
+/// The MPTCP+TLS runs of a scenario (one per size, path count and initial path: the kernel
+/// picks scheduler and congestion control, so the other factors do not apply) and their
+/// TCP+TLS baselines on each path.
+fn kernel_runs(
+    exp: &Experiment,
+    sid: &str,
+    sizes: &[u64],
+    counts: &[usize],
+    baselines: &mut Vec<RunSpec>,
+    multi: &mut Vec<RunSpec>,
+) {
+    let kernel = |role, id: String, path_indices: Vec<usize>, size, baselines| RunSpec {
+        id,
+        role,
+        initial_path: path_indices[0],
+        path_indices,
+        scheduler: "kernel".into(),
+        cc: "kernel".into(),
+        ack_policy: "kernel".into(),
+        ack_ranges: None,
+        size,
+        transport: String::new(),
+        baselines,
+    };
+    for &size in sizes {
+        for &n in counts {
+            let mut ids = Vec::new();
+            if exp.baselines && n > 1 {
+                for p in 0..n {
+                    let id = format!("{sid}/sp{p}-{TCP_TLS}-{}", size_tag(size));
+                    if !baselines.iter().any(|b| b.id == id) {
+                        baselines.push(RunSpec {
+                            transport: TCP_TLS.into(),
+                            ..kernel(Role::Baseline, id.clone(), vec![p], size, Vec::new())
+                        });
+                    }
+                    ids.push(id);
+                }
+            }
+            for &initial in exp.initial_paths.iter().filter(|&&i| i < n) {
+                let mut order = vec![initial];
+                order.extend((0..n).filter(|&p| p != initial));
+                let id = format!("{sid}/{MPTCP_TLS}-n{n}-i{initial}-{}", size_tag(size));
+                multi.push(RunSpec {
+                    transport: MPTCP_TLS.into(),
+                    ..kernel(Role::Multipath, id, order, size, ids.clone())
+                });
+            }
+        }
+    }
 }
 
 impl PlannedScenario {
@@ -419,5 +483,55 @@ topology:
         assert_eq!(p.select(Some(3), Some(Shard { index: 1, count: 2 })), [0, 2]);
         assert_eq!(p.select(None, Some(Shard { index: 2, count: 2 })), [1, 3]);
         assert_eq!(p.select(Some(0), None), Vec::<usize>::new());
+    }
+
+    const TWO_PATHS_NETNS: &str = "\
+name: t
+testbed: netns
+workload: {download: 1MB}
+factors: {initial_path: [0, 1], transport: [quic, mptcp-tls]}
+baselines: {cc: cubic}
+topology:
+  paths: [{rate: 10mbit, rtt: 10ms}, {rate: 20mbit, rtt: 30ms}]
+";
+
+    #[test]
+    fn mptcp_runs_start_from_each_initial_path_against_tcp_baselines() {
+        let (_, p) = plan(TWO_PATHS_NETNS);
+        let runs = &p.scenarios[0].runs;
+        let ids: Vec<&str> = runs.iter().map(|r| r.id.rsplit('/').next().unwrap()).collect();
+        assert_eq!(
+            ids,
+            [
+                "sp0-cubic-s1000000",
+                "sp1-cubic-s1000000",
+                "sp0-tcp-tls-s1000000",
+                "sp1-tcp-tls-s1000000",
+                "mp-minrtt-cubic-same-path-n2-i0-s1000000",
+                "mp-minrtt-cubic-same-path-n2-i1-s1000000",
+                "mptcp-tls-n2-i0-s1000000",
+                "mptcp-tls-n2-i1-s1000000",
+            ]
+        );
+        let mptcp = &runs[7];
+        assert_eq!((mptcp.transport.as_str(), mptcp.path_indices.as_slice()), ("mptcp-tls", &[1, 0][..]));
+        assert!(mptcp.baselines.iter().all(|b| b.contains("-tcp-tls-")), "{:?}", mptcp.baselines);
+        assert!(runs[..2].iter().chain(&runs[4..6]).all(|r| r.transport == "quic"));
+        // Only MPTCP: mpq's runs and their baselines go.
+        let (_, p) = plan(&TWO_PATHS_NETNS.replace("transport: [quic, mptcp-tls]", "transport: [mptcp-tls]"));
+        assert!(p.scenarios[0].runs.iter().all(|r| r.transport != "quic"));
+        assert_eq!(p.scenarios[0].runs.len(), 4);
+    }
+
+    #[test]
+    fn the_kernels_transports_need_the_kernel_testbed() {
+        for (yaml, expect) in [
+            (TWO_PATHS_NETNS.replace("testbed: netns", "testbed: sim"), "needs testbed: netns"),
+            (TWO_PATHS_NETNS.replace("mptcp-tls]", "tcp-tls]"), "expected quic or mptcp-tls"),
+            (TWO_PATHS_NETNS.replace("mptcp-tls]", "quic]"), "listed twice"),
+        ] {
+            let e = Experiment::from_text(Path::new("t.yaml"), yaml).unwrap_err().to_string();
+            assert!(e.contains(expect) && e.contains("factors.transport"), "{e}");
+        }
     }
 }

@@ -6,6 +6,8 @@ mod common;
 use common::*;
 
 const FILES: &[&str] = &[
+    // On the kernel testbed (root): its short form is in lab_testbed.rs.
+    "mpq-vs-mptcp.yaml",
     "seed002-4.1-cc.yaml",
     "seed002-4.1-schedulers.yaml",
     "seed002-4.1.yaml",

@@ -10,6 +10,14 @@ mod testbed;
 
 use testbed::{available, mpq};
 
+/// The tests take turns: each checks that its runs left no testbed behind, which another
+/// test's testbeds, up at the same time, would fail.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn rows(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
@@ -29,6 +37,7 @@ fn the_smoke_experiment_runs_on_the_kernel_testbed_with_its_baselines_and_cleans
     if !available() {
         return;
     }
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/testbed-smoke.yaml");
@@ -74,6 +83,7 @@ fn an_experiment_the_kernel_testbed_cannot_run_is_refused_before_anything_runs()
     if !available() {
         return;
     }
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bottleneck.yaml");
     std::fs::write(
@@ -90,4 +100,72 @@ fn an_experiment_the_kernel_testbed_cannot_run_is_refused_before_anything_runs()
     let o = mpq(&["lab", "run", file.to_str().unwrap(), "--quiet", "--out", dir.path().join("o2").to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("runtime") && err.contains("per-path"), "{err}");
+}
+
+#[test]
+fn mptcp_runs_use_both_paths_against_tcp_baselines() {
+    if !available() {
+        return;
+    }
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mptcp.yaml");
+    std::fs::write(
+        &file,
+        "name: mptcp\ntestbed: netns\nworkload: {download: 2MB}\nfactors: {transport: [mptcp-tls]}\nmax_time: 60s\n\
+         topology:\n  paths: [{rate: 20mbit, rtt: 10ms, queue: 20ms}, {rate: 10mbit, rtt: 30ms, queue: 30ms}]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = mpq(&["lab", "run", file.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "mpq lab run: {}", String::from_utf8_lossy(&o.stderr));
+    let rows = rows(&out.join("results.jsonl"));
+    // TCP+TLS on each path, then MPTCP+TLS from path 0.
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["error"], serde_json::Value::Null, "{r}");
+        assert_eq!((r["completed"].as_bool(), r["bytes"].as_u64()), (Some(true), Some(2_000_000)), "{r}");
+        let bytes: Vec<u64> = r["path_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
+        if r["role"] == "multipath" {
+            assert_eq!((r["transport"].as_str(), r["multipath"].as_bool()), (Some("mptcp-tls"), Some(true)), "{r}");
+            assert!(bytes.iter().all(|&b| b > 100_000), "a second subflow carried data: {r}");
+            assert!(r["eben"].as_f64().is_some(), "EBen against the TCP baselines: {r}");
+        } else {
+            assert_eq!(r["transport"], "tcp-tls", "{r}");
+            assert_eq!(bytes.iter().filter(|&&b| b > 0).count(), 1, "{r}");
+        }
+    }
+    assert_eq!(our_namespaces(), Vec::<String>::new());
+}
+
+#[test]
+fn mpq_against_mptcp_short_form() {
+    if !available() {
+        return;
+    }
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/mpq-vs-mptcp.yaml");
+    let o = mpq(&["lab", "run", file.to_str().unwrap(), "--limit", "1", "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "mpq lab run: {}", String::from_utf8_lossy(&o.stderr));
+    let rows = rows(&out.join("results.jsonl"));
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    let count = |t: &str, role: &str| rows.iter().filter(|r| r["transport"] == t && r["role"] == role).count();
+    assert_eq!(
+        [
+            count("quic", "baseline"),
+            count("tcp-tls", "baseline"),
+            count("quic", "multipath"),
+            count("mptcp-tls", "multipath")
+        ],
+        [2, 2, 2, 2]
+    );
+    for r in &rows {
+        assert_eq!((r["completed"].as_bool(), &r["error"]), (Some(true), &serde_json::Value::Null), "{r}");
+        if r["role"] == "multipath" {
+            assert!(r["eben"].as_f64().is_some(), "{r}");
+        }
+    }
+    assert_eq!(our_namespaces(), Vec::<String>::new());
 }
