@@ -10,8 +10,8 @@ mod testbed;
 
 use testbed::{available, mpq};
 
-/// The tests take turns: each checks that its runs left no testbed behind, which another
-/// test's testbeds, up at the same time, would fail.
+/// The tests take turns: each run measures real transfers, which a second run at the same
+/// time would slow down.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
@@ -22,14 +22,26 @@ fn rows(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-/// Namespaces of testbeds that lab runs built (`mpqlab-labPID-...`).
-fn our_namespaces() -> Vec<String> {
-    let out = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
+/// Runs this build's `mpq` with `args`; returns its output and the namespaces of the
+/// testbeds it built that are still there (`mpqlab-labPID-...`: its lab runs name their
+/// testbeds after its process ID), which must be none.
+fn mpq_lab(args: &[&str]) -> (std::process::Output, Vec<String>) {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mpq"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tag = format!("-lab{}-", child.id());
+    let out = child.wait_with_output().unwrap();
+    let list = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left = String::from_utf8_lossy(&list.stdout)
         .lines()
-        .filter(|l| l.contains("-lab"))
+        .filter(|l| l.contains(&tag))
         .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
-        .collect()
+        .collect();
+    (out, left)
 }
 
 #[test]
@@ -41,7 +53,8 @@ fn the_smoke_experiment_runs_on_the_kernel_testbed_with_its_baselines_and_cleans
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/testbed-smoke.yaml");
-    let o = mpq(&["lab", "run", file.to_str().unwrap(), "--limit", "1", "--quiet", "--out", out.to_str().unwrap()]);
+    let (o, left) =
+        mpq_lab(&["lab", "run", file.to_str().unwrap(), "--limit", "1", "--quiet", "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "mpq lab run: {}", String::from_utf8_lossy(&o.stderr));
     let rows = rows(&out.join("results.jsonl"));
     // One scenario: a baseline on each of the two links, a multipath run from each path.
@@ -68,14 +81,8 @@ fn the_smoke_experiment_runs_on_the_kernel_testbed_with_its_baselines_and_cleans
     let o = mpq(&["lab", "report", out.to_str().unwrap()]);
     assert!(o.status.success(), "mpq lab report: {}", String::from_utf8_lossy(&o.stderr));
     assert!(std::fs::read_to_string(out.join("report.html")).unwrap().matches("<svg").count() >= 2);
-    // Every testbed of the runs was removed: namespaces and state files.
-    assert_eq!(our_namespaces(), Vec::<String>::new());
-    assert_eq!(
-        std::fs::read_dir("/run/mpq-lab")
-            .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("lab")).count())
-            .unwrap_or(0),
-        0
-    );
+    // Every testbed of the runs was removed.
+    assert_eq!(left, Vec::<String>::new(), "testbeds left behind");
 }
 
 #[test]
@@ -117,7 +124,7 @@ fn mptcp_runs_use_both_paths_against_tcp_baselines() {
     )
     .unwrap();
     let out = dir.path().join("out");
-    let o = mpq(&["lab", "run", file.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    let (o, left) = mpq_lab(&["lab", "run", file.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "mpq lab run: {}", String::from_utf8_lossy(&o.stderr));
     let rows = rows(&out.join("results.jsonl"));
     // TCP+TLS on each path, then MPTCP+TLS from path 0.
@@ -135,7 +142,7 @@ fn mptcp_runs_use_both_paths_against_tcp_baselines() {
             assert_eq!(bytes.iter().filter(|&&b| b > 0).count(), 1, "{r}");
         }
     }
-    assert_eq!(our_namespaces(), Vec::<String>::new());
+    assert_eq!(left, Vec::<String>::new(), "testbeds left behind");
 }
 
 #[test]
@@ -147,7 +154,8 @@ fn mpq_against_mptcp_short_form() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/mpq-vs-mptcp.yaml");
-    let o = mpq(&["lab", "run", file.to_str().unwrap(), "--limit", "1", "--quiet", "--out", out.to_str().unwrap()]);
+    let (o, left) =
+        mpq_lab(&["lab", "run", file.to_str().unwrap(), "--limit", "1", "--quiet", "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "mpq lab run: {}", String::from_utf8_lossy(&o.stderr));
     let rows = rows(&out.join("results.jsonl"));
     assert_eq!(rows.len(), 8, "{rows:?}");
@@ -167,5 +175,5 @@ fn mpq_against_mptcp_short_form() {
             assert!(r["eben"].as_f64().is_some(), "{r}");
         }
     }
-    assert_eq!(our_namespaces(), Vec::<String>::new());
+    assert_eq!(left, Vec::<String>::new(), "testbeds left behind");
 }
