@@ -23,7 +23,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use mpq_proto::cc::CcAlgorithm;
+use mpq_proto::cc::{CcAlgorithm, CcConfig};
 use mpq_proto::conn::{AckPolicy, ConnectionStats, PathStats, TransportConfig, DEFAULT_MAX_ACK_RANGES};
 use mpq_proto::endpoint::{Endpoint, EndpointConfig};
 use mpq_proto::qlog::QlogSink;
@@ -71,6 +71,8 @@ pub struct Scenario {
     pub scheduler: SchedulerKind,
     /// Congestion controller of every path.
     pub cc: CcAlgorithm,
+    /// HyStart++ (RFC 9406) in every path's initial slow start ([`CcConfig::hystart`]).
+    pub hystart: bool,
     /// Where PATH_ACKs go.
     pub ack_policy: AckPolicy,
     /// Most ranges in one ACK frame, both endpoints ([`TransportConfig::max_ack_ranges`]).
@@ -237,6 +239,7 @@ impl Scenario {
             size,
             scheduler: SchedulerKind::default(),
             cc: CcAlgorithm::Cubic,
+            hystart: CcConfig::default().hystart,
             ack_policy: AckPolicy::default(),
             ack_ranges: DEFAULT_MAX_ACK_RANGES,
             fail: Vec::new(),
@@ -297,6 +300,7 @@ impl Scenario {
         };
         TransportConfig {
             cc: self.cc,
+            cc_config: CcConfig { hystart: self.hystart, ..defaults.cc_config },
             scheduler: self.scheduler,
             ack_policy: self.ack_policy,
             max_ack_ranges: self.ack_ranges,

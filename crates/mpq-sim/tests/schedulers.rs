@@ -180,7 +180,9 @@ fn ecf_is_not_slower_than_the_best_path() {
 /// Stream-to-path pinning: four download streams over two equal paths. Once the server has
 /// validated path 1, stream `4k` is pinned to path `k mod 2`: every first transmission of
 /// its data goes there (retransmissions and reinjected copies may be elsewhere, but stay
-/// under 1 %). Min-RTT, the control, spreads every stream over both paths.
+/// under 2 %: with HyStart++ path 0 finishes its streams first and, idle, copies the last
+/// 24,640 bytes of stream 12 still in flight on path 1, 1.6 % of it, at 0.935 s). Min-RTT,
+/// the control, spreads every stream over both paths.
 #[test]
 fn pinned_streams_stay_on_their_path() {
     let seed = 65;
@@ -214,7 +216,7 @@ fn pinned_streams_stay_on_their_path() {
     for (id, [own, other, own_all, other_all]) in &p {
         assert!(*own > 500_000, "seed {seed}: stream {id}: {p:?}");
         assert_eq!(*other, 0, "seed {seed}: stream {id} left its path: {p:?}");
-        assert!((*other_all as f64) < 0.01 * *own_all as f64, "seed {seed}: stream {id}: {p:?}");
+        assert!((*other_all as f64) < 0.02 * *own_all as f64, "seed {seed}: stream {id}: {p:?}");
     }
     // The control: without pinning, each stream uses both paths.
     assert!(m.values().all(|[own, other, ..]| *own > 100_000 && *other > 100_000), "seed {seed}: {m:?}");

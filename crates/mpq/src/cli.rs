@@ -59,6 +59,9 @@ pub struct Common {
     /// Congestion controller of each path: newreno, cubic, or the coupled lia / olia.
     #[arg(long, default_value = "cubic")]
     pub cc: String,
+    /// Standard slow start, without HyStart++ (RFC 9406), in every path's initial slow start.
+    #[arg(long)]
+    pub no_hystart: bool,
     /// Multipath scheduler: minrtt, round-robin, weighted, redundant, rtt-probe, ecf or pinned.
     #[arg(long, default_value = "minrtt")]
     pub scheduler: String,

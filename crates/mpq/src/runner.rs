@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Result;
 use mpq_io::path_threads::{PathThreads, ThreadReport};
 use mpq_io::{Clock, EndpointApp, EventLoop, UdpSocket};
+use mpq_proto::cc::CcConfig;
 use mpq_proto::conn::TransportConfig;
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint, EndpointConfig};
 use mpq_proto::Instant;
@@ -84,6 +85,7 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
     let handshake_timeout = seconds("--handshake-timeout", common.handshake_timeout)?;
     let mut t = TransportConfig {
         cc: common.cc.parse().map_err(anyhow::Error::msg)?,
+        cc_config: CcConfig { hystart: !common.no_hystart, ..defaults.cc_config },
         scheduler: common.scheduler.parse().map_err(anyhow::Error::msg)?,
         ack_policy: common.ack_policy.parse().map_err(anyhow::Error::msg)?,
         initial_max_path_id: if common.no_multipath { None } else { Some(common.max_path_id.min(u32::MAX.into())) },

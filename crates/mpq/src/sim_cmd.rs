@@ -36,6 +36,9 @@ pub struct SimArgs {
     /// Congestion controller of every path: newreno, cubic, lia or olia.
     #[arg(long, default_value = "cubic")]
     pub cc: String,
+    /// Standard slow start, without HyStart++ (RFC 9406), in every path's initial slow start.
+    #[arg(long)]
+    pub no_hystart: bool,
     /// Where PATH_ACKs go: same-path, lowest-rtt or all-paths.
     #[arg(long, default_value = "same-path")]
     pub ack_policy: String,
@@ -124,6 +127,7 @@ pub fn scenario(args: &SimArgs) -> Result<Scenario> {
     s.workload = parse_workload(&args.workload, duration)?;
     s.scheduler = args.scheduler.parse().map_err(anyhow::Error::msg)?;
     s.cc = args.cc.parse().map_err(anyhow::Error::msg)?;
+    s.hystart = !args.no_hystart;
     s.ack_policy = args.ack_policy.parse().map_err(anyhow::Error::msg)?;
     if let Some(n) = args.ack_ranges {
         s.ack_ranges = n as usize;

@@ -12,6 +12,7 @@
 
 mod coupled;
 mod cubic;
+mod hystart;
 mod lia;
 mod newreno;
 mod olia;
@@ -44,6 +45,12 @@ pub struct CouplingView {
 pub trait CongestionController: Send + fmt::Debug {
     /// An in-flight packet of `bytes` was sent.
     fn on_packet_sent(&mut self, now: Instant, bytes: u64);
+    /// An ACK (PATH_ACK) frame of the path's application data space newly acknowledged
+    /// packets up to number `largest_acked` while `next_pn` is the next number the path
+    /// will send; `rtt_sample` is the RTT sample it gave, if any. Called once per frame,
+    /// before [`CongestionController::on_ack`] for each of the packets (HyStart++'s rounds
+    /// and RTT samples, RFC 9406 §4.2).
+    fn on_ack_frame(&mut self, _largest_acked: u64, _next_pn: u64, _rtt_sample: Option<std::time::Duration>) {}
     /// A packet sent at `sent_time` carrying `bytes` was acknowledged.
     fn on_ack(&mut self, now: Instant, sent_time: Instant, bytes: u64, rtt: &RttEstimator, app_limited: bool);
     /// Packets were lost; the newest of them was sent at `sent_time` (RFC 9002 §7.3.2:
@@ -78,11 +85,14 @@ pub struct CcConfig {
     pub initial_window_packets: u64,
     /// Minimum window in packets (RFC 9002 §7.2: 2).
     pub minimum_window_packets: u64,
+    /// HyStart++ (RFC 9406) in the initial slow start of every algorithm: slow start ends
+    /// when the RTT rises, before the window fills a deep buffer (default on).
+    pub hystart: bool,
 }
 
 impl Default for CcConfig {
     fn default() -> Self {
-        Self { initial_window_packets: 10, minimum_window_packets: 2 }
+        Self { initial_window_packets: 10, minimum_window_packets: 2, hystart: true }
     }
 }
 

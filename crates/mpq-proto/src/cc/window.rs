@@ -9,6 +9,9 @@
 
 use std::fmt;
 
+use std::time::Duration;
+
+use super::hystart::{Growth, HyStart, CSS_GROWTH_DIVISOR};
 use super::{CcConfig, CongestionController, CouplingView};
 use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
@@ -26,12 +29,21 @@ pub(crate) struct WindowCore {
     pub ssthresh: u64,
     /// When the current recovery period started.
     recovery_start: Option<Instant>,
+    /// HyStart++ (RFC 9406) in the initial slow start.
+    hystart: HyStart,
 }
 
 impl WindowCore {
     /// At the initial window, in slow start.
     pub fn new(config: CcConfig, mds: u64) -> Self {
-        Self { config, mds, window: config.initial_window(mds), ssthresh: u64::MAX, recovery_start: None }
+        Self {
+            config,
+            mds,
+            window: config.initial_window(mds),
+            ssthresh: u64::MAX,
+            recovery_start: None,
+            hystart: HyStart::new(config.hystart),
+        }
     }
 
     /// The minimum window in bytes.
@@ -46,14 +58,19 @@ impl WindowCore {
         !app_limited && self.recovery_start.is_none_or(|r| sent_time > r)
     }
 
-    /// In slow start, grows the window by the `bytes` acknowledged and returns true
-    /// (RFC 9002 §7.3.1); in congestion avoidance returns false.
+    /// In slow start, grows the window by the `bytes` acknowledged and returns true (RFC
+    /// 9002 §7.3.1), by a quarter of them in HyStart++'s Conservative Slow Start (RFC 9406
+    /// §4.2); in congestion avoidance returns false.
     fn slow_start(&mut self, bytes: u64) -> bool {
-        if self.window < self.ssthresh {
-            self.window = self.window.saturating_add(bytes);
-            return true;
+        if self.window >= self.ssthresh {
+            return false;
         }
-        false
+        let inc = match self.hystart.growth() {
+            Growth::Full => bytes,
+            Growth::Conservative => bytes / CSS_GROWTH_DIVISOR,
+        };
+        self.window = self.window.saturating_add(inc);
+        true
     }
 
     /// A loss of a packet sent at `sent_time`: starts a new recovery period at `now` and
@@ -70,6 +87,8 @@ impl WindowCore {
     /// The multiplicative decrease: the slow start threshold and the window both become
     /// `ssthresh`, but no less than the minimum window.
     pub fn reduce_to(&mut self, ssthresh: u64) {
+        // A loss ends the initial slow start, HyStart++'s or not (RFC 9406 §4.2).
+        self.hystart.stop();
         self.ssthresh = ssthresh.max(self.minimum());
         self.window = self.ssthresh;
     }
@@ -123,8 +142,20 @@ impl<A: Algorithm> CongestionController for A {
     fn on_ack(&mut self, now: Instant, sent_time: Instant, bytes: u64, rtt: &RttEstimator, app_limited: bool) {
         self.on_acked_bytes(bytes);
         let core = self.core_mut();
+        if app_limited && core.hystart.active() {
+            core.hystart.on_app_limited_ack();
+        }
         if core.may_grow(sent_time, app_limited) && !core.slow_start(bytes) {
             self.grow(now, bytes, rtt);
+        }
+    }
+
+    fn on_ack_frame(&mut self, largest_acked: u64, next_pn: u64, rtt_sample: Option<Duration>) {
+        let core = self.core_mut();
+        // HyStart++ ends slow start: the window becomes the slow start threshold (RFC 9406
+        // §4.2), and the next acknowledgements grow it by the algorithm's rule.
+        if core.window < core.ssthresh && core.hystart.on_ack_frame(largest_acked, next_pn, rtt_sample) {
+            core.ssthresh = core.window;
         }
     }
 
@@ -211,6 +242,44 @@ mod tests {
             assert_eq!(cc.window(), 3000, "{algo}");
             let copy = cc.clone_box();
             assert_eq!((copy.name(), copy.window(), copy.ssthresh()), (cc.name(), cc.window(), cc.ssthresh()));
+        }
+    }
+
+    /// HyStart++ (RFC 9406 §4.2) in every algorithm's initial slow start: a rise of the
+    /// round's minimum RTT makes the growth a quarter (CSS), CSS_ROUNDS rounds later the
+    /// window becomes the slow start threshold; switched off, standard slow start.
+    #[test]
+    fn hystart_ends_every_algorithms_slow_start() {
+        let rtt = RttEstimator::new(Duration::from_millis(50));
+        let ms = Duration::from_millis;
+        for (algo, on) in ALL.iter().flat_map(|a| [(*a, true), (*a, false)]) {
+            let config = CcConfig { hystart: on, ..CcConfig::default() };
+            let mut cc = build(algo, &config, 1200);
+            let mut pn = 0;
+            // A round at 50 ms, then rounds at 60 ms: eight ACK frames of one packet each.
+            for r in 0..7u64 {
+                let sample = if r == 0 { 50 } else { 60 };
+                for _ in 0..8 {
+                    cc.on_ack_frame(pn, (pn / 8 + 1) * 8, Some(ms(sample)));
+                    let before = cc.window();
+                    cc.on_ack(t(100 * r + 60), t(100 * r), 1200, &rtt, false);
+                    let grown = cc.window() - before;
+                    let css = on && r >= 1 && (r > 1 || pn % 8 == 7);
+                    if cc.in_slow_start() {
+                        assert_eq!(grown, if css { 300 } else { 1200 }, "{algo} {on} round {r} packet {pn}");
+                    }
+                    pn += 1;
+                }
+            }
+            // CSS began at the eighth sample of round 1 (15 packets at full growth, 33 at a
+            // quarter); the first ACK of round 6 ends it.
+            if on {
+                assert!(!cc.in_slow_start(), "{algo}");
+                assert_eq!(cc.ssthresh(), 12_000 + 15 * 1200 + 33 * 300, "{algo}");
+            } else {
+                assert!(cc.in_slow_start(), "{algo}");
+                assert_eq!(cc.window(), 12_000 + 56 * 1200, "{algo}");
+            }
         }
     }
 

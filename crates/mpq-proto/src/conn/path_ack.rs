@@ -122,6 +122,11 @@ impl PathState {
         }
         let acked = result.newly_acked;
         if space == SpaceId::Data {
+            // HyStart++'s rounds are counted in the path's own packet numbers (RFC 9406 §4.2).
+            if let Some((largest, _)) = acked.last() {
+                let sample = result.rtt_sampled.then(|| self.rtt.latest());
+                self.cc.on_ack_frame(*largest, self.data.loss.next_pn(), sample);
+            }
             if let Some((sent, newly_ce)) = self.on_ack_ecn(&acked, ecn) {
                 self.couple(seat);
                 self.on_ce(now, sent, newly_ce);

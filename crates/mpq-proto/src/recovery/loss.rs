@@ -76,6 +76,11 @@ impl<F> LossDetection<F> {
         self.sent.insert(pn, p);
     }
 
+    /// The packet number after the largest sent (0 before any).
+    pub fn next_pn(&self) -> u64 {
+        self.largest_sent.map_or(0, |pn| pn + 1)
+    }
+
     /// Largest packet number the peer acknowledged.
     pub fn largest_acked(&self) -> Option<u64> {
         self.largest_acked
