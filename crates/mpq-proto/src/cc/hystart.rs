@@ -135,7 +135,7 @@ impl HyStart {
         let Some(sample) = sample else { return false };
         let current = self.current_round_min_rtt.map_or(sample, |m| m.min(sample));
         self.current_round_min_rtt = Some(current);
-        self.samples += 1;
+        self.samples = self.samples.saturating_add(1);
         if self.samples < N_RTT_SAMPLE {
             return false;
         }
