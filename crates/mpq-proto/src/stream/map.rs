@@ -301,8 +301,23 @@ impl Streams {
         data: StreamData<'_>,
         fin: bool,
     ) -> Result<(), TransportError> {
+        if self.receive_data(id, offset, data, fin)? {
+            self.after_recv(id);
+        }
+        Ok(())
+    }
+
+    /// A STREAM frame's checks and flow control (both levels), `data` stored or deferred as
+    /// it says; false when the frame is for a stream already gone (ignored).
+    fn receive_data(
+        &mut self,
+        id: StreamId,
+        offset: u64,
+        data: StreamData<'_>,
+        fin: bool,
+    ) -> Result<bool, TransportError> {
         if !self.frame_stream(id, Half::Recv)? {
-            return Ok(());
+            return Ok(false);
         }
         let s = self.streams.get_mut(&id).expect("stream");
         // The connection limit is checked before the stream takes anything: an error must
@@ -311,8 +326,7 @@ impl Streams {
         let grew = s.recv.as_mut().expect("receive half").on_data(offset, data, fin, room)?;
         let accepted = self.conn_recv.on_received(grew);
         debug_assert!(accepted, "checked against the room above");
-        self.after_recv(id);
-        Ok(())
+        Ok(true)
     }
 
     /// A STREAM frame whose data its path copied into one of its buffers when it opened the
@@ -329,15 +343,9 @@ impl Streams {
         (data, backing): (BytesMut, Backing),
         fin: bool,
     ) -> Result<(), TransportError> {
-        if !self.frame_stream(id, Half::Recv)? {
+        if !self.receive_data(id, offset, StreamData::Deferred(data.len()), fin)? {
             return Ok(());
         }
-        let s = self.streams.get_mut(&id).expect("stream");
-        let room = self.conn_recv.room();
-        let grew =
-            s.recv.as_mut().expect("receive half").on_data(offset, StreamData::Deferred(data.len()), fin, room)?;
-        let accepted = self.conn_recv.on_received(grew);
-        debug_assert!(accepted, "checked against the room above");
         if let Some(p) = self.pending.as_mut() {
             let continues = p.id == id
                 && p.offset + p.data.len() as u64 == offset
