@@ -18,7 +18,17 @@ STAMP="$VENV/.requirements.sha256"
 
 log() { echo "[interop/setup] $*" >&2; }
 
+# Components to set up (default: all). The lab's implementation folders (implementations/*/)
+# ask for one each: `interop/setup.sh quinn`.
+ALL="python go ngtcp2 noq quinn"
+WANT="${*:-$ALL}"
+for w in $WANT; do
+    case " $ALL " in *" $w "*) ;; *) log "unknown component '$w' (expected some of: $ALL)"; exit 2 ;; esac
+done
+wants() { case " $WANT " in *" $1 "*) return 0 ;; esac; return 1; }
+
 # ---- Python -------------------------------------------------------------------------
+if wants python; then
 PYTHON="${PYTHON:-$(command -v python3 || true)}"
 if [ -z "$PYTHON" ]; then
     log "python3 not found"; exit 1
@@ -53,7 +63,10 @@ else
     log "venv up to date"
 fi
 
+fi
+
 # ---- Go -----------------------------------------------------------------------------
+if wants go; then
 GO="${GO:-$(command -v go || true)}"
 if [ -z "$GO" ] && [ -x /usr/local/go/bin/go ]; then
     GO=/usr/local/go/bin/go
@@ -65,7 +78,10 @@ mkdir -p "$HERE/go/bin"
 log "building quicgo-peer with $("$GO" version | cut -d' ' -f3)"
 (cd "$HERE/quicgo" && "$GO" build -trimpath -o "$HERE/go/bin/quicgo-peer" .)
 
+fi
+
 # ---- Debian: ngtcp2's HTTP/3 example client and server ------------------------------------
+if wants ngtcp2; then
 # gtlsclient / gtlsserver (ngtcp2 with GnuTLS) for the HTTP/3 cases; installed when missing
 # and we may (root with apt-get), else those cases say what to install.
 if ! command -v gtlsclient >/dev/null || ! PATH="$PATH:/usr/sbin" command -v gtlsserver >/dev/null; then
@@ -76,6 +92,8 @@ if ! command -v gtlsclient >/dev/null || ! PATH="$PATH:/usr/sbin" command -v gtl
     else
         log "ngtcp2-client / ngtcp2-server not installed (apt-get install them as root for the HTTP/3 cases)"
     fi
+fi
+
 fi
 
 # ---- Rust: noq-peer and quinn-peer ---------------------------------------------------
@@ -99,8 +117,9 @@ build_rust_peer() {  # $1: the peer's directory name under interop/ (its binary 
     "$CARGO" build --release --locked --quiet --manifest-path "$dir/Cargo.toml"
     echo "$want" > "$stamp"
 }
-build_rust_peer noq-peer
-build_rust_peer quinn-peer
+if wants noq; then build_rust_peer noq-peer; fi
+if wants quinn; then build_rust_peer quinn-peer; fi
+[ "$WANT" = "$ALL" ] || exit 0
 NOQ_DIR="$HERE/noq-peer"
 
 log "ready: $("$VENV/bin/python" -c 'import aioquic; print("aioquic", aioquic.__version__)'), ngtcp2 $(dpkg-query -W -f '${Version}' ngtcp2-client 2>/dev/null || echo '?'), quic-go $(grep 'github.com/quic-go/quic-go ' "$HERE/quicgo/go.mod" | awk '{print $NF}'), noq $(grep -A1 '^name = "noq"$' "$NOQ_DIR/Cargo.lock" | sed -n 's/^version = "\(.*\)"/\1/p'), quinn $(grep -A1 '^name = "quinn"$' "$HERE/quinn-peer/Cargo.lock" | sed -n 's/^version = "\(.*\)"/\1/p')"

@@ -119,8 +119,10 @@ pub struct Experiment {
     pub path_counts: Vec<usize>,
     /// Initial paths to run.
     pub initial_paths: Vec<usize>,
-    /// Transports to run (`quic`, `mptcp-tls`).
+    /// Transports to run (`quic`, `mptcp-tls`, `quic:NAME`).
     pub transports: Vec<String>,
+    /// The implementation folders the `quic:NAME` transports name, in their order.
+    pub implementations: Vec<crate::implementation::Implementation>,
     /// Repetitions of each scenario.
     pub repetitions: u32,
     /// Headline metrics.
@@ -348,12 +350,20 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
     let most = fa.paths.iter().copied().max().unwrap_or(max_paths);
     let initial_paths = if fa.initial_path.is_empty() { vec![0] } else { fa.initial_path.clone() };
     let transports = if fa.transport.is_empty() { vec![QUIC.to_owned()] } else { fa.transport.clone() };
+    let mut implementations = Vec::new();
     for (i, t) in transports.iter().enumerate() {
         let key = format!("factors.transport[{i}]");
-        if t != QUIC && t != MPTCP_TLS {
+        if let Some(name) = crate::implementation::name_of(t) {
+            let imp = crate::implementation::root(c.path.parent().unwrap_or(Path::new(".")))
+                .and_then(|root| crate::implementation::Implementation::open(&root, name))
+                .map_err(|e| c.err(&key, e))?;
+            implementations.push(imp);
+        } else if t != QUIC && t != MPTCP_TLS {
             return Err(c.err(
                 &key,
-                format!("unknown transport {t:?}; expected quic or mptcp-tls (whose baselines are TCP+TLS)"),
+                format!(
+                    "unknown transport {t:?}; expected quic, mptcp-tls (whose baselines are TCP+TLS) or quic:NAME (a folder of implementations/)"
+                ),
             ));
         }
         if t != QUIC && f.testbed != Testbed::Netns {
@@ -411,6 +421,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         path_counts: fa.paths.clone(),
         initial_paths,
         transports,
+        implementations,
         repetitions: f.repetitions,
         metrics: f.metrics,
         baselines: f.baselines.single_path,

@@ -9,7 +9,9 @@
 //! - [`wsp`] and [`design`]: design points of a class.
 //! - [`plan`]: scenarios and runs, with seeds and stable IDs; [`shard`]: slices of a plan.
 //! - [`exec`], [`runner`]: running ([`qlog`]: qlog files per run); [`netns_exec`]: a run on the
-//!   kernel testbed (`testbed: netns`); [`metrics`]: the row of a run (EBen included);
+//!   kernel testbed (`testbed: netns`), [`netns_external`] one of another QUIC implementation
+//!   ([`implementation`]: the folders of `implementations/`); [`metrics`]: the row of a run
+//!   (EBen included);
 //!   [`results`], [`csv`], [`manifest`]: the results directory and merging.
 //! - [`slurm`]: a plan as a Slurm job array with a dependent merge job.
 //! - [`report`]: the HTML report (plotters figures, tables) of a results directory.
@@ -45,10 +47,12 @@ pub mod error;
 pub mod exec;
 pub mod experiment;
 pub mod file;
+pub mod implementation;
 pub mod locate;
 pub mod manifest;
 pub mod metrics;
 pub mod netns_exec;
+pub mod netns_external;
 pub mod param;
 pub mod plan;
 pub mod qlog;

@@ -11,6 +11,8 @@ use crate::plan::{PlannedScenario, Role, RunSpec};
 /// Metric names an experiment file may list under `metrics`.
 pub const METRICS: &[&str] = &[
     "completion_s",
+    "cpu_client_s",
+    "cpu_server_s",
     "goodput_bps",
     "path_bytes",
     "path_share",
@@ -144,6 +146,14 @@ pub struct Row {
     /// Experimental aggregation benefit; empty when undefined (no baselines, or the best
     /// baseline moved nothing).
     pub eben: Option<f64>,
+    /// CPU seconds (user + system) of the client process, with what it started and waited
+    /// for (kernel testbed only: wait4's resource usage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_client_s: Option<f64>,
+    /// CPU seconds of the server process until it was stopped after the run (kernel testbed
+    /// only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_server_s: Option<f64>,
     /// Simulator events.
     pub events: u64,
     /// Hash of every link delivery and drop (equal for identical runs).

@@ -24,7 +24,7 @@ use crate::testbed::lifecycle::{self, Launcher, UpOptions};
 use crate::testbed::sys;
 
 /// How long a run may take when the experiment sets no `max_time`.
-const DEFAULT_RUN_LIMIT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_RUN_LIMIT: Duration = Duration::from_secs(300);
 /// How long the server may take to say where it listens.
 const SERVER_READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the server may take, after the client finished, to report the connection.
@@ -59,6 +59,16 @@ pub fn check(exp: &Experiment, plan: &Plan) -> Result<(), String> {
         }
     }
     crate::testbed::host::preflight()
+}
+
+/// Sets up and builds every implementation folder the experiment names (their
+/// `setup-env.sh` and `build.sh`, idempotent), before the first run.
+pub fn prepare(exp: &Experiment, mpq: &Path) -> Result<(), String> {
+    for imp in &exp.implementations {
+        eprintln!("preparing implementation {} ({})", imp.name, imp.dir.display());
+        imp.prepare(mpq)?;
+    }
+    Ok(())
 }
 
 /// The testbed name of a run: unique to this process and run, within the 24 characters a
@@ -97,12 +107,26 @@ fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
 }
 
 /// Kills a child process (and reaps it) when dropped, so that no endpoint outlives its run.
-struct Reaped(Child);
+struct Reaped {
+    child: Child,
+    /// Set once reaped: its pid may name another process after that.
+    reaped: bool,
+}
+
+impl Reaped {
+    /// Kills and reaps the process: the CPU seconds it used (wait4's resource usage).
+    fn stop(&mut self) -> Option<f64> {
+        if std::mem::replace(&mut self.reaped, true) {
+            return None;
+        }
+        let _ = self.child.kill();
+        sys::wait_cpu(self.child.id(), false).ok().flatten().map(|(_, cpu)| cpu)
+    }
+}
 
 impl Drop for Reaped {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.stop();
     }
 }
 
@@ -118,15 +142,19 @@ impl Drop for TestbedDown {
 }
 
 /// What one run on the testbed measured.
-struct Measured {
-    /// The client's JSON summary.
-    client: serde_json::Value,
+pub(crate) struct Measured {
+    /// The client's JSON summary (`bytes`, `duration_s`, `goodput_bps`, `multipath`, and
+    /// from `mpq perf` its `paths`).
+    pub(crate) client: serde_json::Value,
     /// The server's `connection ended:` JSON, if it came in time.
-    server: Option<serde_json::Value>,
+    pub(crate) server: Option<serde_json::Value>,
     /// The emulator's counters at the end.
-    links: control::Report,
+    pub(crate) links: control::Report,
     /// The client's command line.
-    command: String,
+    pub(crate) command: String,
+    /// Whether the download was checked byte for byte and matched (`None`: only its length
+    /// was checked, as `mpq perf` does).
+    pub(crate) verified: Option<bool>,
 }
 
 /// Runs `run` of `scenario` on a fresh testbed with the `mpq` binary `mpq`; returns its row
@@ -177,6 +205,15 @@ fn measure(
         Launcher { program: mpq.to_owned(), args: ["lab", "testbed", "emulator", "--name"].map(String::from).to_vec() };
     let state = lifecycle::up(&opts, &launcher)?;
     let _down = TestbedDown(name.to_owned());
+    if let Some(name) = crate::implementation::name_of(&run.transport) {
+        let imp = exp
+            .implementations
+            .iter()
+            .find(|i| i.name == name)
+            .ok_or_else(|| format!("{name}: not among the experiment's implementations"))?;
+        let logs = qlog.map(|d| d.join(run.id.replace('/', "_")));
+        return crate::netns_external::measure(exp, run, scenario.seed, &state, imp, logs, mpq);
+    }
     let proto = protocol_args(exp, run);
     let qlog_dir = |role: &str| -> Option<PathBuf> {
         qlog.map(|d| d.join(run.id.replace('/', "_")).join(role)).filter(|d| std::fs::create_dir_all(d).is_ok())
@@ -188,16 +225,17 @@ fn measure(
     if let Some(d) = qlog_dir("server").filter(|_| run.transport == QUIC) {
         server_args.extend(["--qlog-dir".into(), d.display().to_string()]);
     }
-    let mut server = Reaped(
-        in_namespace(&state.server_ns, mpq, &server_args)
+    let mut server = Reaped {
+        child: in_namespace(&state.server_ns, mpq, &server_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("starting the server ({}): {e}", mpq.display()))?,
-    );
-    let port = server_port(&mut server.0)?;
-    let ended = server_reports(&mut server.0);
+        reaped: false,
+    };
+    let port = server_port(&mut server.child)?;
+    let ended = server_reports(&mut server.child);
 
     // The client: path 0's server address, one local address per path (the testbed routes
     // by source address, so path k's packets take path k's links).
@@ -233,20 +271,27 @@ fn measure(
         .spawn()
         .map_err(|e| format!("starting the client: {e}"))?;
     let limit = exp.max_time.unwrap_or(DEFAULT_RUN_LIMIT);
-    let out = wait_limited(client, limit)?;
+    let (out, client_cpu) = wait_limited(client, limit)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         return Err(format!("the client failed ({}): {}", out.status, last_lines(&stderr, 3)));
     }
-    let client: serde_json::Value = stdout
+    let mut client: serde_json::Value = stdout
         .lines()
         .rev()
         .find_map(|l| serde_json::from_str(l).ok())
         .ok_or_else(|| format!("no JSON summary from the client: {}", last_lines(&stderr, 3)))?;
-    let server_report = ended.recv_timeout(SERVER_REPORT_TIMEOUT).ok();
+    let mut server_report = ended.recv_timeout(SERVER_REPORT_TIMEOUT).ok();
+    let server_cpu = server.stop();
+    if let Some(o) = client.as_object_mut() {
+        o.insert("cpu_s".into(), serde_json::json!(client_cpu));
+    }
+    if let (Some(serde_json::Value::Object(o)), Some(cpu)) = (&mut server_report, server_cpu) {
+        o.insert("cpu_s".into(), serde_json::json!(cpu));
+    }
     let links = control::stats(name).map_err(|e| format!("the emulator's counters: {e}"))?;
-    Ok(Measured { client, server: server_report, links, command })
+    Ok(Measured { client, server: server_report, links, command, verified: None })
 }
 
 /// Reads the server's standard output up to its `listening on ADDR:PORT` line; returns the
@@ -298,18 +343,38 @@ fn server_reports(server: &mut Child) -> mpsc::Receiver<serde_json::Value> {
 /// How often a wait for the client looks for Ctrl-C.
 const STOP_POLL: Duration = Duration::from_millis(100);
 
-/// Waits for `child` at most `limit`, collecting its output; kills it after that, or when
-/// the user interrupts the experiment ([`interrupted`]).
-fn wait_limited(child: Child, limit: Duration) -> Result<std::process::Output, String> {
+/// Waits for `child` at most `limit`, collecting its output and the CPU seconds it used;
+/// kills it after that, or when the user interrupts the experiment ([`interrupted`]).
+fn wait_limited(mut child: Child, limit: Duration) -> Result<(std::process::Output, f64), String> {
     let pid = child.id();
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|r| Box::new(r) as Box<dyn std::io::Read + Send>));
+    let stderr = drain(child.stderr.take().map(|r| Box::new(r) as Box<dyn std::io::Read + Send>));
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
+        let _ = tx.send(sys::wait_cpu(pid, false));
     });
     let start = wall_clock();
     loop {
         match rx.recv_timeout(STOP_POLL) {
-            Ok(r) => return r.map_err(|e| format!("waiting for the client: {e}")),
+            Ok(Ok(Some((status, cpu)))) => {
+                let out = std::process::Output {
+                    status,
+                    stdout: stdout.join().unwrap_or_default(),
+                    stderr: stderr.join().unwrap_or_default(),
+                };
+                return Ok((out, cpu));
+            }
+            Ok(Ok(None)) => return Err("waiting for the client: no status".into()),
+            Ok(Err(e)) => return Err(format!("waiting for the client: {e}")),
             Err(mpsc::RecvTimeoutError::Disconnected) => return Err("the client's waiter died".into()),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
@@ -357,10 +422,13 @@ fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
     r.completion_s = num(&m.client, "duration_s");
     r.multipath = m.client.get("multipath").and_then(serde_json::Value::as_bool).unwrap_or(false);
     r.completed = r.bytes >= run.size;
-    // mpq perf checks the length of what it received, not every byte's value.
-    r.data_ok = r.completed;
+    // mpq perf checks the length of what it received, not every byte's value; the
+    // implementation folders' downloads are compared byte for byte.
+    r.data_ok = r.completed && m.verified.unwrap_or(true);
     if !r.completed {
         r.error = Some(format!("the client received {} of {} bytes", r.bytes, run.size));
+    } else if !r.data_ok {
+        r.error = Some("the downloaded file differs from the served one".into());
     }
     // Bytes the emulator delivered server -> client on each path (IP packets), mapped back to
     // the topology's order.
@@ -381,6 +449,8 @@ fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
         r.retransmitted_bytes = paths(s).iter().map(|p| int(p, "lost_bytes")).sum();
         r.spurious_loss_est = r.lost_packets.saturating_sub(r.dropped_packets);
     }
+    r.cpu_client_s = num(&m.client, "cpu_s");
+    r.cpu_server_s = m.server.as_ref().and_then(|s| num(s, "cpu_s"));
     r.ack_frames = paths(&m.client).iter().map(|p| int(p, "acks_sent")).sum();
     let ranges: u64 = paths(&m.client).iter().map(|p| int(p, "ack_ranges_sent")).sum();
     r.ranges_per_ack = (r.ack_frames > 0).then(|| ranges as f64 / r.ack_frames as f64);
@@ -453,6 +523,7 @@ mod tests {
                 ],
             },
             command: String::new(),
+            verified: None,
         };
         let r = fill(empty_row(2), &run(vec![1, 0], 1000), &m);
         assert!(r.completed && r.data_ok && r.multipath && r.error.is_none());
@@ -470,10 +541,25 @@ mod tests {
             server: None,
             links: control::Report { uptime_s: 0.0, in_flight: 0, not_ipv4: 0, write_errors: 0, paths: vec![] },
             command: String::new(),
+            verified: None,
         };
         let r = fill(empty_row(1), &run(vec![0], 1000), &m);
         assert!(!r.completed && !r.data_ok);
         assert!(r.error.as_deref().unwrap().contains("10 of 1000"), "{:?}", r.error);
+    }
+
+    #[test]
+    fn a_download_with_other_bytes_is_complete_but_not_ok() {
+        let m = Measured {
+            client: serde_json::json!({"bytes": 1000, "goodput_bps": 1.0, "duration_s": 2.0}),
+            server: None,
+            links: control::Report { uptime_s: 0.0, in_flight: 0, not_ipv4: 0, write_errors: 0, paths: vec![] },
+            command: String::new(),
+            verified: Some(false),
+        };
+        let r = fill(empty_row(1), &run(vec![0], 1000), &m);
+        assert!(r.completed && !r.data_ok);
+        assert!(r.error.as_deref().unwrap().contains("differs"), "{:?}", r.error);
     }
 
     #[test]

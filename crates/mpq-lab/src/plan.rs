@@ -263,6 +263,9 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
     if exp.transports.iter().any(|t| t == MPTCP_TLS) {
         kernel_runs(exp, sid, &sizes, &counts, &mut baselines, &mut multi);
     }
+    for imp in &exp.implementations {
+        implementation_runs(exp, &imp.name, sid, &sizes, &counts, &mut baselines, &mut multi);
+    }
     if !exp.transports.iter().any(|t| t == QUIC) {
         // Only the kernel's transports: mpq's runs and their baselines go.
         baselines.retain(|r| r.transport != QUIC);
@@ -319,6 +322,56 @@ fn kernel_runs(
                     transport: MPTCP_TLS.into(),
                     ..kernel(Role::Multipath, id, order, size, ids.clone())
                 });
+            }
+        }
+    }
+}
+
+/// The runs of an implementation folder (`quic:NAME`) in a scenario: one per size, path
+/// count and initial path (the implementation's own scheduler and congestion control), and
+/// its single-path runs on each path as the baselines. An implementation without multipath
+/// gets every path too and uses the first (the initial path): its rows say `multipath:
+/// false`.
+fn implementation_runs(
+    exp: &Experiment,
+    name: &str,
+    sid: &str,
+    sizes: &[u64],
+    counts: &[usize],
+    baselines: &mut Vec<RunSpec>,
+    multi: &mut Vec<RunSpec>,
+) {
+    let transport = format!("{}{name}", crate::implementation::PREFIX);
+    let spec = |role, id: String, path_indices: Vec<usize>, size, baselines| RunSpec {
+        id,
+        role,
+        initial_path: path_indices[0],
+        path_indices,
+        scheduler: "default".into(),
+        cc: "default".into(),
+        ack_policy: "default".into(),
+        ack_ranges: None,
+        size,
+        transport: transport.clone(),
+        baselines,
+    };
+    for &size in sizes {
+        for &n in counts {
+            let mut ids = Vec::new();
+            if exp.baselines && n > 1 {
+                for p in 0..n {
+                    let id = format!("{sid}/sp{p}-{transport}-{}", size_tag(size));
+                    if !baselines.iter().any(|b| b.id == id) {
+                        baselines.push(spec(Role::Baseline, id.clone(), vec![p], size, Vec::new()));
+                    }
+                    ids.push(id);
+                }
+            }
+            for &initial in exp.initial_paths.iter().filter(|&&i| i < n) {
+                let mut order = vec![initial];
+                order.extend((0..n).filter(|&p| p != initial));
+                let id = format!("{sid}/{transport}-n{n}-i{initial}-{}", size_tag(size));
+                multi.push(spec(Role::Multipath, id, order, size, ids.clone()));
             }
         }
     }
@@ -524,10 +577,32 @@ topology:
     }
 
     #[test]
+    fn implementation_folders_get_a_run_per_initial_path_and_their_own_baselines() {
+        let (_, p) =
+            plan(&TWO_PATHS_NETNS.replace("transport: [quic, mptcp-tls]", "transport: [quic:noq, quic:quinn]"));
+        let runs = &p.scenarios[0].runs;
+        let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        let sid = &p.scenarios[0].id;
+        for t in ["quic:noq", "quic:quinn"] {
+            for p in 0..2 {
+                assert!(ids.contains(&format!("{sid}/sp{p}-{t}-s1000000").as_str()), "{ids:?}");
+            }
+            let mp: Vec<&RunSpec> = runs.iter().filter(|r| r.transport == t && r.role == Role::Multipath).collect();
+            assert_eq!(mp.len(), 2, "{ids:?}");
+            assert_eq!(mp[1].path_indices, vec![1, 0]);
+            assert_eq!(mp[1].baselines, vec![format!("{sid}/sp0-{t}-s1000000"), format!("{sid}/sp1-{t}-s1000000")]);
+        }
+        // No mpq perf runs: quic is not listed.
+        assert_eq!(runs.len(), 8);
+    }
+
+    #[test]
     fn the_kernels_transports_need_the_kernel_testbed() {
         for (yaml, expect) in [
             (TWO_PATHS_NETNS.replace("testbed: netns", "testbed: sim"), "needs testbed: netns"),
-            (TWO_PATHS_NETNS.replace("mptcp-tls]", "tcp-tls]"), "expected quic or mptcp-tls"),
+            (TWO_PATHS_NETNS.replace("mptcp-tls]", "tcp-tls]"), "expected quic, mptcp-tls"),
+            (TWO_PATHS_NETNS.replace("mptcp-tls]", "quic:picoquic]"), "no implementation \"picoquic\""),
+            (TWO_PATHS_NETNS.replace("mptcp-tls]", "quic:noq]").replace("netns", "sim"), "needs testbed: netns"),
             (TWO_PATHS_NETNS.replace("mptcp-tls]", "quic]"), "listed twice"),
         ] {
             let e = Experiment::from_text(Path::new("t.yaml"), yaml).unwrap_err().to_string();

@@ -100,6 +100,9 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
         Some(p) => p.clone(),
         None => std::env::current_exe().map_err(LabError::io("finding the running mpq binary"))?,
     };
+    if kernel {
+        crate::netns_exec::prepare(exp, &mpq).map_err(LabError::Other)?;
+    }
     prepare_out(exp, &opts.out)?;
     if let Some(q) = &opts.qlog {
         std::fs::create_dir_all(q).map_err(LabError::io(format!("creating the qlog directory {}", q.display())))?;

@@ -6,6 +6,9 @@ mod common;
 use common::*;
 
 const FILES: &[&str] = &[
+    // On the kernel testbed with the peers of implementations/ (root, built by
+    // interop/setup.sh): its short form is in interop/test_lab_implementations.py.
+    "implementations.yaml",
     // On the kernel testbed (root): its short form is in lab_testbed.rs.
     "mpq-vs-mptcp.yaml",
     "seed002-4.1-cc.yaml",

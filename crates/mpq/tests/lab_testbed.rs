@@ -64,6 +64,11 @@ fn the_smoke_experiment_runs_on_the_kernel_testbed_with_its_baselines_and_cleans
         assert_eq!(r["completed"], true, "{r}");
         assert_eq!(r["bytes"], 2_000_000, "{r}");
         assert!(r["goodput_bps"].as_f64().unwrap() > 1e6, "{r}");
+        // Each endpoint's CPU time (wait4): something, and less than the run took twice over.
+        for k in ["cpu_client_s", "cpu_server_s"] {
+            let cpu = r[k].as_f64().unwrap_or(-1.0);
+            assert!(cpu > 0.0 && cpu < 2.0 * r["sim_wall_s"].as_f64().unwrap(), "{k}: {r}");
+        }
         // The emulator's counters: what each link delivered to the client.
         let bytes: Vec<u64> = r["path_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
         assert!(bytes.iter().sum::<u64>() >= 2_000_000, "{r}");

@@ -17,6 +17,7 @@ pub struct Varying {
     ack_ranges: bool,
     paths: bool,
     size: bool,
+    transport: bool,
 }
 
 impl Varying {
@@ -33,6 +34,7 @@ impl Varying {
             ack_ranges: many(&mp, |r| r.ack_ranges),
             paths: many(&mp, |r| r.paths),
             size: many(&mp, |r| r.size),
+            transport: many(&mp, |r| transport(r).to_owned()),
         }
     }
 
@@ -40,6 +42,9 @@ impl Varying {
     /// and congestion controller when nothing varies.
     pub fn label(&self, r: &Row) -> String {
         let mut parts = Vec::new();
+        if self.transport {
+            parts.push(transport(r).to_owned());
+        }
         if self.scheduler {
             parts.push(r.scheduler.clone());
         }
@@ -118,8 +123,29 @@ impl Start {
 pub fn group_label(v: &Varying, r: &Row) -> String {
     match r.role {
         Role::Multipath => v.label(r),
-        Role::Baseline if v.size => format!("path {} alone / {} / {}", r.initial_path, r.cc, size_label(r.size)),
-        Role::Baseline => format!("path {} alone / {}", r.initial_path, r.cc),
+        Role::Baseline if v.size => {
+            format!("path {} alone / {} / {}", r.initial_path, baseline_kind(r), size_label(r.size))
+        }
+        Role::Baseline => format!("path {} alone / {}", r.initial_path, baseline_kind(r)),
+    }
+}
+
+/// What ran a baseline: mpq's congestion controller, or the transport (`tcp-tls`,
+/// `quic:quinn`) when it was not mpq's.
+fn baseline_kind(r: &Row) -> &str {
+    if transport(r) == crate::experiment::QUIC {
+        &r.cc
+    } else {
+        &r.transport
+    }
+}
+
+/// A row's transport; rows made before the column existed ran mpq's QUIC.
+fn transport(r: &Row) -> &str {
+    if r.transport.is_empty() {
+        crate::experiment::QUIC
+    } else {
+        &r.transport
     }
 }
 
@@ -146,6 +172,13 @@ mod tests {
         assert_eq!(group_label(&v, &base), "path 1 alone / cubic");
         let v = Varying::of(&[a.clone(), b.clone()]);
         assert_eq!(group_label(&v, &base), "path 1 alone / cubic / 1MB", "baselines split by size");
+        let mut c = a.clone();
+        c.transport = "quic:noq".into();
+        let v = Varying::of(&[a.clone(), c.clone()]);
+        assert_eq!((v.label(&a), v.label(&c)), ("quic".into(), "quic:noq".into()));
+        let mut quinn_base = base.clone();
+        quinn_base.transport = "quic:quinn".into();
+        assert_eq!(group_label(&v, &quinn_base), "path 1 alone / quic:quinn");
     }
 
     #[test]

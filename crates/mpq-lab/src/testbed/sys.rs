@@ -136,6 +136,56 @@ pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
+/// Sends `signal` to the process group `pgid` leads (a child started with
+/// `process_group(0)`: the endpoint and anything it started).
+pub fn kill_group(pgid: u32, signal: libc::c_int) -> io::Result<()> {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"));
+    };
+    if pgid <= 1 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "refusing to signal this process group"));
+    }
+    // SAFETY: kill(2) takes two integers; a negative pid names the process group.
+    if unsafe { libc::kill(-pgid, signal) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits for the child `pid` (`nohang`: only if it has exited) and reaps it: its exit status
+/// and the CPU seconds (user + system) it and the descendants it waited for used
+/// (wait4(2)'s resource usage). `None` with `nohang` while it runs. Use it instead of
+/// `Child::wait`, never both.
+pub fn wait_cpu(pid: u32, nohang: bool) -> io::Result<Option<(std::process::ExitStatus, f64)>> {
+    use std::os::unix::process::ExitStatusExt;
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"));
+    };
+    if pid <= 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a single process"));
+    }
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct wait4 fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let flags = if nohang { libc::WNOHANG } else { 0 };
+    loop {
+        // SAFETY: wait4 with valid pointers to a status and a rusage we own.
+        let r = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if r == 0 {
+            return Ok(None);
+        }
+        if r > 0 {
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            let cpu = secs(usage.ru_utime) + secs(usage.ru_stime);
+            return Ok(Some((std::process::ExitStatus::from_raw(status), cpu)));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// The effective user ID.
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid(2) takes nothing and cannot fail.

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# quinn-peer needs only the Rust toolchain; its crates come from crates.io at build time.
+set -euo pipefail
+IMPL=quinn
+# shellcheck source=../lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ] || { echo "$IMPL: cargo not found (install Rust with rustup)" >&2; exit 1; }
