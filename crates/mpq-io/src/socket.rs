@@ -89,6 +89,31 @@ impl UdpSocket {
         Ok((sock.recv_buffer_size()?, sock.send_buffer_size()?))
     }
 
+    /// Turns the kernel's receive coalescing (UDP GRO, which quinn-udp enables where the
+    /// kernel has it) off or on: off, every datagram is one receive (the "GRO off" case of
+    /// the offload comparisons).
+    #[cfg(target_os = "linux")]
+    pub fn set_gro(&self, on: bool) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let value: libc::c_int = on.into();
+        #[allow(unsafe_code)]
+        // SAFETY: setsockopt on our own socket's descriptor with a pointer to a c_int and its
+        // size, as UDP_GRO takes.
+        let r = unsafe {
+            libc::setsockopt(
+                self.io.as_raw_fd(),
+                libc::SOL_UDP,
+                libc::UDP_GRO,
+                std::ptr::from_ref(&value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Steers the datagrams that reach this socket's SO_REUSEPORT group by QUIC connection
     /// ID, in the kernel (a classic BPF program, SO_ATTACH_REUSEPORT_CBPF, which the group
     /// shares): a short header goes to the group's socket whose index (its place in the

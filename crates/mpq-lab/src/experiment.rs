@@ -123,6 +123,8 @@ pub struct Experiment {
     pub transports: Vec<String>,
     /// The implementation folders the `quic:NAME` transports name, in their order.
     pub implementations: Vec<crate::implementation::Implementation>,
+    /// Sets of extra `mpq perf` options (`factors.options`; one empty set by default).
+    pub options: Vec<String>,
     /// Repetitions of each scenario.
     pub repetitions: u32,
     /// Headline metrics.
@@ -358,11 +360,11 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
                 .and_then(|root| crate::implementation::Implementation::open(&root, name))
                 .map_err(|e| c.err(&key, e))?;
             implementations.push(imp);
-        } else if t != QUIC && t != MPTCP_TLS {
+        } else if t != QUIC && t != MPTCP_TLS && t != TCP_TLS {
             return Err(c.err(
                 &key,
                 format!(
-                    "unknown transport {t:?}; expected quic, mptcp-tls (whose baselines are TCP+TLS) or quic:NAME (a folder of implementations/)"
+                    "unknown transport {t:?}; expected quic, mptcp-tls (whose baselines are TCP+TLS), tcp-tls or quic:NAME (a folder of implementations/)"
                 ),
             ));
         }
@@ -373,6 +375,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
             return Err(c.err(&key, format!("{t} is listed twice")));
         }
     }
+    let options = check_options(c, &fa.options, f.testbed)?;
     for (i, &p) in fa.initial_path.iter().enumerate() {
         if p >= most {
             return Err(c.err(
@@ -422,6 +425,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         initial_paths,
         transports,
         implementations,
+        options,
         repetitions: f.repetitions,
         metrics: f.metrics,
         baselines: f.baselines.single_path,
@@ -430,6 +434,56 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         testbed: f.testbed,
         runtime: f.runtime,
     })
+}
+
+/// The `mpq perf` options the lab sets itself on the kernel testbed (an option set may not).
+const LAB_OPTIONS: &[&str] = &[
+    "--connect",
+    "--listen",
+    "--bytes",
+    "--duration",
+    "--json",
+    "--local",
+    "--server-addr",
+    "--transport",
+    "--cc",
+    "--scheduler",
+    "--ack-policy",
+    "--ack-ranges",
+    "--threads",
+    "--qlog-dir",
+    "--no-multipath",
+];
+
+/// `factors.options`: option sets of `mpq perf` for the kernel testbed; each normalised to
+/// single spaces. Values are mpq's to check: a bad one fails its runs with mpq's message.
+fn check_options(c: &Checker<'_>, sets: &[String], testbed: Testbed) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, set) in sets.iter().enumerate() {
+        let key = format!("factors.options[{i}]");
+        if testbed != Testbed::Netns {
+            return Err(c.err(&key, "option sets are `mpq perf` options: they need testbed: netns"));
+        }
+        let words: Vec<&str> = set.split_whitespace().collect();
+        if let Some(w) = words.first().filter(|w| !w.starts_with("--")) {
+            return Err(c.err(&key, format!("{w:?}: an option set starts with an option (--name)")));
+        }
+        if let Some(w) = words.iter().find(|w| LAB_OPTIONS.contains(&w.split('=').next().unwrap_or(w))) {
+            return Err(c.err(
+                &key,
+                format!("{w} is set by the lab from the run (factors, paths, workload); use the factor instead"),
+            ));
+        }
+        let set = words.join(" ");
+        if out.contains(&set) {
+            return Err(c.err(&key, format!("{set:?} is listed twice")));
+        }
+        out.push(set);
+    }
+    if out.is_empty() {
+        out.push(String::new());
+    }
+    Ok(out)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -210,6 +210,11 @@ pub struct FactorsSpec {
     /// against TCP+TLS baselines on each path).
     #[serde(default)]
     pub transport: Vec<String>,
+    /// Extra `mpq perf` options for both ends of mpq's runs on the kernel testbed (QUIC,
+    /// TCP+TLS, MPTCP+TLS; not `quic:NAME` folders), one set per entry, e.g. `["",
+    /// "--cipher chacha20", "--no-gso --no-gro", "--window 125000"]` (default: none).
+    #[serde(default)]
+    pub options: Vec<String>,
 }
 
 /// The kind of design.

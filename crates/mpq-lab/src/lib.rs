@@ -47,6 +47,7 @@ pub mod error;
 pub mod exec;
 pub mod experiment;
 pub mod file;
+pub mod ifstats;
 pub mod implementation;
 pub mod locate;
 pub mod manifest;

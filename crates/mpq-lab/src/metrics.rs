@@ -13,6 +13,7 @@ pub const METRICS: &[&str] = &[
     "completion_s",
     "cpu_client_s",
     "cpu_server_s",
+    "throughput_bps",
     "goodput_bps",
     "path_bytes",
     "path_share",
@@ -73,6 +74,9 @@ pub struct Row {
     /// Transport: `quic` (mpq), or on the kernel testbed `mptcp-tls` and `tcp-tls`.
     #[serde(default = "quic")]
     pub transport: String,
+    /// Extra `mpq perf` options of the run (`factors.options`), if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub options: String,
     /// Download size (or request size), bytes.
     pub size: u64,
     /// Every path's link (`mpq sim --link` form), topology order.
@@ -146,6 +150,11 @@ pub struct Row {
     /// Experimental aggregation benefit; empty when undefined (no baselines, or the best
     /// baseline moved nothing).
     pub eben: Option<f64>,
+    /// Kernel testbed only: IP bit/s the client's path interfaces received, from their
+    /// counters, the run's first and last second left out (seed 000 §5.1); empty for runs
+    /// too short to trim ([`crate::ifstats`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_bps: Option<f64>,
     /// CPU seconds (user + system) of the client process, with what it started and waited
     /// for (kernel testbed only: wait4's resource usage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -230,6 +239,7 @@ pub fn row(
         ack_ranges: run.ack_ranges,
         workload: workload.to_owned(),
         transport: run.transport.clone(),
+        options: run.options.clone(),
         size: run.size,
         links: scenario.links.clone(),
         bottleneck: scenario.bottleneck.clone(),

@@ -87,8 +87,9 @@ fn in_namespace(ns: &str, program: &Path, args: &[String]) -> Command {
 /// The transport and protocol settings of `run` as `mpq perf` options (both ends take
 /// them). The kernel's transports take none of mpq's settings: the kernel chooses.
 fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
+    let options = run.options.split_whitespace().map(String::from);
     if run.transport != QUIC {
-        return vec!["--transport".into(), run.transport.clone()];
+        return ["--transport".to_owned(), run.transport.clone()].into_iter().chain(options).collect();
     }
     let mut a = vec![
         "--cc".into(),
@@ -103,6 +104,7 @@ fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
     if let Some(n) = run.ack_ranges {
         a.extend(["--ack-ranges".into(), n.to_string()]);
     }
+    a.extend(options);
     a
 }
 
@@ -248,7 +250,9 @@ fn measure(
         run.size.to_string(),
         "--json".into(),
     ];
-    for p in &state.paths {
+    // (One TCP+TLS connection: from the initial path's address only.)
+    let locals = if run.transport == crate::experiment::TCP_TLS { &state.paths[..1] } else { &state.paths[..] };
+    for p in locals {
         client_args.extend(["--local".into(), format!("{}:0", p.client)]);
     }
     if state.paths.len() == 1 && run.transport == QUIC {
@@ -271,7 +275,9 @@ fn measure(
         .spawn()
         .map_err(|e| format!("starting the client: {e}"))?;
     let limit = exp.max_time.unwrap_or(DEFAULT_RUN_LIMIT);
+    let counters = crate::ifstats::sample(client.id(), state.paths.iter().map(|p| p.interface.clone()).collect());
     let (out, client_cpu) = wait_limited(client, limit)?;
+    let throughput = crate::ifstats::trimmed_rate(&counters.join().unwrap_or_default());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
@@ -286,6 +292,7 @@ fn measure(
     let server_cpu = server.stop();
     if let Some(o) = client.as_object_mut() {
         o.insert("cpu_s".into(), serde_json::json!(client_cpu));
+        o.insert("throughput_bps".into(), serde_json::json!(throughput));
     }
     if let (Some(serde_json::Value::Object(o)), Some(cpu)) = (&mut server_report, server_cpu) {
         o.insert("cpu_s".into(), serde_json::json!(cpu));
@@ -358,6 +365,25 @@ fn wait_limited(mut child: Child, limit: Duration) -> Result<(std::process::Outp
     };
     let stdout = drain(child.stdout.take().map(|r| Box::new(r) as Box<dyn std::io::Read + Send>));
     let stderr = drain(child.stderr.take().map(|r| Box::new(r) as Box<dyn std::io::Read + Send>));
+    let (status, cpu) = wait_cpu_limited(pid, limit, || {
+        let _ = sys::kill(pid, libc::SIGKILL);
+    })?;
+    let out = std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    };
+    Ok((out, cpu))
+}
+
+/// Waits for the child `pid` (which nothing else waits for) at most `limit`: its status and
+/// CPU seconds ([`sys::wait_cpu`]). After `limit`, or when the user interrupts the
+/// experiment ([`interrupted`]), calls `kill` and says why.
+pub(crate) fn wait_cpu_limited(
+    pid: u32,
+    limit: Duration,
+    kill: impl Fn(),
+) -> Result<(std::process::ExitStatus, f64), String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(sys::wait_cpu(pid, false));
@@ -365,14 +391,7 @@ fn wait_limited(mut child: Child, limit: Duration) -> Result<(std::process::Outp
     let start = wall_clock();
     loop {
         match rx.recv_timeout(STOP_POLL) {
-            Ok(Ok(Some((status, cpu)))) => {
-                let out = std::process::Output {
-                    status,
-                    stdout: stdout.join().unwrap_or_default(),
-                    stderr: stderr.join().unwrap_or_default(),
-                };
-                return Ok((out, cpu));
-            }
+            Ok(Ok(Some(done))) => return Ok(done),
             Ok(Ok(None)) => return Err("waiting for the client: no status".into()),
             Ok(Err(e)) => return Err(format!("waiting for the client: {e}")),
             Err(mpsc::RecvTimeoutError::Disconnected) => return Err("the client's waiter died".into()),
@@ -385,7 +404,7 @@ fn wait_limited(mut child: Child, limit: Duration) -> Result<(std::process::Outp
         } else {
             continue;
         };
-        let _ = sys::kill(pid, libc::SIGKILL);
+        kill();
         let _ = rx.recv_timeout(Duration::from_secs(5));
         return Err(why);
     }
@@ -449,6 +468,7 @@ fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
         r.retransmitted_bytes = paths(s).iter().map(|p| int(p, "lost_bytes")).sum();
         r.spurious_loss_est = r.lost_packets.saturating_sub(r.dropped_packets);
     }
+    r.throughput_bps = num(&m.client, "throughput_bps");
     r.cpu_client_s = num(&m.client, "cpu_s");
     r.cpu_server_s = m.server.as_ref().and_then(|s| num(s, "cpu_s"));
     r.ack_frames = paths(&m.client).iter().map(|p| int(p, "acks_sent")).sum();
@@ -493,6 +513,7 @@ mod tests {
             ack_ranges: None,
             size,
             transport: QUIC.into(),
+            options: String::new(),
             baselines: vec![],
         }
     }

@@ -13,7 +13,6 @@ use std::io::{BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use rand::{RngCore, SeedableRng};
@@ -201,7 +200,9 @@ pub(crate) fn measure(
     let start = wall_clock();
     let client = spawn_group(client_cmd, &format!("{} client", imp.name))?;
     let limit = exp.max_time.unwrap_or(crate::netns_exec::DEFAULT_RUN_LIMIT);
+    let counters = crate::ifstats::sample(client.id(), state.paths.iter().map(|p| p.interface.clone()).collect());
     let (status, client_cpu) = wait_group(client, limit)?;
+    let throughput = crate::ifstats::trimmed_rate(&counters.join().unwrap_or_default());
     let duration = start.elapsed().as_secs_f64();
     let server_cpu = server.stop();
     if !status.success() {
@@ -221,6 +222,7 @@ pub(crate) fn measure(
         "goodput_bps": if duration > 0.0 { bytes as f64 * 8.0 / duration } else { 0.0 },
         "multipath": imp.paths_used(state.paths.len()) > 1 && carrying > 1,
         "cpu_s": client_cpu,
+        "throughput_bps": throughput,
     });
     let server = server_cpu.map(|cpu| serde_json::json!({ "cpu_s": cpu }));
     Ok(Measured { client, server, links, command, verified: Some(same) })
@@ -257,39 +259,13 @@ fn wait_bound(server: &mut Group, port: u16) -> Result<(), String> {
 /// Waits for the client at most `limit` (or until Ctrl-C); kills its group after that, and
 /// whatever of the group outlived it in any case.
 fn wait_group(child: Child, limit: Duration) -> Result<(std::process::ExitStatus, f64), String> {
-    let start = wall_clock();
     let pgid = child.id();
     let kill_group = || {
         let _ = sys::kill_group(pgid, libc::SIGKILL);
     };
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(sys::wait_cpu(pgid, false));
-    });
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(r) => {
-                kill_group();
-                return match r {
-                    Ok(Some(done)) => Ok(done),
-                    Ok(None) => Err("waiting for the client: no status".into()),
-                    Err(e) => Err(format!("waiting for the client: {e}")),
-                };
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Err("the client's waiter died".into()),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        let why = if interrupted() {
-            "interrupted".to_owned()
-        } else if start.elapsed() >= limit {
-            format!("the run did not finish within {limit:?} (max_time); the client was killed")
-        } else {
-            continue;
-        };
-        kill_group();
-        let _ = rx.recv_timeout(Duration::from_secs(5));
-        return Err(why);
-    }
+    let done = crate::netns_exec::wait_cpu_limited(pgid, limit, kill_group);
+    kill_group();
+    done
 }
 
 /// Writes `size` pseudo-random bytes (from `seed`) to `path`: incompressible, and the same

@@ -50,8 +50,12 @@ pub struct RunSpec {
     pub ack_ranges: Option<usize>,
     /// Download size, or request size.
     pub size: u64,
-    /// Transport: `quic` (mpq), `mptcp-tls` or `tcp-tls` (the kernel's, kernel testbed only).
+    /// Transport: `quic` (mpq), `mptcp-tls` or `tcp-tls` (the kernel's, kernel testbed only),
+    /// `quic:NAME` (an implementation folder).
     pub transport: String,
+    /// Extra `mpq perf` options for both ends (`factors.options`; kernel testbed only).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub options: String,
     /// IDs of the baselines of this run's paths (topology order), for the aggregation benefit.
     pub baselines: Vec<String>,
 }
@@ -228,6 +232,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                             ack_ranges: None,
                                             size,
                                             transport: QUIC.into(),
+                                            options: String::new(),
                                             baselines: Vec::new(),
                                         });
                                     }
@@ -252,6 +257,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                 ack_ranges: ranges,
                                 size,
                                 transport: QUIC.into(),
+                                options: String::new(),
                                 baselines: ids,
                             });
                         }
@@ -260,11 +266,14 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
             }
         }
     }
-    if exp.transports.iter().any(|t| t == MPTCP_TLS) {
-        kernel_runs(exp, sid, &sizes, &counts, &mut baselines, &mut multi);
+    for kernel in [MPTCP_TLS, TCP_TLS] {
+        if exp.transports.iter().any(|t| t == kernel) {
+            own_settings_runs(exp, kernel, TCP_TLS, "kernel", sid, &sizes, &counts, &mut baselines, &mut multi);
+        }
     }
     for imp in &exp.implementations {
-        implementation_runs(exp, &imp.name, sid, &sizes, &counts, &mut baselines, &mut multi);
+        let t = format!("{}{}", crate::implementation::PREFIX, imp.name);
+        own_settings_runs(exp, &t, &t, "default", sid, &sizes, &counts, &mut baselines, &mut multi);
     }
     if !exp.transports.iter().any(|t| t == QUIC) {
         // Only the kernel's transports: mpq's runs and their baselines go.
@@ -272,87 +281,82 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
         multi.retain(|r| r.transport != QUIC);
     }
     baselines.extend(multi);
-    baselines
+    with_options(exp, baselines)
 }
 
-/// The MPTCP+TLS runs of a scenario (one per size, path count and initial path: the kernel
-/// picks scheduler and congestion control, so the other factors do not apply) and their
-/// TCP+TLS baselines on each path.
-fn kernel_runs(
-    exp: &Experiment,
-    sid: &str,
-    sizes: &[u64],
-    counts: &[usize],
-    baselines: &mut Vec<RunSpec>,
-    multi: &mut Vec<RunSpec>,
-) {
-    let kernel = |role, id: String, path_indices: Vec<usize>, size, baselines| RunSpec {
-        id,
-        role,
-        initial_path: path_indices[0],
-        path_indices,
-        scheduler: "kernel".into(),
-        cc: "kernel".into(),
-        ack_policy: "kernel".into(),
-        ack_ranges: None,
-        size,
-        transport: String::new(),
-        baselines,
-    };
-    for &size in sizes {
-        for &n in counts {
-            let mut ids = Vec::new();
-            if exp.baselines && n > 1 {
-                for p in 0..n {
-                    let id = format!("{sid}/sp{p}-{TCP_TLS}-{}", size_tag(size));
-                    if !baselines.iter().any(|b| b.id == id) {
-                        baselines.push(RunSpec {
-                            transport: TCP_TLS.into(),
-                            ..kernel(Role::Baseline, id.clone(), vec![p], size, Vec::new())
-                        });
-                    }
-                    ids.push(id);
-                }
+/// The `mpq perf` options that apply to the kernel's transports too (TCP+TLS, MPTCP+TLS).
+const KERNEL_TRANSPORT_OPTIONS: &[&str] =
+    &["--cipher", "--rcvbuf", "--sndbuf", "--handshake-timeout", "--idle-timeout"];
+
+/// Whether every option of `set` applies to the kernel's transports.
+fn kernel_set(set: &str) -> bool {
+    set.split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .all(|w| KERNEL_TRANSPORT_OPTIONS.contains(&w.split('=').next().unwrap_or(w)))
+}
+
+/// Every run of `runs` once per option set of `factors.options`: `mpq perf`'s QUIC runs with
+/// every set, its TCP+TLS and MPTCP+TLS runs with the sets whose options all apply to them
+/// (`--cipher`, `--rcvbuf`, `--sndbuf`, the timeouts), an implementation folder's runs once,
+/// without options. With several sets, run IDs and their baselines' IDs end in `-oI` (the
+/// set's index), so that a run is compared with baselines run with the same options.
+fn with_options(exp: &Experiment, runs: Vec<RunSpec>) -> Vec<RunSpec> {
+    let mut out = Vec::new();
+    for r in runs {
+        if crate::implementation::name_of(&r.transport).is_some() {
+            out.push(r);
+            continue;
+        }
+        for (i, set) in exp.options.iter().enumerate() {
+            if r.transport != QUIC && !kernel_set(set) {
+                continue;
             }
-            for &initial in exp.initial_paths.iter().filter(|&&i| i < n) {
-                let mut order = vec![initial];
-                order.extend((0..n).filter(|&p| p != initial));
-                let id = format!("{sid}/{MPTCP_TLS}-n{n}-i{initial}-{}", size_tag(size));
-                multi.push(RunSpec {
-                    transport: MPTCP_TLS.into(),
-                    ..kernel(Role::Multipath, id, order, size, ids.clone())
-                });
+            if exp.options.len() == 1 {
+                out.push(RunSpec { options: set.clone(), ..r.clone() });
+                continue;
             }
+            out.push(RunSpec {
+                id: format!("{}-o{i}", r.id),
+                baselines: r.baselines.iter().map(|b| format!("{b}-o{i}")).collect(),
+                options: set.clone(),
+                ..r.clone()
+            });
         }
     }
+    out
 }
 
-/// The runs of an implementation folder (`quic:NAME`) in a scenario: one per size, path
-/// count and initial path (the implementation's own scheduler and congestion control), and
-/// its single-path runs on each path as the baselines. An implementation without multipath
-/// gets every path too and uses the first (the initial path): its rows say `multipath:
-/// false`.
-fn implementation_runs(
+/// The runs of a transport that brings its own scheduler and congestion control, in a
+/// scenario: one per size, path count and initial path, and its baselines (`baseline`, on
+/// each path alone). For MPTCP+TLS (against TCP+TLS), TCP+TLS (which uses the initial path
+/// only) and an implementation folder `quic:NAME` (against itself; one without multipath
+/// gets every path too and uses the initial one, and its rows say `multipath: false`).
+/// Their scheduler, congestion control and ACK policy columns say `setting` (`kernel`,
+/// `default`).
+#[allow(clippy::too_many_arguments)]
+fn own_settings_runs(
     exp: &Experiment,
-    name: &str,
+    transport: &str,
+    baseline: &str,
+    setting: &str,
     sid: &str,
     sizes: &[u64],
     counts: &[usize],
     baselines: &mut Vec<RunSpec>,
     multi: &mut Vec<RunSpec>,
 ) {
-    let transport = format!("{}{name}", crate::implementation::PREFIX);
-    let spec = |role, id: String, path_indices: Vec<usize>, size, baselines| RunSpec {
+    let spec = |role, id: String, transport: &str, path_indices: Vec<usize>, size, baselines| RunSpec {
         id,
         role,
         initial_path: path_indices[0],
         path_indices,
-        scheduler: "default".into(),
-        cc: "default".into(),
-        ack_policy: "default".into(),
+        scheduler: setting.into(),
+        cc: setting.into(),
+        ack_policy: setting.into(),
         ack_ranges: None,
         size,
-        transport: transport.clone(),
+        transport: transport.into(),
+        options: String::new(),
         baselines,
     };
     for &size in sizes {
@@ -360,9 +364,9 @@ fn implementation_runs(
             let mut ids = Vec::new();
             if exp.baselines && n > 1 {
                 for p in 0..n {
-                    let id = format!("{sid}/sp{p}-{transport}-{}", size_tag(size));
+                    let id = format!("{sid}/sp{p}-{baseline}-{}", size_tag(size));
                     if !baselines.iter().any(|b| b.id == id) {
-                        baselines.push(spec(Role::Baseline, id.clone(), vec![p], size, Vec::new()));
+                        baselines.push(spec(Role::Baseline, id.clone(), baseline, vec![p], size, Vec::new()));
                     }
                     ids.push(id);
                 }
@@ -371,7 +375,7 @@ fn implementation_runs(
                 let mut order = vec![initial];
                 order.extend((0..n).filter(|&p| p != initial));
                 let id = format!("{sid}/{transport}-n{n}-i{initial}-{}", size_tag(size));
-                multi.push(spec(Role::Multipath, id, order, size, ids.clone()));
+                multi.push(spec(Role::Multipath, id, transport, order, size, ids.clone()));
             }
         }
     }
@@ -597,10 +601,50 @@ topology:
     }
 
     #[test]
+    fn option_sets_multiply_mpqs_runs_and_the_kernels_where_they_apply() {
+        let yaml = TWO_PATHS_NETNS
+            .replace(
+                "transport: [quic, mptcp-tls]",
+                "transport: [quic, tcp-tls], options: ['', '--cipher  chacha20', '--window 12500']",
+            )
+            .replace("initial_path: [0, 1]", "initial_path: [0]");
+        let (_, p) = plan(&yaml);
+        let runs = &p.scenarios[0].runs;
+        let sid = &p.scenarios[0].id;
+        let quic: Vec<&RunSpec> = runs.iter().filter(|r| r.transport == "quic").collect();
+        // 2 baselines + 1 multipath run, for each of the three sets.
+        assert_eq!(quic.len(), 9);
+        let mp = quic.iter().find(|r| r.role == Role::Multipath && r.id.ends_with("-o1")).unwrap();
+        assert_eq!(mp.options, "--cipher chacha20");
+        assert!(mp.baselines.iter().all(|b| b.ends_with("-o1")), "{:?}", mp.baselines);
+        assert!(mp.baselines.iter().all(|b| runs.iter().any(|r| &r.id == b && r.options == mp.options)));
+        // TCP+TLS: no --window set (QUIC only); from path 0, against TCP+TLS on each path.
+        let tcp: Vec<&RunSpec> = runs.iter().filter(|r| r.transport != "quic").collect();
+        assert_eq!(tcp.len(), 6, "{:?}", tcp.iter().map(|r| &r.id).collect::<Vec<_>>());
+        assert!(tcp.iter().all(|r| !r.options.contains("--window")));
+        assert!(runs.iter().any(|r| r.id == format!("{sid}/tcp-tls-n2-i0-s1000000-o0") && r.role == Role::Multipath));
+        for (set, expect) in [
+            ("[quic]", "need testbed: netns"),
+            ("['--bytes 5']", "set by the lab"),
+            ("['x']", "starts with an option"),
+            ("['--no-gso', ' --no-gso']", "listed twice"),
+        ] {
+            let yaml = TWO_PATHS_NETNS.replace("transport: [quic, mptcp-tls]", &format!("options: {set}"));
+            let yaml = if set == "[quic]" {
+                yaml.replace("options: [quic]", "options: ['--no-gso']").replace("netns", "sim")
+            } else {
+                yaml
+            };
+            let e = Experiment::from_text(Path::new("t.yaml"), yaml).unwrap_err().to_string();
+            assert!(e.contains(expect) && e.contains("factors.options"), "{set}: {e}");
+        }
+    }
+
+    #[test]
     fn the_kernels_transports_need_the_kernel_testbed() {
         for (yaml, expect) in [
             (TWO_PATHS_NETNS.replace("testbed: netns", "testbed: sim"), "needs testbed: netns"),
-            (TWO_PATHS_NETNS.replace("mptcp-tls]", "tcp-tls]"), "expected quic, mptcp-tls"),
+            (TWO_PATHS_NETNS.replace("mptcp-tls]", "tcp]"), "expected quic, mptcp-tls"),
             (TWO_PATHS_NETNS.replace("mptcp-tls]", "quic:picoquic]"), "no implementation \"picoquic\""),
             (TWO_PATHS_NETNS.replace("mptcp-tls]", "quic:noq]").replace("netns", "sim"), "needs testbed: netns"),
             (TWO_PATHS_NETNS.replace("mptcp-tls]", "quic]"), "listed twice"),

@@ -92,6 +92,19 @@ pub struct Common {
     /// end of the handshake, without probing.
     #[arg(long)]
     pub no_pmtud: bool,
+    /// Send one datagram per system call: no UDP GSO batches (seed 001's offload
+    /// comparison; QUIC only).
+    #[arg(long)]
+    pub no_gso: bool,
+    /// Receive one datagram per system call: UDP GRO off on every socket (QUIC only).
+    #[arg(long)]
+    pub no_gro: bool,
+    /// Fix the receive flow-control windows at BYTES: the connection's (initial_max_data)
+    /// and each stream's (initial_max_stream_data_*), without auto-tuning them up (seed
+    /// 001's window sweep; default: 1.25 MB per stream and 2 MB per connection to start, tuned up to 16 MiB and 24
+    /// MiB per connection as the transfer needs; QUIC only).
+    #[arg(long, value_name = "BYTES")]
+    pub window: Option<u64>,
     /// Initiate a key update every N packets (RFC 9001 §6).
     #[arg(long, value_name = "N")]
     pub key_update_every: Option<u64>,

@@ -62,6 +62,10 @@ fn refuse_quic_only(common: &Common, more: &[(&str, bool)]) -> Result<()> {
         ("--shard", common.shard.is_some()),
         ("--qlog-dir", common.qlog_dir.is_some()),
         ("--threads per-path", common.threads == crate::cli::Threads::PerPath),
+        // The kernel's TCP has its own offloads and buffer tuning (ethtool, sysctls).
+        ("--no-gso", common.no_gso),
+        ("--no-gro", common.no_gro),
+        ("--window", common.window.is_some()),
     ];
     quic_only.extend_from_slice(more);
     if let Some((flag, _)) = quic_only.iter().find(|(_, set)| *set) {

@@ -102,6 +102,18 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
     if let Some(n) = common.key_update_every {
         t.key_update_interval = n.max(1);
     }
+    if common.no_gso {
+        t.max_gso_segments = 1;
+    }
+    if let Some(w) = common.window {
+        if w == 0 {
+            anyhow::bail!("--window 0: a receive window of 0 bytes lets nothing through");
+        }
+        t.streams.stream_receive_window = w;
+        t.streams.receive_window = w;
+        t.streams.max_stream_window = w;
+        t.streams.max_connection_window = w;
+    }
     if let Some(n) = common.ack_ranges {
         t.max_ack_ranges = n as usize;
     }
@@ -233,6 +245,9 @@ pub fn bind(addrs: &[SocketAddr], common: &Common) -> Result<Vec<UdpSocket>> {
                 _ => anyhow::anyhow!("cannot bind {a}: {e}"),
             })?;
             size_buffers(&socket, common)?;
+            if common.no_gro {
+                socket.set_gro(false).map_err(|e| anyhow::anyhow!("cannot turn UDP GRO off (--no-gro): {e}"))?;
+            }
             Ok(socket)
         })
         .collect()
@@ -298,6 +313,7 @@ pub fn run_on<A: App + Send + 'static>(
             let rt = PathThreads::new(sockets, Clock::new())?
                 .pin_to(common.cpus.clone())
                 .socket_buffers(common.rcvbuf, common.sndbuf);
+            let rt = if common.no_gro { rt.without_gro() } else { rt };
             let (runner, threads) = rt.run(runner)?;
             let mut io = mpq_io::LoopStats::default();
             for t in &threads {
@@ -596,5 +612,21 @@ mod tests {
         assert_eq!(config(&["--ack-ranges", "8"]).unwrap().max_ack_ranges, 8);
         let e = config(&["--ack-ranges", "0"]).unwrap_err().to_string();
         assert!(e.contains("--ack-ranges"), "{e}");
+    }
+
+    #[test]
+    fn window_and_gso_options_reach_the_transport_config() {
+        let d = config(&[]).unwrap();
+        assert!(d.max_gso_segments > 1);
+        assert!(d.streams.max_connection_window > d.streams.receive_window, "auto-tuning by default");
+        assert_eq!(config(&["--no-gso"]).unwrap().max_gso_segments, 1);
+        let s = config(&["--window", "12500"]).unwrap().streams;
+        assert_eq!(
+            [s.stream_receive_window, s.receive_window, s.max_stream_window, s.max_connection_window],
+            [12_500; 4],
+            "fixed windows, no auto-tuning"
+        );
+        let e = config(&["--window", "0"]).unwrap_err().to_string();
+        assert!(e.contains("--window 0"), "{e}");
     }
 }

@@ -11,6 +11,9 @@ const FILES: &[&str] = &[
     "implementations.yaml",
     // On the kernel testbed (root): its short form is in lab_testbed.rs.
     "mpq-vs-mptcp.yaml",
+    // On the kernel testbed (root): their short forms are in lab_testbed.rs.
+    "seed001-quic-settings.yaml",
+    "seed001-rates.yaml",
     "seed002-4.1-cc.yaml",
     "seed002-4.1-schedulers.yaml",
     "seed002-4.1.yaml",

@@ -182,3 +182,67 @@ fn mpq_against_mptcp_short_form() {
     }
     assert_eq!(left, Vec::<String>::new(), "testbeds left behind");
 }
+
+/// The short form (`--limit 1`) of a shipped kernel-testbed experiment: its rows.
+fn short_form(file: &str) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments").join(file);
+    let (o, left) =
+        mpq_lab(&["lab", "run", file.to_str().unwrap(), "--limit", "1", "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "mpq lab run: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(left, Vec::<String>::new(), "testbeds left behind");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_mpq"))
+        .args(["lab", "report", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "mpq lab report: {}", String::from_utf8_lossy(&o.stderr));
+    rows(&out.join("results.jsonl"))
+}
+
+#[test]
+fn seed001_rates_short_form_compares_quic_and_tcp_with_each_cipher() {
+    if !available() {
+        return;
+    }
+    let _turn = one_at_a_time();
+    let rows = short_form("seed001-rates.yaml");
+    // The 100 Mbit/s point: QUIC and TCP+TLS, each with the three ciphers.
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    for t in ["quic", "tcp-tls"] {
+        let options: Vec<&str> =
+            rows.iter().filter(|r| r["transport"] == t).map(|r| r["options"].as_str().unwrap_or("")).collect();
+        assert_eq!(options, ["", "--cipher aes256", "--cipher chacha20"], "{t}");
+    }
+    for r in &rows {
+        assert_eq!((r["completed"].as_bool(), &r["error"]), (Some(true), &serde_json::Value::Null), "{r}");
+        // 50 MB through a 100 Mbit/s link: at most the link's rate, and most of it.
+        let g = r["goodput_bps"].as_f64().unwrap();
+        assert!(g > 50e6 && g <= 100.5e6, "{r}");
+        assert!(r["cpu_server_s"].as_f64().unwrap() > 0.0, "{r}");
+        // The client interface's counters, trimmed: headers included (more than the
+        // goodput), the link's rate at most (its Ethernet headers allowed for).
+        let t = r["throughput_bps"].as_f64().unwrap();
+        assert!(t > 0.95 * g && t < 102e6, "{r}");
+    }
+}
+
+#[test]
+fn seed001_quic_settings_short_form_runs_every_set_and_small_windows_cost_goodput() {
+    if !available() {
+        return;
+    }
+    let _turn = one_at_a_time();
+    let rows = short_form("seed001-quic-settings.yaml");
+    assert_eq!(rows.len(), 11, "{rows:?}");
+    for r in &rows {
+        assert_eq!((r["completed"].as_bool(), &r["error"]), (Some(true), &serde_json::Value::Null), "{r}");
+    }
+    let goodput = |set: &str| {
+        rows.iter().find(|r| r["options"].as_str().unwrap_or("") == set).unwrap()["goodput_bps"].as_f64().unwrap()
+    };
+    // A 12.5 kB window lets at most 12.5 kB through per round trip (>= 1 ms here): far
+    // below what the defaults get on a 1 Gbit/s path.
+    assert!(goodput("--window 12500") < 110e6, "{}", goodput("--window 12500"));
+    assert!(goodput("") > 2.0 * goodput("--window 12500"), "{} vs {}", goodput(""), goodput("--window 12500"));
+}

@@ -149,6 +149,9 @@ fn quic_only_options_are_refused_over_tcp() {
         (&["--server-addr", "127.0.0.1:9"][..], "--server-addr"),
         (&["--shard", "2"][..], "--shard"),
         (&["--idle-connections", "3"][..], "--idle-connections"),
+        (&["--no-gso"][..], "--no-gso"),
+        (&["--no-gro"][..], "--no-gro"),
+        (&["--window", "12500"][..], "--window"),
     ] {
         let mut a = vec!["perf", "client", "--transport", "tcp-tls", "--connect", "127.0.0.1:9"];
         a.extend_from_slice(extra);

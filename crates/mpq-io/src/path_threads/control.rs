@@ -44,6 +44,7 @@ pub(super) fn setup<D: EndpointDriver + 'static>(
         failed: AtomicBool::new(false),
         per_path: settings.per_path,
         socket_buffers: settings.socket_buffers,
+        no_gro: settings.no_gro,
         app_kick: AtomicBool::new(false),
         lock_spin: settings.lock_spin,
         cores: if settings.cpus.is_empty() {
@@ -271,6 +272,11 @@ fn start_worker<D: EndpointDriver + 'static>(
             if recv.is_some() || send.is_some() {
                 if let Err(e) = s.set_buffer_sizes(recv, send) {
                     tracing::warn!(%e, "cannot size a path socket's buffers");
+                }
+            }
+            if shared.no_gro {
+                if let Err(e) = s.set_gro(false) {
+                    tracing::warn!(%e, "cannot turn GRO off on a path socket");
                 }
             }
             Some(s)

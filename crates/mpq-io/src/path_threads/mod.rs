@@ -93,6 +93,8 @@ struct Settings {
     per_path: bool,
     /// SO_RCVBUF and SO_SNDBUF of the paths' own sockets (`None`: the default).
     socket_buffers: (Option<usize>, Option<usize>),
+    /// The paths' own sockets have UDP GRO turned off.
+    no_gro: bool,
     /// How long a thread spins for a held lock before sleeping (`None`: automatic).
     lock_spin: Option<Duration>,
 }
@@ -133,6 +135,13 @@ impl PathThreads {
     /// ([`UdpSocket::set_buffer_sizes`]).
     pub fn socket_buffers(mut self, recv: Option<usize>, send: Option<usize>) -> Self {
         self.settings.socket_buffers = (recv, send);
+        self
+    }
+
+    /// Turns UDP GRO off on the paths' own sockets ([`UdpSocket::set_gro`]); the listening
+    /// sockets are the caller's.
+    pub fn without_gro(mut self) -> Self {
+        self.settings.no_gro = true;
         self
     }
 
@@ -186,6 +195,8 @@ struct Shared<D> {
     per_path: bool,
     /// SO_RCVBUF and SO_SNDBUF of the paths' own sockets.
     socket_buffers: (Option<usize>, Option<usize>),
+    /// [`PathThreads::without_gro`].
+    no_gro: bool,
     /// An application thread changed the endpoint ([`Runtime::lock`]), or the calling thread
     /// received datagrams: every path thread looks for work at the calling thread's next
     /// round.

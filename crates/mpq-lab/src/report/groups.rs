@@ -18,6 +18,7 @@ pub struct Varying {
     paths: bool,
     size: bool,
     transport: bool,
+    options: bool,
 }
 
 impl Varying {
@@ -35,6 +36,7 @@ impl Varying {
             paths: many(&mp, |r| r.paths),
             size: many(&mp, |r| r.size),
             transport: many(&mp, |r| transport(r).to_owned()),
+            options: many(&mp, |r| r.options.clone()),
         }
     }
 
@@ -62,6 +64,9 @@ impl Varying {
         }
         if self.size {
             parts.push(size_label(r.size));
+        }
+        if self.options {
+            parts.push(if r.options.is_empty() { "defaults".to_owned() } else { r.options.clone() });
         }
         if parts.is_empty() {
             format!("{} {}", r.scheduler, r.cc)
