@@ -11,7 +11,8 @@ each, for before / after tables.
 
 `--seed000` adds the coarser table seed 000 used for mcMPQUIC's profile: packet I/O (user
 and kernel), crypto, connection management (QUIC logic, copies, hashing, allocation),
-locking, application, other.
+locking, application, other, plus seed 001's ACK handling. The regex map is
+crates/mpq-lab/data/perf-categories.tsv, shared with `mpq lab run --profile`.
 
 Record with `perf record -e cpu-clock -g -o FILE -- mpq perf server ...` (on VMs without
 hardware counters `cpu-clock` is the event that works).
@@ -23,23 +24,28 @@ import argparse
 import re
 import subprocess
 import sys
+from pathlib import Path
 
-# First match wins; patterns are matched against the symbol name (kernel symbols are
-# reported with their "[k]" marker by perf and handled separately below).
-LOCKING = "locking and waiting (mutex, futex)"
-APPLICATION = "application"
+# The regex map lives in crates/mpq-lab/data/perf-categories.tsv (the lab's `--profile`
+# reads the same file): category, report category, whether matching kernel symbols count
+# there, regex; the first match wins.
+MAP = Path(__file__).resolve().parent.parent / "crates/mpq-lab/data/perf-categories.tsv"
 KERNEL = "kernel UDP, syscalls, scheduling"
 
-CATEGORIES = [
-    (LOCKING, r"futex|pthread_mutex|lll_lock|lll_unlock|Mutex|parking_lot|Condvar|sync::mutex|lock_contended"),
-    ("crypto (AEAD, header protection)", r"aes|gcm|aead|ghash|chacha|poly1305|PacketKey|HeaderProtection|seal_packet|open_payload|remove_header_protection|skip_iv|CRYPTO_memcmp|EVP_|aws_lc_rs|ring::"),
-    ("memory copies", r"memmove|memcpy|_copy_to_iter|_copy_from_iter|copy_user|rep_movs"),
-    ("hashing", r"hash|SipHasher|foldhash|FxHasher"),
-    ("allocation", r"malloc|free|realloc|calloc|alloc::alloc|__rust_alloc|__rust_dealloc|_int_malloc|_int_free|cfree"),
-    ("packet I/O in user space", r"mpq_io|quinn_udp|event_loop|recvmmsg|sendmsg|sendmmsg"),
-    (APPLICATION, r"mpq::perf::|mpq::perf_shard|mpq_api::|PerfServer|PerfClient|HqServer|HqClient"),
-    ("QUIC logic", r"mpq_proto|mpq::|quinn_proto|quinn::|perf::"),
-]
+
+def load_map(path=MAP):
+    """[(category, report category, kernel symbols count, compiled regex)] from the TSV."""
+    rules = []
+    for line in path.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, report, kernel, pattern = line.split("\t")
+        rules.append((name, report, kernel == "kernel", re.compile(pattern, re.IGNORECASE)))
+    return rules
+
+
+RULES = load_map()
+CATEGORIES = [(name, rx) for name, _, _, rx in RULES]
 
 
 def symbols(path):
@@ -58,14 +64,14 @@ def symbols(path):
 
 def categorise(rows):
     totals = {name: 0.0 for name, _ in CATEGORIES}
-    totals["kernel UDP, syscalls, scheduling"] = 0.0
+    totals[KERNEL] = 0.0
     totals["other"] = 0.0
     for share, kernel, sym in rows:
-        for name, pattern in CATEGORIES:
-            if re.search(pattern, sym, re.IGNORECASE):
+        for name, _, kernel_too, rx in RULES:
+            if rx.search(sym):
                 # Kernel copies and futexes count as copies and locking; other kernel time
                 # below.
-                if kernel and name not in ("memory copies", LOCKING):
+                if kernel and not kernel_too:
                     continue
                 totals[name] += share
                 break
@@ -74,19 +80,14 @@ def categorise(rows):
     return totals
 
 
-# Seed 000's categories, from ours.
-SEED000 = {
-    "packet I/O": ["packet I/O in user space", KERNEL],
-    "crypto": ["crypto (AEAD, header protection)"],
-    "connection management": ["QUIC logic", "memory copies", "hashing", "allocation"],
-    "locking": [LOCKING],
-    "application": [APPLICATION],
-    "other": ["other"],
-}
-
-
 def seed000(totals):
-    return {k: sum(totals[n] for n in v) for k, v in SEED000.items()}
+    """The coarse table: seed 000's categories plus seed 001's ACK handling."""
+    coarse = {}
+    for name, report, _, _ in RULES:
+        coarse[report] = coarse.get(report, 0.0) + totals[name]
+    coarse["packet I/O"] = coarse.get("packet I/O", 0.0) + totals[KERNEL]
+    coarse["other"] = totals["other"]
+    return coarse
 
 
 def main():

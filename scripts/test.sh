@@ -26,6 +26,11 @@ if [ "$(id -u)" = 0 ] && [ -e /dev/net/tun ] && command -v ip >/dev/null; then
 else
     echo "not root, or no /dev/net/tun or ip: the testbed tests will be skipped"
 fi
+echo "== perf for the lab's --profile test"
+if ! command -v perf >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get install -y -qq linux-perf >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq linux-perf >/dev/null; } \
+        || echo "linux-perf could not be installed: the lab's profile test will fail under MPQ_REQUIRE_NETNS"
+fi
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== the application API's examples (mpq-api), in both runtimes"

@@ -139,7 +139,13 @@ pub struct Experiment {
     pub testbed: Testbed,
     /// mpq's runtime on the kernel testbed (`single` or `per-path`).
     pub runtime: String,
+    /// The runtimes mpq's runs compare (`factors.runtime`; `[runtime]` by default).
+    pub runtimes: Vec<String>,
 }
+
+/// mpq's runtimes on the kernel testbed: one event loop, a thread per path, one
+/// single-path connection per path (`mpq perf --shard N`).
+pub const RUNTIMES: &[&str] = &["single", "per-path", "shard"];
 
 /// The transport of mpq's runs.
 pub const QUIC: &str = "quic";
@@ -409,6 +415,19 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
     if !["single", "per-path"].contains(&f.runtime.as_str()) {
         return Err(c.err("runtime", format!("unknown runtime {:?}; expected single or per-path", f.runtime)));
     }
+    let runtimes = if fa.runtime.is_empty() { vec![f.runtime.clone()] } else { fa.runtime.clone() };
+    for (i, r) in fa.runtime.iter().enumerate() {
+        let key = format!("factors.runtime[{i}]");
+        if !RUNTIMES.contains(&r.as_str()) {
+            return Err(c.err(&key, format!("unknown runtime {r:?}; expected single, per-path or shard")));
+        }
+        if f.testbed != Testbed::Netns {
+            return Err(c.err(&key, "runtimes are mpq's on real kernels: they need testbed: netns"));
+        }
+        if fa.runtime[..i].contains(r) {
+            return Err(c.err(&key, format!("{r} is listed twice")));
+        }
+    }
     Ok(Experiment {
         path: PathBuf::new(),
         text: String::new(),
@@ -433,6 +452,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         max_time,
         testbed: f.testbed,
         runtime: f.runtime,
+        runtimes,
     })
 }
 

@@ -215,6 +215,11 @@ pub struct FactorsSpec {
     /// "--cipher chacha20", "--no-gso --no-gro", "--window 125000"]` (default: none).
     #[serde(default)]
     pub options: Vec<String>,
+    /// mpq's runtimes on the kernel testbed, compared: `single`, `per-path`, `shard` (one
+    /// single-path connection per path, seed 000's shardQUIC) (default: the file's
+    /// `runtime`).
+    #[serde(default)]
+    pub runtime: Vec<String>,
 }
 
 /// The kind of design.

@@ -56,6 +56,7 @@ pub mod netns_exec;
 pub mod netns_external;
 pub mod param;
 pub mod plan;
+pub mod profile;
 pub mod qlog;
 pub mod quantity;
 pub mod report;

@@ -77,6 +77,9 @@ pub struct Row {
     /// Extra `mpq perf` options of the run (`factors.options`), if any.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub options: String,
+    /// mpq's runtime, when the experiment compares them (`factors.runtime`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub runtime: String,
     /// Download size (or request size), bytes.
     pub size: u64,
     /// Every path's link (`mpq sim --link` form), topology order.
@@ -163,6 +166,14 @@ pub struct Row {
     /// only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_server_s: Option<f64>,
+    /// Kernel testbed with `--profile` only: the client's CPU profile, % of its samples per
+    /// category (packet I/O, crypto, connection management, locking, application, ACK
+    /// handling, other; [`crate::profile`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_client: Option<std::collections::BTreeMap<String, f64>>,
+    /// The server's CPU profile, as `profile_client`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_server: Option<std::collections::BTreeMap<String, f64>>,
     /// Simulator events.
     pub events: u64,
     /// Hash of every link delivery and drop (equal for identical runs).
@@ -240,6 +251,7 @@ pub fn row(
         workload: workload.to_owned(),
         transport: run.transport.clone(),
         options: run.options.clone(),
+        runtime: run.runtime.clone(),
         size: run.size,
         links: scenario.links.clone(),
         bottleneck: scenario.bottleneck.clone(),

@@ -98,9 +98,13 @@ fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
         run.scheduler.clone(),
         "--ack-policy".into(),
         run.ack_policy.clone(),
-        "--threads".into(),
-        exp.runtime.clone(),
     ];
+    match if run.runtime.is_empty() { exp.runtime.as_str() } else { run.runtime.as_str() } {
+        // One single-path connection per path (each from its own address, so over its own
+        // path), the server sharded alike.
+        "shard" => a.extend(["--shard".into(), run.path_indices.len().to_string()]),
+        rt => a.extend(["--threads".into(), rt.to_owned()]),
+    }
     if let Some(n) = run.ack_ranges {
         a.extend(["--ack-ranges".into(), n.to_string()]);
     }
@@ -157,6 +161,8 @@ pub(crate) struct Measured {
     /// Whether the download was checked byte for byte and matched (`None`: only its length
     /// was checked, as `mpq perf` does).
     pub(crate) verified: Option<bool>,
+    /// The server's and the client's process IDs (for their profiles).
+    pub(crate) pids: (u32, u32),
 }
 
 /// Runs `run` of `scenario` on a fresh testbed with the `mpq` binary `mpq`; returns its row
@@ -166,11 +172,26 @@ pub fn execute(
     scenario: &PlannedScenario,
     run: &RunSpec,
     qlog: Option<&Path>,
+    profile: Option<&Path>,
     mpq: &Path,
 ) -> (Row, Manifest) {
     let start = wall_clock();
     let name = testbed_name(run);
-    let outcome = measure(exp, scenario, run, qlog, mpq, &name);
+    let profile = profile.map(|d| d.join(run.id.replace('/', "_")));
+    let outcome = match &profile {
+        None => measure(exp, scenario, run, qlog, mpq, &name),
+        Some(d) => std::fs::create_dir_all(d)
+            .map_err(|e| format!("creating {}: {e}", d.display()))
+            .and_then(|()| crate::profile::Recorder::system_wide(&d.join("perf.data")))
+            .and_then(|recorder| {
+                let mut m = measure(exp, scenario, run, qlog, mpq, &name)?;
+                match recorder.stop() {
+                    Ok(recording) => add_profiles(&mut m, &recording),
+                    Err(e) => eprintln!("warning: {e}"),
+                }
+                Ok(m)
+            }),
+    };
     let wall_s = start.elapsed().as_secs_f64();
     let (r, command) = match outcome {
         Ok(m) => {
@@ -276,6 +297,7 @@ fn measure(
         .map_err(|e| format!("starting the client: {e}"))?;
     let limit = exp.max_time.unwrap_or(DEFAULT_RUN_LIMIT);
     let counters = crate::ifstats::sample(client.id(), state.paths.iter().map(|p| p.interface.clone()).collect());
+    let client_pid = client.id();
     let (out, client_cpu) = wait_limited(client, limit)?;
     let throughput = crate::ifstats::trimmed_rate(&counters.join().unwrap_or_default());
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -298,7 +320,28 @@ fn measure(
         o.insert("cpu_s".into(), serde_json::json!(cpu));
     }
     let links = control::stats(name).map_err(|e| format!("the emulator's counters: {e}"))?;
-    Ok(Measured { client, server: server_report, links, command, verified: None })
+    let pids = (server.child.id(), client_pid);
+    Ok(Measured { client, server: server_report, links, command, verified: None, pids })
+}
+
+/// Puts each endpoint's categorised profile from a finished system-wide recording into its
+/// JSON (`profile`). A profile that failed or caught no sample is left out with a warning:
+/// the run itself stands.
+fn add_profiles(m: &mut Measured, recording: &crate::profile::Recording) {
+    let (server_pid, client_pid) = m.pids;
+    let mut server = m.server.take().unwrap_or_else(|| serde_json::json!({}));
+    for (json, pid, role) in [(&mut m.client, client_pid, "client"), (&mut server, server_pid, "server")] {
+        match recording.of_pid(pid) {
+            Ok(p) if p.values().sum::<f64>() > 0.0 => {
+                if let Some(o) = json.as_object_mut() {
+                    o.insert("profile".into(), serde_json::json!(p));
+                }
+            }
+            Ok(_) => eprintln!("warning: {}: no samples of the {role} (pid {pid})", recording.data.display()),
+            Err(e) => eprintln!("warning: {}: {e}", recording.data.display()),
+        }
+    }
+    m.server = Some(server);
 }
 
 /// Reads the server's standard output up to its `listening on ADDR:PORT` line; returns the
@@ -431,6 +474,11 @@ fn shell_word(s: &str) -> String {
     }
 }
 
+/// The `profile` of an endpoint's JSON ([`add_profiles`]).
+fn profile_of(v: &serde_json::Value) -> Option<std::collections::BTreeMap<String, f64>> {
+    v.get("profile").and_then(|p| serde_json::from_value(p.clone()).ok())
+}
+
 /// Fills `r` (a row with nothing measured) from what the run measured.
 fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
     r.error = None;
@@ -469,6 +517,8 @@ fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
         r.spurious_loss_est = r.lost_packets.saturating_sub(r.dropped_packets);
     }
     r.throughput_bps = num(&m.client, "throughput_bps");
+    r.profile_client = profile_of(&m.client);
+    r.profile_server = m.server.as_ref().and_then(profile_of);
     r.cpu_client_s = num(&m.client, "cpu_s");
     r.cpu_server_s = m.server.as_ref().and_then(|s| num(s, "cpu_s"));
     r.ack_frames = paths(&m.client).iter().map(|p| int(p, "acks_sent")).sum();
@@ -514,6 +564,7 @@ mod tests {
             size,
             transport: QUIC.into(),
             options: String::new(),
+            runtime: String::new(),
             baselines: vec![],
         }
     }
@@ -545,6 +596,7 @@ mod tests {
             },
             command: String::new(),
             verified: None,
+            pids: (0, 0),
         };
         let r = fill(empty_row(2), &run(vec![1, 0], 1000), &m);
         assert!(r.completed && r.data_ok && r.multipath && r.error.is_none());
@@ -563,6 +615,7 @@ mod tests {
             links: control::Report { uptime_s: 0.0, in_flight: 0, not_ipv4: 0, write_errors: 0, paths: vec![] },
             command: String::new(),
             verified: None,
+            pids: (0, 0),
         };
         let r = fill(empty_row(1), &run(vec![0], 1000), &m);
         assert!(!r.completed && !r.data_ok);
@@ -577,6 +630,7 @@ mod tests {
             links: control::Report { uptime_s: 0.0, in_flight: 0, not_ipv4: 0, write_errors: 0, paths: vec![] },
             command: String::new(),
             verified: Some(false),
+            pids: (0, 0),
         };
         let r = fill(empty_row(1), &run(vec![0], 1000), &m);
         assert!(r.completed && !r.data_ok);

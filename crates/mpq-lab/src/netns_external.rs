@@ -201,6 +201,7 @@ pub(crate) fn measure(
     let client = spawn_group(client_cmd, &format!("{} client", imp.name))?;
     let limit = exp.max_time.unwrap_or(crate::netns_exec::DEFAULT_RUN_LIMIT);
     let counters = crate::ifstats::sample(client.id(), state.paths.iter().map(|p| p.interface.clone()).collect());
+    let pids = (server.child.id(), client.id());
     let (status, client_cpu) = wait_group(client, limit)?;
     let throughput = crate::ifstats::trimmed_rate(&counters.join().unwrap_or_default());
     let duration = start.elapsed().as_secs_f64();
@@ -224,8 +225,8 @@ pub(crate) fn measure(
         "cpu_s": client_cpu,
         "throughput_bps": throughput,
     });
-    let server = server_cpu.map(|cpu| serde_json::json!({ "cpu_s": cpu }));
-    Ok(Measured { client, server, links, command, verified: Some(same) })
+    let server = Some(serde_json::json!({ "cpu_s": server_cpu }));
+    Ok(Measured { client, server, links, command, verified: Some(same), pids })
 }
 
 /// Waits until a UDP socket of the server's namespace is bound to `port` (read from the

@@ -56,6 +56,10 @@ pub struct RunSpec {
     /// Extra `mpq perf` options for both ends (`factors.options`; kernel testbed only).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub options: String,
+    /// mpq's runtime on the kernel testbed (`single`, `per-path`, `shard`; empty: the
+    /// experiment's, or not mpq's).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub runtime: String,
     /// IDs of the baselines of this run's paths (topology order), for the aggregation benefit.
     pub baselines: Vec<String>,
 }
@@ -233,6 +237,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                             size,
                                             transport: QUIC.into(),
                                             options: String::new(),
+                                            runtime: String::new(),
                                             baselines: Vec::new(),
                                         });
                                     }
@@ -258,6 +263,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                 size,
                                 transport: QUIC.into(),
                                 options: String::new(),
+                                runtime: String::new(),
                                 baselines: ids,
                             });
                         }
@@ -281,7 +287,29 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
         multi.retain(|r| r.transport != QUIC);
     }
     baselines.extend(multi);
-    with_options(exp, baselines)
+    with_runtimes(exp, with_options(exp, baselines))
+}
+
+/// mpq's QUIC runs once per runtime of `factors.runtime` (with several, run IDs and their
+/// baselines' IDs end in `-RUNTIME`, so that a run is compared with baselines of its
+/// runtime); the other transports' runs once.
+fn with_runtimes(exp: &Experiment, runs: Vec<RunSpec>) -> Vec<RunSpec> {
+    let mut out = Vec::new();
+    for r in runs {
+        if r.transport != QUIC || exp.runtimes.len() <= 1 {
+            out.push(r);
+            continue;
+        }
+        for rt in &exp.runtimes {
+            out.push(RunSpec {
+                id: format!("{}-{rt}", r.id),
+                baselines: r.baselines.iter().map(|b| format!("{b}-{rt}")).collect(),
+                runtime: rt.clone(),
+                ..r.clone()
+            });
+        }
+    }
+    out
 }
 
 /// The `mpq perf` options that apply to the kernel's transports too (TCP+TLS, MPTCP+TLS).
@@ -357,6 +385,7 @@ fn own_settings_runs(
         size,
         transport: transport.into(),
         options: String::new(),
+        runtime: String::new(),
         baselines,
     };
     for &size in sizes {

@@ -36,6 +36,9 @@ pub struct RunOptions {
     pub progress: bool,
     /// Write each run's qlog files into this directory (see [`crate::qlog`]).
     pub qlog: Option<PathBuf>,
+    /// Kernel testbed: record each endpoint with `perf record -e cpu-clock -g` into
+    /// `OUT/profiles/RUN_ID/` and put its categorised profile into the row.
+    pub profile: bool,
     /// The `mpq` binary the kernel testbed's runs start (its emulator, `mpq perf` at both
     /// ends); `None`: the running program. The simulator does not use it.
     pub mpq: Option<PathBuf>,
@@ -103,6 +106,15 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
     if kernel {
         crate::netns_exec::prepare(exp, &mpq).map_err(LabError::Other)?;
     }
+    if opts.profile && !kernel {
+        return Err(LabError::Other(
+            "--profile records endpoints on the kernel testbed (testbed: netns); the simulator has none".into(),
+        ));
+    }
+    if opts.profile && !crate::profile::available() {
+        return Err(LabError::Other("--profile needs perf (Debian: apt-get install linux-perf)".into()));
+    }
+    let profiles = opts.profile.then(|| opts.out.join("profiles"));
     prepare_out(exp, &opts.out)?;
     if let Some(q) = &opts.qlog {
         std::fs::create_dir_all(q).map_err(LabError::io(format!("creating the qlog directory {}", q.display())))?;
@@ -143,7 +155,7 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
     let outcome = std::thread::scope(|s| -> Result<()> {
         for _ in 0..jobs {
             let tx = tx.clone();
-            let (next, stop, tasks, existing, mpq) = (&next, &stop, &tasks, &existing, &mpq);
+            let (next, stop, tasks, existing, mpq, profiles) = (&next, &stop, &tasks, &existing, &mpq, &profiles);
             s.spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let Some(&k) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
@@ -155,7 +167,14 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
                             continue;
                         }
                         let (mut row, manifest) = if kernel {
-                            let done = crate::netns_exec::execute(exp, sc, run, opts.qlog.as_deref(), mpq);
+                            let done = crate::netns_exec::execute(
+                                exp,
+                                sc,
+                                run,
+                                opts.qlog.as_deref(),
+                                profiles.as_deref(),
+                                mpq,
+                            );
                             if crate::netns_exec::interrupted() {
                                 // Not recorded: the run was cut short, so a resumed
                                 // experiment runs it again.

@@ -38,6 +38,7 @@ fn paths_and_competitor_together_fit_in_the_bottleneck() {
         jobs: 1,
         progress: false,
         qlog: None,
+        profile: false,
         mpq: None,
     };
     let s = run(&exp, &plan, &opts).unwrap();

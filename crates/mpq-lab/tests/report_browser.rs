@@ -90,7 +90,16 @@ fn run_experiment(yaml: &str, out: &Path) {
     run(
         &exp,
         &plan,
-        &RunOptions { limit: None, shard: None, out: out.to_owned(), jobs: 2, progress: false, qlog: None, mpq: None },
+        &RunOptions {
+            limit: None,
+            shard: None,
+            out: out.to_owned(),
+            jobs: 2,
+            progress: false,
+            qlog: None,
+            profile: false,
+            mpq: None,
+        },
     )
     .unwrap();
 }

@@ -30,8 +30,21 @@ fn experiment() -> (Experiment, Plan) {
 
 fn go(out: &Path, limit: Option<usize>, shard: Option<Shard>) -> RunSummary {
     let (exp, plan) = experiment();
-    run(&exp, &plan, &RunOptions { limit, shard, out: out.to_owned(), jobs: 2, progress: false, qlog: None, mpq: None })
-        .unwrap()
+    run(
+        &exp,
+        &plan,
+        &RunOptions {
+            limit,
+            shard,
+            out: out.to_owned(),
+            jobs: 2,
+            progress: false,
+            qlog: None,
+            profile: false,
+            mpq: None,
+        },
+    )
+    .unwrap()
 }
 
 fn rows(dir: &Path) -> Vec<Row> {
@@ -118,6 +131,7 @@ fn another_experiment_file_in_the_same_directory_is_refused() {
         jobs: 1,
         progress: false,
         qlog: None,
+        profile: false,
         mpq: None,
     };
     let e = run(&exp, &plan, &opts).unwrap_err().to_string();
@@ -196,6 +210,7 @@ fn qlog_files_per_run_hold_the_connections_events() {
         jobs: 1,
         progress: false,
         qlog: Some(qlog.clone()),
+        profile: false,
         mpq: None,
     };
     let s = run(&exp, &plan, &opts).unwrap();

@@ -99,6 +99,13 @@ pub struct RunArgs {
     /// DIR/CLASS/POINT/rREP/RUN_client.sqlog and ..._server.sqlog.
     #[arg(long, value_name = "DIR")]
     pub qlog: Option<PathBuf>,
+    /// Kernel testbed (root, perf installed): record both endpoints of every run with `perf
+    /// record -e cpu-clock -g` (OUT/profiles/RUN_ID/{server,client}.perf.data) and add their
+    /// CPU profiles by category (packet I/O, crypto, connection management, locking,
+    /// application, ACK handling, other; crates/mpq-lab/data/perf-categories.tsv) to the
+    /// rows as profile_server and profile_client.
+    #[arg(long)]
+    pub profile: bool,
 }
 
 /// `mpq lab merge`.
@@ -237,6 +244,7 @@ fn run_cmd(a: RunArgs) -> Result<()> {
         jobs,
         progress: !a.quiet,
         qlog: a.qlog,
+        profile: a.profile,
         mpq: None,
     };
     #[allow(clippy::disallowed_methods)] // wall time of the whole experiment, for the summary

@@ -246,3 +246,58 @@ fn seed001_quic_settings_short_form_runs_every_set_and_small_windows_cost_goodpu
     assert!(goodput("--window 12500") < 110e6, "{}", goodput("--window 12500"));
     assert!(goodput("") > 2.0 * goodput("--window 12500"), "{} vs {}", goodput(""), goodput("--window 12500"));
 }
+
+#[test]
+fn seed000_paths_compares_the_runtimes_with_profiles() {
+    if !available() {
+        return;
+    }
+    let _turn = one_at_a_time();
+    // The shipped file with smaller downloads and 1-2 paths, so that the test stays short;
+    // `--profile` as the README runs it.
+    let shipped =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/seed000-paths.yaml"))
+            .unwrap();
+    let text = shipped.replace("download: 100MB", "download: 8MB").replace("paths: [1, 2, 4, 8]", "paths: [1, 2]");
+    assert_ne!(text, shipped);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("seed000-paths.yaml");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.path().join("out");
+    let (o, left) = mpq_lab(&[
+        "lab",
+        "run",
+        file.to_str().unwrap(),
+        "--limit",
+        "1",
+        "--quiet",
+        "--profile",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "mpq lab run: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(left, Vec::<String>::new(), "testbeds left behind");
+    let rows = rows(&out.join("results.jsonl"));
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    for rt in ["single", "per-path", "shard"] {
+        let two = rows.iter().find(|r| r["runtime"] == rt && r["paths"] == 2).unwrap();
+        assert_eq!((two["completed"].as_bool(), &two["error"]), (Some(true), &serde_json::Value::Null), "{two}");
+        // Both paths carried the download: one connection over two paths, or two shards.
+        let bytes: Vec<u64> = two["path_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
+        assert!(bytes[..2].iter().all(|&b| b > 1_000_000), "{rt}: {two}");
+        assert_eq!(two["multipath"].as_bool(), Some(rt != "shard"), "{two}");
+    }
+    // Profiles: every category, shares of all samples.
+    let profiled: Vec<&serde_json::Value> = rows.iter().filter(|r| r["profile_server"].is_object()).collect();
+    assert!(profiled.len() >= 4, "most runs profiled: {rows:?}");
+    for r in profiled {
+        let p = r["profile_server"].as_object().unwrap();
+        for k in ["packet I/O", "crypto", "connection management", "locking", "application", "ACK handling", "other"] {
+            assert!(p.contains_key(k), "{k}: {r}");
+        }
+        let sum: f64 = p.values().map(|v| v.as_f64().unwrap()).sum();
+        assert!((sum - 100.0).abs() < 1.0, "{sum}: {r}");
+        assert!(p["crypto"].as_f64().unwrap() > 0.0, "a QUIC sender encrypts: {r}");
+    }
+    assert!(out.join("profiles").is_dir());
+}

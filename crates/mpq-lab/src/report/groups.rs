@@ -19,6 +19,7 @@ pub struct Varying {
     size: bool,
     transport: bool,
     options: bool,
+    runtime: bool,
 }
 
 impl Varying {
@@ -37,6 +38,7 @@ impl Varying {
             size: many(&mp, |r| r.size),
             transport: many(&mp, |r| transport(r).to_owned()),
             options: many(&mp, |r| r.options.clone()),
+            runtime: many(&mp, |r| r.runtime.clone()),
         }
     }
 
@@ -64,6 +66,9 @@ impl Varying {
         }
         if self.size {
             parts.push(size_label(r.size));
+        }
+        if self.runtime {
+            parts.push(r.runtime.clone());
         }
         if self.options {
             parts.push(if r.options.is_empty() { "defaults".to_owned() } else { r.options.clone() });
