@@ -44,6 +44,23 @@ pub struct RunOptions {
     pub mpq: Option<PathBuf>,
 }
 
+impl RunOptions {
+    /// Every scenario into `out`, on `jobs` threads, quietly: no qlog, no profiles, this
+    /// program as `mpq`.
+    pub fn new(out: &Path, jobs: usize) -> RunOptions {
+        RunOptions {
+            limit: None,
+            shard: None,
+            out: out.to_owned(),
+            jobs,
+            progress: false,
+            qlog: None,
+            profile: false,
+            mpq: None,
+        }
+    }
+}
+
 /// What a run of the runner did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSummary {

@@ -87,21 +87,7 @@ fn browse(bin: &Path, profile: &Path, args: &[&str], page: &Path) -> String {
 fn run_experiment(yaml: &str, out: &Path) {
     let exp = Experiment::from_text(Path::new("browser.yaml"), yaml.into()).unwrap();
     let plan = Plan::new(&exp).unwrap();
-    run(
-        &exp,
-        &plan,
-        &RunOptions {
-            limit: None,
-            shard: None,
-            out: out.to_owned(),
-            jobs: 2,
-            progress: false,
-            qlog: None,
-            profile: false,
-            mpq: None,
-        },
-    )
-    .unwrap();
+    run(&exp, &plan, &RunOptions::new(out, 2)).unwrap();
 }
 
 #[test]

@@ -30,21 +30,7 @@ fn experiment() -> (Experiment, Plan) {
 
 fn go(out: &Path, limit: Option<usize>, shard: Option<Shard>) -> RunSummary {
     let (exp, plan) = experiment();
-    run(
-        &exp,
-        &plan,
-        &RunOptions {
-            limit,
-            shard,
-            out: out.to_owned(),
-            jobs: 2,
-            progress: false,
-            qlog: None,
-            profile: false,
-            mpq: None,
-        },
-    )
-    .unwrap()
+    run(&exp, &plan, &RunOptions { limit, shard, ..RunOptions::new(out, 2) }).unwrap()
 }
 
 fn rows(dir: &Path) -> Vec<Row> {
