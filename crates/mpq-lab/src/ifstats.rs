@@ -3,8 +3,10 @@
 //! `/proc/PID/net/dev` (which shows the namespace of PID), and the rate is taken over the
 //! run with its first and last second trimmed, so that neither the handshake and slow start
 //! nor the close weigh in. IP bytes, headers included: what the link carried, where goodput
-//! counts what the application got.
+//! counts what the application got. The same sampler reads the CPU time of each of the
+//! client's threads (`/proc/PID/task/TID/stat`), the last value seen per thread name.
 
+use std::collections::BTreeMap;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -18,18 +20,54 @@ fn wall_clock() -> std::time::Instant {
     std::time::Instant::now()
 }
 
-/// Samples `(seconds since the start, bytes received on ifaces)` until `/proc/PID/net/dev`
-/// goes away (the process exited).
-pub fn sample(pid: u32, ifaces: Vec<String>) -> JoinHandle<Vec<(f64, u64)>> {
+/// What the sampler saw of a process.
+#[derive(Debug, Default)]
+pub struct Samples {
+    /// `(seconds since the start, bytes received on the interfaces)`.
+    pub rx: Vec<(f64, u64)>,
+    /// CPU seconds per thread name (threads of one name summed), as last seen: up to one
+    /// interval short of the whole.
+    pub threads: BTreeMap<String, f64>,
+}
+
+/// Samples process `pid` every [`INTERVAL`] until `/proc/PID/net/dev` goes away (the process
+/// exited): bytes received on `ifaces`, and its threads' CPU times.
+pub fn sample(pid: u32, ifaces: Vec<String>) -> JoinHandle<Samples> {
     std::thread::spawn(move || {
         let start = wall_clock();
-        let mut out = Vec::new();
+        let ticks = crate::testbed::sys::clock_ticks();
+        let mut out = Samples::default();
+        let mut per_tid: BTreeMap<u32, (String, f64)> = BTreeMap::new();
         while let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/dev")) {
-            out.push((start.elapsed().as_secs_f64(), rx_bytes(&text, &ifaces)));
+            out.rx.push((start.elapsed().as_secs_f64(), rx_bytes(&text, &ifaces)));
+            if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+                for t in tasks.flatten() {
+                    let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+                    if let Some((name, cpu)) =
+                        std::fs::read_to_string(t.path().join("stat")).ok().and_then(|s| thread_cpu(&s, ticks))
+                    {
+                        per_tid.insert(tid, (name, cpu));
+                    }
+                }
+            }
             std::thread::sleep(INTERVAL);
+        }
+        for (name, cpu) in per_tid.into_values() {
+            *out.threads.entry(name).or_default() += cpu;
         }
         out
     })
+}
+
+/// A thread's name and CPU seconds (user + system) from its `/proc/.../stat` line.
+pub fn thread_cpu(stat: &str, ticks: f64) -> Option<(String, f64)> {
+    let (head, rest) = stat.rsplit_once(')')?;
+    let name = head.split_once('(')?.1.to_owned();
+    // After the name: state (field 3), ..., utime (14), stime (15).
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((name, (utime + stime) / ticks))
 }
 
 /// Bytes received on `ifaces` in a `/proc/net/dev` table.
@@ -67,6 +105,16 @@ mod tests {
         assert_eq!(rx_bytes(table, &["path0".into(), "path1".into()]), 1_250_000);
         assert_eq!(rx_bytes(table, &["path1".into()]), 250_000);
         assert_eq!(rx_bytes(table, &["path9".into()]), 0);
+    }
+
+    #[test]
+    fn a_threads_stat_line_gives_its_name_and_cpu_time() {
+        let stat = "4242 (mpq-path-1) S 4200 4200 4200 0 -1 4194368 120 0 0 0 250 75 0 0 20 0 9 0 1234 0 0";
+        assert_eq!(thread_cpu(stat, 100.0), Some(("mpq-path-1".into(), 3.25)));
+        // A name with spaces and parentheses: the last ')' ends it.
+        let odd = "7 (a (b) c) R 1 1 1 0 -1 0 0 0 0 0 10 10 0 0";
+        assert_eq!(thread_cpu(odd, 100.0), Some(("a (b) c".into(), 0.2)));
+        assert_eq!(thread_cpu("garbage", 100.0), None);
     }
 
     #[test]

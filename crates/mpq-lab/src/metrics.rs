@@ -162,6 +162,11 @@ pub struct Row {
     /// for (kernel testbed only: wait4's resource usage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_client_s: Option<f64>,
+    /// Kernel testbed only: CPU seconds of each of the client's threads by thread name
+    /// (`mpq`, `mpq-path-N`, `mpq-shard-K`...; same-named threads summed), sampled from
+    /// `/proc` every 100 ms while it ran ([`crate::ifstats`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_client: Option<std::collections::BTreeMap<String, f64>>,
     /// CPU seconds of the server process until it was stopped after the run (kernel testbed
     /// only).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -299,7 +299,8 @@ fn measure(
     let counters = crate::ifstats::sample(client.id(), state.paths.iter().map(|p| p.interface.clone()).collect());
     let client_pid = client.id();
     let (out, client_cpu) = wait_limited(client, limit)?;
-    let throughput = crate::ifstats::trimmed_rate(&counters.join().unwrap_or_default());
+    let sampled = counters.join().unwrap_or_default();
+    let throughput = crate::ifstats::trimmed_rate(&sampled.rx);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
@@ -315,6 +316,7 @@ fn measure(
     if let Some(o) = client.as_object_mut() {
         o.insert("cpu_s".into(), serde_json::json!(client_cpu));
         o.insert("throughput_bps".into(), serde_json::json!(throughput));
+        o.insert("threads_cpu_s".into(), serde_json::json!(sampled.threads));
     }
     if let (Some(serde_json::Value::Object(o)), Some(cpu)) = (&mut server_report, server_cpu) {
         o.insert("cpu_s".into(), serde_json::json!(cpu));
@@ -520,6 +522,11 @@ fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
     r.profile_client = profile_of(&m.client);
     r.profile_server = m.server.as_ref().and_then(profile_of);
     r.cpu_client_s = num(&m.client, "cpu_s");
+    r.threads_client = m
+        .client
+        .get("threads_cpu_s")
+        .and_then(|t| serde_json::from_value::<std::collections::BTreeMap<String, f64>>(t.clone()).ok())
+        .filter(|t| !t.is_empty());
     r.cpu_server_s = m.server.as_ref().and_then(|s| num(s, "cpu_s"));
     r.ack_frames = paths(&m.client).iter().map(|p| int(p, "acks_sent")).sum();
     let ranges: u64 = paths(&m.client).iter().map(|p| int(p, "ack_ranges_sent")).sum();

@@ -203,7 +203,8 @@ pub(crate) fn measure(
     let counters = crate::ifstats::sample(client.id(), state.paths.iter().map(|p| p.interface.clone()).collect());
     let pids = (server.child.id(), client.id());
     let (status, client_cpu) = wait_group(client, limit)?;
-    let throughput = crate::ifstats::trimmed_rate(&counters.join().unwrap_or_default());
+    let sampled = counters.join().unwrap_or_default();
+    let throughput = crate::ifstats::trimmed_rate(&sampled.rx);
     let duration = start.elapsed().as_secs_f64();
     let server_cpu = server.stop();
     if !status.success() {
@@ -224,6 +225,7 @@ pub(crate) fn measure(
         "multipath": imp.paths_used(state.paths.len()) > 1 && carrying > 1,
         "cpu_s": client_cpu,
         "throughput_bps": throughput,
+        "threads_cpu_s": sampled.threads,
     });
     let server = Some(serde_json::json!({ "cpu_s": server_cpu }));
     Ok(Measured { client, server, links, command, verified: Some(same), pids })

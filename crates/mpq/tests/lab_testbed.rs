@@ -286,6 +286,17 @@ fn seed000_paths_compares_the_runtimes_with_profiles() {
         let bytes: Vec<u64> = two["path_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
         assert!(bytes[..2].iter().all(|&b| b > 1_000_000), "{rt}: {two}");
         assert_eq!(two["multipath"].as_bool(), Some(rt != "shard"), "{two}");
+        // The client's threads, by name: a thread per path, a shard per path, or one loop.
+        let threads = two["threads_client"].as_object().unwrap();
+        let prefix = match rt {
+            "per-path" => Some("mpq-path-"),
+            "shard" => Some("mpq-shard-"),
+            _ => None,
+        };
+        if let Some(prefix) = prefix {
+            assert!(threads.keys().filter(|k| k.starts_with(prefix)).count() >= 2, "{rt}: {threads:?}");
+        }
+        assert!(threads.values().map(|v| v.as_f64().unwrap()).sum::<f64>() > 0.0, "{threads:?}");
     }
     // Profiles: every category, shares of all samples.
     let profiled: Vec<&serde_json::Value> = rows.iter().filter(|r| r["profile_server"].is_object()).collect();

@@ -186,6 +186,17 @@ pub fn wait_cpu(pid: u32, nohang: bool) -> io::Result<Option<(std::process::Exit
     }
 }
 
+/// Clock ticks per second (the unit of /proc's CPU times).
+pub fn clock_ticks() -> f64 {
+    // SAFETY: sysconf takes an integer and returns one.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
 /// The effective user ID.
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid(2) takes nothing and cannot fail.
