@@ -27,9 +27,21 @@ fn runtime_args(rt: &str) -> Vec<String> {
     }
 }
 
-/// A server in runtime `rt` serving `root`; returns it and its address.
+/// A server in runtime `rt` serving `root`; returns it and its address. Its scheduler is
+/// round-robin: the data flows from the server, and minRTT would keep it all on the first
+/// path while that path's window allows (on loopback it always does, and a path whose
+/// first RTT samples met a descheduled thread looks slower), so the paths' use would hang
+/// on timing.
 fn server(root: &std::path::Path, rt: &str) -> (std::process::Child, String) {
-    let mut args = vec!["server", "--listen", "127.0.0.1:0", "--root", root.to_str().expect("utf-8")];
+    let mut args = vec![
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--root",
+        root.to_str().expect("utf-8"),
+        "--scheduler",
+        "round-robin",
+    ];
     let rt = runtime_args(rt);
     args.extend(rt.iter().map(String::as_str));
     spawn_listening(&args)
