@@ -290,6 +290,16 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
     with_runtimes(exp, with_options(exp, baselines))
 }
 
+/// `r` as one variant of several: its ID and its baselines' IDs end in `-SUFFIX`, so that it
+/// is compared with baselines of the same variant.
+fn suffixed(r: &RunSpec, suffix: &str) -> RunSpec {
+    RunSpec {
+        id: format!("{}-{suffix}", r.id),
+        baselines: r.baselines.iter().map(|b| format!("{b}-{suffix}")).collect(),
+        ..r.clone()
+    }
+}
+
 /// mpq's QUIC runs once per runtime of `factors.runtime` (with several, run IDs and their
 /// baselines' IDs end in `-RUNTIME`, so that a run is compared with baselines of its
 /// runtime); the other transports' runs once.
@@ -301,12 +311,7 @@ fn with_runtimes(exp: &Experiment, runs: Vec<RunSpec>) -> Vec<RunSpec> {
             continue;
         }
         for rt in &exp.runtimes {
-            out.push(RunSpec {
-                id: format!("{}-{rt}", r.id),
-                baselines: r.baselines.iter().map(|b| format!("{b}-{rt}")).collect(),
-                runtime: rt.clone(),
-                ..r.clone()
-            });
+            out.push(RunSpec { runtime: rt.clone(), ..suffixed(&r, rt) });
         }
     }
     out
@@ -343,12 +348,7 @@ fn with_options(exp: &Experiment, runs: Vec<RunSpec>) -> Vec<RunSpec> {
                 out.push(RunSpec { options: set.clone(), ..r.clone() });
                 continue;
             }
-            out.push(RunSpec {
-                id: format!("{}-o{i}", r.id),
-                baselines: r.baselines.iter().map(|b| format!("{b}-o{i}")).collect(),
-                options: set.clone(),
-                ..r.clone()
-            });
+            out.push(RunSpec { options: set.clone(), ..suffixed(&r, &format!("o{i}")) });
         }
     }
     out
