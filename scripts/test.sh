@@ -31,6 +31,13 @@ if ! command -v perf >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)"
     apt-get install -y -qq linux-perf >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq linux-perf >/dev/null; } \
         || echo "linux-perf could not be installed: the lab's profile test will fail under MPQ_REQUIRE_NETNS"
 fi
+echo "== OpenSSH's server and client for the lab's SSH-testbed test (sshd in namespaces)"
+if ! [ -x /usr/sbin/sshd ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    # (Not started as a service: the test runs its own sshd in each namespace.)
+    apt-get install -y -qq openssh-server openssh-client >/dev/null 2>&1 \
+        || { apt-get update -qq && apt-get install -y -qq openssh-server openssh-client >/dev/null; } \
+        || echo "openssh-server could not be installed: the SSH-testbed test will fail under MPQ_REQUIRE_NETNS"
+fi
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== the application API's examples (mpq-api), in both runtimes"

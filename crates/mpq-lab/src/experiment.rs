@@ -141,6 +141,64 @@ pub struct Experiment {
     pub runtime: String,
     /// The runtimes mpq's runs compare (`factors.runtime`; `[runtime]` by default).
     pub runtimes: Vec<String>,
+    /// Scripts run on the hosts before and after every run (SSH testbed).
+    pub scripts: Scripts,
+}
+
+/// The experiment's pre- and post-run scripts, as files that exist.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scripts {
+    /// Before the endpoints start: on the client's host, on the server's.
+    pub pre: RoleScripts,
+    /// After both ended.
+    pub post: RoleScripts,
+}
+
+/// Script files per role, in order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoleScripts {
+    /// On the client's host.
+    pub client: Vec<PathBuf>,
+    /// On the server's host.
+    pub server: Vec<PathBuf>,
+}
+
+impl Scripts {
+    /// Every script, each once, in a stable order.
+    pub fn all(&self) -> Vec<&PathBuf> {
+        let mut v: Vec<&PathBuf> =
+            self.pre.client.iter().chain(&self.pre.server).chain(&self.post.client).chain(&self.post.server).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+/// Resolves the file's scripts against its directory; each must exist, and only the SSH
+/// testbed runs them.
+fn check_scripts(c: &Checker<'_>, spec: &crate::file::ScriptsSpec, testbed: Testbed) -> Result<Scripts> {
+    let dir = c.path.parent().unwrap_or(Path::new("."));
+    let mut out = Scripts::default();
+    for (when, from, to) in [("pre", &spec.pre, &mut out.pre), ("post", &spec.post, &mut out.post)] {
+        for (role, names, into) in [("client", &from.client, &mut to.client), ("server", &from.server, &mut to.server)]
+        {
+            for (i, name) in names.iter().enumerate() {
+                let key = format!("scripts.{when}.{role}[{i}]");
+                if testbed != Testbed::Ssh {
+                    return Err(c.err(&key, "scripts run on the hosts of the SSH testbed: they need testbed: ssh"));
+                }
+                let path = dir.join(name);
+                if !path.is_file() {
+                    return Err(c.err(
+                        &key,
+                        format!("{} is not a file (paths are relative to the experiment file)", path.display()),
+                    ));
+                }
+                into.push(path);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// mpq's runtimes on the kernel testbed: one event loop, a thread per path, one
@@ -374,8 +432,11 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
                 ),
             ));
         }
-        if t != QUIC && f.testbed != Testbed::Netns {
-            return Err(c.err(&key, format!("{t} runs over real kernels: it needs testbed: netns")));
+        if t != QUIC && !f.testbed.is_kernel() {
+            return Err(c.err(&key, format!("{t} runs over real kernels: it needs testbed: netns (or ssh)")));
+        }
+        if t.starts_with("quic:") && f.testbed != Testbed::Netns {
+            return Err(c.err(&key, format!("{t}: implementation folders run on testbed: netns only (for now)")));
         }
         if transports[..i].contains(t) {
             return Err(c.err(&key, format!("{t} is listed twice")));
@@ -412,6 +473,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         }
         None => None,
     };
+    let scripts = check_scripts(c, &f.scripts, f.testbed)?;
     if !["single", "per-path"].contains(&f.runtime.as_str()) {
         return Err(c.err("runtime", format!("unknown runtime {:?}; expected single or per-path", f.runtime)));
     }
@@ -421,8 +483,8 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         if !RUNTIMES.contains(&r.as_str()) {
             return Err(c.err(&key, format!("unknown runtime {r:?}; expected single, per-path or shard")));
         }
-        if f.testbed != Testbed::Netns {
-            return Err(c.err(&key, "runtimes are mpq's on real kernels: they need testbed: netns"));
+        if !f.testbed.is_kernel() {
+            return Err(c.err(&key, "runtimes are mpq's on real kernels: they need testbed: netns (or ssh)"));
         }
         if fa.runtime[..i].contains(r) {
             return Err(c.err(&key, format!("{r} is listed twice")));
@@ -453,6 +515,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         testbed: f.testbed,
         runtime: f.runtime,
         runtimes,
+        scripts,
     })
 }
 
@@ -465,6 +528,7 @@ const LAB_OPTIONS: &[&str] = &[
     "--json",
     "--local",
     "--server-addr",
+    "--path-mode",
     "--transport",
     "--cc",
     "--scheduler",
@@ -481,8 +545,8 @@ fn check_options(c: &Checker<'_>, sets: &[String], testbed: Testbed) -> Result<V
     let mut out: Vec<String> = Vec::new();
     for (i, set) in sets.iter().enumerate() {
         let key = format!("factors.options[{i}]");
-        if testbed != Testbed::Netns {
-            return Err(c.err(&key, "option sets are `mpq perf` options: they need testbed: netns"));
+        if !testbed.is_kernel() {
+            return Err(c.err(&key, "option sets are `mpq perf` options: they need testbed: netns (or ssh)"));
         }
         let words: Vec<&str> = set.split_whitespace().collect();
         if let Some(w) = words.first().filter(|w| !w.starts_with("--")) {

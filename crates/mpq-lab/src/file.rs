@@ -54,6 +54,9 @@ pub struct ExperimentFile {
     /// `per-path` (a thread per path; the default). The simulator ignores it.
     #[serde(default = "default_runtime")]
     pub runtime: String,
+    /// Scripts run on the hosts before and after every run (SSH testbed).
+    #[serde(default)]
+    pub scripts: ScriptsSpec,
 }
 
 fn default_seed() -> u64 {
@@ -78,6 +81,40 @@ pub enum Testbed {
     /// The kernel testbed (`mpq lab testbed`): network namespaces, the user-space link
     /// emulator, `mpq perf` over real sockets in real time; needs root.
     Netns,
+    /// Two hosts reached over SSH (`mpq lab run --hosts FILE`): `mpq perf` over their real
+    /// network, which the lab does not shape (the topology describes it).
+    Ssh,
+}
+
+impl Testbed {
+    /// Whether runs happen over real kernels in real time (the namespace or SSH testbed).
+    pub fn is_kernel(self) -> bool {
+        matches!(self, Testbed::Netns | Testbed::Ssh)
+    }
+}
+
+/// Scripts run before and after every run (the SSH testbed), per role, in order.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptsSpec {
+    /// Before the endpoints start.
+    #[serde(default)]
+    pub pre: RoleScriptsSpec,
+    /// After both endpoints ended.
+    #[serde(default)]
+    pub post: RoleScriptsSpec,
+}
+
+/// Script files per role (paths relative to the experiment file).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleScriptsSpec {
+    /// On the client's host.
+    #[serde(default)]
+    pub client: Vec<String>,
+    /// On the server's host.
+    #[serde(default)]
+    pub server: Vec<String>,
 }
 
 /// One class of scenarios (e.g. seed 002's low-BDP-no-loss).

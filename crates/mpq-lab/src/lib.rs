@@ -14,6 +14,7 @@
 //!   (EBen included);
 //!   [`results`], [`csv`], [`manifest`]: the results directory and merging.
 //! - [`slurm`]: a plan as a Slurm job array with a dependent merge job.
+//! - [`ssh`]: the SSH testbed: runs on two hosts reached over SSH (a hosts file).
 //! - [`report`]: the HTML report (plotters figures, tables) of a results directory.
 //! - [`testbed`]: the kernel testbed: namespaces joined by paths through a user-space link
 //!   emulator that runs the simulator's link model in real time (`mpq lab testbed`).
@@ -64,6 +65,7 @@ pub mod results;
 pub mod runner;
 pub mod shard;
 pub mod slurm;
+pub mod ssh;
 pub mod testbed;
 pub mod wsp;
 

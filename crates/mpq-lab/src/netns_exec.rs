@@ -86,7 +86,7 @@ fn in_namespace(ns: &str, program: &Path, args: &[String]) -> Command {
 
 /// The transport and protocol settings of `run` as `mpq perf` options (both ends take
 /// them). The kernel's transports take none of mpq's settings: the kernel chooses.
-fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
+pub(crate) fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
     let options = run.options.split_whitespace().map(String::from);
     if run.transport != QUIC {
         return ["--transport".to_owned(), run.transport.clone()].into_iter().chain(options).collect();
@@ -154,8 +154,8 @@ pub(crate) struct Measured {
     pub(crate) client: serde_json::Value,
     /// The server's `connection ended:` JSON, if it came in time.
     pub(crate) server: Option<serde_json::Value>,
-    /// The emulator's counters at the end.
-    pub(crate) links: control::Report,
+    /// What each path carried to the client, in the run's path order.
+    pub(crate) links: PathCounters,
     /// The client's command line.
     pub(crate) command: String,
     /// Whether the download was checked byte for byte and matched (`None`: only its length
@@ -163,6 +163,31 @@ pub(crate) struct Measured {
     pub(crate) verified: Option<bool>,
     /// The server's and the client's process IDs (for their profiles).
     pub(crate) pids: (u32, u32),
+}
+
+/// What the paths carried server -> client, in the run's path order: from the link emulator
+/// on the namespace testbed, from the client host's interface counters over SSH.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct PathCounters {
+    /// Bytes delivered to the client on each path.
+    pub(crate) delivered: Vec<u64>,
+    /// Packets the network dropped (queue, loss, outage, MTU), all paths together; 0 when
+    /// unknown.
+    pub(crate) dropped: u64,
+}
+
+impl PathCounters {
+    /// The server -> client counters of the emulator's report.
+    pub(crate) fn of_emulator(report: &control::Report) -> PathCounters {
+        PathCounters {
+            delivered: report.paths.iter().map(|p| p.s2c.delivered_bytes).collect(),
+            dropped: report
+                .paths
+                .iter()
+                .map(|p| p.s2c.dropped_queue + p.s2c.dropped_loss + p.s2c.dropped_down + p.s2c.dropped_mtu)
+                .sum(),
+        }
+    }
 }
 
 /// Runs `run` of `scenario` on a fresh testbed with the `mpq` binary `mpq`; returns its row
@@ -321,7 +346,7 @@ fn measure(
     if let (Some(serde_json::Value::Object(o)), Some(cpu)) = (&mut server_report, server_cpu) {
         o.insert("cpu_s".into(), serde_json::json!(cpu));
     }
-    let links = control::stats(name).map_err(|e| format!("the emulator's counters: {e}"))?;
+    let links = PathCounters::of_emulator(&control::stats(name).map_err(|e| format!("the emulator's counters: {e}"))?);
     let pids = (server.child.id(), client_pid);
     Ok(Measured { client, server: server_report, links, command, verified: None, pids })
 }
@@ -348,7 +373,7 @@ fn add_profiles(m: &mut Measured, recording: &crate::profile::Recording) {
 
 /// Reads the server's standard output up to its `listening on ADDR:PORT` line; returns the
 /// port. The rest of its output is drained by a thread.
-fn server_port(server: &mut Child) -> Result<u16, String> {
+pub(crate) fn server_port(server: &mut Child) -> Result<u16, String> {
     let stdout = server.stdout.take().ok_or("the server's output")?;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -376,7 +401,7 @@ fn server_port(server: &mut Child) -> Result<u16, String> {
 }
 
 /// Drains the server's standard error; sends the JSON of each `connection ended:` line.
-fn server_reports(server: &mut Child) -> mpsc::Receiver<serde_json::Value> {
+pub(crate) fn server_reports(server: &mut Child) -> mpsc::Receiver<serde_json::Value> {
     let (tx, rx) = mpsc::channel();
     if let Some(stderr) = server.stderr.take() {
         std::thread::spawn(move || {
@@ -462,13 +487,13 @@ pub fn interrupted() -> bool {
 }
 
 /// The last `n` non-empty lines of `text`, joined with " | ".
-fn last_lines(text: &str, n: usize) -> String {
+pub(crate) fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
 /// `s` quoted for a shell when it needs it (manifests only).
-fn shell_word(s: &str) -> String {
+pub(crate) fn shell_word(s: &str) -> String {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,".contains(&b)) {
         s.to_owned()
     } else {
@@ -482,7 +507,7 @@ fn profile_of(v: &serde_json::Value) -> Option<std::collections::BTreeMap<String
 }
 
 /// Fills `r` (a row with nothing measured) from what the run measured.
-fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
+pub(crate) fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
     r.error = None;
     let num = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_f64);
     let int = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
@@ -499,14 +524,13 @@ fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
     } else if !r.data_ok {
         r.error = Some("the downloaded file differs from the served one".into());
     }
-    // Bytes the emulator delivered server -> client on each path (IP packets), mapped back to
-    // the topology's order.
-    for (k, p) in m.links.paths.iter().enumerate() {
+    // Bytes each path delivered server -> client, mapped back to the topology's order.
+    for (k, &b) in m.links.delivered.iter().enumerate() {
         if let Some(&topo) = run.path_indices.get(k) {
-            r.path_bytes[topo] = p.s2c.delivered_bytes;
+            r.path_bytes[topo] = b;
         }
-        r.dropped_packets += p.s2c.dropped_queue + p.s2c.dropped_loss + p.s2c.dropped_down + p.s2c.dropped_mtu;
     }
+    r.dropped_packets = m.links.dropped;
     let total: u64 = r.path_bytes.iter().sum();
     if total > 0 {
         r.path_share = r.path_bytes.iter().map(|&b| b as f64 / total as f64).collect();
@@ -590,7 +614,7 @@ mod tests {
             server: Some(
                 serde_json::json!({"paths": [{"lost_packets": 4, "lost_bytes": 5000}, {"lost_packets": 1, "lost_bytes": 1200}]}),
             ),
-            links: control::Report {
+            links: PathCounters::of_emulator(&control::Report {
                 uptime_s: 1.0,
                 in_flight: 0,
                 not_ipv4: 0,
@@ -600,7 +624,7 @@ mod tests {
                     PathReport { c2s: link(0, 0), s2c: link(300, 2), kernel_drops: 0 },
                     PathReport { c2s: link(0, 0), s2c: link(900, 1), kernel_drops: 0 },
                 ],
-            },
+            }),
             command: String::new(),
             verified: None,
             pids: (0, 0),
@@ -619,7 +643,7 @@ mod tests {
         let m = Measured {
             client: serde_json::json!({"bytes": 10, "goodput_bps": 1.0, "duration_s": 2.0}),
             server: None,
-            links: control::Report { uptime_s: 0.0, in_flight: 0, not_ipv4: 0, write_errors: 0, paths: vec![] },
+            links: PathCounters::default(),
             command: String::new(),
             verified: None,
             pids: (0, 0),
@@ -634,7 +658,7 @@ mod tests {
         let m = Measured {
             client: serde_json::json!({"bytes": 1000, "goodput_bps": 1.0, "duration_s": 2.0}),
             server: None,
-            links: control::Report { uptime_s: 0.0, in_flight: 0, not_ipv4: 0, write_errors: 0, paths: vec![] },
+            links: PathCounters::default(),
             command: String::new(),
             verified: Some(false),
             pids: (0, 0),

@@ -214,8 +214,10 @@ pub(crate) fn measure(
     let got = downloads.join(FILE);
     let bytes = std::fs::metadata(&got).map(|m| m.len()).unwrap_or(0);
     let same = bytes == run.size && same_content(&www.join(FILE), &got)?;
-    let links = control::stats(&state.name).map_err(|e| format!("the emulator's counters: {e}"))?;
-    let delivered: Vec<u64> = links.paths.iter().map(|p| p.s2c.delivered_bytes).collect();
+    let links = crate::netns_exec::PathCounters::of_emulator(
+        &control::stats(&state.name).map_err(|e| format!("the emulator's counters: {e}"))?,
+    );
+    let delivered = &links.delivered;
     let total: u64 = delivered.iter().sum();
     let carrying = delivered.iter().filter(|&&b| total > 0 && b as f64 >= CARRYING_SHARE * total as f64).count();
     let client = serde_json::json!({

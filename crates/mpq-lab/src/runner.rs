@@ -42,6 +42,8 @@ pub struct RunOptions {
     /// The `mpq` binary the kernel testbed's runs start (its emulator, `mpq perf` at both
     /// ends); `None`: the running program. The simulator does not use it.
     pub mpq: Option<PathBuf>,
+    /// The hosts file of the SSH testbed (`testbed: ssh` needs one).
+    pub hosts: Option<PathBuf>,
 }
 
 impl RunOptions {
@@ -57,6 +59,7 @@ impl RunOptions {
             qlog: None,
             profile: false,
             mpq: None,
+            hosts: None,
         }
     }
 }
@@ -112,20 +115,35 @@ fn failed(r: &Row) -> bool {
 
 /// Runs the scenarios of `plan` that `opts` selects; see the [module docs](self).
 pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummary> {
-    let kernel = exp.testbed == Testbed::Netns;
-    if kernel {
+    let kernel = exp.testbed.is_kernel();
+    let netns = exp.testbed == Testbed::Netns;
+    let hosts = match (&opts.hosts, exp.testbed) {
+        (Some(h), Testbed::Ssh) => Some(crate::ssh::Hosts::load(h).map_err(LabError::Other)?),
+        (None, Testbed::Ssh) => {
+            return Err(LabError::Other(format!(
+                "{}: testbed: ssh needs --hosts FILE (the two hosts, their addresses and interfaces; docs/lab-experiment-files.md)",
+                exp.path.display()
+            )))
+        }
+        (Some(_), _) => return Err(LabError::Other("--hosts is for experiment files with testbed: ssh".into())),
+        (None, _) => None,
+    };
+    if netns {
         crate::netns_exec::check(exp, plan).map_err(LabError::Other)?;
+    }
+    if let Some(h) = &hosts {
+        crate::ssh::check(exp, plan, h).map_err(LabError::Other)?;
     }
     let mpq = match &opts.mpq {
         Some(p) => p.clone(),
         None => std::env::current_exe().map_err(LabError::io("finding the running mpq binary"))?,
     };
-    if kernel {
+    if netns {
         crate::netns_exec::prepare(exp, &mpq).map_err(LabError::Other)?;
     }
-    if opts.profile && !kernel {
+    if opts.profile && !netns {
         return Err(LabError::Other(
-            "--profile records endpoints on the kernel testbed (testbed: netns); the simulator has none".into(),
+            "--profile records endpoints on the namespace testbed (testbed: netns) only".into(),
         ));
     }
     if opts.profile && !crate::profile::available() {
@@ -133,6 +151,15 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
     }
     let profiles = opts.profile.then(|| opts.out.join("profiles"));
     prepare_out(exp, &opts.out)?;
+    let ssh = match hosts {
+        Some(h) => {
+            // Ctrl-C, SIGTERM and SIGHUP stop the experiment after the current run's cleanup
+            // on the hosts, instead of leaving their endpoints and directories behind.
+            crate::testbed::sys::catch_stop_signals(true);
+            Some(crate::ssh::SshTestbed::prepare(exp, &mpq, h, &opts.out.join("logs")).map_err(LabError::Other)?)
+        }
+        None => None,
+    };
     if let Some(q) = &opts.qlog {
         std::fs::create_dir_all(q).map_err(LabError::io(format!("creating the qlog directory {}", q.display())))?;
     }
@@ -172,7 +199,8 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
     let outcome = std::thread::scope(|s| -> Result<()> {
         for _ in 0..jobs {
             let tx = tx.clone();
-            let (next, stop, tasks, existing, mpq, profiles) = (&next, &stop, &tasks, &existing, &mpq, &profiles);
+            let (next, stop, tasks, existing, mpq, profiles, ssh) =
+                (&next, &stop, &tasks, &existing, &mpq, &profiles, &ssh);
             s.spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let Some(&k) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
@@ -184,14 +212,17 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
                             continue;
                         }
                         let (mut row, manifest) = if kernel {
-                            let done = crate::netns_exec::execute(
-                                exp,
-                                sc,
-                                run,
-                                opts.qlog.as_deref(),
-                                profiles.as_deref(),
-                                mpq,
-                            );
+                            let done = match ssh {
+                                Some(tb) => tb.execute(exp, sc, run, opts.qlog.as_deref()),
+                                None => crate::netns_exec::execute(
+                                    exp,
+                                    sc,
+                                    run,
+                                    opts.qlog.as_deref(),
+                                    profiles.as_deref(),
+                                    mpq,
+                                ),
+                            };
                             if crate::netns_exec::interrupted() {
                                 // Not recorded: the run was cut short, so a resumed
                                 // experiment runs it again.
@@ -233,7 +264,7 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
     if kernel && crate::netns_exec::interrupted() {
         write_csv(&opts.out)?;
         return Err(LabError::Other(format!(
-            "interrupted after {} runs; the testbed was removed; the same command resumes (results in {})",
+            "interrupted after {} runs; the testbed was cleaned up; the same command resumes (results in {})",
             summary.ran,
             opts.out.display()
         )));

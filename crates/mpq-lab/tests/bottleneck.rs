@@ -31,16 +31,7 @@ fn paths_and_competitor_together_fit_in_the_bottleneck() {
     assert_eq!(plan.scenarios[0].bottleneck.as_deref(), Some("5mbit/16ms/queue=30ms"));
     assert_eq!(plan.scenarios[1].params["bottleneck.rate"], "10mbit");
     let dir = tempfile::tempdir().unwrap();
-    let opts = RunOptions {
-        limit: None,
-        shard: None,
-        out: dir.path().to_owned(),
-        jobs: 1,
-        progress: false,
-        qlog: None,
-        profile: false,
-        mpq: None,
-    };
+    let opts = RunOptions::new(dir.path(), 1);
     let s = run(&exp, &plan, &opts).unwrap();
     assert_eq!((s.runs, s.failed), (6, 0));
     let rows: Vec<Row> = read_rows(&dir.path().join(RESULTS_JSONL), false).unwrap();

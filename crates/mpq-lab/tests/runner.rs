@@ -110,16 +110,7 @@ fn another_experiment_file_in_the_same_directory_is_refused() {
     go(dir.path(), Some(1), None);
     let exp = Experiment::from_text(Path::new("tiny.yaml"), EXP.replace("seed: 5", "seed: 6")).unwrap();
     let plan = Plan::new(&exp).unwrap();
-    let opts = RunOptions {
-        limit: Some(1),
-        shard: None,
-        out: dir.path().to_owned(),
-        jobs: 1,
-        progress: false,
-        qlog: None,
-        profile: false,
-        mpq: None,
-    };
+    let opts = RunOptions { limit: Some(1), ..RunOptions::new(dir.path(), 1) };
     let e = run(&exp, &plan, &opts).unwrap_err().to_string();
     assert!(e.contains("another version of the experiment file"), "{e}");
 }
@@ -198,6 +189,7 @@ fn qlog_files_per_run_hold_the_connections_events() {
         qlog: Some(qlog.clone()),
         profile: false,
         mpq: None,
+        hosts: None,
     };
     let s = run(&exp, &plan, &opts).unwrap();
     assert_eq!((s.ran, s.failed), (4, 0));

@@ -106,6 +106,12 @@ pub struct RunArgs {
     /// rows as profile_server and profile_client.
     #[arg(long)]
     pub profile: bool,
+    /// The hosts file of an SSH testbed (`testbed: ssh`): the server's and the client's host
+    /// (hostname for SSH, optional user, port, identity, ssh_options, workdir), their
+    /// addresses (one per path) and the interfaces holding them, as JSON or YAML (seed 000
+    /// listing 4.1). The lab copies this mpq binary to both and runs `mpq perf` there.
+    #[arg(long, value_name = "FILE")]
+    pub hosts: Option<PathBuf>,
 }
 
 /// `mpq lab merge`.
@@ -246,6 +252,7 @@ fn run_cmd(a: RunArgs) -> Result<()> {
         qlog: a.qlog,
         profile: a.profile,
         mpq: None,
+        hosts: a.hosts,
     };
     #[allow(clippy::disallowed_methods)] // wall time of the whole experiment, for the summary
     let start = std::time::Instant::now();

@@ -23,6 +23,8 @@ const FILES: &[&str] = &[
     "seed002-low-bdp-smoke.yaml",
     "seed003.yaml",
     "seed004.yaml",
+    // On two sshd hosts in namespaces (root, openssh-server): its short form is in lab_ssh.rs.
+    "ssh-paths.yaml",
     // On the kernel testbed (root): its short form is in lab_testbed.rs.
     "testbed-smoke.yaml",
 ];

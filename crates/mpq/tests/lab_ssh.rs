@@ -1,0 +1,281 @@
+//! The SSH testbed (`testbed: ssh`, `mpq lab run --hosts FILE`) against real OpenSSH servers:
+//! a kernel testbed's client and server namespaces (joined through the link emulator) play
+//! the two hosts, each with Debian's sshd listening on a management link from the root
+//! namespace, key login only. `mpq lab run` copies itself to both over scp, runs the shipped
+//! experiment's scripts and `mpq perf` there over ssh, and brings the logs back. Needs root
+//! and sshd (the test command installs openssh-server); see common/testbed.rs for skipping.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+#[path = "common/testbed.rs"]
+mod testbed;
+
+use testbed::{available, name, Testbed};
+
+const SSHD: &str = "/usr/sbin/sshd";
+
+/// An sshd in a namespace, killed on drop.
+struct Sshd(Child);
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs a command; panics with its output if it fails.
+fn sh(program: &str, args: &[&str]) {
+    let out = Command::new(program).args(args).output().unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(out.status.success(), "{program} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+}
+
+/// The two "hosts": a testbed, a management link from the root namespace to each of its
+/// endpoint namespaces (10.254.K.1 here, 10.254.K.2 there; K = `first` for the server,
+/// `first + 1` for the client, distinct per test as they run at once) and an sshd on each.
+struct Hosts {
+    /// Keys, configurations and the hosts file.
+    dir: tempfile::TempDir,
+    // (Dropped in this order: the sshds, then the testbed, whose namespaces take the
+    // management links with them.)
+    _sshd: Vec<Sshd>,
+    tb: Testbed,
+    /// The server's K (the client's is the next).
+    first: u8,
+}
+
+impl Hosts {
+    fn up(short: &str, first: u8, links: &[&str]) -> Hosts {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let mut args = Vec::new();
+        for l in links {
+            args.extend(["--link", l]);
+        }
+        let tb = Testbed::up(&name(short), &args);
+        sh("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-f", d.join("id").to_str().unwrap()]);
+        sh("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-f", d.join("host_key").to_str().unwrap()]);
+        std::fs::copy(d.join("id.pub"), d.join("authorized_keys")).unwrap();
+        // sshd's privilege-separation directory.
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let mut sshd = Vec::new();
+        for (k, role) in [(first, "server"), (first + 1, "client")] {
+            let ns = tb.field(&format!("{role}_ns"));
+            // Interface names unique to this test process (at most 15 bytes).
+            let root_if = format!("sm{}{k}", std::process::id() % 1_000_000);
+            sh("ip", &["link", "add", &root_if, "type", "veth", "peer", "name", "mgmt", "netns", &ns]);
+            sh("ip", &["addr", "add", &format!("10.254.{k}.1/30"), "dev", &root_if]);
+            sh("ip", &["link", "set", &root_if, "up"]);
+            sh("ip", &["-n", &ns, "addr", "add", &format!("10.254.{k}.2/30"), "dev", "mgmt"]);
+            sh("ip", &["-n", &ns, "link", "set", "mgmt", "up"]);
+            let conf = d.join(format!("sshd_{role}.conf"));
+            std::fs::write(
+                &conf,
+                format!(
+                    "ListenAddress 10.254.{k}.2:22\nHostKey {0}/host_key\nAuthorizedKeysFile {0}/authorized_keys\n\
+                     PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                     UsePAM no\nStrictModes no\nPidFile {0}/sshd_{role}.pid\nSubsystem sftp internal-sftp\n",
+                    d.display()
+                ),
+            )
+            .unwrap();
+            let mut child = Command::new("ip")
+                .args(["netns", "exec", &ns, SSHD, "-D", "-e", "-f", conf.to_str().unwrap()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Ready once it says it listens (-e: its log on standard error).
+            let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+            let mut seen = Vec::new();
+            loop {
+                match lines.next() {
+                    Some(Ok(l)) if l.contains("Server listening on") => break,
+                    Some(Ok(l)) => seen.push(l),
+                    _ => panic!("sshd in {ns} did not start: {seen:?}"),
+                }
+            }
+            // Keep draining its log so that it never blocks on a full pipe.
+            std::thread::spawn(move || for _ in lines {});
+            sshd.push(Sshd(child));
+        }
+        Hosts { dir, _sshd: sshd, tb, first }
+    }
+
+    /// The hosts file: each namespace at its management address, its paths' addresses and
+    /// interfaces from the testbed; `port` for SSH (22: where sshd listens).
+    fn file(&self, port: u16) -> PathBuf {
+        let d = self.dir.path();
+        let host = |k: usize, role: &str| {
+            let paths = self.tb.json["paths"].as_array().unwrap();
+            serde_json::json!({
+                "hostname": format!("10.254.{k}.2"),
+                "user": "root",
+                "port": port,
+                "identity": d.join("id"),
+                "ssh_options": ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"],
+                "ips": paths.iter().map(|p| p[role].clone()).collect::<Vec<_>>(),
+                "interfaces": paths.iter().map(|p| p["interface"].clone()).collect::<Vec<_>>(),
+            })
+        };
+        let path = d.join(format!("hosts-{port}.json"));
+        let first = usize::from(self.first);
+        let text = serde_json::json!({"server": host(first, "server"), "client": host(first + 1, "client")});
+        std::fs::write(&path, text.to_string()).unwrap();
+        path
+    }
+}
+
+/// Whether sshd is installed; fails under MPQ_REQUIRE_NETNS (the test command installs it).
+fn sshd_installed() -> bool {
+    if Path::new(SSHD).exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("MPQ_REQUIRE_NETNS").is_none(),
+        "MPQ_REQUIRE_NETNS is set but {SSHD} is missing (apt-get install openssh-server)"
+    );
+    eprintln!("skipped: no {SSHD} (apt-get install openssh-server)");
+    false
+}
+
+/// Runs this build's mpq; its output and process ID.
+fn mpq_lab(args: &[&str]) -> (std::process::Output, u32) {
+    let child = Command::new(env!("CARGO_BIN_EXE_mpq"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    (child.wait_with_output().unwrap(), pid)
+}
+
+/// The lab's directories (`/tmp/mpq-lab-*-PID-*`) of the lab process `pid`: both namespaces
+/// see this file system, so both hosts' directories show here.
+fn lab_dirs(pid: u32) -> Vec<String> {
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("mpq-lab-") && n.contains(&format!("-{pid}-")))
+        .collect()
+}
+
+#[test]
+fn the_shipped_ssh_experiment_runs_on_two_sshd_hosts_and_leaves_nothing_behind() {
+    if !available() || !sshd_installed() {
+        return;
+    }
+    // The links the shipped file's topology describes.
+    let hosts = Hosts::up("ssh", 1, &["100mbit/10ms/queue=20ms", "100mbit/10ms/queue=20ms"]);
+    let out = hosts.dir.path().join("out");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/ssh-paths.yaml");
+    let (o, pid) = mpq_lab(&[
+        "lab",
+        "run",
+        file.to_str().unwrap(),
+        "--hosts",
+        hosts.file(22).to_str().unwrap(),
+        "--limit",
+        "1",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "mpq lab run: {stderr}");
+    assert!(stderr.contains("preparing the server host 10.254.1.2"), "{stderr}");
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // One scenario: 1 and 2 paths in each of the three runtimes.
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["error"], serde_json::Value::Null, "{r}");
+        assert_eq!((r["completed"].as_bool(), r["bytes"].as_u64()), (Some(true), Some(50_000_000)), "{r}");
+        // (Two 100 Mbit/s links: at most 200 Mbit/s of goodput.)
+        let goodput = r["goodput_bps"].as_f64().unwrap();
+        assert!(goodput > 10e6 && goodput < 200e6, "{r}");
+        // CPU from `times` on the hosts, threads from their /proc: something, and less than
+        // the run's wall time twice over.
+        for k in ["cpu_client_s", "cpu_server_s"] {
+            let cpu = r[k].as_f64().unwrap_or(-1.0);
+            assert!(cpu > 0.0 && cpu < 2.0 * r["sim_wall_s"].as_f64().unwrap(), "{k}: {r}");
+        }
+        let threads = r["threads_client"].as_object().unwrap_or_else(|| panic!("threads_client: {r}"));
+        let id = r["run_id"].as_str().unwrap();
+        if id.ends_with("-per-path") {
+            assert!(threads.contains_key("mpq-path-0"), "{r}");
+        }
+        // Each path's bytes from the client host's interface counters: the file and more.
+        let bytes: Vec<u64> = r["path_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
+        assert!(bytes.iter().sum::<u64>() >= 50_000_000, "{r}");
+        if id.contains("-n2-") {
+            assert!(bytes.iter().all(|&b| b > 1_000_000), "both paths carry data: {r}");
+        } else {
+            assert!(bytes[1] < 100_000, "one path: {r}");
+        }
+        // Each host's logs came back: the pre- and post-run scripts' output.
+        let logs = out.join("logs").join(id.replace('/', "_"));
+        for role in ["server", "client"] {
+            for when in ["pre", "post"] {
+                let snap = std::fs::read_to_string(logs.join(role).join(format!("counters-{when}.txt")))
+                    .unwrap_or_else(|e| panic!("{role} {when}: {e} in {}", logs.display()));
+                assert!(snap.starts_with(&format!("# {role} ")) && snap.contains("Udp:"), "{snap}");
+            }
+        }
+    }
+    let manifest = std::fs::read_to_string(out.join("manifests.jsonl")).unwrap();
+    assert!(manifest.contains("\"testbed\":\"ssh (server 10.254.1.2 Linux "), "{manifest}");
+    assert!(manifest.contains("--server-addr"), "paths pair the hosts' addresses: {manifest}");
+    // Nothing left on the hosts: no lab directory, no endpoint.
+    assert_eq!(lab_dirs(pid), Vec::<String>::new());
+    let ps = Command::new("pgrep").args(["-f", &format!("mpq-lab-ssh-paths-{pid}-")]).output().unwrap();
+    assert!(ps.stdout.is_empty(), "endpoints left: {}", String::from_utf8_lossy(&ps.stdout));
+}
+
+#[test]
+fn a_host_that_cannot_be_reached_fails_before_any_run_with_what_to_check() {
+    if !available() || !sshd_installed() {
+        return;
+    }
+    let hosts = Hosts::up("sshbad", 3, &["100mbit/10ms"]);
+    let dir = hosts.dir.path();
+    let file = dir.join("one.yaml");
+    std::fs::write(
+        &file,
+        "name: ssh-bad\ntestbed: ssh\nworkload: {download: 1MB}\nbaselines: {single_path: false}\n\
+         topology: {paths: [{rate: 100mbit, rtt: 10ms}]}\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    // Nothing listens on port 2 of the hosts.
+    let (o, pid) = mpq_lab(&[
+        "lab",
+        "run",
+        file.to_str().unwrap(),
+        "--hosts",
+        hosts.file(2).to_str().unwrap(),
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(stderr.contains("cannot reach or log into the server host 10.254.3.2"), "{stderr}");
+    assert!(stderr.contains("without a password"), "{stderr}");
+    assert!(
+        !out.join("results.jsonl").exists() || std::fs::read_to_string(out.join("results.jsonl")).unwrap().is_empty()
+    );
+    assert_eq!(lab_dirs(pid), Vec::<String>::new());
+    // And without --hosts, the file's testbed says what it needs.
+    let (o, _) = mpq_lab(&["lab", "run", file.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("testbed: ssh needs --hosts FILE"));
+}
