@@ -167,6 +167,10 @@ pub struct Row {
     /// `/proc` every 100 ms while it ran ([`crate::ifstats`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads_client: Option<std::collections::BTreeMap<String, f64>>,
+    /// Kernel testbed only (`mpq perf` runs): the same for the server's threads, until it
+    /// was stopped after the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_server: Option<std::collections::BTreeMap<String, f64>>,
     /// CPU seconds of the server process until it was stopped after the run (kernel testbed
     /// only).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -284,6 +284,8 @@ fn measure(
     };
     let port = server_port(&mut server.child)?;
     let ended = server_reports(&mut server.child);
+    // The server's threads' CPU, until it is stopped (no interface of its own to count).
+    let server_threads = crate::ifstats::sample(server.child.id(), Vec::new());
 
     // The client: path 0's server address, one local address per path (the testbed routes
     // by source address, so path k's packets take path k's links).
@@ -343,8 +345,10 @@ fn measure(
         o.insert("throughput_bps".into(), serde_json::json!(throughput));
         o.insert("threads_cpu_s".into(), serde_json::json!(sampled.threads));
     }
+    let server_threads = server_threads.join().unwrap_or_default().threads;
     if let (Some(serde_json::Value::Object(o)), Some(cpu)) = (&mut server_report, server_cpu) {
         o.insert("cpu_s".into(), serde_json::json!(cpu));
+        o.insert("threads_cpu_s".into(), serde_json::json!(server_threads));
     }
     let links = PathCounters::of_emulator(&control::stats(name).map_err(|e| format!("the emulator's counters: {e}"))?);
     let pids = (server.child.id(), client_pid);
@@ -506,6 +510,13 @@ fn profile_of(v: &serde_json::Value) -> Option<std::collections::BTreeMap<String
     v.get("profile").and_then(|p| serde_json::from_value(p.clone()).ok())
 }
 
+/// An endpoint's CPU seconds per thread name (`threads_cpu_s` of its JSON), if any.
+fn threads_of(v: &serde_json::Value) -> Option<std::collections::BTreeMap<String, f64>> {
+    v.get("threads_cpu_s")
+        .and_then(|t| serde_json::from_value::<std::collections::BTreeMap<String, f64>>(t.clone()).ok())
+        .filter(|t| !t.is_empty())
+}
+
 /// Fills `r` (a row with nothing measured) from what the run measured.
 pub(crate) fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
     r.error = None;
@@ -546,11 +557,8 @@ pub(crate) fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
     r.profile_client = profile_of(&m.client);
     r.profile_server = m.server.as_ref().and_then(profile_of);
     r.cpu_client_s = num(&m.client, "cpu_s");
-    r.threads_client = m
-        .client
-        .get("threads_cpu_s")
-        .and_then(|t| serde_json::from_value::<std::collections::BTreeMap<String, f64>>(t.clone()).ok())
-        .filter(|t| !t.is_empty());
+    r.threads_client = threads_of(&m.client);
+    r.threads_server = m.server.as_ref().and_then(threads_of);
     r.cpu_server_s = m.server.as_ref().and_then(|s| num(s, "cpu_s"));
     r.ack_frames = paths(&m.client).iter().map(|p| int(p, "acks_sent")).sum();
     let ranges: u64 = paths(&m.client).iter().map(|p| int(p, "ack_ranges_sent")).sum();

@@ -211,8 +211,9 @@ fn the_shipped_ssh_experiment_runs_on_two_sshd_hosts_and_leaves_nothing_behind()
         }
         let threads = r["threads_client"].as_object().unwrap_or_else(|| panic!("threads_client: {r}"));
         let id = r["run_id"].as_str().unwrap();
+        let server = r["threads_server"].as_object().unwrap_or_else(|| panic!("threads_server: {r}"));
         if id.ends_with("-per-path") {
-            assert!(threads.contains_key("mpq-path-0"), "{r}");
+            assert!(threads.contains_key("mpq-path-0") && server.contains_key("mpq-path-0"), "{r}");
         }
         // Each path's bytes from the client host's interface counters: the file and more.
         let bytes: Vec<u64> = r["path_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();

@@ -297,6 +297,12 @@ fn seed000_paths_compares_the_runtimes_with_profiles() {
             assert!(threads.keys().filter(|k| k.starts_with(prefix)).count() >= 2, "{rt}: {threads:?}");
         }
         assert!(threads.values().map(|v| v.as_f64().unwrap()).sum::<f64>() > 0.0, "{threads:?}");
+        // And the server's: its threads work for the same connection.
+        let server = two["threads_server"].as_object().unwrap_or_else(|| panic!("threads_server: {two}"));
+        if let Some(prefix) = prefix {
+            assert!(server.keys().filter(|k| k.starts_with(prefix)).count() >= 2, "{rt}: {server:?}");
+        }
+        assert!(server.values().map(|v| v.as_f64().unwrap()).sum::<f64>() > 0.0, "{server:?}");
     }
     // Profiles: every category, shares of all samples.
     let profiled: Vec<&serde_json::Value> = rows.iter().filter(|r| r["profile_server"].is_object()).collect();

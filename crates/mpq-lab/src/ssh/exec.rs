@@ -375,11 +375,12 @@ impl SshTestbed {
         let (cpu, sampled) = read.split_once("@@\n").unwrap_or((&read, ""));
         let ifaces: Vec<String> = run.path_indices.iter().map(|&i| self.hosts.client.interfaces[i].clone()).collect();
         let sampled = samples::parse(sampled, &ifaces);
-        let server_cpu = self
-            .server
-            .run(&format!("cat {}/cpu", dirs[0]), b"", COMMAND_LIMIT)
-            .ok()
-            .and_then(|o| samples::children_cpu(&String::from_utf8_lossy(&o.stdout)));
+        let read =
+            self.server.run(&format!("cd {} && cat cpu && echo @@ && cat samples", dirs[0]), b"", COMMAND_LIMIT)?;
+        let read = String::from_utf8_lossy(&read.stdout);
+        let (cpu_text, server_sampled) = read.split_once("@@\n").unwrap_or((&read, ""));
+        let server_cpu = samples::children_cpu(cpu_text);
+        let server_threads = samples::parse(server_sampled, &[]).threads;
         if let Some(o) = client_json.as_object_mut() {
             o.insert("cpu_s".into(), serde_json::json!(samples::children_cpu(cpu)));
             o.insert("throughput_bps".into(), serde_json::json!(crate::ifstats::trimmed_rate(&sampled.rx)));
@@ -387,6 +388,7 @@ impl SshTestbed {
         }
         if let (Some(serde_json::Value::Object(o)), Some(cpu)) = (&mut server_report, server_cpu) {
             o.insert("cpu_s".into(), serde_json::json!(cpu));
+            o.insert("threads_cpu_s".into(), serde_json::json!(server_threads));
         }
         let links = PathCounters { delivered: sampled.per_interface, dropped: 0 };
         Ok(Measured { client: client_json, server: server_report, links, command, verified: None, pids: (0, 0) })
