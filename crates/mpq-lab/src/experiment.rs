@@ -141,6 +141,9 @@ pub struct Experiment {
     pub runtime: String,
     /// The runtimes mpq's runs compare (`factors.runtime`; `[runtime]` by default).
     pub runtimes: Vec<String>,
+    /// The receive steerings every run is repeated with (`factors.steering`; `[""]`, the
+    /// kernel's settings, by default).
+    pub steerings: Vec<String>,
     /// Scripts run on the hosts before and after every run (SSH testbed).
     pub scripts: Scripts,
 }
@@ -474,6 +477,22 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         None => None,
     };
     let scripts = check_scripts(c, &f.scripts, f.testbed)?;
+    let steerings = if fa.steering.is_empty() { vec![String::new()] } else { fa.steering.clone() };
+    for (i, s) in fa.steering.iter().enumerate() {
+        let key = format!("factors.steering[{i}]");
+        if !crate::steering::STEERINGS.contains(&s.as_str()) {
+            return Err(c.err(
+                &key,
+                format!("unknown steering {s:?}; expected one of {}", crate::steering::STEERINGS.join(", ")),
+            ));
+        }
+        if f.testbed != Testbed::Netns {
+            return Err(c.err(&key, "steering is set on the namespace testbed's interfaces: it needs testbed: netns"));
+        }
+        if fa.steering[..i].contains(s) {
+            return Err(c.err(&key, format!("{s} is listed twice")));
+        }
+    }
     if !["single", "per-path"].contains(&f.runtime.as_str()) {
         return Err(c.err("runtime", format!("unknown runtime {:?}; expected single or per-path", f.runtime)));
     }
@@ -515,6 +534,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         testbed: f.testbed,
         runtime: f.runtime,
         runtimes,
+        steerings,
         scripts,
     })
 }

@@ -257,6 +257,10 @@ pub struct FactorsSpec {
     /// `runtime`).
     #[serde(default)]
     pub runtime: Vec<String>,
+    /// Receive steering on the namespace testbed's endpoint interfaces, compared:
+    /// `default`, `rps`, `rfs` (seed 000 experiment 3; default: the kernel's settings).
+    #[serde(default)]
+    pub steering: Vec<String>,
 }
 
 /// The kind of design.

@@ -66,6 +66,7 @@ pub mod runner;
 pub mod shard;
 pub mod slurm;
 pub mod ssh;
+pub mod steering;
 pub mod testbed;
 pub mod wsp;
 

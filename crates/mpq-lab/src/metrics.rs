@@ -80,6 +80,10 @@ pub struct Row {
     /// mpq's runtime, when the experiment compares them (`factors.runtime`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub runtime: String,
+    /// Receive steering on the namespace testbed, when the experiment sets one
+    /// (`factors.steering`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub steering: String,
     /// Download size (or request size), bytes.
     pub size: u64,
     /// Every path's link (`mpq sim --link` form), topology order.
@@ -261,6 +265,7 @@ pub fn row(
         transport: run.transport.clone(),
         options: run.options.clone(),
         runtime: run.runtime.clone(),
+        steering: run.steering.clone(),
         size: run.size,
         links: scenario.links.clone(),
         bottleneck: scenario.bottleneck.clone(),

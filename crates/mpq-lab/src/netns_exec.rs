@@ -253,6 +253,9 @@ fn measure(
         Launcher { program: mpq.to_owned(), args: ["lab", "testbed", "emulator", "--name"].map(String::from).to_vec() };
     let state = lifecycle::up(&opts, &launcher)?;
     let _down = TestbedDown(name.to_owned());
+    // (Restores what it changed system-wide when the run ends, before the testbed goes.)
+    let ifaces: Vec<String> = state.paths.iter().map(|p| p.interface.clone()).collect();
+    let _steering = crate::steering::apply(&run.steering, &[&state.client_ns, &state.server_ns], &ifaces)?;
     if let Some(name) = crate::implementation::name_of(&run.transport) {
         let imp = exp
             .implementations
@@ -604,6 +607,7 @@ mod tests {
             transport: QUIC.into(),
             options: String::new(),
             runtime: String::new(),
+            steering: String::new(),
             baselines: vec![],
         }
     }

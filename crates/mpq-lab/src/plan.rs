@@ -60,6 +60,10 @@ pub struct RunSpec {
     /// experiment's, or not mpq's).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub runtime: String,
+    /// Receive steering on the namespace testbed (`default`, `rps`, `rfs`; empty: the
+    /// kernel's settings, not compared).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub steering: String,
     /// IDs of the baselines of this run's paths (topology order), for the aggregation benefit.
     pub baselines: Vec<String>,
 }
@@ -238,6 +242,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                             transport: QUIC.into(),
                                             options: String::new(),
                                             runtime: String::new(),
+                                            steering: String::new(),
                                             baselines: Vec::new(),
                                         });
                                     }
@@ -264,6 +269,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                 transport: QUIC.into(),
                                 options: String::new(),
                                 runtime: String::new(),
+                                steering: String::new(),
                                 baselines: ids,
                             });
                         }
@@ -287,7 +293,20 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
         multi.retain(|r| r.transport != QUIC);
     }
     baselines.extend(multi);
-    with_runtimes(exp, with_options(exp, baselines))
+    with_steerings(exp, with_runtimes(exp, with_options(exp, baselines)))
+}
+
+/// Every run once per receive steering of `factors.steering` (with several, run IDs and
+/// their baselines' IDs end in `-STEERING`, so that a run is compared with baselines under
+/// the same steering).
+fn with_steerings(exp: &Experiment, runs: Vec<RunSpec>) -> Vec<RunSpec> {
+    if exp.steerings.len() <= 1 {
+        let only = exp.steerings.first().cloned().unwrap_or_default();
+        return runs.into_iter().map(|r| RunSpec { steering: only.clone(), ..r }).collect();
+    }
+    runs.iter()
+        .flat_map(|r| exp.steerings.iter().map(move |s| RunSpec { steering: s.clone(), ..suffixed(r, s) }))
+        .collect()
 }
 
 /// `r` as one variant of several: its ID and its baselines' IDs end in `-SUFFIX`, so that it
@@ -386,6 +405,7 @@ fn own_settings_runs(
         transport: transport.into(),
         options: String::new(),
         runtime: String::new(),
+        steering: String::new(),
         baselines,
     };
     for &size in sizes {
@@ -667,6 +687,39 @@ topology:
             let e = Experiment::from_text(Path::new("t.yaml"), yaml).unwrap_err().to_string();
             assert!(e.contains(expect) && e.contains("factors.options"), "{set}: {e}");
         }
+    }
+
+    #[test]
+    fn steerings_repeat_every_run_with_its_own_baselines() {
+        let yaml = TWO_PATHS_NETNS
+            .replace("transport: [quic, mptcp-tls]", "transport: [quic, mptcp-tls], steering: [default, rfs]")
+            .replace("initial_path: [0, 1]", "initial_path: [0]");
+        let (_, p) = plan(&yaml);
+        let runs = &p.scenarios[0].runs;
+        // (2 QUIC baselines + 2 TCP+TLS baselines + mpq + MPTCP) × 2 steerings.
+        assert_eq!(runs.len(), 12);
+        for st in ["default", "rfs"] {
+            let mine: Vec<&RunSpec> = runs.iter().filter(|r| r.steering == st).collect();
+            assert_eq!(mine.len(), 6);
+            assert!(mine.iter().all(|r| r.id.ends_with(&format!("-{st}"))));
+            let mptcp = mine.iter().find(|r| r.transport == "mptcp-tls" && r.role == Role::Multipath).unwrap();
+            assert!(mptcp.baselines.iter().all(|b| runs.iter().any(|r| &r.id == b && r.steering == st)));
+        }
+        // One value: no suffix, but the runs carry it.
+        let (_, p) = plan(&TWO_PATHS_NETNS.replace("transport: [quic, mptcp-tls]", "steering: [rps]"));
+        assert!(p.scenarios[0].runs.iter().all(|r| r.steering == "rps" && !r.id.ends_with("-rps")));
+        for (set, expect) in [("[xps]", "expected one of default, rps, rfs"), ("[rps, rps]", "listed twice")] {
+            let yaml = TWO_PATHS_NETNS.replace("transport: [quic, mptcp-tls]", &format!("steering: {set}"));
+            let e = Experiment::from_text(Path::new("t.yaml"), yaml).unwrap_err().to_string();
+            assert!(e.contains(expect) && e.contains("factors.steering"), "{set}: {e}");
+        }
+        let e = Experiment::from_text(
+            Path::new("t.yaml"),
+            TWO_PATHS_NETNS.replace("transport: [quic, mptcp-tls]", "steering: [rfs]").replace("netns", "sim"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("needs testbed: netns"), "{e}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ const FILES: &[&str] = &[
     // On the kernel testbed (root): its short form is in lab_testbed.rs.
     "mpq-vs-mptcp.yaml",
     // On the kernel testbed (root): their short forms are in lab_testbed.rs.
+    "seed000-affinity.yaml",
     "seed000-paths.yaml",
     "seed001-quic-settings.yaml",
     "seed001-rates.yaml",

@@ -318,3 +318,82 @@ fn seed000_paths_compares_the_runtimes_with_profiles() {
     }
     assert!(out.join("profiles").is_dir());
 }
+
+#[test]
+fn seed000_affinity_runs_every_pinning_and_steering() {
+    if !available() {
+        return;
+    }
+    let _turn = one_at_a_time();
+    // The shipped file with smaller downloads over 2 paths, so that the test stays short.
+    let shipped =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/seed000-affinity.yaml"))
+            .unwrap();
+    let text = shipped.replace("download: 200MB", "download: 8MB").replace("paths: [2, 4]", "paths: [2]");
+    assert_ne!(text, shipped);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("seed000-affinity.yaml");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.path().join("out");
+    let before = std::fs::read_to_string("/proc/sys/net/core/rps_sock_flow_entries").unwrap();
+    let (o, left) =
+        mpq_lab(&["lab", "run", file.to_str().unwrap(), "--limit", "1", "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "mpq lab run: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(left.is_empty(), "testbeds left: {left:?}");
+    // RFS's system-wide table is back as it was.
+    assert_eq!(std::fs::read_to_string("/proc/sys/net/core/rps_sock_flow_entries").unwrap(), before);
+    let rows = rows(&out.join("results.jsonl"));
+    // Two runtimes × with and without --cpus × default and RFS.
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &rows {
+        assert_eq!((r["completed"].as_bool(), &r["error"]), (Some(true), &serde_json::Value::Null), "{r}");
+        let bytes: Vec<u64> = r["path_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
+        assert!(bytes[..2].iter().all(|&b| b > 500_000), "both paths: {r}");
+        seen.insert((
+            r["runtime"].as_str().unwrap().to_owned(),
+            r["options"].as_str().unwrap_or("").to_owned(),
+            r["steering"].as_str().unwrap().to_owned(),
+        ));
+    }
+    assert_eq!(seen.len(), 8, "{seen:?}");
+    assert!(seen.iter().any(|(_, o, s)| o == "--cpus 0,1" && s == "rfs"), "{seen:?}");
+}
+
+#[test]
+fn steering_sets_rps_and_rfs_on_the_endpoints_interfaces_and_restores_the_system_table() {
+    if !available() {
+        return;
+    }
+    // (In turn with the experiments: they change the system-wide table too.)
+    let _turn = one_at_a_time();
+    let tb = testbed::Testbed::up(&testbed::name("steer"), &["--link", "100mbit/10ms", "--link", "100mbit/10ms"]);
+    let (client, server) = (tb.field("client_ns"), tb.field("server_ns"));
+    let ifaces = vec!["path0".to_owned(), "path1".to_owned()];
+    let table = "/proc/sys/net/core/rps_sock_flow_entries";
+    let before = std::fs::read_to_string(table).unwrap();
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let mask = mpq_lab::steering::cpu_mask(cpus);
+    {
+        let _rps = mpq_lab::steering::apply("rps", &[&client, &server], &ifaces).unwrap();
+        let (cpus_set, flows) = mpq_lab::steering::read_queue(&server, "path1", 0).unwrap();
+        assert_eq!(cpus_set.trim_start_matches('0'), mask.trim_start_matches('0'));
+        assert_eq!(flows, "0", "RPS alone has no flow table");
+        assert_eq!(std::fs::read_to_string(table).unwrap(), before);
+    }
+    {
+        let _rfs = mpq_lab::steering::apply("rfs", &[&client, &server], &ifaces).unwrap();
+        for ns in [&client, &server] {
+            for i in &ifaces {
+                let (cpus_set, flows) = mpq_lab::steering::read_queue(ns, i, 0).unwrap();
+                assert_eq!(cpus_set.trim_start_matches('0'), mask.trim_start_matches('0'), "{ns} {i}");
+                assert_eq!(flows, "32768", "{ns} {i}");
+            }
+        }
+        assert_eq!(std::fs::read_to_string(table).unwrap().trim(), "32768");
+    }
+    assert_eq!(std::fs::read_to_string(table).unwrap(), before, "restored when the run's steering is dropped");
+    // An interface the namespace does not have fails with what could not be set.
+    let e = mpq_lab::steering::apply("rps", &[&client], &["path7".to_owned()]).unwrap_err();
+    assert!(e.contains("steering rps in"), "{e}");
+}

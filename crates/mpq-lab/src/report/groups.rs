@@ -20,6 +20,7 @@ pub struct Varying {
     transport: bool,
     options: bool,
     runtime: bool,
+    steering: bool,
 }
 
 impl Varying {
@@ -39,6 +40,7 @@ impl Varying {
             transport: many(&mp, |r| transport(r).to_owned()),
             options: many(&mp, |r| r.options.clone()),
             runtime: many(&mp, |r| r.runtime.clone()),
+            steering: many(&mp, |r| r.steering.clone()),
         }
     }
 
@@ -69,6 +71,9 @@ impl Varying {
         }
         if self.runtime {
             parts.push(r.runtime.clone());
+        }
+        if self.steering {
+            parts.push(format!("steering {}", r.steering));
         }
         if self.options {
             parts.push(if r.options.is_empty() { "defaults".to_owned() } else { r.options.clone() });
