@@ -35,17 +35,12 @@ fn wall_clock() -> std::time::Instant {
     std::time::Instant::now()
 }
 
-/// Checks, before anything runs, that the plan can run on the kernel testbed: downloads only
-/// (request/response has no `mpq perf` workload yet), no shared bottleneck (the testbed's
-/// paths are independent), at most 8 paths; and that this host can build testbeds (root,
-/// `ip`, `/dev/net/tun`).
+/// Checks, before anything runs, that the plan can run on the kernel testbed: the
+/// request/response workload over mpq's QUIC in one connection only (`mpq perf client
+/// --request-size`), no shared bottleneck (the testbed's paths are independent), at most 8
+/// paths; and that this host can build testbeds (root, `ip`, `/dev/net/tun`).
 pub fn check(exp: &Experiment, plan: &Plan) -> Result<(), String> {
-    if let WorkloadPlan::ReqResp { .. } = exp.workload {
-        return Err(format!(
-            "{}: testbed netns runs downloads only (the request/response workload is simulator-only for now)",
-            exp.path.display()
-        ));
-    }
+    check_workload(exp)?;
     for s in &plan.scenarios {
         if s.bottleneck.is_some() {
             return Err(format!(
@@ -59,6 +54,49 @@ pub fn check(exp: &Experiment, plan: &Plan) -> Result<(), String> {
         }
     }
     crate::testbed::host::preflight()
+}
+
+/// The request/response workload runs as `mpq perf client --request-size`: mpq's QUIC in
+/// the single or per-path runtime only.
+pub(crate) fn check_workload(exp: &Experiment) -> Result<(), String> {
+    if let WorkloadPlan::ReqResp { .. } = exp.workload {
+        if let Some(t) = exp.transports.iter().find(|t| t.as_str() != QUIC) {
+            return Err(format!(
+                "{}: the request/response workload runs over mpq's QUIC only (mpq perf --request-size), not {t}",
+                exp.path.display()
+            ));
+        }
+        if exp.runtimes.iter().any(|r| r == "shard") {
+            return Err(format!(
+                "{}: the request/response workload runs over one connection: not in the shard runtime",
+                exp.path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The client's workload options: `--bytes SIZE`, or the request/response schedule.
+pub(crate) fn workload_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
+    match exp.workload {
+        WorkloadPlan::Download { .. } => vec!["--bytes".into(), run.size.to_string()],
+        WorkloadPlan::ReqResp { interval, count, .. } => vec![
+            "--request-size".into(),
+            run.size.to_string(),
+            "--request-interval".into(),
+            format!("{}", interval.as_secs_f64() * 1e3),
+            "--requests".into(),
+            count.to_string(),
+        ],
+    }
+}
+
+/// The workload's name in rows.
+pub(crate) fn workload_name(exp: &Experiment) -> &'static str {
+    match exp.workload {
+        WorkloadPlan::Download { .. } => "download",
+        WorkloadPlan::ReqResp { .. } => "reqresp",
+    }
 }
 
 /// Sets up and builds every implementation folder the experiment names (their
@@ -221,9 +259,9 @@ pub fn execute(
     let (r, command) = match outcome {
         Ok(m) => {
             let command = m.command.clone();
-            (fill(row(&exp.name, scenario, run, "download", Err(""), wall_s), run, &m), command)
+            (fill(row(&exp.name, scenario, run, workload_name(exp), Err(""), wall_s), run, &m), command)
         }
-        Err(e) => (row(&exp.name, scenario, run, "download", Err(&e), wall_s), String::new()),
+        Err(e) => (row(&exp.name, scenario, run, workload_name(exp), Err(&e), wall_s), String::new()),
     };
     (r, Manifest::of_run(exp, scenario, run, format!("netns (Linux {})", kernel_release()), command))
 }
@@ -297,10 +335,9 @@ fn measure(
         "client".into(),
         "--connect".into(),
         format!("{}:{port}", state.paths[0].server),
-        "--bytes".into(),
-        run.size.to_string(),
         "--json".into(),
     ];
+    client_args.extend(workload_args(exp, run));
     // (One TCP+TLS connection: from the initial path's address only.)
     let locals = if run.transport == crate::experiment::TCP_TLS { &state.paths[..1] } else { &state.paths[..] };
     for p in locals {
@@ -344,6 +381,9 @@ fn measure(
     let mut server_report = ended.recv_timeout(SERVER_REPORT_TIMEOUT).ok();
     let server_cpu = server.stop();
     if let Some(o) = client.as_object_mut() {
+        // (The first scripted failure of the run's paths, for the delay after it.)
+        let failure = scenario.fail.iter().filter(|(i, _)| run.path_indices.contains(i)).map(|&(_, t)| t);
+        o.insert("failure_s".into(), serde_json::json!(failure.reduce(f64::min)));
         o.insert("cpu_s".into(), serde_json::json!(client_cpu));
         o.insert("throughput_bps".into(), serde_json::json!(throughput));
         o.insert("threads_cpu_s".into(), serde_json::json!(sampled.threads));
@@ -513,6 +553,37 @@ fn profile_of(v: &serde_json::Value) -> Option<std::collections::BTreeMap<String
     v.get("profile").and_then(|p| serde_json::from_value(p.clone()).ok())
 }
 
+/// The request/response columns from the client's report (`mpq perf client --request-size
+/// --json`): counts, delay percentiles, each request's slot and delay, and the longest delay
+/// of an answer that arrived after the first scripted failure (`failure_s`, seconds from the
+/// emulator's start, which is within milliseconds of the client's).
+fn fill_requests(r: &mut Row, client: &serde_json::Value) {
+    let list = client.get("requests").and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
+    r.requests = list
+        .iter()
+        .filter_map(|q| {
+            Some(crate::metrics::RequestPoint {
+                sent_s: q.get("sent_s")?.as_f64()?,
+                delay_ms: q.get("delay_ms").and_then(serde_json::Value::as_f64),
+            })
+        })
+        .collect();
+    r.requests_sent = r.requests.len() as u64;
+    r.requests_answered = r.requests.iter().filter(|q| q.delay_ms.is_some()).count() as u64;
+    let mut delays: Vec<f64> = r.requests.iter().filter_map(|q| q.delay_ms).collect();
+    delays.sort_by(f64::total_cmp);
+    r.delay_p50_ms = crate::metrics::percentile(&delays, 50.0);
+    r.delay_p90_ms = crate::metrics::percentile(&delays, 90.0);
+    r.delay_p99_ms = crate::metrics::percentile(&delays, 99.0);
+    r.delay_max_ms = delays.last().copied();
+    r.delay_after_failure_max_ms = client.get("failure_s").and_then(serde_json::Value::as_f64).and_then(|f| {
+        r.requests
+            .iter()
+            .filter_map(|q| q.delay_ms.filter(|d| q.sent_s + d / 1e3 > f))
+            .fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.max(d))))
+    });
+}
+
 /// An endpoint's CPU seconds per thread name (`threads_cpu_s` of its JSON), if any.
 fn threads_of(v: &serde_json::Value) -> Option<std::collections::BTreeMap<String, f64>> {
     v.get("threads_cpu_s")
@@ -529,11 +600,18 @@ pub(crate) fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
     r.goodput_bps = num(&m.client, "goodput_bps").unwrap_or(0.0);
     r.completion_s = num(&m.client, "duration_s");
     r.multipath = m.client.get("multipath").and_then(serde_json::Value::as_bool).unwrap_or(false);
-    r.completed = r.bytes >= run.size;
+    r.completed = if m.client.get("mode").and_then(serde_json::Value::as_str) == Some("reqresp") {
+        fill_requests(&mut r, &m.client);
+        r.requests_sent > 0 && r.requests_answered == r.requests_sent
+    } else {
+        r.bytes >= run.size
+    };
     // mpq perf checks the length of what it received, not every byte's value; the
     // implementation folders' downloads are compared byte for byte.
     r.data_ok = r.completed && m.verified.unwrap_or(true);
-    if !r.completed {
+    if !r.completed && r.workload == "reqresp" {
+        r.error = Some(format!("{} of {} requests answered", r.requests_answered, r.requests_sent));
+    } else if !r.completed {
         r.error = Some(format!("the client received {} of {} bytes", r.bytes, run.size));
     } else if !r.data_ok {
         r.error = Some("the downloaded file differs from the served one".into());

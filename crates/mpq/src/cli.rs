@@ -38,6 +38,8 @@ pub enum Command {
 }
 
 /// `mpq perf` subcommands.
+// (Parsed once per process: the size of the larger variant costs nothing.)
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum PerfCommand {
     /// Answer perf clients with as much data as they ask for.
@@ -382,6 +384,19 @@ pub struct PerfClientArgs {
     /// min-RTT scheduler, the fastest path with room in its congestion window).
     #[arg(long, value_name = "PATH_ID", requires = "datagrams")]
     pub datagram_path: Option<u64>,
+    /// Request/response instead of a bulk download (seed 002 §4.3, seed 004): every
+    /// --request-interval send a request of this many bytes on a new stream, which the
+    /// server answers with as many bytes; --requests of them. Reports each request's delay
+    /// (from its slot in the schedule to the last byte of its answer) and its slot in
+    /// seconds since the client started. QUIC only, not with --shard.
+    #[arg(long, value_name = "BYTES", conflicts_with_all = ["bytes", "datagrams"])]
+    pub request_size: Option<u64>,
+    /// With --request-size: milliseconds between requests.
+    #[arg(long, value_name = "MS", default_value_t = 400.0, requires = "request_size")]
+    pub request_interval: f64,
+    /// With --request-size: how many requests.
+    #[arg(long, value_name = "N", default_value_t = 30, requires = "request_size")]
+    pub requests: u64,
     /// What to measure over: quic (mpq, UDP; multipath over every --local), tcp-tls (TLS
     /// 1.3 over a kernel TCP connection per stream, from the first --local) or mptcp-tls
     /// (TLS 1.3 over kernel MPTCP: the initial subflow from the first --local, more from

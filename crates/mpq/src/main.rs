@@ -14,6 +14,7 @@ mod kernel_stream;
 mod lab_cmd;
 mod mptcp_counters;
 mod perf;
+mod perf_reqresp;
 mod perf_shard;
 mod perf_tcp;
 mod progress;

@@ -38,9 +38,23 @@ const DATAGRAM_BACKLOG: usize = 64;
 /// for the count.
 const DATAGRAM_GRACE: Duration = Duration::from_millis(250);
 
+/// A stream the perf server answers.
+#[derive(Default)]
+struct Serving {
+    /// The request's 8-byte header, as far as it arrived.
+    header: Vec<u8>,
+    /// Bytes to send (from the header).
+    size: u64,
+    /// Bytes sent.
+    sent: u64,
+    /// The request's FIN was read (its padding beyond the header is read and dropped, so
+    /// that nothing of a finished stream stays buffered).
+    fin: bool,
+}
+
 struct PerfServer {
-    /// (connection, stream) -> (request bytes, bytes to send, bytes sent)
-    streams: HashMap<(ConnectionHandle, StreamId), (Vec<u8>, u64, u64)>,
+    /// (connection, stream) -> its request and answer.
+    streams: HashMap<(ConnectionHandle, StreamId), Serving>,
     /// Datagrams read per connection: (count, payload bytes).
     datagrams: HashMap<ConnectionHandle, (u64, u64)>,
 }
@@ -56,7 +70,7 @@ impl App for PerfServer {
                 datagrams.remove(&h);
             }
             runner::Served::NewStream(h, id) => {
-                streams.insert((h, id), (Vec::new(), 0, 0));
+                streams.insert((h, id), Serving::default());
             }
             runner::Served::Datagrams(h) => readable.push(h),
         });
@@ -69,16 +83,18 @@ impl App for PerfServer {
             }
         }
         let mut done = Vec::new();
-        for (&(h, id), (req, size, sent)) in self.streams.iter_mut() {
+        for (&(h, id), st) in self.streams.iter_mut() {
             let Some(c) = ep.connection_mut(h) else {
                 done.push((h, id));
                 continue;
             };
+            let Serving { header: req, size, sent, fin } = st;
             if req.len() < 8 {
                 let mut b = [0u8; 8];
                 let want = 8 - req.len();
                 if let Ok(r) = c.read(id, &mut b[..want]) {
                     req.extend_from_slice(&b[..r.len]);
+                    *fin |= r.fin;
                 }
                 if req.len() < 8 {
                     continue;
@@ -99,6 +115,14 @@ impl App for PerfServer {
                     continue;
                 }
             }
+            // A request's padding (request/response runs): read and dropped.
+            while !*fin {
+                match c.read_with(id, usize::MAX, |_| {}) {
+                    Ok(r) if r.fin => *fin = true,
+                    Ok(r) if r.len > 0 => {}
+                    _ => break,
+                }
+            }
             while *sent < *size {
                 let n = (*size - *sent).min(ZEROS.len() as u64) as usize;
                 match c.write_bytes(id, &bytes::Bytes::from_static(&ZEROS[..n])) {
@@ -108,7 +132,9 @@ impl App for PerfServer {
             }
             if *sent == *size {
                 let _ = c.finish(id);
-                done.push((h, id));
+                if *fin {
+                    done.push((h, id));
+                }
             }
         }
         for k in done {
@@ -170,6 +196,10 @@ pub(crate) struct PerfClient {
     dgram: Option<DatagramRun>,
     /// When `poll` wants to run again without I/O.
     wake: Option<Instant>,
+    /// `--request-size`: the request/response run.
+    pub(crate) reqs: Option<crate::perf_reqresp::RequestRun>,
+    /// When the client first ran (the origin of request times).
+    pub(crate) launched: Option<Instant>,
 }
 
 /// The client's datagram measurement (`--datagrams`).
@@ -261,6 +291,7 @@ impl App for PerfClient {
     }
 
     fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        self.launched.get_or_insert(now);
         if !self.idle.is_ready() {
             if let Err(e) = self.idle.poll(now, ep, &self.config, self.server) {
                 self.error = Some(e);
@@ -309,6 +340,18 @@ impl App for PerfClient {
         let start = *self.start.get_or_insert(now);
         if self.last_report.0 == Instant::ZERO {
             self.last_report = (now, 0);
+        }
+        if let Some(rr) = self.reqs.as_mut() {
+            let done = rr.poll(now, c);
+            self.wake = rr.next_due();
+            if done {
+                self.end = Some(now);
+                self.bytes = rr.bytes();
+                self.stats = Some(c.stats());
+                c.close(now, 0, b"done");
+                return ControlFlow::Break(());
+            }
+            return ControlFlow::Continue(());
         }
         if let Some(d) = self.dgram.as_mut() {
             let duration = self.duration.unwrap_or_default();
@@ -410,6 +453,11 @@ impl PerfClient {
                 echoed: (0, 0),
             }),
             wake: None,
+            reqs: args.request_size.map(|size| {
+                let ms = Duration::from_secs_f64(args.request_interval.max(0.0) / 1e3);
+                crate::perf_reqresp::RequestRun::new(size, ms, args.requests)
+            }),
+            launched: None,
         }
     }
 
@@ -435,6 +483,17 @@ pub(crate) struct ClientOutcome {
     pub stats: mpq_proto::conn::ConnectionStats,
     pub multipath: bool,
     pub error: Option<String>,
+}
+
+/// The median of `v` (0 when empty).
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// CPU time used by this process (user + system), in seconds.
@@ -471,6 +530,14 @@ fn workload(args: &PerfClientArgs) -> Result<(u64, Option<Duration>)> {
 
 /// Runs one measurement and prints the result.
 pub fn client(args: PerfClientArgs) -> Result<()> {
+    if args.request_size.is_some() {
+        if args.transport != crate::cli::Transport::Quic || args.common.shard.is_some() {
+            bail!("--request-size runs over one QUIC connection: not with --transport tcp-tls/mptcp-tls or --shard");
+        }
+        if args.requests == 0 || !(args.request_interval >= 0.0 && args.request_interval.is_finite()) {
+            bail!("--requests must be at least 1 and --request-interval a number of milliseconds >= 0");
+        }
+    }
     if args.transport != crate::cli::Transport::Quic {
         let (per_stream, duration) = workload(&args)?;
         return crate::perf_tcp::client(args, per_stream, duration);
@@ -567,6 +634,40 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
                     p.sent, p.acked, p.lost, p.dropped_send
                 );
             }
+        }
+        return app.paths.finish();
+    }
+    if let Some(rr) = &app.reqs {
+        let origin = app.launched.unwrap_or(start);
+        let (first, last) = rr.span().unwrap_or((start, end));
+        let span = (last - first).as_secs_f64().max(1e-9);
+        let mut out = rr.json(origin);
+        if let Some(o) = out.as_object_mut() {
+            o.insert("mode".into(), json!("reqresp"));
+            o.insert("transport".into(), json!("quic"));
+            o.insert("bytes".into(), json!(rr.bytes()));
+            o.insert("duration_s".into(), json!(span));
+            o.insert("goodput_bps".into(), json!(rr.bytes() as f64 * 8.0 / span));
+            o.insert("cpu_s".into(), json!(cpu));
+            o.insert("multipath".into(), json!(app.multipath));
+            o.insert("paths".into(), json!(paths));
+            o.insert("threads".into(), json!(crate::report::threads_json(&run.threads)));
+        }
+        if args.json {
+            println!("{out}");
+        } else {
+            let delays: Vec<f64> = out["requests"]
+                .as_array()
+                .map(|l| l.iter().filter_map(|r| r["delay_ms"].as_f64()).collect())
+                .unwrap_or_default();
+            let max = delays.iter().copied().fold(0.0, f64::max);
+            println!(
+                "{} of {} requests answered over {span:.2} s; delay median {:.1} ms, max {max:.1} ms",
+                out["requests_answered"],
+                out["requests_sent"],
+                median(&delays)
+            );
+            crate::report::print_paths(&stats, secs);
         }
         return app.paths.finish();
     }

@@ -160,6 +160,12 @@ fn server_and_client_arguments_are_checked() {
         (vec!["perf", "client", "--connect", &a, "--duration=nan"], "--duration NaN".into()),
         (vec!["perf", "client", "--connect", &a, "--streams", "0"], "--streams 0".into()),
         (vec!["perf", "client", "--connect", &a, "--bytes", "0"], "--bytes 0".into()),
+        (vec!["perf", "client", "--connect", &a, "--request-size", "750", "--shard", "2"], "not with".into()),
+        (
+            vec!["perf", "client", "--connect", &a, "--request-size", "750", "--transport", "tcp-tls"],
+            "runs over one QUIC connection".into(),
+        ),
+        (vec!["perf", "client", "--connect", &a, "--request-size", "750", "--requests", "0"], "--requests".into()),
         (vec!["client", "https://127.0.0.1:1/x", "--insecure", "--timeout", "0"], "--timeout 0".into()),
         (vec!["client", "http://127.0.0.1:1/x", "--insecure"], "only https:// URLs".into()),
         (vec!["client", "https://127.0.0.1:1/x"], "pass --ca FILE, or --insecure".into()),
@@ -267,6 +273,53 @@ fn perf_datagrams_on_loopback() {
     check(&stdout, Some("1"));
     let (ok, _, stderr) = perf(&["--datagram-size", "5000"]);
     assert!(!ok && stderr.contains("--datagram-size 5000: at most"), "{stderr}");
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// `mpq perf client --request-size` against `mpq perf server` on loopback, over two paths:
+/// every request answered with its size, slots --request-interval apart, small requests and
+/// large ones (200 kB each way: the server reads a request's padding over many packets).
+#[test]
+fn perf_request_response_on_loopback() {
+    let (mut server, addr) = spawn_listening(&["perf", "server", "--listen", "127.0.0.1:0"]);
+    for size in ["750", "200000"] {
+        let args = [
+            "perf",
+            "client",
+            "--connect",
+            &addr,
+            "--local",
+            "127.0.0.1:0",
+            "--local",
+            "127.0.0.2:0",
+            "--request-size",
+            size,
+            "--request-interval",
+            "50",
+            "--requests",
+            "8",
+            "--json",
+        ];
+        let out = run_bounded(&args, Duration::from_secs(30), "perf client --request-size");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_str(stdout.lines().last().expect("a line")).expect("json");
+        assert_eq!(
+            (v["mode"].as_str(), v["requests_sent"].as_u64(), v["requests_answered"].as_u64()),
+            (Some("reqresp"), Some(8), Some(8)),
+            "{v}"
+        );
+        let size: u64 = size.parse().unwrap();
+        assert_eq!(v["bytes"].as_u64(), Some(8 * size), "{v}");
+        let reqs = v["requests"].as_array().unwrap();
+        for w in reqs.windows(2) {
+            let gap = w[1]["sent_s"].as_f64().unwrap() - w[0]["sent_s"].as_f64().unwrap();
+            assert!((gap - 0.05).abs() < 1e-6, "{v}");
+        }
+        assert!(reqs.iter().all(|q| q["delay_ms"].as_f64().is_some_and(|d| d > 0.0 && d < 5000.0)), "{v}");
+        assert_eq!(v["multipath"], true);
+    }
     let _ = server.kill();
     let _ = server.wait();
 }

@@ -20,6 +20,8 @@ const FILES: &[&str] = &[
     "seed002-4.1-schedulers.yaml",
     "seed002-4.1.yaml",
     "seed002-4.2.yaml",
+    // On the kernel testbed (root): its short form is in lab_testbed.rs.
+    "seed002-4.3-handover-testbed.yaml",
     "seed002-4.3-handover.yaml",
     "seed002-low-bdp-smoke.yaml",
     "seed003.yaml",

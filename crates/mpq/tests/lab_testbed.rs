@@ -397,3 +397,53 @@ fn steering_sets_rps_and_rfs_on_the_endpoints_interfaces_and_restores_the_system
     let e = mpq_lab::steering::apply("rps", &[&client], &["path7".to_owned()]).unwrap_err();
     assert!(e.contains("steering rps in"), "{e}");
 }
+
+#[test]
+fn the_handover_experiment_answers_every_request_across_a_path_failure() {
+    if !available() {
+        return;
+    }
+    let _turn = one_at_a_time();
+    // The shipped file, shorter: 6 s of requests, path 0 down at 2 s, ACKs on their own path.
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/seed002-4.3-handover-testbed.yaml"),
+    )
+    .unwrap();
+    let text = shipped
+        .replace("duration: 12s", "duration: 6s")
+        .replace("fail_at: 3s", "fail_at: 2s")
+        .replace("ack_policy: [same-path, lowest-rtt, all-paths]", "ack_policy: [same-path]");
+    assert_ne!(text, shipped);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("handover.yaml");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.path().join("out");
+    let (o, left) =
+        mpq_lab(&["lab", "run", file.to_str().unwrap(), "--limit", "1", "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "mpq lab run: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(left.is_empty(), "testbeds left: {left:?}");
+    let rows = rows(&out.join("results.jsonl"));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!((r["error"].clone(), r["workload"].as_str()), (serde_json::Value::Null, Some("reqresp")), "{r}");
+    // 6 s at one request per 400 ms: 15, every one answered (over path 1 after the failure).
+    assert_eq!((r["requests_sent"].as_u64(), r["requests_answered"].as_u64()), (Some(15), Some(15)), "{r}");
+    let reqs = r["requests"].as_array().unwrap();
+    let delay = |q: &serde_json::Value| q["delay_ms"].as_f64().unwrap();
+    let sent = |q: &serde_json::Value| q["sent_s"].as_f64().unwrap();
+    // Slots 400 ms apart from the handshake on.
+    for w in reqs.windows(2) {
+        assert!((sent(&w[1]) - sent(&w[0]) - 0.4).abs() < 1e-6, "{r}");
+    }
+    // Before the failure minRTT answers over the 15 ms path, after it over the 25 ms one.
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let before = median(reqs.iter().filter(|q| sent(q) < 1.8).map(delay).collect());
+    let after = median(reqs.iter().filter(|q| sent(q) > 2.5).map(delay).collect());
+    assert!(before >= 14.0 && after >= 24.0 && before < after, "{before} ms before, {after} ms after: {r}");
+    assert!(r["delay_after_failure_max_ms"].as_f64().unwrap() >= after, "{r}");
+    let bytes: Vec<u64> = r["path_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
+    assert!(bytes[0] > 0 && bytes[1] > bytes[0], "path 1 carries the rest: {r}");
+}

@@ -20,11 +20,12 @@ use std::time::Duration;
 use super::hosts::Hosts;
 use super::remote::{wait_output, Remote};
 use super::samples;
-use crate::experiment::{Experiment, WorkloadPlan, QUIC, TCP_TLS};
+use crate::experiment::{Experiment, QUIC, TCP_TLS};
 use crate::manifest::Manifest;
 use crate::metrics::{row, Row};
 use crate::netns_exec::{
-    fill, last_lines, protocol_args, server_port, server_reports, shell_word, Measured, PathCounters, DEFAULT_RUN_LIMIT,
+    fill, last_lines, protocol_args, server_port, server_reports, shell_word, workload_name, Measured, PathCounters,
+    DEFAULT_RUN_LIMIT,
 };
 use crate::plan::{Plan, PlannedScenario, RunSpec};
 
@@ -44,15 +45,14 @@ fn wall_clock() -> std::time::Instant {
     std::time::Instant::now()
 }
 
-/// Checks, before anything runs, that the plan can run on these hosts: downloads only, no
+/// Checks, before anything runs, that the plan can run on these hosts: downloads, or
+/// request/response over mpq's QUIC in one connection; no
 /// shared bottleneck or scripted failure (nothing between the hosts is the lab's), no more
 /// paths than the hosts have address pairs, and one network per class (the topology
 /// describes the hosts' network; it cannot vary it).
 pub fn check(exp: &Experiment, plan: &Plan, hosts: &Hosts) -> Result<(), String> {
     let file = exp.path.display();
-    if let WorkloadPlan::ReqResp { .. } = exp.workload {
-        return Err(format!("{file}: testbed ssh runs downloads only (mpq perf)"));
-    }
+    crate::netns_exec::check_workload(exp)?;
     for s in &plan.scenarios {
         if s.bottleneck.is_some() || !s.fail.is_empty() {
             return Err(format!(
@@ -190,9 +190,9 @@ impl SshTestbed {
         let (r, command) = match outcome {
             Ok(m) => {
                 let command = m.command.clone();
-                (fill(row(&exp.name, scenario, run, "download", Err(""), wall_s), run, &m), command)
+                (fill(row(&exp.name, scenario, run, workload_name(exp), Err(""), wall_s), run, &m), command)
             }
-            Err(e) => (row(&exp.name, scenario, run, "download", Err(&e), wall_s), String::new()),
+            Err(e) => (row(&exp.name, scenario, run, workload_name(exp), Err(&e), wall_s), String::new()),
         };
         let testbed = format!(
             "ssh (server {} Linux {}, client {} Linux {})",
@@ -310,10 +310,9 @@ impl SshTestbed {
         let mut client_args: Vec<String> = vec![
             "--connect".into(),
             std::net::SocketAddr::new(path_ip(&self.hosts.server, 0), port).to_string(),
-            "--bytes".into(),
-            run.size.to_string(),
             "--json".into(),
         ];
+        client_args.extend(crate::netns_exec::workload_args(exp, run));
         // Path k from the client's k-th address to the server's k-th: on real hosts each
         // path's addresses are on their own network.
         let locals = if run.transport == TCP_TLS { 1 } else { paths };
