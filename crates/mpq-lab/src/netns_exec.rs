@@ -255,15 +255,23 @@ pub fn execute(
                 Ok(m)
             }),
     };
-    let wall_s = start.elapsed().as_secs_f64();
-    let (r, command) = match outcome {
-        Ok(m) => {
-            let command = m.command.clone();
-            (fill(row(&exp.name, scenario, run, workload_name(exp), Err(""), wall_s), run, &m), command)
-        }
-        Err(e) => (row(&exp.name, scenario, run, workload_name(exp), Err(&e), wall_s), String::new()),
-    };
+    let (r, command) = row_of(exp, scenario, run, outcome, start.elapsed().as_secs_f64());
     (r, Manifest::of_run(exp, scenario, run, format!("netns (Linux {})", kernel_release()), command))
+}
+
+/// The row of a kernel-testbed run that took `wall_s` (EBen not set) and the client's command
+/// line: what it measured, or its error.
+pub(crate) fn row_of(
+    exp: &Experiment,
+    scenario: &PlannedScenario,
+    run: &RunSpec,
+    outcome: Result<Measured, String>,
+    wall_s: f64,
+) -> (Row, String) {
+    match outcome {
+        Ok(m) => (fill(row(&exp.name, scenario, run, workload_name(exp), Err(""), wall_s), run, &m), m.command),
+        Err(e) => (row(&exp.name, scenario, run, workload_name(exp), Err(&e), wall_s), String::new()),
+    }
 }
 
 /// The running kernel's release (`uname -r`), for manifests.
@@ -464,14 +472,10 @@ pub(crate) fn server_reports(server: &mut Child) -> mpsc::Receiver<serde_json::V
     rx
 }
 
-/// How often a wait for the client looks for Ctrl-C.
-const STOP_POLL: Duration = Duration::from_millis(100);
-
-/// Waits for `child` at most `limit`, collecting its output and the CPU seconds it used;
-/// kills it after that, or when the user interrupts the experiment ([`interrupted`]).
-fn wait_limited(mut child: Child, limit: Duration) -> Result<(std::process::Output, f64), String> {
-    let pid = child.id();
-    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+/// Threads that read `child`'s standard output and error to their ends (so that it never
+/// blocks on a full pipe); each gives what it read.
+pub(crate) fn drain(child: &mut Child) -> (std::thread::JoinHandle<Vec<u8>>, std::thread::JoinHandle<Vec<u8>>) {
+    fn read_all(r: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
             if let Some(mut r) = r {
@@ -479,9 +483,18 @@ fn wait_limited(mut child: Child, limit: Duration) -> Result<(std::process::Outp
             }
             buf
         })
-    };
-    let stdout = drain(child.stdout.take().map(|r| Box::new(r) as Box<dyn std::io::Read + Send>));
-    let stderr = drain(child.stderr.take().map(|r| Box::new(r) as Box<dyn std::io::Read + Send>));
+    }
+    (read_all(child.stdout.take()), read_all(child.stderr.take()))
+}
+
+/// How often a wait for the client looks for Ctrl-C.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// Waits for `child` at most `limit`, collecting its output and the CPU seconds it used;
+/// kills it after that, or when the user interrupts the experiment ([`interrupted`]).
+fn wait_limited(mut child: Child, limit: Duration) -> Result<(std::process::Output, f64), String> {
+    let pid = child.id();
+    let (stdout, stderr) = drain(&mut child);
     let (status, cpu) = wait_cpu_limited(pid, limit, || {
         let _ = sys::kill(pid, libc::SIGKILL);
     })?;

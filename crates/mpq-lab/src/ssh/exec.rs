@@ -22,9 +22,9 @@ use super::remote::{wait_output, Remote};
 use super::samples;
 use crate::experiment::{Experiment, QUIC, TCP_TLS};
 use crate::manifest::Manifest;
-use crate::metrics::{row, Row};
+use crate::metrics::Row;
 use crate::netns_exec::{
-    fill, last_lines, protocol_args, server_port, server_reports, shell_word, workload_name, Measured, PathCounters,
+    last_lines, protocol_args, row_of, server_port, server_reports, shell_word, Measured, PathCounters,
     DEFAULT_RUN_LIMIT,
 };
 use crate::plan::{Plan, PlannedScenario, RunSpec};
@@ -186,14 +186,7 @@ impl SshTestbed {
     ) -> (Row, Manifest) {
         let start = wall_clock();
         let outcome = self.measure(exp, scenario, run, qlog);
-        let wall_s = start.elapsed().as_secs_f64();
-        let (r, command) = match outcome {
-            Ok(m) => {
-                let command = m.command.clone();
-                (fill(row(&exp.name, scenario, run, workload_name(exp), Err(""), wall_s), run, &m), command)
-            }
-            Err(e) => (row(&exp.name, scenario, run, workload_name(exp), Err(&e), wall_s), String::new()),
-        };
+        let (r, command) = row_of(exp, scenario, run, outcome, start.elapsed().as_secs_f64());
         let testbed = format!(
             "ssh (server {} Linux {}, client {} Linux {})",
             self.hosts.server.hostname, self.releases[0], self.hosts.client.hostname, self.releases[1]

@@ -193,17 +193,7 @@ impl Remote {
 /// Waits for `child` at most `limit` while draining its output; kills it after that, or when
 /// the user interrupts the experiment (SIGINT, SIGTERM, SIGHUP once caught).
 pub fn wait_output(mut child: Child, limit: Duration) -> Result<Output, String> {
-    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|r| Box::new(r) as Box<dyn std::io::Read + Send>));
-    let stderr = drain(child.stderr.take().map(|r| Box::new(r) as Box<dyn std::io::Read + Send>));
+    let (stdout, stderr) = crate::netns_exec::drain(&mut child);
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
