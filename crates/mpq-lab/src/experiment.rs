@@ -146,6 +146,8 @@ pub struct Experiment {
     pub steerings: Vec<String>,
     /// Scripts run on the hosts before and after every run (SSH testbed).
     pub scripts: Scripts,
+    /// The TCP congestion control of the kernel's transports (`kernel_cc`), if set.
+    pub kernel_cc: Option<String>,
 }
 
 /// The experiment's pre- and post-run scripts, as files that exist.
@@ -477,6 +479,15 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         None => None,
     };
     let scripts = check_scripts(c, &f.scripts, f.testbed)?;
+    let kernel_cc = f.kernel_cc.clone();
+    if let Some(cc) = &kernel_cc {
+        if cc.is_empty() || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(c.err("kernel_cc", format!("{cc:?} is not a congestion control name (e.g. cubic, reno, bbr)")));
+        }
+        if !transports.iter().any(|t| t == MPTCP_TLS || t == TCP_TLS) {
+            return Err(c.err("kernel_cc", "it sets the kernel's TCP: list tcp-tls or mptcp-tls in factors.transport"));
+        }
+    }
     let steerings = if fa.steering.is_empty() { vec![String::new()] } else { fa.steering.clone() };
     for (i, s) in fa.steering.iter().enumerate() {
         let key = format!("factors.steering[{i}]");
@@ -536,6 +547,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         runtimes,
         steerings,
         scripts,
+        kernel_cc,
     })
 }
 
@@ -550,6 +562,7 @@ const LAB_OPTIONS: &[&str] = &[
     "--server-addr",
     "--path-mode",
     "--transport",
+    "--tcp-cc",
     "--cc",
     "--scheduler",
     "--ack-policy",

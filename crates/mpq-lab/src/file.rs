@@ -57,6 +57,9 @@ pub struct ExperimentFile {
     /// Scripts run on the hosts before and after every run (SSH testbed).
     #[serde(default)]
     pub scripts: ScriptsSpec,
+    /// The kernel's TCP congestion control for the TCP+TLS and MPTCP+TLS runs (`mpq perf
+    /// --tcp-cc`, e.g. `cubic`); default: the kernel's default, whatever it is.
+    pub kernel_cc: Option<String>,
 }
 
 fn default_seed() -> u64 {

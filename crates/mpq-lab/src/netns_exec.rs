@@ -127,7 +127,8 @@ fn in_namespace(ns: &str, program: &Path, args: &[String]) -> Command {
 pub(crate) fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
     let options = run.options.split_whitespace().map(String::from);
     if run.transport != QUIC {
-        return ["--transport".to_owned(), run.transport.clone()].into_iter().chain(options).collect();
+        let cc = exp.kernel_cc.iter().flat_map(|cc| ["--tcp-cc".to_owned(), cc.clone()]);
+        return ["--transport".to_owned(), run.transport.clone()].into_iter().chain(cc).chain(options).collect();
     }
     let mut a = vec![
         "--cc".into(),

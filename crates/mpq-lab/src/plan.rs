@@ -281,6 +281,16 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
     for kernel in [MPTCP_TLS, TCP_TLS] {
         if exp.transports.iter().any(|t| t == kernel) {
             own_settings_runs(exp, kernel, TCP_TLS, "kernel", sid, &sizes, &counts, &mut baselines, &mut multi);
+            // Their congestion control column names the kernel's, when the file sets it.
+            if let Some(cc) = &exp.kernel_cc {
+                for r in baselines
+                    .iter_mut()
+                    .chain(multi.iter_mut())
+                    .filter(|r| r.transport == kernel || (r.transport == TCP_TLS && r.cc == "kernel"))
+                {
+                    r.cc = format!("kernel {cc}");
+                }
+            }
         }
     }
     for imp in &exp.implementations {
@@ -720,6 +730,36 @@ topology:
         .unwrap_err()
         .to_string();
         assert!(e.contains("needs testbed: netns"), "{e}");
+    }
+
+    #[test]
+    fn kernel_cc_names_the_kernels_congestion_control_in_its_runs() {
+        let (exp, p) = plan(&format!("kernel_cc: cubic\n{TWO_PATHS_NETNS}"));
+        let runs = &p.scenarios[0].runs;
+        for r in runs {
+            let expect = if r.transport == "quic" { "cubic" } else { "kernel cubic" };
+            assert_eq!(r.cc, expect, "{}", r.id);
+        }
+        let mptcp = runs.iter().find(|r| r.transport == "mptcp-tls").unwrap();
+        assert_eq!(
+            crate::netns_exec::protocol_args(&exp, mptcp),
+            ["--transport", "mptcp-tls", "--tcp-cc", "cubic"].map(String::from)
+        );
+        let quic = runs.iter().find(|r| r.transport == "quic" && r.role == Role::Multipath).unwrap();
+        assert!(!crate::netns_exec::protocol_args(&exp, quic).contains(&"--tcp-cc".to_owned()));
+        for (yaml, expect) in [
+            (format!("kernel_cc: 'cubic; rm'\n{TWO_PATHS_NETNS}"), "not a congestion control name"),
+            (
+                format!(
+                    "kernel_cc: cubic\n{}",
+                    TWO_PATHS_NETNS.replace("transport: [quic, mptcp-tls]", "transport: [quic]")
+                ),
+                "list tcp-tls or mptcp-tls",
+            ),
+        ] {
+            let e = Experiment::from_text(Path::new("t.yaml"), yaml).unwrap_err().to_string();
+            assert!(e.contains(expect) && e.contains("kernel_cc"), "{e}");
+        }
     }
 
     #[test]

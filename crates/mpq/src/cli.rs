@@ -157,6 +157,12 @@ pub struct Common {
     /// far as net.core.rmem_max allows).
     #[arg(long, value_name = "BYTES")]
     pub rcvbuf: Option<usize>,
+    /// The kernel's TCP congestion control of every TCP or MPTCP socket
+    /// (`--transport tcp-tls|mptcp-tls` only; TCP_CONGESTION), e.g. cubic, reno, bbr: one of
+    /// `sysctl net.ipv4.tcp_available_congestion_control`. Default: the kernel's
+    /// (net.ipv4.tcp_congestion_control), which the JSON summary reports as tcp_cc.
+    #[arg(long, value_name = "NAME")]
+    pub tcp_cc: Option<String>,
     /// Kernel send buffer of every UDP socket, in bytes (SO_SNDBUF; default 8 MiB as far as
     /// net.core.wmem_max allows).
     #[arg(long, value_name = "BYTES")]
@@ -402,8 +408,9 @@ pub struct PerfClientArgs {
     /// (TLS 1.3 over kernel MPTCP: the initial subflow from the first --local, more from
     /// the kernel's subflow endpoints; with several --local the client reports
     /// mptcp_subflows_joined and warns if none joined). The server must use the same.
-    /// TCP's congestion control is the kernel's (sysctl net.ipv4.tcp_congestion_control);
-    /// --cipher, --rcvbuf, --sndbuf and --handshake-timeout apply to both.
+    /// TCP's congestion control is the kernel's default (sysctl
+    /// net.ipv4.tcp_congestion_control) unless --tcp-cc names one; --cipher, --rcvbuf,
+    /// --sndbuf and --handshake-timeout apply to both.
     #[arg(long, default_value = "quic", value_name = "TRANSPORT")]
     pub transport: Transport,
     /// Multipath addresses.

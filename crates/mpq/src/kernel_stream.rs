@@ -28,16 +28,18 @@ pub enum Kind {
 }
 
 /// Socket and buffer options of a kernel stream socket.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Buffers {
     /// `SO_RCVBUF` in bytes; `None` keeps the kernel's autotuning (setting it turns that off).
     pub rcvbuf: Option<usize>,
     /// `SO_SNDBUF` in bytes; `None` keeps the kernel's autotuning.
     pub sndbuf: Option<usize>,
+    /// `TCP_CONGESTION`: the congestion control's name; `None` keeps the kernel's default.
+    pub congestion: Option<String>,
 }
 
 /// A new stream socket of `kind` for addresses like `like`, with `buffers` applied.
-pub fn socket(kind: Kind, like: SocketAddr, buffers: Buffers) -> Result<Socket> {
+pub fn socket(kind: Kind, like: SocketAddr, buffers: &Buffers) -> Result<Socket> {
     let protocol = match kind {
         Kind::Tcp => Protocol::TCP,
         Kind::Mptcp => Protocol::MPTCP,
@@ -51,6 +53,14 @@ pub fn socket(kind: Kind, like: SocketAddr, buffers: Buffers) -> Result<Socket> 
     }
     if let Some(b) = buffers.sndbuf {
         sock.set_send_buffer_size(b).with_context(|| format!("--sndbuf {b}"))?;
+    }
+    if let Some(cc) = &buffers.congestion {
+        sock.set_tcp_congestion(cc.as_bytes()).map_err(|e| {
+            anyhow!(
+                "--tcp-cc {cc}: the kernel refused it ({e}); it must be one of `sysctl net.ipv4.tcp_available_congestion_control` \
+                 (load its module, e.g. `modprobe tcp_{cc}`), and without CAP_NET_ADMIN one of net.ipv4.tcp_allowed_congestion_control"
+            )
+        })?;
     }
     Ok(sock)
 }
@@ -74,7 +84,7 @@ fn mptcp_refused(e: &io::Error) -> anyhow::Error {
 
 /// A listening socket of `kind` on `addr` (an IPv6 wildcard takes IPv4 clients too, as the
 /// QUIC server's socket does).
-pub fn listen(kind: Kind, addr: SocketAddr, buffers: Buffers) -> Result<std::net::TcpListener> {
+pub fn listen(kind: Kind, addr: SocketAddr, buffers: &Buffers) -> Result<std::net::TcpListener> {
     let sock = socket(kind, addr, buffers)?;
     sock.set_reuse_address(true)?;
     if addr.is_ipv6() {
@@ -91,7 +101,7 @@ pub fn connect(
     kind: Kind,
     local: Option<SocketAddr>,
     server: SocketAddr,
-    buffers: Buffers,
+    buffers: &Buffers,
     timeout: Duration,
 ) -> Result<std::net::TcpStream> {
     let sock = socket(kind, server, buffers)?;
@@ -115,6 +125,13 @@ fn int_option(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> Optio
         libc::getsockopt(fd.as_raw_fd(), level, name, &mut v as *mut libc::c_int as *mut libc::c_void, &mut len)
     };
     (rc == 0).then_some(v)
+}
+
+/// The congestion control of a TCP socket (`TCP_CONGESTION`), if the kernel says.
+pub fn congestion_control(sock: &std::net::TcpStream) -> Option<String> {
+    let name = socket2::SockRef::from(sock).tcp_congestion().ok()?;
+    let name = String::from_utf8_lossy(&name).trim_end_matches('\0').to_owned();
+    (!name.is_empty()).then_some(name)
 }
 
 /// Whether this connection is MPTCP now: made with `IPPROTO_MPTCP` and not fallen back to

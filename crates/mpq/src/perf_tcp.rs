@@ -52,7 +52,7 @@ fn kind(t: Transport) -> Kind {
 }
 
 fn buffers(common: &Common) -> Buffers {
-    Buffers { rcvbuf: common.rcvbuf, sndbuf: common.sndbuf }
+    Buffers { rcvbuf: common.rcvbuf, sndbuf: common.sndbuf, congestion: common.tcp_cc.clone() }
 }
 
 /// Options of the QUIC perf that mean nothing over TCP: refused rather than ignored, so
@@ -83,7 +83,7 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
     let listeners = args
         .listen
         .iter()
-        .map(|&a| kernel_stream::listen(kind, a, buffers(&args.common)))
+        .map(|&a| kernel_stream::listen(kind, a, &buffers(&args.common)))
         .collect::<Result<Vec<_>>>()?;
     for l in &listeners {
         println!("listening on {}", l.local_addr()?);
@@ -198,6 +198,8 @@ struct ConnReport {
     mptcp: bool,
     /// The MPTCP connection's subflows besides the first, at the end.
     extra_subflows: Option<u8>,
+    /// Its congestion control (TCP_CONGESTION).
+    cc: Option<String>,
 }
 
 /// What every client connection thread needs.
@@ -222,7 +224,7 @@ struct ClientJob {
 
 /// Connects and completes the TLS handshake.
 fn connect(job: &ClientJob) -> Result<StreamOwned<ClientConnection, TcpStream>> {
-    let mut sock = kernel_stream::connect(job.kind, job.local, job.server, job.buffers, job.handshake_timeout)?;
+    let mut sock = kernel_stream::connect(job.kind, job.local, job.server, &job.buffers, job.handshake_timeout)?;
     // The handshake is bounded like the QUIC perf's (--handshake-timeout; 0: the idle timeout).
     let hs = if job.handshake_timeout.is_zero() { job.idle } else { job.handshake_timeout };
     sock.set_read_timeout(Some(hs))?;
@@ -282,7 +284,8 @@ fn measure(job: &ClientJob) -> Result<ConnReport> {
     let local = s.sock.local_addr().ok();
     // A timed run stops here: the server learns it from the closed connection.
     let _ = s.sock.shutdown(std::net::Shutdown::Both);
-    Ok(ConnReport { local, bytes, start, end, mptcp, extra_subflows })
+    let cc = kernel_stream::congestion_control(&s.sock);
+    Ok(ConnReport { local, bytes, start, end, mptcp, extra_subflows, cc })
 }
 
 /// Runs one tcp-tls or mptcp-tls measurement and prints the result like the QUIC perf.
@@ -377,6 +380,7 @@ pub fn client(args: PerfClientArgs, per_stream: u64, duration: Option<Duration>)
             "mptcp": mptcp,
             "mptcp_subflows_joined": joined,
             "mptcp_counters": delta.as_ref().map(|d| &d.0),
+            "tcp_cc": conns.iter().find_map(|c| c.cc.clone()),
             "connections": conns.iter().map(|c| json!({
                 "local": c.local.map(|a| a.to_string()),
                 "bytes": c.bytes,

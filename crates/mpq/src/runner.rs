@@ -73,6 +73,9 @@ impl<A: App + Send> EndpointApp for Runner<A> {
 
 /// Transport settings from the command line; refuses values that cannot work.
 pub fn transport_config(common: &Common) -> Result<TransportConfig> {
+    if let Some(cc) = &common.tcp_cc {
+        anyhow::bail!("--tcp-cc {cc} applies to the kernel's TCP (--transport tcp-tls or mptcp-tls); QUIC takes --cc");
+    }
     // With PMTU discovery --mtu is the search's ceiling; without, the size used on trust.
     let defaults = TransportConfig::default();
     let mtu = common.mtu.unwrap_or(if common.no_pmtud { 1200 } else { defaults.max_udp_payload_size });

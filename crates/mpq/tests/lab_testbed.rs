@@ -179,6 +179,10 @@ fn mpq_against_mptcp_short_form() {
         if r["role"] == "multipath" {
             assert!(r["eben"].as_f64().is_some(), "{r}");
         }
+        // The kernel's TCP runs CUBIC (kernel_cc), whatever this machine's default is.
+        if r["transport"] != "quic" {
+            assert_eq!(r["cc"], "kernel cubic", "{r}");
+        }
     }
     assert_eq!(left, Vec::<String>::new(), "testbeds left behind");
 }
