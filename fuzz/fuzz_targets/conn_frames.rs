@@ -1,7 +1,8 @@
 //! A handshaken client/server pair (multipath negotiated, two paths, null 1-RTT cipher) gets
 //! arbitrary frame sequences in 1-RTT packets forged in either side's name, on any of its
 //! paths (or to any CID the receiver issued, on unknown path IDs), from the path's address
-//! or a new one, with the Key Phase bit as sent or flipped, under each ACK placement policy; interleaved with application
+//! or a new one, with the Key Phase bit as sent or flipped, under each ACK placement policy,
+//! with a packet number space per path or one for all paths (seed 003's experiment); interleaved with application
 //! writes, datagrams (RFC 9221: advertised under two of the three ACK policies, pinned to a
 //! path or placed by the scheduler), path opening / abandoning, key updates and the passing of time. After each input the
 //! pair runs until it is quiet (at most 3 s of virtual time). Invariants: no panic, bytes in flight within the congestion window,
@@ -72,16 +73,20 @@ enum Op {
 #[derive(Arbitrary, Debug)]
 struct Input {
     /// Where both sides place their PATH_ACKs (same path, lowest RTT, all paths): the last
-    /// two carry ACKs for other paths, through their ACK offers and mail.
+    /// two carry ACKs for other paths, through their ACK offers and mail; from 3 on, the
+    /// same with one packet number space for all paths.
     ack_policy: u8,
     ops: Vec<Op>,
 }
 
-/// The pair's configurations for ACK policy `policy % 3`.
+/// The pair's configurations for ACK policy `policy % 3`, with one packet number space for
+/// all paths when `policy % 6 >= 3`.
 fn configs(policy: u8) -> &'static (ClientConfig, ServerConfig) {
-    static C: [OnceLock<(ClientConfig, ServerConfig)>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
-    let policy = usize::from(policy % 3);
-    C[policy].get_or_init(|| {
+    static C: [OnceLock<(ClientConfig, ServerConfig)>; 6] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let which = usize::from(policy % 6);
+    let (policy, single) = (which % 3, which >= 3);
+    C[which].get_or_init(|| {
         let (c, s) = mpq_proto::testing::tls_configs(mpq_proto::testing::TEST_ALPN);
         let mut c = (*c).clone();
         // Every input starts from a full handshake: no resumption across inputs.
@@ -96,6 +101,7 @@ fn configs(policy: u8) -> &'static (ClientConfig, ServerConfig) {
                 ..StreamsConfig::default()
             },
             ack_policy: [AckPolicy::SamePath, AckPolicy::LowestRtt, AckPolicy::AllPaths][policy],
+            single_packet_number_space: single,
             // DATAGRAM (RFC 9221) advertised under two of the policies (frames up to 1200
             // bytes; forged ones above that, or any under the first policy, are violations).
             datagrams: if policy == 0 {
@@ -170,7 +176,7 @@ impl Harness {
                 Src::Other(n) => SocketAddr::from(([10, 0, 2 + u8::from(!sender), *n], 5000 + u16::from(*n))),
             };
             let dst = slot.remote;
-            let pkt = null_one_rtt_packet(&slot.dcid, slot.key_phase ^ flip, spin, slot.pn, pid, &payload);
+            let pkt = null_one_rtt_packet(&slot.dcid, slot.key_phase ^ flip, spin, slot.pn, slot.nonce_path_id, &payload);
             if batch_addrs.is_some_and(|a| a != (from, dst)) {
                 self.flush_batch(to_server, batch_addrs, &mut batch);
             }

@@ -115,6 +115,8 @@ pub struct Experiment {
     pub ack_policies: Vec<AckPolicy>,
     /// ACK-range limits to run (`None`: the protocol's default, every range kept).
     pub ack_ranges: Vec<Option<usize>>,
+    /// Packet number spaces of mpq's multipath runs (`per-path`, `single`), at least one.
+    pub pn_spaces: Vec<String>,
     /// Path counts to run (empty: all the class's paths).
     pub path_counts: Vec<usize>,
     /// Initial paths to run.
@@ -413,6 +415,17 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
     }
     let ack_ranges =
         if fa.ack_ranges.is_empty() { vec![None] } else { fa.ack_ranges.iter().map(|&n| Some(n)).collect() };
+    for (i, s) in fa.pn_space.iter().enumerate() {
+        let key = format!("factors.pn_space[{i}]");
+        if !crate::plan::PN_SPACES.contains(&s.as_str()) {
+            return Err(c.err(&key, format!("unknown packet number space {s:?}; expected per-path or single")));
+        }
+        if fa.pn_space[..i].contains(s) {
+            return Err(c.err(&key, format!("{s} is listed twice")));
+        }
+    }
+    let pn_spaces =
+        if fa.pn_space.is_empty() { vec![crate::plan::PN_SPACES[0].to_owned()] } else { fa.pn_space.clone() };
     for (i, &n) in fa.paths.iter().enumerate() {
         if n == 0 || n > max_paths {
             return Err(c.err(&format!("factors.paths[{i}]"), format!("{n} paths: the topology has {max_paths}")));
@@ -532,6 +545,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         ccs,
         ack_policies,
         ack_ranges,
+        pn_spaces,
         path_counts: fa.paths.clone(),
         initial_paths,
         transports,

@@ -236,6 +236,10 @@ pub struct FactorsSpec {
     /// Most ranges one ACK frame reports, e.g. [4, 8, 16, 32] (default: every range kept).
     #[serde(default)]
     pub ack_ranges: Vec<usize>,
+    /// Packet number spaces of mpq's multipath runs, compared: `per-path` (RFC 10069) and
+    /// `single` (one for all paths, seed 003's experiment) (default: per-path).
+    #[serde(default)]
+    pub pn_space: Vec<String>,
     /// Numbers of paths: the first N of the topology (default: all).
     #[serde(default)]
     pub paths: Vec<usize>,

@@ -69,6 +69,10 @@ pub struct Row {
     /// Most ranges per ACK frame, when the run limited them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ack_ranges: Option<usize>,
+    /// mpq's packet number spaces (`per-path` or `single`), when the experiment compares
+    /// them (`factors.pn_space`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pn_space: String,
     /// `download` or `reqresp`.
     pub workload: String,
     /// Transport: `quic` (mpq), or on the kernel testbed `mptcp-tls` and `tcp-tls`.
@@ -261,6 +265,7 @@ pub fn row(
         cc: run.cc.clone(),
         ack_policy: run.ack_policy.clone(),
         ack_ranges: run.ack_ranges,
+        pn_space: run.pn_space.clone(),
         workload: workload.to_owned(),
         transport: run.transport.clone(),
         options: run.options.clone(),

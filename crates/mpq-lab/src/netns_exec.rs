@@ -147,6 +147,9 @@ pub(crate) fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
     if let Some(n) = run.ack_ranges {
         a.extend(["--ack-ranges".into(), n.to_string()]);
     }
+    if run.pn_space == "single" {
+        a.push("--single-pn-space".into());
+    }
     a.extend(options);
     a
 }
@@ -695,6 +698,7 @@ mod tests {
             cc: "cubic".into(),
             ack_policy: "same-path".into(),
             ack_ranges: None,
+            pn_space: String::new(),
             size,
             transport: QUIC.into(),
             options: String::new(),

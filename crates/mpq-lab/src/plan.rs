@@ -48,6 +48,11 @@ pub struct RunSpec {
     pub ack_policy: String,
     /// Most ranges per ACK frame (`None`: the protocol's default).
     pub ack_ranges: Option<usize>,
+    /// mpq's packet number spaces when compared (`factors.pn_space`): `per-path`
+    /// (RFC 10069) or `single` (seed 003's experiment; multipath runs only); empty: per path,
+    /// not compared.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pn_space: String,
     /// Download size, or request size.
     pub size: u64,
     /// Transport: `quic` (mpq), `mptcp-tls` or `tcp-tls` (the kernel's, kernel testbed only),
@@ -238,6 +243,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                             ack_policy: ack_policy_name(ack).into(),
                                             // Baselines keep the protocol's default.
                                             ack_ranges: None,
+                                            pn_space: String::new(),
                                             size,
                                             transport: QUIC.into(),
                                             options: String::new(),
@@ -265,6 +271,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                 cc: cc.to_string(),
                                 ack_policy: ack_policy_name(ack).into(),
                                 ack_ranges: ranges,
+                                pn_space: String::new(),
                                 size,
                                 transport: QUIC.into(),
                                 options: String::new(),
@@ -303,7 +310,33 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
         multi.retain(|r| r.transport != QUIC);
     }
     baselines.extend(multi);
-    with_steerings(exp, with_runtimes(exp, with_options(exp, baselines)))
+    with_pn_spaces(exp, with_steerings(exp, with_runtimes(exp, with_options(exp, baselines))))
+}
+
+/// The packet number space designs `factors.pn_space` may name: RFC 10069's, then seed
+/// 003's alternative.
+pub const PN_SPACES: [&str; 2] = ["per-path", "single"];
+
+/// mpq's multipath runs once per packet number space design of `factors.pn_space` (with
+/// several, their IDs end in `-DESIGN`); the single-path baselines, where both designs are
+/// one space, and the other transports' runs once.
+fn with_pn_spaces(exp: &Experiment, runs: Vec<RunSpec>) -> Vec<RunSpec> {
+    if exp.pn_spaces.iter().map(String::as_str).eq([PN_SPACES[0]]) {
+        return runs;
+    }
+    let mut out = Vec::new();
+    for r in runs {
+        if r.transport != QUIC || r.role != Role::Multipath {
+            out.push(r);
+        } else if exp.pn_spaces.len() == 1 {
+            out.push(RunSpec { pn_space: exp.pn_spaces[0].clone(), ..r });
+        } else {
+            for s in &exp.pn_spaces {
+                out.push(RunSpec { id: format!("{}-{s}", r.id), pn_space: s.clone(), ..r.clone() });
+            }
+        }
+    }
+    out
 }
 
 /// Every run once per receive steering of `factors.steering` (with several, run IDs and
@@ -411,6 +444,7 @@ fn own_settings_runs(
         cc: setting.into(),
         ack_policy: setting.into(),
         ack_ranges: None,
+        pn_space: String::new(),
         size,
         transport: transport.into(),
         options: String::new(),
@@ -455,6 +489,7 @@ impl PlannedScenario {
         if let Some(n) = run.ack_ranges {
             s.ack_ranges = n;
         }
+        s.single_pn_space = run.pn_space == "single";
         s.fail = self
             .fail
             .iter()
@@ -484,6 +519,9 @@ impl PlannedScenario {
         c += &format!(" --scheduler {} --cc {} --ack-policy {}", run.scheduler, run.cc, run.ack_policy);
         if let Some(n) = run.ack_ranges {
             c += &format!(" --ack-ranges {n}");
+        }
+        if run.pn_space == "single" {
+            c += " --single-pn-space";
         }
         if let Some(b) = &self.bottleneck {
             c += &format!(" --bottleneck {b}");
@@ -730,6 +768,33 @@ topology:
         .unwrap_err()
         .to_string();
         assert!(e.contains("needs testbed: netns"), "{e}");
+    }
+
+    #[test]
+    fn pn_spaces_repeat_only_mpqs_multipath_runs() {
+        let yaml = THREE_PATHS.replace("scheduler: [minrtt, ecf]", "pn_space: [per-path, single]");
+        let (exp, p) = plan(&yaml);
+        let s = &p.scenarios[0];
+        let ids: Vec<&str> = s.runs.iter().map(|r| r.id.rsplit('/').next().unwrap()).collect();
+        // The baselines once (one path is one space either way), each multipath run twice.
+        assert_eq!(ids.iter().filter(|i| i.starts_with("sp")).count(), 3);
+        for (id, r) in ids.iter().zip(&s.runs).filter(|(i, _)| i.starts_with("mp-")) {
+            assert!(id.ends_with(&format!("-{}", r.pn_space)), "{id}");
+            assert!(r.baselines.iter().all(|b| s.runs.iter().any(|x| &x.id == b)), "{id}: baselines exist");
+            let sim = s.sim_scenario(&exp, r).unwrap();
+            assert_eq!(sim.single_pn_space, r.pn_space == "single");
+            assert_eq!(s.sim_command(&exp, r).contains("--single-pn-space"), r.pn_space == "single");
+        }
+        let per_path = s.runs.iter().filter(|r| r.pn_space == "per-path").count();
+        assert_eq!((per_path, s.runs.iter().filter(|r| r.pn_space == "single").count()), (3, 3));
+        // The default: no suffix, nothing recorded.
+        let (_, p) = plan(&THREE_PATHS.replace("scheduler: [minrtt, ecf]", "pn_space: [per-path]"));
+        assert!(p.scenarios[0].runs.iter().all(|r| r.pn_space.is_empty() && !r.id.ends_with("-per-path")));
+        for (set, expect) in [("[both]", "expected per-path or single"), ("[single, single]", "listed twice")] {
+            let yaml = THREE_PATHS.replace("scheduler: [minrtt, ecf]", &format!("pn_space: {set}"));
+            let e = Experiment::from_text(Path::new("t.yaml"), yaml).unwrap_err().to_string();
+            assert!(e.contains(expect) && e.contains("factors.pn_space"), "{set}: {e}");
+        }
     }
 
     #[test]

@@ -59,6 +59,9 @@ pub mod id {
     pub const VERSION_INFORMATION: u64 = 0x11;
     /// grease_quic_bit (RFC 9287 §3), zero-length.
     pub const GREASE_QUIC_BIT: u64 = 0x2ab2;
+    /// mpq's private, zero-length parameter: the sender can use one packet number space for
+    /// all paths (the single-space experiment of seed 003; not part of RFC 10069).
+    pub const SINGLE_PACKET_NUMBER_SPACE: u64 = 0x4d50_5153;
 }
 
 mod version_info;
@@ -184,6 +187,9 @@ pub struct TransportParameters {
     pub version_information: Option<VersionInformation>,
     /// The sender accepts packets with the QUIC Bit (fixed bit) cleared (RFC 9287 §3).
     pub grease_quic_bit: bool,
+    /// The sender can use one packet number space for all paths
+    /// ([`id::SINGLE_PACKET_NUMBER_SPACE`]).
+    pub single_packet_number_space: bool,
 }
 
 impl Default for TransportParameters {
@@ -210,6 +216,7 @@ impl Default for TransportParameters {
             initial_max_path_id: None,
             version_information: None,
             grease_quic_bit: false,
+            single_packet_number_space: false,
         }
     }
 }
@@ -297,6 +304,9 @@ impl TransportParameters {
         }
         if self.grease_quic_bit {
             write_param(out, id::GREASE_QUIC_BIT, &[]);
+        }
+        if self.single_packet_number_space {
+            write_param(out, id::SINGLE_PACKET_NUMBER_SPACE, &[]);
         }
     }
 
@@ -426,6 +436,12 @@ impl TransportParameters {
                     return Err(malformed("grease_quic_bit"));
                 }
                 self.grease_quic_bit = true;
+            }
+            id::SINGLE_PACKET_NUMBER_SPACE => {
+                if !val.is_empty() {
+                    return Err(malformed("single_packet_number_space"));
+                }
+                self.single_packet_number_space = true;
             }
             _ => {} // RFC 9000 §7.4.2: unknown parameters MUST be ignored.
         }

@@ -77,6 +77,9 @@ pub struct Scenario {
     pub ack_policy: AckPolicy,
     /// Most ranges in one ACK frame, both endpoints ([`TransportConfig::max_ack_ranges`]).
     pub ack_ranges: usize,
+    /// One packet number space for all paths, both endpoints
+    /// ([`TransportConfig::single_packet_number_space`]).
+    pub single_pn_space: bool,
     /// Link failures: path index and the time (from the start) from which its link loses
     /// everything in both directions.
     pub fail: Vec<(usize, Duration)>,
@@ -242,6 +245,7 @@ impl Scenario {
             hystart: CcConfig::default().hystart,
             ack_policy: AckPolicy::default(),
             ack_ranges: DEFAULT_MAX_ACK_RANGES,
+            single_pn_space: false,
             fail: Vec::new(),
             workload: Workload::Download,
             seed: 1,
@@ -304,6 +308,7 @@ impl Scenario {
             scheduler: self.scheduler,
             ack_policy: self.ack_policy,
             max_ack_ranges: self.ack_ranges,
+            single_packet_number_space: self.single_pn_space,
             initial_max_path_id: (n > 1 && self.multipath).then(|| n - 1),
             max_concurrent_paths: defaults.max_concurrent_paths.max(n),
             initial_version,

@@ -74,6 +74,11 @@ pub struct Common {
     /// 256); a smaller limit makes smaller ACKs after losses.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
     pub ack_ranges: Option<u64>,
+    /// Number the packets of all paths from one packet number space instead of one per
+    /// path (seed 003's single-space experiment; not RFC 10069: used only when the peer
+    /// is mpq with this switch too).
+    #[arg(long)]
+    pub single_pn_space: bool,
     /// Largest path ID offered to the peer (initial_max_path_id; multipath is offered by
     /// default and used when the peer offers it too).
     #[arg(long, default_value_t = 7, value_name = "N")]

@@ -120,6 +120,7 @@ pub fn transport_config(common: &Common) -> Result<TransportConfig> {
     if let Some(n) = common.ack_ranges {
         t.max_ack_ranges = n as usize;
     }
+    t.single_packet_number_space = common.single_pn_space;
     apply_versions(&mut t, common)?;
     Ok(t)
 }
@@ -607,6 +608,12 @@ mod tests {
     fn config(args: &[&str]) -> Result<TransportConfig> {
         let t = T::try_parse_from(std::iter::once("mpq").chain(args.iter().copied()))?;
         transport_config(&t.common)
+    }
+
+    #[test]
+    fn single_pn_space_reaches_the_transport_config() {
+        assert!(!config(&[]).unwrap().single_packet_number_space);
+        assert!(config(&["--single-pn-space"]).unwrap().single_packet_number_space);
     }
 
     #[test]

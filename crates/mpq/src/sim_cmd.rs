@@ -46,6 +46,10 @@ pub struct SimArgs {
     /// 256); e.g. 4 to reproduce an ACK-range-limited receiver.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
     pub ack_ranges: Option<u64>,
+    /// One packet number space for all paths instead of one per path, both endpoints
+    /// (seed 003's single-space experiment; not RFC 10069).
+    #[arg(long)]
+    pub single_pn_space: bool,
     /// Make link N lose everything from time T on, e.g. 0@3s (repeatable).
     #[arg(long = "fail-link", value_name = "N@T")]
     pub fail: Vec<String>,
@@ -132,6 +136,7 @@ pub fn scenario(args: &SimArgs) -> Result<Scenario> {
     if let Some(n) = args.ack_ranges {
         s.ack_ranges = n as usize;
     }
+    s.single_pn_space = args.single_pn_space;
     s.fail = args.fail.iter().map(|f| parse_fail(f)).collect::<Result<_>>()?;
     if let Some(b) = &args.bottleneck {
         let link = b.parse::<LinkConfig>().map_err(|e| anyhow!("--bottleneck {b}: {e}"))?;
@@ -256,6 +261,12 @@ mod tests {
         assert_eq!(parse(&[]).unwrap().quic_version, mpq_proto::VERSION_1);
         assert_eq!(parse(&["--quic-version", "v2"]).unwrap().quic_version, mpq_proto::VERSION_2);
         assert!(parse(&["--quic-version", "v9"]).is_err());
+    }
+
+    #[test]
+    fn single_pn_space_reaches_the_scenario() {
+        assert!(!parse(&[]).unwrap().single_pn_space);
+        assert!(parse(&["--single-pn-space"]).unwrap().single_pn_space);
     }
 
     #[test]

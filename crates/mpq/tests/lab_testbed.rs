@@ -163,7 +163,7 @@ fn mpq_against_mptcp_short_form() {
         mpq_lab(&["lab", "run", file.to_str().unwrap(), "--limit", "1", "--quiet", "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "mpq lab run: {}", String::from_utf8_lossy(&o.stderr));
     let rows = rows(&out.join("results.jsonl"));
-    assert_eq!(rows.len(), 8, "{rows:?}");
+    assert_eq!(rows.len(), 10, "{rows:?}");
     let count = |t: &str, role: &str| rows.iter().filter(|r| r["transport"] == t && r["role"] == role).count();
     assert_eq!(
         [
@@ -172,8 +172,14 @@ fn mpq_against_mptcp_short_form() {
             count("quic", "multipath"),
             count("mptcp-tls", "multipath")
         ],
-        [2, 2, 2, 2]
+        [2, 2, 4, 2]
     );
+    // mpq with the coupled OLIA and with uncoupled CUBIC (the kernel MPTCP's default), from
+    // each initial path.
+    let ccs = |cc: &str| {
+        rows.iter().filter(|r| r["transport"] == "quic" && r["role"] == "multipath" && r["cc"] == cc).count()
+    };
+    assert_eq!((ccs("olia"), ccs("cubic")), (2, 2));
     for r in &rows {
         assert_eq!((r["completed"].as_bool(), &r["error"]), (Some(true), &serde_json::Value::Null), "{r}");
         if r["role"] == "multipath" {

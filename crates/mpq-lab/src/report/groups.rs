@@ -15,6 +15,7 @@ pub struct Varying {
     cc: bool,
     ack_policy: bool,
     ack_ranges: bool,
+    pn_space: bool,
     paths: bool,
     size: bool,
     transport: bool,
@@ -35,6 +36,7 @@ impl Varying {
             cc: many(&mp, |r| r.cc.clone()),
             ack_policy: many(&mp, |r| r.ack_policy.clone()),
             ack_ranges: many(&mp, |r| r.ack_ranges),
+            pn_space: many(&mp, |r| r.pn_space.clone()),
             paths: many(&mp, |r| r.paths),
             size: many(&mp, |r| r.size),
             transport: many(&mp, |r| transport(r).to_owned()),
@@ -62,6 +64,9 @@ impl Varying {
         }
         if self.ack_ranges {
             parts.push(r.ack_ranges.map_or_else(|| "all ACK ranges".into(), |n| format!("{n} ACK ranges")));
+        }
+        if self.pn_space {
+            parts.push(if r.pn_space == "single" { "one PN space".into() } else { "PN space per path".into() });
         }
         if self.paths {
             parts.push(format!("{} paths", r.paths));

@@ -84,6 +84,14 @@ pub struct TransportConfig {
     /// acknowledged later or never, and the sender may declare them lost). At least 1; the
     /// default, [`DEFAULT_MAX_ACK_RANGES`], is every range a path keeps.
     pub max_ack_ranges: usize,
+    /// Multipath experiment switch: one application packet number space for all paths
+    /// instead of one per path (RFC 10069 §1), as in the early multipath drafts and
+    /// picoquic's mode that "The Packet Number Space Debate in Multipath QUIC" (seed 003)
+    /// compares. Not standard: used only if both endpoints offer it (the private transport
+    /// parameter [`crate::transport_params::id::SINGLE_PACKET_NUMBER_SPACE`]); then every
+    /// path numbers its packets from one counter, seals them with the plain nonce, and
+    /// every ACK frame reports what arrived on all paths (`conn/single_space.rs`).
+    pub single_packet_number_space: bool,
     /// Multipath: send MAX_DATA and MAX_STREAM_DATA on every path, so a lossy path cannot
     /// hold back the peer's flow control (MPQUIC sends WINDOW_UPDATE frames on all paths:
     /// De Coninck and Bonaventure, "Multipath QUIC: Design and Evaluation", CoNEXT 2017, §3).
@@ -175,6 +183,7 @@ impl Default for TransportConfig {
             scheduler: SchedulerKind::MinRtt,
             ack_policy: AckPolicy::SamePath,
             max_ack_ranges: DEFAULT_MAX_ACK_RANGES,
+            single_packet_number_space: false,
             flow_control_on_all_paths: true,
             max_concurrent_paths: 8,
             handshake_timeout: None,

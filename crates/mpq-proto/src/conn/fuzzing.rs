@@ -30,6 +30,9 @@ pub struct ForgeSlot {
     pub remote: SocketAddr,
     /// The Key Phase bit this connection currently sends.
     pub key_phase: bool,
+    /// The path ID that enters the nonce (RFC 10069 §2.4): the path's, or 0 (the plain
+    /// nonce) with one packet number space for all paths.
+    pub nonce_path_id: u64,
 }
 
 impl Connection {
@@ -80,7 +83,8 @@ impl Connection {
             frames: SentFrames::default(),
         };
         path.data.loss.on_packet_sent(pn, sent);
-        Some(ForgeSlot { dcid, pn, local: path.local, remote: path.remote, key_phase })
+        let nonce_path_id = if path.data.single.is_some() { 0 } else { path_id };
+        Some(ForgeSlot { dcid, pn, local: path.local, remote: path.remote, key_phase, nonce_path_id })
     }
 
     /// Fuzzing only: bytes held in receive buffers (stream reassembly and the 1-RTT CRYPTO
@@ -129,7 +133,16 @@ pub(crate) mod tests {
     use crate::types::Dir;
 
     pub(crate) fn null_pair() -> Pair {
-        let transport = TransportConfig { initial_max_path_id: Some(4), ..TransportConfig::default() };
+        null_pair_with(false)
+    }
+
+    /// A null-cipher pair with two paths, sharing one packet number space if `single`.
+    fn null_pair_with(single: bool) -> Pair {
+        let transport = TransportConfig {
+            initial_max_path_id: Some(4),
+            single_packet_number_space: single,
+            ..TransportConfig::default()
+        };
         let (cc, sc): (ClientConfig, ServerConfig) = crate::testing::configs(transport);
         Pair::handshaken_null(&cc, sc, 1).expect("handshake")
     }
@@ -145,7 +158,8 @@ pub(crate) mod tests {
         let pn_offset = write_short_header(&mut pkt, &slot.dcid, slot.key_phase ^ flip_phase, false, slot.pn, 4);
         pkt.extend_from_slice(frames);
         let (key, hp) = (null_packet_key(), null_header_key());
-        seal_packet(&mut pkt, 0, None, pn_offset, 4, slot.pn, &*key, &*hp, Some(path as u32)).expect("seal");
+        let nonce = Some(slot.nonce_path_id as u32);
+        seal_packet(&mut pkt, 0, None, pn_offset, 4, slot.pn, &*key, &*hp, nonce).expect("seal");
         let src = slot.local.unwrap_or(pair.client_addr);
         pair.inject(true, src, slot.remote, &mut pkt);
     }
@@ -155,7 +169,26 @@ pub(crate) mod tests {
     /// pair carries on without error (the ACKs of forged packets are legal).
     #[test]
     fn forged_null_packets_are_accepted_on_every_path() {
-        let mut pair = null_pair();
+        forged_null_packets_are_accepted_on_every_path_with(null_pair());
+    }
+
+    /// The same with one packet number space for all paths (the fuzz target's second half).
+    #[test]
+    fn forged_null_packets_are_accepted_on_every_path_of_one_space() {
+        let pair = null_pair_with(true);
+        let h = pair.client_conn;
+        let slot_nonce = |pair: &mut Pair| {
+            let now = pair.now;
+            let c = pair.client.connection_mut(h).expect("client");
+            let id = c.fuzz_path_ids()[1];
+            c.fuzz_forge_slot(now, id).expect("slot").nonce_path_id
+        };
+        let mut pair = pair;
+        assert_eq!(slot_nonce(&mut pair), 0, "the plain nonce on path 1");
+        forged_null_packets_are_accepted_on_every_path_with(pair);
+    }
+
+    fn forged_null_packets_are_accepted_on_every_path_with(mut pair: Pair) {
         let h = pair.client_conn;
         assert_eq!(pair.client.connection(h).expect("client").fuzz_path_ids().len(), 2, "second path");
         // STREAM frame (type 0x0b: length, fin) on stream 0, then on stream 4 over path 1.

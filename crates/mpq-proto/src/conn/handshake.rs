@@ -56,6 +56,8 @@ pub(crate) fn local_transport_params(
             },
         }),
         grease_quic_bit: config.grease_quic_bit,
+        // Only offered with multipath: the single space is a multipath experiment.
+        single_packet_number_space: config.single_packet_number_space && config.initial_max_path_id.is_some(),
         ..TransportParameters::default()
     };
     if side == Side::Server {

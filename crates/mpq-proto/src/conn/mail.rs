@@ -75,6 +75,10 @@ pub(crate) struct AckOffer {
     pub path_id: u64,
     /// Bumped by every packet the owner records: a carrier carries each version once.
     pub version: u64,
+    /// An ACK is pending. Always, except with one packet number space for all paths,
+    /// where every path publishes what it received for the others' ACK frames to report
+    /// (`conn/single_space.rs`).
+    pub pending: bool,
     /// Path IDs that already carried this version (the owner's record).
     pub carried_on: SmallVec<[u64; 4]>,
     /// Packet numbers to acknowledge.
@@ -268,18 +272,21 @@ pub(crate) enum AbandonOutcome {
 
 impl PathState {
     /// The path's pending ACK as an offer to the paths that may carry it; `None` when no
-    /// ACK is pending.
+    /// ACK is pending (with one packet number space for all paths: what the path received,
+    /// pending or not).
     pub(crate) fn ack_offer(&self) -> Option<AckOffer> {
         let s = &self.data;
-        s.ack_pending.then(|| AckOffer {
+        let pending = s.ack_pending;
+        (pending || s.single.is_some()).then(|| AckOffer {
             path_id: self.id,
             version: s.ack_version,
+            pending,
             carried_on: s.ack_carried_on.clone(),
             ranges: s.received.ranges().clone(),
             largest: s.received.largest(),
             ecn: s.received.ecn_counts(),
-            immediate: s.received.wants_immediate_ack(),
-            first_eliciting_at: s.received.ack_deadline(Duration::ZERO),
+            immediate: pending && s.received.wants_immediate_ack(),
+            first_eliciting_at: s.received.ack_deadline(Duration::ZERO).filter(|_| pending),
         })
     }
 

@@ -57,6 +57,7 @@ mod reset;
 mod retry;
 mod send;
 mod shared;
+mod single_space;
 mod space;
 mod timers;
 pub(crate) mod version;

@@ -85,6 +85,9 @@ pub(crate) struct MultipathState {
     pub since: Option<Instant>,
     /// Connection IDs issued, all path IDs together (a measure of the work a peer causes).
     pub cids_issued: u64,
+    /// Both sides offered one packet number space for all paths: its counter, which every
+    /// path joins (`TransportConfig::single_packet_number_space`).
+    pub single_space: Option<super::space::SingleSpace>,
 }
 
 impl Connection {
@@ -97,6 +100,17 @@ impl Connection {
             return;
         };
         self.shared.mp.enabled = true;
+        let peer_single = self.shared.peer_params.as_ref().is_some_and(|p| p.single_packet_number_space);
+        if self.shared.config.single_packet_number_space && peer_single {
+            // Only path 0 exists (paths open once the handshake is confirmed): it goes on
+            // numbering from where it is, now for every path.
+            let counter = super::space::SingleSpace::default();
+            for p in self.paths.iter_mut() {
+                p.data.join_single_space(counter.clone());
+            }
+            self.shared.mp.single_space = Some(counter);
+            tracing::debug!(side = ?self.shared.side, "one packet number space for all paths");
+        }
         // Other paths may carry a path's ACKs from now on: they read its offers.
         self.paths.enable_offers();
         self.shared.mp.local_max = local.min(MAX_PATH_ID_LIMIT);
@@ -145,6 +159,9 @@ impl Connection {
             return None;
         }
         let mut path = PathState::new(id, rx.remote, &self.shared.config, false);
+        if let Some(counter) = &self.shared.mp.single_space {
+            path.data.join_single_space(counter.clone());
+        }
         path.grease = self.shared.grease_key();
         path.local = Some(rx.local);
         path.phase = PathPhase::Validating;

@@ -88,18 +88,17 @@ impl PathState {
         let ack_delay = Duration::from_micros(
             ack.delay.checked_shl(exp).filter(|v| v >> exp == ack.delay).unwrap_or(u64::MAX >> 1),
         );
-        let result = self
-            .data
-            .loss
-            .on_ack_received(
-                ack.iter(),
-                ack_delay,
-                now,
-                &mut self.rtt,
-                params.max_ack_delay,
-                params.handshake_confirmed,
-            )
-            .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet number"))?;
+        let (mad, confirmed) = (params.max_ack_delay, params.handshake_confirmed);
+        let result = if self.data.single.is_some() {
+            // One space for all paths: the connection checked the frame against the
+            // shared counter (`Host::on_single_space_ack`).
+            self.data.loss.on_shared_space_ack(ack.iter(), ack_delay, now, &mut self.rtt, mad, confirmed)
+        } else {
+            self.data
+                .loss
+                .on_ack_received(ack.iter(), ack_delay, now, &mut self.rtt, mad, confirmed)
+                .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet number"))?
+        };
         Ok(self.on_ack_result(now, SpaceId::Data, result, ack.ecn, params, seat))
     }
 

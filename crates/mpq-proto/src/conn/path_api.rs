@@ -85,6 +85,9 @@ impl Connection {
         }
         self.shared.mp.next_path_id += 1;
         let mut path = PathState::new(id, remote, &self.shared.config, true);
+        if let Some(counter) = &self.shared.mp.single_space {
+            path.data.join_single_space(counter.clone());
+        }
         path.grease = self.shared.grease_key();
         path.local = local;
         path.phase = PathPhase::Validating;

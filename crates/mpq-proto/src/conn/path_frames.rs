@@ -89,6 +89,11 @@ impl PathState {
     /// True if an ACK frame naming `acked` (None: a plain ACK, path 0 with multipath,
     /// RFC 10069 §2.3) is this path's own.
     pub(crate) fn owns_ack(&self, acked: Option<u64>, multipath: bool) -> bool {
+        if self.data.single.is_some() {
+            // One packet number space for all paths: every ACK frame is every path's, which
+            // the connection hands to each (`Host::on_single_space_ack`).
+            return false;
+        }
         match acked {
             None => self.id == 0 || !multipath,
             Some(id) => multipath && id == self.id,

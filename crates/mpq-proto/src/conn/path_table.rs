@@ -89,6 +89,9 @@ impl PathTable {
         };
         self.board.publish(slot, view);
         self.update_offers();
+        // (A path sharing one packet number space offers its ranges, pending or not, from
+        // the start.)
+        self.publish_offer(slot);
         slot
     }
 

@@ -298,7 +298,8 @@ impl Connection {
             // A new path: its packet number space starts empty.
             None => None,
         };
-        let multipath = self.shared.mp.enabled;
+        // (With one packet number space for all paths the plain nonce serves.)
+        let multipath = self.shared.mp.enabled && self.shared.mp.single_space.is_none();
         let hp = match level {
             Level::Initial => self.shared.initial_keys_for(parsed.version).map(|k| &*k.remote.header),
             Level::Handshake => self.shared.handshake_keys.as_ref().map(|k| &*k.remote.header),
@@ -760,6 +761,11 @@ impl Host<'_> {
         if level != Level::OneRtt {
             // The handshake spaces are the primary path's, which carries the handshake.
             return self.on_ack_frame(now, level.space(), path, slot, ack);
+        }
+        if path.data.single.is_some() {
+            // One space for all paths: whatever path a PATH_ACK names (mpq sends none then),
+            // its numbers are the space's.
+            return self.on_single_space_ack(now, path, slot, ack);
         }
         if acked_path == path_id {
             return self.on_ack_frame(now, SpaceId::Data, path, slot, ack);

@@ -328,7 +328,7 @@ impl PathState {
         }
         let largest = self.data.received.largest().map(|(pn, _)| pn);
         let pn = decode_pn(largest, hdr.truncated_pn, hdr.pn_len);
-        let nonce_path = lease.multipath.then_some(self.id as u32);
+        let nonce_path = (lease.multipath && self.data.single.is_none()).then_some(self.id as u32);
         let datagram_len = d.len();
         let opened = open_payload(d, pn_offset, hdr.pn_len, pn, &*lease.generation.remote, nonce_path);
         let payload_start = pn_offset + hdr.pn_len;

@@ -270,7 +270,20 @@ pub(crate) struct PacketSpace {
     /// Counts the packets recorded for acknowledgement: the version of the pending ACK that
     /// other paths carry (`conn/mail.rs`).
     pub ack_version: u64,
+    /// The connection's packet number counter when one space serves all paths
+    /// (`TransportConfig::single_packet_number_space`, negotiated); `None`: this space
+    /// numbers its own packets.
+    pub single: Option<SingleSpace>,
+    /// `next_pn` was drawn from the single space's counter for a packet not sent yet.
+    pn_reserved: bool,
 }
+
+/// The packet number counter one packet number space shares with the connection's other
+/// paths (the single-space experiment): atomic, so that paths on different threads never
+/// draw the same number, which would reuse an AEAD nonce (all paths seal with the plain
+/// nonce then). A number drawn for a packet that is never sent is skipped, which QUIC
+/// allows (RFC 9000 §12.3 only asks for increasing numbers).
+pub(crate) type SingleSpace = std::sync::Arc<std::sync::atomic::AtomicU64>;
 
 impl PacketSpace {
     /// A fresh space.
@@ -286,6 +299,8 @@ impl PacketSpace {
             ack_pending: false,
             ack_carried_on: SmallVec::new(),
             ack_version: 0,
+            single: None,
+            pn_reserved: false,
         }
     }
 
@@ -297,11 +312,36 @@ impl PacketSpace {
         self.ack_version += 1;
     }
 
+    /// The number the next packet will take: `next_pn`, or, sharing one space with other
+    /// paths, a number reserved from the shared counter (kept until taken).
+    pub fn peek_pn(&mut self) -> u64 {
+        if let Some(counter) = &self.single {
+            if !self.pn_reserved {
+                let drawn = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // Our numbers came from the counter too (`join_single_space` moved it past
+                // the ones before), so they still increase; a number of our own instead of
+                // the drawn one could be another path's too.
+                debug_assert!(drawn >= self.next_pn, "the shared counter fell behind a path");
+                self.next_pn = drawn;
+                self.pn_reserved = true;
+            }
+        }
+        self.next_pn
+    }
+
     /// Takes the next packet number.
     pub fn take_pn(&mut self) -> u64 {
-        let pn = self.next_pn;
+        let pn = self.peek_pn();
+        self.pn_reserved = false;
         self.next_pn += 1;
         pn
+    }
+
+    /// From now on this space shares `counter` with the connection's other paths.
+    pub fn join_single_space(&mut self, counter: SingleSpace) {
+        counter.fetch_max(self.next_pn, std::sync::atomic::Ordering::Relaxed);
+        self.single = Some(counter);
+        self.pn_reserved = false;
     }
 }
 

@@ -22,7 +22,7 @@ pub(super) fn addr2() -> SocketAddr {
 }
 
 /// Runs until the client's handshake is confirmed; returns every client event seen.
-fn confirm(pair: &mut Pair) -> Vec<Event> {
+pub(super) fn confirm(pair: &mut Pair) -> Vec<Event> {
     let mut events = Vec::new();
     assert!(pair.run_until(Duration::from_secs(2), |p| {
         while let Some((_, e)) = p.client.poll_event() {

@@ -139,15 +139,69 @@ impl<F> LossDetection<F> {
                     return Err(AckError);
                 }
             }
-            let lo = r.start.max(self.sent.first_pn());
-            let hi = r.end.min(self.sent.end_pn());
-            for pn in lo..hi {
-                if let Some(p) = self.take(pn) {
-                    res.newly_acked.push((pn, p));
-                }
-            }
+            self.take_range(r, &mut res);
         }
         let Some(largest) = largest else { return Ok(res) };
+        self.on_acked(largest, false, res, ack_delay, now, rtt, max_ack_delay, handshake_confirmed)
+    }
+
+    /// Like [`LossDetection::on_ack_received`] for an ACK frame of a packet number space
+    /// this ledger shares with others (one space for all paths): the frame also reports
+    /// numbers other ledgers sent, so numbers we never sent are not an error (the caller
+    /// checks the frame against the shared counter), and "the largest acknowledged" of
+    /// RFC 9002 is the largest of our own packets the frame newly acknowledges: loss
+    /// detection and RTT samples stay per path, as in picoquic's single-space mode (seed
+    /// 003 §3), so another path's faster packets do not make ours look lost. The ACK Delay
+    /// belongs to the frame's largest number and may be shorter than our packet waited at
+    /// the receiver, which makes the samples larger: the imprecision seed 003 names. The
+    /// packet threshold (RFC 9002 §6.1.1) still counts packet numbers, which the other
+    /// paths' packets interleave: it fires after fewer of our own packets.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_shared_space_ack(
+        &mut self,
+        ranges: impl Iterator<Item = Range<u64>>,
+        ack_delay: Duration,
+        now: Instant,
+        rtt: &mut RttEstimator,
+        max_ack_delay: Duration,
+        handshake_confirmed: bool,
+    ) -> AckResult<F> {
+        let mut res = AckResult::default();
+        for r in ranges {
+            self.take_range(r, &mut res);
+        }
+        let Some(largest) = res.newly_acked.iter().map(|(pn, _)| *pn).max() else { return res };
+        // An older packet of ours acknowledged late is no RTT sample (RFC 9002 §5.1).
+        let newest = self.largest_acked.is_none_or(|l| largest > l);
+        self.on_acked(largest, !newest, res, ack_delay, now, rtt, max_ack_delay, handshake_confirmed)
+            .unwrap_or_default()
+    }
+
+    /// Takes the packets of `r` out of the ledger into `res`.
+    fn take_range(&mut self, r: Range<u64>, res: &mut AckResult<F>) {
+        let lo = r.start.max(self.sent.first_pn());
+        let hi = r.end.min(self.sent.end_pn());
+        for pn in lo..hi {
+            if let Some(p) = self.take(pn) {
+                res.newly_acked.push((pn, p));
+            }
+        }
+    }
+
+    /// The rest of an ACK once its packets left the ledger: the largest acknowledged, the
+    /// RTT sample (unless `no_sample`), then loss detection.
+    #[allow(clippy::too_many_arguments)]
+    fn on_acked(
+        &mut self,
+        largest: u64,
+        no_sample: bool,
+        mut res: AckResult<F>,
+        ack_delay: Duration,
+        now: Instant,
+        rtt: &mut RttEstimator,
+        max_ack_delay: Duration,
+        handshake_confirmed: bool,
+    ) -> Result<AckResult<F>, AckError> {
         if res.newly_acked.is_empty() {
             return Ok(res);
         }
@@ -156,7 +210,7 @@ impl<F> LossDetection<F> {
         let had_sample_before = rtt.has_sample();
         // RTT sample: the largest acknowledged is newly acked and something new was
         // ack-eliciting (RFC 9002 §5.1).
-        if let Some((pn, p)) = res.newly_acked.last() {
+        if let Some((pn, p)) = res.newly_acked.last().filter(|_| !no_sample) {
             if *pn == largest && res.newly_acked.iter().any(|(_, p)| p.ack_eliciting) {
                 rtt.update(ack_delay, now - p.time_sent, max_ack_delay, handshake_confirmed);
                 res.rtt_sampled = true;

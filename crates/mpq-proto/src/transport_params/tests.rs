@@ -277,6 +277,7 @@ fn params() -> impl Strategy<Value = TransportParameters> {
             // Covered by their own round-trip tests (version_info.rs, below).
             version_information: None,
             grease_quic_bit: dam,
+            single_packet_number_space: mp.is_some_and(|m| m % 2 == 1),
         }
     })
 }

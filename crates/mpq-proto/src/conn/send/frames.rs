@@ -40,6 +40,14 @@ impl PathState {
             // Alone, the batch holds a lease.
             (None, None) => return,
         };
+        if self.data.single.is_some() {
+            // One packet number space for all paths: one ACK frame reports them all.
+            self.write_single_space_ack(side, now, buf, payload_end, send_data, frames, carried, &placed);
+            if let Some(l) = self.send_lease.as_mut() {
+                l.ack_slots = placed;
+            }
+            return;
+        }
         let ack_delay_exponent = side.cfg().ack_delay_exponent;
         let max_ack_delay = side.cfg().max_ack_delay;
         let max_ranges = side.cfg().max_ack_ranges;
@@ -62,7 +70,6 @@ impl PathState {
                 }
                 let space = &mut self.data;
                 let delay = space.received.ack_delay(now).as_micros() as u64 >> ack_delay_exponent;
-                let largest = space.received.ranges().max();
                 let ecn = space.received.ecn_counts();
                 let frame_path = if multipath { Some(carrier) } else { None };
                 if let Some(n) = frame::encode_ack_bounded(
@@ -76,15 +83,7 @@ impl PathState {
                 ) {
                     self.stats.acks_sent += 1;
                     self.stats.ack_ranges_sent += n as u64;
-                    if let Some(l) = largest {
-                        frames.acks.push((carrier, l));
-                    }
-                    space.ack_carried_on.push(carrier);
-                    if carrier_ids.iter().all(|c| space.ack_carried_on.contains(c)) {
-                        space.ack_pending = false;
-                        space.ack_carried_on.clear();
-                        space.received.on_ack_sent(now);
-                    }
+                    self.on_own_ack_written(now, carrier_ids, frames);
                     own_written = true;
                 }
                 continue;
@@ -124,14 +123,37 @@ impl PathState {
             carried.push((j, notice));
         }
         if own_written {
-            match side.host() {
-                Some(host) if host.board.offers_on => host.board.publish_offer(host.slot, self.ack_offer()),
-                Some(_) => {}
-                None => side.alone.offer_changed = true,
-            }
+            self.publish_own_offer(side);
         }
         if let Some(l) = self.send_lease.as_mut() {
             l.ack_slots = placed;
+        }
+    }
+
+    /// This path's pending ACK went out in this packet (`frames`): the packet records its
+    /// Largest Acknowledged (for pruning once it is acknowledged), and once every path meant
+    /// to carry it (`carrier_ids`) did, the ACK counts as sent.
+    pub(super) fn on_own_ack_written(&mut self, now: Instant, carrier_ids: &[u64], frames: &mut SentFrames) {
+        let carrier = self.id;
+        let space = &mut self.data;
+        if let Some(l) = space.received.ranges().max() {
+            frames.acks.push((carrier, l));
+        }
+        space.ack_carried_on.push(carrier);
+        if carrier_ids.iter().all(|c| space.ack_carried_on.contains(c)) {
+            space.ack_pending = false;
+            space.ack_carried_on.clear();
+            space.received.on_ack_sent(now);
+        }
+    }
+
+    /// After this path wrote its own ACK, its offer changed: published on the board (with
+    /// the host), or handed over when an alone batch returns.
+    pub(super) fn publish_own_offer(&self, side: &mut BatchSide<'_, '_>) {
+        match side.host() {
+            Some(host) if host.board.offers_on => host.board.publish_offer(host.slot, self.ack_offer()),
+            Some(_) => {}
+            None => side.alone.offer_changed = true,
         }
     }
 

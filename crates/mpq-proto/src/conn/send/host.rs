@@ -69,7 +69,9 @@ impl SendHost<'_> {
             && self.board.inbox(self.slot).is_empty();
         #[cfg(test)]
         let quiet_now = quiet_now && shared.injected.is_empty();
-        if !quiet_now || !path.in_batch {
+        // (With one packet number space for all paths, every ACK reports the other paths'
+        // received numbers from their offers on the board: the host is needed.)
+        if !quiet_now || !path.in_batch || path.data.single.is_some() {
             return None;
         }
         let data_ok = allow_data && path.can_send_data(now, shared.config.pacing);

@@ -28,6 +28,7 @@ mod path_packet;
 mod pmtu_probe;
 mod reinject;
 mod side;
+mod single_space_ack;
 #[cfg(test)]
 mod tests_lease;
 

@@ -300,7 +300,7 @@ impl PathState {
             Some(l) => l.generation.phase(),
             None => host?.shared.one_rtt.as_ref().is_some_and(|k| k.key_phase()),
         };
-        let pn = self.data.next_pn;
+        let pn = self.data.peek_pn();
         let pn_len = encode_pn_len(pn, self.data.loss.largest_acked());
         let header_start = buf.len();
         let pn_offset = write_short_header(buf, &dcid, key_phase, false, pn, pn_len);
@@ -397,7 +397,9 @@ impl PathState {
         };
         // RFC 10069 §2.4: once negotiated, the path ID enters the nonce.
         let multipath = lease.map_or_else(|| host.is_some_and(|h| h.shared.mp.enabled), |l| l.multipath);
-        let nonce_path = multipath.then_some(self.id as u32);
+        // (One packet number space for all paths: numbers are unique over the connection
+        // and the plain nonce serves.)
+        let nonce_path = (multipath && self.data.single.is_none()).then_some(self.id as u32);
         let h = &p.header;
         if seal_packet(buf, h.header_start, h.len_offset, h.pn_offset, h.pn_len, h.pn, key, hp, nonce_path).is_err() {
             buf.truncate(p.header.header_start);
