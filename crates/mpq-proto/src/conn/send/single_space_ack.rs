@@ -43,19 +43,12 @@ impl PathState {
             && !self.data.ack_carried_on.contains(&carrier)
             && (self.own_ack_due(now, max_ack_delay) || send_data);
         let own = placed.iter().find(|(j, _)| *j == my_slot).map(|(_, ids)| ids.clone()).filter(|_| own_due);
-        let mut ranges = self.data.received.ranges().clone();
-        let mut largest = self.data.received.largest();
+        // Which pending ACKs this packet carries, decided before any range is copied: most
+        // packets owe none.
         let mut others: SmallVec<[(usize, AckCarried); 4]> = SmallVec::new();
         if let Some(host) = side.host_ref() {
-            for (j, _) in host.board.iter() {
-                let Some(offer) = host.board.offer(j).filter(|_| j != my_slot) else { continue };
-                for r in offer.ranges.iter() {
-                    ranges.insert(r);
-                }
-                if offer.largest.map(|(pn, _)| pn) > largest.map(|(pn, _)| pn) {
-                    largest = offer.largest;
-                }
-                let Some((_, ids)) = placed.iter().find(|(p, _)| *p == j) else { continue };
+            for (j, ids) in placed.iter().filter(|(j, _)| *j != my_slot) {
+                let Some(offer) = host.board.offer(*j) else { continue };
                 if offer.pending && !self.carried_offer(offer) && (offer.due(now, max_ack_delay) || send_data) {
                     let notice = AckCarried {
                         owner: offer.path_id,
@@ -65,12 +58,26 @@ impl PathState {
                         carriers: ids.clone(),
                         largest: offer.ranges.max(),
                     };
-                    others.push((j, notice));
+                    others.push((*j, notice));
                 }
             }
         }
         if own.is_none() && others.is_empty() {
             return;
+        }
+        // The frame reports what every path received: ours and every other path's offer.
+        let mut ranges = self.data.received.ranges().clone();
+        let mut largest = self.data.received.largest();
+        if let Some(host) = side.host_ref() {
+            for (j, _) in host.board.iter().filter(|&(j, _)| j != my_slot) {
+                let Some(offer) = host.board.offer(j) else { continue };
+                for r in offer.ranges.iter() {
+                    ranges.insert(r);
+                }
+                if offer.largest.map(|(pn, _)| pn) > largest.map(|(pn, _)| pn) {
+                    largest = offer.largest;
+                }
+            }
         }
         let delay = largest.map_or(Duration::ZERO, |(_, t)| now - t).as_micros() as u64 >> exponent;
         let room = payload_end.saturating_sub(buf.len());
