@@ -21,6 +21,7 @@ use crate::metrics::{row, Row};
 use crate::plan::{Plan, PlannedScenario, RunSpec};
 use crate::testbed::control;
 use crate::testbed::lifecycle::{self, Launcher, UpOptions};
+use crate::testbed::state::PathRecord;
 use crate::testbed::sys;
 
 /// How long a run may take when the experiment sets no `max_time`.
@@ -37,17 +38,19 @@ fn wall_clock() -> std::time::Instant {
 
 /// Checks, before anything runs, that the plan can run on the kernel testbed: the
 /// request/response workload over mpq's QUIC in one connection only (`mpq perf client
-/// --request-size`), no shared bottleneck (the testbed's paths are independent), at most 8
-/// paths; and that this host can build testbeds (root, `ip`, `/dev/net/tun`).
+/// --request-size`), at most 8 paths; and that this host can build testbeds (root, `ip`,
+/// `/dev/net/tun`). A shared bottleneck (and its competitor) is the testbed's too.
 pub fn check(exp: &Experiment, plan: &Plan) -> Result<(), String> {
     check_workload(exp)?;
     for s in &plan.scenarios {
-        if s.bottleneck.is_some() {
-            return Err(format!(
-                "{}: class {}: the kernel testbed has no shared bottleneck yet; use testbed: sim",
-                exp.path.display(),
-                s.class
-            ));
+        if s.competitor {
+            if let Some(t) = exp.transports.iter().find(|t| crate::implementation::name_of(t).is_some()) {
+                return Err(format!(
+                    "{}: class {}: the competitor at the shared bottleneck runs with mpq's own transports only, not with the implementation folder {t}",
+                    exp.path.display(),
+                    s.class
+                ));
+            }
         }
         if s.links.len() > 8 {
             return Err(format!("{}: class {}: the kernel testbed has at most 8 paths", exp.path.display(), s.class));
@@ -162,6 +165,18 @@ struct Reaped {
 }
 
 impl Reaped {
+    /// `mpq ARGS...` in namespace `ns`, its standard output to `stdout`, nothing read from
+    /// it and its standard error dropped.
+    fn spawn(ns: &str, mpq: &Path, args: &[String], stdout: Stdio, what: &str) -> Result<Reaped, String> {
+        let child = in_namespace(ns, mpq, args)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting {what}: {e}"))?;
+        Ok(Reaped { child, reaped: false })
+    }
+
     /// Kills and reaps the process: the CPU seconds it used (wait4's resource usage).
     fn stop(&mut self) -> Option<f64> {
         if std::mem::replace(&mut self.reaped, true) {
@@ -220,14 +235,15 @@ pub(crate) struct PathCounters {
 
 impl PathCounters {
     /// The server -> client counters of the emulator's report.
+    /// The shared bottleneck's server -> client drops count too unless a competitor sent
+    /// anything (then whose packets it dropped is not known).
     pub(crate) fn of_emulator(report: &control::Report) -> PathCounters {
+        let drops = |l: &control::LinkReport| l.dropped_queue + l.dropped_loss + l.dropped_down + l.dropped_mtu;
+        let alone = report.competitor.as_ref().is_none_or(|c| c.c2s.sent_packets == 0);
+        let bottleneck = report.bottleneck.as_ref().filter(|_| alone).map_or(0, |b| drops(&b.s2c));
         PathCounters {
             delivered: report.paths.iter().map(|p| p.s2c.delivered_bytes).collect(),
-            dropped: report
-                .paths
-                .iter()
-                .map(|p| p.s2c.dropped_queue + p.s2c.dropped_loss + p.s2c.dropped_down + p.s2c.dropped_mtu)
-                .sum(),
+            dropped: report.paths.iter().map(|p| drops(&p.s2c)).sum::<u64>() + bottleneck,
         }
     }
 }
@@ -298,7 +314,14 @@ fn measure(
         .iter()
         .filter_map(|&(i, t)| run.path_indices.iter().position(|&p| p == i).map(|k| format!("{k}@{t}s:down")))
         .collect();
-    let opts = UpOptions { name: name.to_owned(), links, events, seed: scenario.seed, realtime: false };
+    let opts = UpOptions {
+        name: name.to_owned(),
+        links,
+        bottleneck: scenario.bottleneck.clone(),
+        events,
+        seed: scenario.seed,
+        realtime: false,
+    };
     let launcher =
         Launcher { program: mpq.to_owned(), args: ["lab", "testbed", "emulator", "--name"].map(String::from).to_vec() };
     let state = lifecycle::up(&opts, &launcher)?;
@@ -368,6 +391,17 @@ fn measure(
         mpq.display(),
         client_args.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" ")
     );
+    // The competing download through the shared bottleneck starts with the run's connection,
+    // as in the simulator, and is stopped when the run ends.
+    let _competitor = match (&state.bottleneck, scenario.competitor) {
+        (Some(b), true) => Some(Competitor::start(&state, &b.competitor, mpq)?),
+        _ => None,
+    };
+    let before = match &state.bottleneck {
+        Some(_) => Some(control::stats(name).map_err(|e| format!("the emulator's counters: {e}"))?),
+        None => None,
+    };
+    let started = wall_clock();
     let client = in_namespace(&state.client_ns, mpq, &client_args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -378,6 +412,11 @@ fn measure(
     let counters = crate::ifstats::sample(client.id(), state.paths.iter().map(|p| p.interface.clone()).collect());
     let client_pid = client.id();
     let (out, client_cpu) = wait_limited(client, limit)?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let after = match &before {
+        Some(_) => Some(control::stats(name).map_err(|e| format!("the emulator's counters: {e}"))?),
+        None => None,
+    };
     let sampled = counters.join().unwrap_or_default();
     let throughput = crate::ifstats::trimmed_rate(&sampled.rx);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -399,15 +438,66 @@ fn measure(
         o.insert("cpu_s".into(), serde_json::json!(client_cpu));
         o.insert("throughput_bps".into(), serde_json::json!(throughput));
         o.insert("threads_cpu_s".into(), serde_json::json!(sampled.threads));
+        if scenario.competitor {
+            let rate = competitor_rate(before.as_ref(), after.as_ref(), elapsed);
+            o.insert("competitor_bps".into(), serde_json::json!(rate));
+        }
     }
     let server_threads = server_threads.join().unwrap_or_default().threads;
     if let (Some(serde_json::Value::Object(o)), Some(cpu)) = (&mut server_report, server_cpu) {
         o.insert("cpu_s".into(), serde_json::json!(cpu));
         o.insert("threads_cpu_s".into(), serde_json::json!(server_threads));
     }
-    let links = PathCounters::of_emulator(&control::stats(name).map_err(|e| format!("the emulator's counters: {e}"))?);
+    let links = match after {
+        Some(a) => PathCounters::of_emulator(&a),
+        None => PathCounters::of_emulator(&control::stats(name).map_err(|e| format!("the emulator's counters: {e}"))?),
+    };
     let pids = (server.child.id(), client_pid);
     Ok(Measured { client, server: server_report, links, command, verified: None, pids })
+}
+
+/// The competing single-path download through a shared bottleneck (the simulator's
+/// competitor): `mpq perf` over QUIC with CUBIC between the competitor path's addresses,
+/// running until dropped.
+struct Competitor {
+    _server: Reaped,
+    _client: Reaped,
+}
+
+/// The competitor's download never ends on its own within a run.
+const COMPETITOR_DURATION_S: &str = "86400";
+
+impl Competitor {
+    fn start(state: &crate::testbed::state::State, path: &PathRecord, mpq: &Path) -> Result<Self, String> {
+        let cc = ["--cc".to_owned(), "cubic".to_owned()];
+        let mut server_args: Vec<String> =
+            vec!["perf".into(), "server".into(), "--listen".into(), format!("{}:0", path.server)];
+        server_args.extend(cc.iter().cloned());
+        let mut server = Reaped::spawn(&state.server_ns, mpq, &server_args, Stdio::piped(), "the competitor's server")?;
+        let port = server_port(&mut server.child).map_err(|e| format!("the competitor's server: {e}"))?;
+        let mut client_args: Vec<String> = vec![
+            "perf".into(),
+            "client".into(),
+            "--connect".into(),
+            format!("{}:{port}", path.server),
+            "--local".into(),
+            format!("{}:0", path.client),
+            "--no-multipath".into(),
+            "--duration".into(),
+            COMPETITOR_DURATION_S.into(),
+        ];
+        client_args.extend(cc);
+        let client = Reaped::spawn(&state.client_ns, mpq, &client_args, Stdio::null(), "the competitor's client")?;
+        Ok(Competitor { _server: server, _client: client })
+    }
+}
+
+/// The competitor's rate over the run, bit/s: the bytes (IP packets) its path delivered to
+/// its client between the two emulator reports, over the `elapsed` seconds between them.
+fn competitor_rate(before: Option<&control::Report>, after: Option<&control::Report>, elapsed: f64) -> Option<f64> {
+    let bytes = |r: Option<&control::Report>| r.and_then(|r| r.competitor.as_ref()).map(|c| c.s2c.delivered_bytes);
+    let (b, a) = (bytes(before)?, bytes(after)?);
+    (elapsed > 0.0).then(|| a.saturating_sub(b) as f64 * 8.0 / elapsed)
 }
 
 /// Puts each endpoint's categorised profile from a finished system-wide recording into its
@@ -652,6 +742,7 @@ pub(crate) fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
         r.spurious_loss_est = r.lost_packets.saturating_sub(r.dropped_packets);
     }
     r.throughput_bps = num(&m.client, "throughput_bps");
+    r.competitor_goodput_bps = num(&m.client, "competitor_bps");
     r.profile_client = profile_of(&m.client);
     r.profile_server = m.server.as_ref().and_then(profile_of);
     r.cpu_client_s = num(&m.client, "cpu_s");
@@ -732,6 +823,8 @@ mod tests {
                     PathReport { c2s: link(0, 0), s2c: link(300, 2), kernel_drops: 0 },
                     PathReport { c2s: link(0, 0), s2c: link(900, 1), kernel_drops: 0 },
                 ],
+                bottleneck: None,
+                competitor: None,
             }),
             command: String::new(),
             verified: None,
@@ -744,6 +837,38 @@ mod tests {
         assert_eq!((r.dropped_packets, r.lost_packets, r.retransmitted_bytes, r.spurious_loss_est), (3, 5, 6200, 2));
         assert_eq!((r.ack_frames, r.ranges_per_ack), (4, Some(7.0 / 4.0)));
         assert_eq!((r.completion_s, r.goodput_bps), (Some(1.0), 8000.0));
+    }
+
+    #[test]
+    fn a_shared_bottlenecks_drops_count_unless_a_competitor_sent_and_its_rate_is_its_delivered_bytes() {
+        use crate::testbed::control::BottleneckReport;
+        let report = |competitor_sent: u64, competitor_delivered: u64| {
+            let mut c = PathReport { c2s: link(0, 0), s2c: link(competitor_delivered, 0), kernel_drops: 0 };
+            c.c2s.sent_packets = competitor_sent;
+            control::Report {
+                uptime_s: 1.0,
+                in_flight: 0,
+                not_ipv4: 0,
+                write_errors: 0,
+                paths: vec![PathReport { c2s: link(0, 0), s2c: link(500, 2), kernel_drops: 0 }],
+                bottleneck: Some(BottleneckReport { c2s: link(0, 1), s2c: link(0, 7) }),
+                competitor: Some(c),
+            }
+        };
+        assert_eq!(PathCounters::of_emulator(&report(0, 0)).dropped, 9);
+        assert_eq!(PathCounters::of_emulator(&report(3, 0)).dropped, 2);
+        let (before, after) = (report(3, 1_000), report(90, 251_000));
+        assert_eq!(competitor_rate(Some(&before), Some(&after), 2.0), Some(1_000_000.0));
+        assert_eq!(competitor_rate(None, Some(&after), 2.0), None);
+        let m = Measured {
+            client: serde_json::json!({"bytes": 1000, "goodput_bps": 1.0, "duration_s": 2.0, "competitor_bps": 5e6}),
+            server: None,
+            links: PathCounters::default(),
+            command: String::new(),
+            verified: None,
+            pids: (0, 0),
+        };
+        assert_eq!(fill(empty_row(1), &run(vec![0], 1000), &m).competitor_goodput_bps, Some(5e6));
     }
 
     #[test]

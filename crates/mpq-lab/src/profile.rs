@@ -156,7 +156,7 @@ impl Recording {
     /// The profile of process `pid` (all its threads) by report category, % of its samples.
     pub fn of_pid(&self, pid: u32) -> Result<BTreeMap<String, f64>, String> {
         let out = Command::new("perf")
-            .args(["report", "--no-children", "--sort", "sym", "--stdio", "-g", "none", "--percent-limit", "0"])
+            .args(REPORT_ARGS)
             .args(["--pid", &pid.to_string(), "-i"])
             .arg(&self.data)
             .stdin(Stdio::null())
@@ -165,14 +165,24 @@ impl Recording {
         if !out.status.success() {
             return Err(format!("perf report failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
         }
-        // perf's shares are of every sample of the recording: rescale to the process's.
-        let mut p = categorise(&parse_report(&String::from_utf8_lossy(&out.stdout)));
-        let total: f64 = p.values().sum();
-        if total > 0.0 {
-            p.values_mut().for_each(|v| *v *= 100.0 / total);
-        }
-        Ok(p)
+        Ok(of_process(&String::from_utf8_lossy(&out.stdout)))
     }
+}
+
+/// `perf report`'s arguments for a flat profile by symbol that [`parse_report`] reads (then
+/// `--pid PID -i FILE`).
+pub const REPORT_ARGS: [&str; 9] =
+    ["report", "--no-children", "--sort", "sym", "--stdio", "-g", "none", "--percent-limit", "0"];
+
+/// The profile by report category of one process's `perf report --pid` output (shares of
+/// the whole recording's samples), rescaled to % of the process's own samples.
+pub fn of_process(report: &str) -> BTreeMap<String, f64> {
+    let mut p = categorise(&parse_report(report));
+    let total: f64 = p.values().sum();
+    if total > 0.0 {
+        p.values_mut().for_each(|v| *v *= 100.0 / total);
+    }
+    p
 }
 
 /// Whether `perf` can be run here.

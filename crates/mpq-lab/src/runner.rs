@@ -141,12 +141,12 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
     if netns {
         crate::netns_exec::prepare(exp, &mpq).map_err(LabError::Other)?;
     }
-    if opts.profile && !netns {
+    if opts.profile && !kernel {
         return Err(LabError::Other(
-            "--profile records endpoints on the namespace testbed (testbed: netns) only".into(),
+            "--profile records endpoints on the kernel testbeds (testbed: netns or ssh) only".into(),
         ));
     }
-    if opts.profile && !crate::profile::available() {
+    if opts.profile && netns && !crate::profile::available() {
         return Err(LabError::Other("--profile needs perf (Debian: apt-get install linux-perf)".into()));
     }
     let profiles = opts.profile.then(|| opts.out.join("profiles"));
@@ -156,7 +156,10 @@ pub fn run(exp: &Experiment, plan: &Plan, opts: &RunOptions) -> Result<RunSummar
             // Ctrl-C, SIGTERM and SIGHUP stop the experiment after the current run's cleanup
             // on the hosts, instead of leaving their endpoints and directories behind.
             crate::testbed::sys::catch_stop_signals(true);
-            Some(crate::ssh::SshTestbed::prepare(exp, &mpq, h, &opts.out.join("logs")).map_err(LabError::Other)?)
+            Some(
+                crate::ssh::SshTestbed::prepare(exp, &mpq, h, &opts.out.join("logs"), opts.profile)
+                    .map_err(LabError::Other)?,
+            )
         }
         None => None,
     };

@@ -33,8 +33,9 @@ mpq lab run experiments/seed002-4.1.yaml --shard 3/8   # one machine's slice; th
     #[command(after_help = "Example:\n  mpq lab merge lab-results/all lab-results/seed002-4.1/shard-*")]
     Merge(MergeArgs),
     /// Render a results directory (or results.jsonl file) as one self-contained HTML page:
-    /// EBen CDFs per class and variant, box plots of completion time and goodput, request
-    /// delay over time, a summary per class and variant and a per-scenario table.
+    /// EBen CDFs per class and variant, box plots of completion time and goodput, the
+    /// completion-time ratios of TCP+TLS and MPTCP+TLS against mpq (seed 002 figure 3),
+    /// request delay over time, a summary per class and variant and a per-scenario table.
     #[command(after_help = "Examples:\n  mpq lab report lab-results/seed002-4.1\n  \
 mpq lab report /tmp/e1 --out /tmp/e1.html --png /tmp/e1-png")]
     Report(ReportArgs),

@@ -17,14 +17,19 @@ pub enum TestbedCommand {
     /// ([{"client": IP, "server": IP, ...}]). Run anything over it with
     /// `ip netns exec <client_ns|server_ns> ...`. When the kernel has MPTCP, every client
     /// address is also an MPTCP subflow endpoint (`"mptcp": true`), so MPTCP connections use
-    /// every path. Needs root.
+    /// every path. With --bottleneck every path also crosses one shared link, and one more
+    /// path, the competitor's (`"competitor": {"client": IP, "server": IP}`), crosses only
+    /// that link: run competing traffic between its addresses. Needs root.
     #[command(
         after_help = "Examples:\n  mpq lab testbed up --link 50mbit/20ms/queue=20ms --link 10mbit/80ms/loss=1%\n  \
 mpq lab testbed up --name b --link '10mbit/40ms|50mbit/40ms' --event 0@5s:down --event 0@8s:up\n  \
+mpq lab testbed up --name s --link 100mbit/10ms --link 100mbit/30ms --bottleneck 20mbit/20ms/queue=30ms\n  \
 ip netns exec mpqlab-tb-server iperf3 -s -D && ip netns exec mpqlab-tb-client iperf3 -c 10.1.2.2 -B 10.1.1.2\n\n\
 A path's link is the `mpq sim --link` syntax (RATE/RTT[/queue=..][/loss=..][/jitter=..]...), or C2S|S2C\n\
 for a spec per direction. Path i joins client 10.(i+1).1.2 and server 10.(i+1).2.2; a path is its\n\
-client address (traffic from or to it crosses path i whatever the server address).\n\
+client address (traffic from or to it crosses path i whatever the server address). With\n\
+--bottleneck, a path's RTT is its own plus the bottleneck's (client to server: its link, then the\n\
+bottleneck; server to client: the bottleneck, then its link), and the competitor's path is path n.\n\
 Events: PATH[.c2s|.s2c]@TIME:ACTION, ACTION down, up, blackhole, rate=RATE, loss=LOSS, rtt=TIME,\n\
 delay=TIME (one-way) or mtu=BYTES; TIME counts from the emulator's start (started_unix_ns)."
     )]
@@ -65,6 +70,11 @@ pub struct UpArgs {
     /// A path's link (repeat per path): the `mpq sim --link` syntax, or C2S|S2C.
     #[arg(long = "link", value_name = "SPEC", required = true)]
     pub links: Vec<String>,
+    /// A link every path crosses after its own (the `mpq sim --bottleneck` syntax, both
+    /// directions alike, with a rate): the paths' links become access links into it. Adds the
+    /// competitor's path, which crosses only the bottleneck.
+    #[arg(long, value_name = "SPEC")]
+    pub bottleneck: Option<String>,
     /// A scripted link event, PATH[.DIR]@TIME:ACTION (repeatable).
     #[arg(long = "event", value_name = "EVENT")]
     pub events: Vec<String>,
@@ -179,7 +189,14 @@ fn up(a: UpArgs) -> Result<()> {
         EventSpec::parse_fail_link(f).map_err(|e| anyhow!("--fail-link {e}"))?;
         events.push(format!("{f}:blackhole"));
     }
-    let opts = UpOptions { name: a.name, links: a.links, events, seed: a.seed, realtime: a.realtime };
+    let opts = UpOptions {
+        name: a.name,
+        links: a.links,
+        bottleneck: a.bottleneck,
+        events,
+        seed: a.seed,
+        realtime: a.realtime,
+    };
     let state = lifecycle::up(&opts, &launcher()?).map_err(anyhow::Error::msg)?;
     println!("{}", lifecycle::summary(&state));
     Ok(())

@@ -9,7 +9,8 @@ const FILES: &[&str] = &[
     // On the kernel testbed with the peers of implementations/ (root, built by
     // interop/setup.sh): its short form is in interop/test_lab_implementations.py.
     "implementations.yaml",
-    // On the kernel testbed (root): its short form is in lab_testbed.rs.
+    // On the kernel testbed (root): their short forms are in lab_testbed.rs.
+    "mpq-vs-mptcp-3paths.yaml",
     "mpq-vs-mptcp.yaml",
     // On the kernel testbed (root): their short forms are in lab_testbed.rs.
     "seed000-affinity.yaml",
@@ -18,6 +19,8 @@ const FILES: &[&str] = &[
     "seed001-rates.yaml",
     "seed002-4.1-cc.yaml",
     "seed002-4.1-schedulers.yaml",
+    // On the kernel testbed (root): its short form is in lab_testbed.rs.
+    "seed002-4.1-testbed.yaml",
     "seed002-4.1.yaml",
     "seed002-4.2.yaml",
     // On the kernel testbed (root): its short form is in lab_testbed.rs.
@@ -26,6 +29,8 @@ const FILES: &[&str] = &[
     "seed002-low-bdp-smoke.yaml",
     "seed003.yaml",
     "seed004.yaml",
+    // On the kernel testbed (root): its short form is in lab_testbed.rs.
+    "shared-bottleneck-testbed.yaml",
     // On two sshd hosts in namespaces (root, openssh-server): its short form is in lab_ssh.rs.
     "ssh-paths.yaml",
     // On the kernel testbed (root): its short form is in lab_testbed.rs.

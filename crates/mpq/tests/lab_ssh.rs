@@ -155,6 +155,31 @@ fn mpq_lab(args: &[&str]) -> (std::process::Output, u32) {
     (child.wait_with_output().unwrap(), pid)
 }
 
+/// `mpq lab run FILE --hosts HOSTS --quiet --out OUT EXTRA...`, which must succeed: the
+/// rows it wrote, its standard error and its process ID.
+fn run_on_hosts(file: &Path, hosts: &Path, out: &Path, extra: &[&str]) -> (Vec<serde_json::Value>, String, u32) {
+    let mut args = vec![
+        "lab",
+        "run",
+        file.to_str().unwrap(),
+        "--hosts",
+        hosts.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (o, pid) = mpq_lab(&args);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "mpq {}: {stderr}", args.join(" "));
+    let rows = std::fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (rows, stderr, pid)
+}
+
 /// The lab's directories (`/tmp/mpq-lab-*-PID-*`) of the lab process `pid`: both namespaces
 /// see this file system, so both hosts' directories show here.
 fn lab_dirs(pid: u32) -> Vec<String> {
@@ -175,26 +200,8 @@ fn the_shipped_ssh_experiment_runs_on_two_sshd_hosts_and_leaves_nothing_behind()
     let hosts = Hosts::up("ssh", 1, &["100mbit/10ms/queue=20ms", "100mbit/10ms/queue=20ms"]);
     let out = hosts.dir.path().join("out");
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/ssh-paths.yaml");
-    let (o, pid) = mpq_lab(&[
-        "lab",
-        "run",
-        file.to_str().unwrap(),
-        "--hosts",
-        hosts.file(22).to_str().unwrap(),
-        "--limit",
-        "1",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "mpq lab run: {stderr}");
+    let (rows, stderr, pid) = run_on_hosts(&file, &hosts.file(22), &out, &["--limit", "1"]);
     assert!(stderr.contains("preparing the server host 10.254.1.2"), "{stderr}");
-    let rows: Vec<serde_json::Value> = std::fs::read_to_string(out.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     // One scenario: 1 and 2 paths in each of the three runtimes.
     assert_eq!(rows.len(), 6, "{rows:?}");
     for r in &rows {
@@ -279,4 +286,50 @@ fn a_host_that_cannot_be_reached_fails_before_any_run_with_what_to_check() {
     // And without --hosts, the file's testbed says what it needs.
     let (o, _) = mpq_lab(&["lab", "run", file.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("testbed: ssh needs --hosts FILE"));
+}
+
+#[test]
+fn profiles_are_recorded_on_each_host_and_categorised() {
+    if !available() || !sshd_installed() {
+        return;
+    }
+    if std::process::Command::new("perf").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("MPQ_REQUIRE_NETNS").is_none(),
+            "MPQ_REQUIRE_NETNS is set but perf is missing (apt-get install linux-perf)"
+        );
+        eprintln!("skipped: no perf (apt-get install linux-perf)");
+        return;
+    }
+    let hosts = Hosts::up("sshprof", 5, &["200mbit/4ms/queue=10ms"]);
+    let dir = hosts.dir.path();
+    let file = dir.join("profile.yaml");
+    std::fs::write(
+        &file,
+        "name: ssh-profile\ntestbed: ssh\nruntime: per-path\nworkload: {download: 20MB}\nbaselines: {single_path: false}\n\
+         topology: {paths: [{rate: 200mbit, rtt: 4ms, queue: 10ms}]}\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let (rows, _, pid) = run_on_hosts(&file, &hosts.file(22), &out, &["--profile"]);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!((r["completed"].as_bool(), &r["error"]), (Some(true), &serde_json::Value::Null), "{r}");
+    for (key, role) in [("profile_client", "client"), ("profile_server", "server")] {
+        let p = r[key].as_object().unwrap_or_else(|| panic!("{key}: {r}"));
+        let total: f64 = p.values().map(|v| v.as_f64().unwrap()).sum();
+        assert!((total - 100.0).abs() < 0.5, "{key} sums to {total}: {r}");
+        // A 20 MB QUIC transfer spends some of its time in the AEAD and in the kernel's UDP.
+        assert!(p["crypto"].as_f64().unwrap() > 0.5, "{key}: {r}");
+        assert!(p["packet I/O"].as_f64().unwrap() > 1.0, "{key}: {r}");
+        // perf's report came back with the host's logs.
+        let logs = out.join("logs").join(r["run_id"].as_str().unwrap().replace('/', "_")).join(role);
+        let report = std::fs::read_to_string(logs.join("perf-report.txt")).unwrap();
+        assert!(report.contains("[.]") && report.contains("[k]"), "{report}");
+    }
+    // Nothing left: no lab directory, no perf recording.
+    assert_eq!(lab_dirs(pid), Vec::<String>::new());
+    let ps =
+        Command::new("pgrep").args(["-f", "perf record -a -e cpu-clock -g --quiet -o perf.data"]).output().unwrap();
+    assert!(ps.stdout.is_empty(), "perf left running: {}", String::from_utf8_lossy(&ps.stdout));
 }

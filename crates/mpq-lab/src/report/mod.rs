@@ -1,18 +1,22 @@
 //! `mpq lab report`: one self-contained HTML page from a results directory (or results
 //! file): EBen CDFs per class and per variant (seed 002 figures 4-8), box plots of completion
-//! time and goodput, request delay over time where runs have requests (figure 11), a summary
+//! time and goodput, completion-time ratios of TCP+TLS and MPTCP+TLS against mpq where runs
+//! have both (figure 3), request delay over time where runs have requests (figure 11), a summary
 //! per class and variant and a per-scenario table. Figures are drawn with plotters: inline
 //! SVG in the page and, on request, PNG files.
 //!
 //! - [`model`]: what the page shows, from rows; [`groups`]: variants and initial paths;
 //!   [`repetitions`]: per-scenario medians over repetitions;
 //!   [`stats`]: CDF steps, quartiles, medians.
+//! - [`ratios`]: completion-time ratios of the kernel's transports against mpq's (seed 002
+//!   figure 3), where the results have both.
 //! - [`figure`]: drawing (SVG and PNG); [`html`]: the page.
 
 pub mod figure;
 pub mod groups;
 pub mod html;
 pub mod model;
+pub mod ratios;
 pub mod repetitions;
 pub mod stats;
 #[cfg(test)]

@@ -173,6 +173,7 @@ pub fn build(rows: &[Row]) -> ReportModel {
             }
         }
         figures.extend(boxes_of_class(class, &in_class, &v));
+        figures.extend(super::ratios::figure(class, &in_class));
     }
     if classes.len() > 1 {
         for variant in &variants {

@@ -93,6 +93,8 @@ pub struct SshTestbed {
     logs: PathBuf,
     /// The local directory of the shared connections' sockets.
     _sockets: tempfile::TempDir,
+    /// Record each endpoint's CPU profile on its host (`--profile`).
+    profile: bool,
 }
 
 /// A name safe in shell words and paths: `[A-Za-z0-9._-]`, anything else as `_`.
@@ -103,8 +105,15 @@ fn safe_name(s: &str) -> String {
 impl SshTestbed {
     /// Makes the lab's directory on both hosts and copies `mpq` (which must run there: same
     /// architecture and a compatible C library), the endpoint wrapper and the experiment's
-    /// scripts into it; checks the hosts file's interfaces exist. Logs go to `logs`.
-    pub fn prepare(exp: &Experiment, mpq: &Path, hosts: Hosts, logs: &Path) -> Result<SshTestbed, String> {
+    /// scripts into it; checks the hosts file's interfaces exist, and with `profile` that
+    /// both hosts have perf. Logs go to `logs`.
+    pub fn prepare(
+        exp: &Experiment,
+        mpq: &Path,
+        hosts: Hosts,
+        logs: &Path,
+        profile: bool,
+    ) -> Result<SshTestbed, String> {
         let sockets = tempfile::Builder::new()
             .prefix("mpq-ssh-ctl-")
             .tempdir()
@@ -140,6 +149,7 @@ impl SshTestbed {
             scripts,
             logs: logs.to_owned(),
             _sockets: sockets,
+            profile,
         };
         for (k, r) in [&mut tb.server, &mut tb.client].into_iter().enumerate() {
             let base = &bases[k];
@@ -171,6 +181,11 @@ impl SshTestbed {
             r.run(&format!("{base}/mpq --version"), b"", COMMAND_LIMIT).map_err(|e| {
                 format!("{e}; the copied mpq does not run there (build it for that host's architecture and C library)")
             })?;
+            if profile {
+                r.run(super::profile::CHECK, b"", COMMAND_LIMIT).map_err(|e| {
+                    format!("--profile needs perf on the {} host (Debian: apt-get install linux-perf): {e}", r.role)
+                })?;
+            }
         }
         Ok(tb)
     }
@@ -284,6 +299,15 @@ impl SshTestbed {
         let path_ip = |h: &super::hosts::Host, k: usize| h.ips[run.path_indices[k]];
         let quic_logs = |on: bool| if on && run.transport == QUIC { " --qlog-dir logs/qlog" } else { "" };
         let listen = if path_ip(&self.hosts.server, 0).is_ipv6() { "[::]:0" } else { "0.0.0.0:0" };
+        // (Recording before either endpoint starts, so that it sees all their threads.)
+        let recordings = if self.profile {
+            Some((
+                super::profile::HostRecording::start(&self.server, &dirs[0])?,
+                super::profile::HostRecording::start(&self.client, &dirs[1])?,
+            ))
+        } else {
+            None
+        };
         let mut server = Endpoint {
             remote: &self.server,
             dir: dirs[0].clone(),
@@ -360,6 +384,19 @@ impl SshTestbed {
             .ok_or_else(|| format!("no JSON summary from the client: {}", last_lines(&stderr, 3)))?;
         let mut server_report = ended.recv_timeout(SERVER_REPORT_TIMEOUT).ok();
         server.stop()?;
+        if let Some((server_rec, client_rec)) = recordings {
+            let profiles = [server_rec.stop(), client_rec.stop()];
+            for (json, p) in [server_report.as_mut(), Some(&mut client_json)].into_iter().zip(profiles) {
+                match (json, p) {
+                    (Some(serde_json::Value::Object(o)), Ok(p)) if p.values().sum::<f64>() > 0.0 => {
+                        o.insert("profile".into(), serde_json::json!(p));
+                    }
+                    (_, Err(e)) => eprintln!("warning: {}: {e}", run.id),
+                    (Some(_), Ok(_)) => eprintln!("warning: {}: a profile caught no sample of its endpoint", run.id),
+                    (None, Ok(_)) => {}
+                }
+            }
+        }
 
         let read =
             self.client.run(&format!("cd {} && cat cpu && echo @@ && cat samples", dirs[1]), b"", COMMAND_LIMIT)?;

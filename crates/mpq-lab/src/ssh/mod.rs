@@ -1,10 +1,12 @@
 //! The SSH testbed (`testbed: ssh`): experiments on two real hosts, each reached over SSH,
 //! described by a hosts file ([`hosts`], seed 000 listing 4.1). [`remote`] runs commands and
-//! copies files through the system's OpenSSH client, [`exec`] runs planned runs there and
-//! [`samples`] reads what the endpoint wrapper measured on the hosts.
+//! copies files through the system's OpenSSH client, [`exec`] runs planned runs there,
+//! [`samples`] reads what the endpoint wrapper measured on the hosts and [`profile`] records
+//! the endpoints' CPU profiles there (`--profile`).
 
 pub mod exec;
 pub mod hosts;
+pub mod profile;
 pub mod remote;
 pub mod samples;
 

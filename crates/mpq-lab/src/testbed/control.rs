@@ -1,7 +1,8 @@
 //! The emulator's control socket (`/run/mpq-lab/NAME.sock`, a Unix stream socket): one
 //! request line, one JSON line back, then the connection closes.
 //!
-//! - `stats`: every link's configuration now and its counters ([`Report`]).
+//! - `stats`: every link's configuration now and its counters ([`Report`]), the shared
+//!   bottleneck's and the competitor path's too when the testbed has them.
 //! - `event PATH[.DIR]:ACTION`: applies a link event at once (the `--event` actions).
 
 use std::io::{self, BufRead, BufReader, Write};
@@ -93,6 +94,21 @@ pub struct Report {
     pub write_errors: u64,
     /// Every path.
     pub paths: Vec<PathReport>,
+    /// The shared bottleneck, if the testbed has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<BottleneckReport>,
+    /// The competitor's path (to the shared bottleneck), if the testbed has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub competitor: Option<PathReport>,
+}
+
+/// The shared bottleneck's two directions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BottleneckReport {
+    /// Client to server (after each path's own link).
+    pub c2s: LinkReport,
+    /// Server to client (before each path's own link).
+    pub s2c: LinkReport,
 }
 
 /// How long a client waits for the emulator's answer.

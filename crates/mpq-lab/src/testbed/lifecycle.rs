@@ -39,6 +39,9 @@ pub struct UpOptions {
     pub name: String,
     /// One link spec per path ([`PathSpec`] form).
     pub links: Vec<String>,
+    /// A bottleneck every path crosses (one [`PathSpec`] for both directions, with a rate),
+    /// and with it the competitor's path.
+    pub bottleneck: Option<String>,
     /// Scripted events (`PATH[.DIR]@TIME:ACTION`).
     pub events: Vec<String>,
     /// The seed of the links' random processes.
@@ -64,6 +67,22 @@ pub fn prepare(opts: &UpOptions) -> Result<(Plan, State), String> {
         .map_err(|e| format!("--link {e}"))?;
     let mtus = specs.iter().map(|s| s.mtu()).collect::<Result<Vec<_>, _>>().map_err(|e| format!("--link {e}"))?;
     let mut plan = Plan::new(names, &mtus)?;
+    let bottleneck = match &opts.bottleneck {
+        None => None,
+        Some(b) => {
+            let spec = PathSpec::parse(b).map_err(|e| format!("--bottleneck {e}"))?;
+            if spec.c2s != spec.s2c {
+                return Err(format!("--bottleneck {b:?}: one link for both directions (no C2S|S2C)"));
+            }
+            if spec.c2s.rate_bps == 0 {
+                return Err(format!(
+                    "--bottleneck {b:?}: give it a rate (e.g. 20mbit/20ms): a link without a limit is no bottleneck"
+                ));
+            }
+            plan = plan.with_competitor()?;
+            Some(spec.text)
+        }
+    };
     // MPTCP's path manager is set up whenever the kernel has MPTCP: it touches only MPTCP
     // sockets, and then `mptcpize`d programs and `mpq perf --transport mptcp-tls` use every
     // path without a flag to remember.
@@ -75,7 +94,7 @@ pub fn prepare(opts: &UpOptions) -> Result<(Plan, State), String> {
         }
     }
     let links: Vec<String> = specs.iter().map(|s| s.text.clone()).collect();
-    let state = State::new(&plan, &links, opts.events.clone(), opts.seed, opts.realtime);
+    let state = State::new(&plan, &links, bottleneck, opts.events.clone(), opts.seed, opts.realtime);
     Ok((plan, state))
 }
 
@@ -201,7 +220,8 @@ fn log_tail(path: &std::path::Path) -> String {
 }
 
 /// What `up` prints: one JSON object with `client_ns`, `server_ns` and `paths`
-/// (`{"client": IP, "server": IP, ...}` each), and what else a user may need.
+/// (`{"client": IP, "server": IP, ...}` each), and what else a user may need (with a shared
+/// bottleneck: `bottleneck` and the `competitor` path's addresses).
 pub fn summary(state: &State) -> serde_json::Value {
     json!({
         "name": state.name,
@@ -215,6 +235,13 @@ pub fn summary(state: &State) -> serde_json::Value {
             "mtu": p.mtu,
             "link": p.link,
         })).collect::<Vec<_>>(),
+        "bottleneck": state.bottleneck.as_ref().map(|b| &b.link),
+        "competitor": state.bottleneck.as_ref().map(|b| json!({
+            "client": b.competitor.client,
+            "server": b.competitor.server,
+            "interface": b.competitor.interface,
+            "mtu": b.competitor.mtu,
+        })),
         "events": state.events,
         "seed": state.seed,
         "realtime": state.realtime,

@@ -15,6 +15,12 @@
 //! behind it so that nothing bypasses the emulator if the device goes); what the emulator
 //! writes back into `tunI` is forwarded by the main table to the other veth.
 //!
+//! With a shared bottleneck, every path's packets also cross one more link the emulator
+//! models (client to server after the path's own, server to client before it), and one more
+//! path, the competitor's, is built after the others like them (`10.(n+1).x`, `pathN`, `tunN`
+//! for `n` paths) with no limit of its own: traffic between its two addresses (e.g. a
+//! competing single-path download) crosses only the bottleneck. It is no MPTCP endpoint.
+//!
 //! With MPTCP (when the kernel has it), every client address is an MPTCP `subflow` endpoint
 //! of the client namespace and both ends allow a subflow per extra path: an MPTCP
 //! connection from any client address then opens a subflow from each other one, i.e. one
@@ -38,6 +44,9 @@ pub const TUN_TXQUEUELEN: u32 = 10_000;
 /// The most subflows (and accepted ADD_ADDRs) the kernel's path manager allows a connection
 /// (`MPTCP_PM_ADDR_MAX`).
 pub const MPTCP_MAX_SUBFLOWS: usize = 8;
+/// The competitor path's own link (`--link` form): no rate limit, no delay, so that only
+/// the bottleneck shapes it (the simulator's competitor access link).
+pub const COMPETITOR_LINK: &str = "inf/0ms";
 
 /// A testbed's name and the namespaces derived from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,6 +205,8 @@ pub struct Plan {
     /// Configure MPTCP's path manager in the client and server namespaces (the kernel must
     /// have MPTCP: `ip mptcp` fails otherwise).
     pub mptcp: bool,
+    /// The competitor's path through a shared bottleneck, if the testbed has one.
+    pub competitor: Option<PathPlan>,
 }
 
 impl Plan {
@@ -205,7 +216,22 @@ impl Plan {
             return Err(format!("a testbed has 1 to {MAX_PATHS} paths (one --link each), not {}", mtus.len()));
         }
         let paths = mtus.iter().enumerate().map(|(i, &m)| PathPlan::new(i, m)).collect();
-        Ok(Plan { names, paths, mptcp: false })
+        Ok(Plan { names, paths, mptcp: false, competitor: None })
+    }
+
+    /// Adds the competitor's path of a shared bottleneck (with the paths' largest MTU); the
+    /// paths and it together are at most [`MAX_PATHS`].
+    pub fn with_competitor(mut self) -> Result<Self, String> {
+        if self.paths.len() >= MAX_PATHS {
+            return Err(format!(
+                "a testbed with a shared bottleneck has 1 to {} paths (the competitor's is one more), not {}",
+                MAX_PATHS - 1,
+                self.paths.len()
+            ));
+        }
+        let mtu = self.paths.iter().map(|p| p.mtu).max().unwrap_or(super::spec::DEFAULT_MTU);
+        self.competitor = Some(PathPlan::new(self.paths.len(), mtu));
+        Ok(self)
     }
 
     /// Every step that builds the testbed, in order. Namespaces first (removing them
@@ -230,7 +256,7 @@ impl Plan {
             sysctl(&mut v, ns, "net.ipv4.conf.default.rp_filter", "0");
         }
         sysctl(&mut v, &r, "net.ipv4.ip_forward", "1");
-        for p in &self.paths {
+        for p in self.paths.iter().chain(&self.competitor) {
             let (e, rc, rs, tun, t, mtu) =
                 (p.endpoint_if(), p.router_client_if(), p.router_server_if(), p.tun(), p.table(), p.mtu);
             ip(&mut v, format!("-n {r} link add {rc} mtu {mtu} type veth peer name {e} netns {c} mtu {mtu}"));
@@ -358,5 +384,24 @@ mod tests {
         wide.mptcp = true;
         let l = wide.steps().iter().map(ToString::to_string).find(|l| l.contains("limits")).unwrap();
         assert!(l.ends_with("subflows 8 add_addr_accepted 8"), "{l}");
+    }
+
+    #[test]
+    fn a_competitor_path_is_built_like_the_others_but_is_no_mptcp_endpoint() {
+        let mut plan = Plan::new(Names::new("b").unwrap(), &[1500, 9000]).unwrap().with_competitor().unwrap();
+        plan.mptcp = true;
+        let c = plan.competitor.clone().unwrap();
+        assert_eq!((c.index, c.mtu, c.client), (2, 9000, Ipv4Addr::new(10, 3, 1, 2)));
+        let lines: Vec<String> = plan.steps().iter().map(ToString::to_string).collect();
+        let has = |l: &str| assert!(lines.iter().any(|x| x == l), "missing {l:?} in {lines:#?}");
+        has("ip -n mpqlab-b-router tuntap add dev tun2 mode tun");
+        has("ip -n mpqlab-b-router rule add iif c2 lookup 102 pref 100");
+        has("ip -n mpqlab-b-client rule add from 10.3.1.2 lookup 102 pref 100");
+        has("ip -n mpqlab-b-server route add 10.3.1.0/24 via 10.3.2.1 dev path2");
+        assert!(!lines.iter().any(|l| l.contains("mptcp endpoint add 10.3.1.2")), "{lines:#?}");
+        // One subflow per extra path of the connection's, the competitor's not counted.
+        has("ip -n mpqlab-b-client mptcp limits set subflows 1 add_addr_accepted 1");
+        let full = Plan::new(Names::new("f").unwrap(), &[1500; MAX_PATHS]).unwrap();
+        assert!(full.with_competitor().is_err());
     }
 }

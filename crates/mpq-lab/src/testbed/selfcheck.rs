@@ -151,6 +151,7 @@ fn check_one(opts: &Options, launcher: &Launcher, link: &str, loss: LossStep) ->
     let up = UpOptions {
         name: opts.name.clone(),
         links: vec![link.to_owned(); opts.paths.max(1)],
+        bottleneck: None,
         events: vec![],
         seed: 1,
         realtime: opts.realtime,

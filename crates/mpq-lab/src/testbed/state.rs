@@ -31,6 +31,16 @@ pub struct PathRecord {
     pub interface: String,
 }
 
+/// A testbed's shared bottleneck and the competitor's path through it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BottleneckRecord {
+    /// The `--bottleneck` spec (one link for both directions).
+    pub link: String,
+    /// The competitor's path: its own subnet pair, no limit or delay of its own, through the
+    /// bottleneck (not an MPTCP endpoint, not one of `paths`).
+    pub competitor: PathRecord,
+}
+
 /// How far `up` got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -54,6 +64,9 @@ pub struct State {
     pub router_ns: String,
     /// The paths, in `--link` order.
     pub paths: Vec<PathRecord>,
+    /// The shared bottleneck every path crosses, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<BottleneckRecord>,
     /// The scripted events (`--event` form).
     pub events: Vec<String>,
     /// The seed of the links' random processes.
@@ -74,25 +87,31 @@ pub struct State {
 
 impl State {
     /// The state of a testbed about to be built from `plan`.
-    pub fn new(plan: &Plan, links: &[String], events: Vec<String>, seed: u64, realtime: bool) -> Self {
+    pub fn new(
+        plan: &Plan,
+        links: &[String],
+        bottleneck: Option<String>,
+        events: Vec<String>,
+        seed: u64,
+        realtime: bool,
+    ) -> Self {
         let n = &plan.names;
+        let record = |p: &super::plan::PathPlan, link: String| PathRecord {
+            client: p.client.to_string(),
+            server: p.server.to_string(),
+            link,
+            mtu: p.mtu,
+            interface: p.endpoint_if(),
+        };
         State {
             name: n.name.clone(),
             client_ns: n.client_ns(),
             server_ns: n.server_ns(),
             router_ns: n.router_ns(),
-            paths: plan
-                .paths
-                .iter()
-                .zip(links)
-                .map(|(p, l)| PathRecord {
-                    client: p.client.to_string(),
-                    server: p.server.to_string(),
-                    link: l.clone(),
-                    mtu: p.mtu,
-                    interface: p.endpoint_if(),
-                })
-                .collect(),
+            paths: plan.paths.iter().zip(links).map(|(p, l)| record(p, l.clone())).collect(),
+            bottleneck: bottleneck
+                .zip(plan.competitor.as_ref())
+                .map(|(link, c)| BottleneckRecord { link, competitor: record(c, super::plan::COMPETITOR_LINK.into()) }),
             events,
             seed,
             realtime,

@@ -4,6 +4,12 @@
 //! down since loses it) and applies scripted [`LinkEvent`]s at their time, exactly as the
 //! simulator's event loop does. No I/O and no clock: the real-time loop
 //! ([`super::run`]) and the tests (a fake clock) drive it.
+//!
+//! With a shared bottleneck ([`Emulator::with_bottleneck`]) every path's packets cross two
+//! links, as on the simulator's [`Topology::shared_bottleneck`](mpq_sim::topology::Topology::shared_bottleneck):
+//! client to server their path's own (access) link and then the bottleneck, server to client
+//! the bottleneck and then the access link. A packet leaving one hop is offered to the next
+//! at the instant the model delivers it, not when the loop gets to it.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -45,8 +51,9 @@ struct Pending {
     seq: u64,
     path: usize,
     dir: Direction,
+    /// The link it is crossing: 0 the first of its direction, 1 the second (with a bottleneck).
+    hop: u8,
     epoch: u32,
-    duplicate: bool,
     packet: Vec<u8>,
 }
 
@@ -78,6 +85,9 @@ pub struct Unmodelled {
 /// The emulator: links, packets in flight, scripted events.
 pub struct Emulator {
     paths: Vec<(PathSetup, [Link; 2])>,
+    /// The link every path crosses after its own (client to server) or before it (server to
+    /// client), indexed by direction.
+    bottleneck: Option<[Link; 2]>,
     pending: BinaryHeap<Pending>,
     seq: u64,
     events: Vec<TimedEvent>,
@@ -107,6 +117,18 @@ impl Emulator {
         Self::with_first_path(index, vec![path], seed, events)
     }
 
+    /// An emulator whose `paths` all cross `bottleneck` (both directions alike), as the
+    /// simulator's [`Topology::shared_bottleneck`](mpq_sim::topology::Topology::shared_bottleneck)
+    /// builds them: the bottleneck's client to server link on random stream 0, its server to
+    /// client link on 1, path `i`'s links on `2i + 2` and `2i + 3` (the simulator's
+    /// competitor path is the last of `paths`). `events` change the paths' own links.
+    pub fn with_bottleneck(paths: Vec<PathSetup>, bottleneck: LinkConfig, seed: u64, events: Vec<TimedEvent>) -> Self {
+        let links = [Link::new(bottleneck.clone(), seed, 0), Link::new(bottleneck, seed, 1)];
+        let mut emu = Self::with_first_path(1, paths, seed, events);
+        emu.bottleneck = Some(links);
+        emu
+    }
+
     fn with_first_path(first: usize, paths: Vec<PathSetup>, seed: u64, mut events: Vec<TimedEvent>) -> Self {
         let paths = paths
             .into_iter()
@@ -121,6 +143,7 @@ impl Emulator {
         events.sort_by_key(|e| e.at);
         Emulator {
             paths,
+            bottleneck: None,
             pending: BinaryHeap::new(),
             seq: 0,
             events,
@@ -168,16 +191,46 @@ impl Emulator {
             self.recycle(packet);
             return None;
         };
-        let link = &mut self.paths[path].1[dir.index()];
+        self.forward(now, path, dir, 0, packet);
+        Some(dir)
+    }
+
+    /// The links a packet of `dir` crosses, in order: the path's own, and the bottleneck
+    /// after it (client to server) or before it (server to client).
+    fn hops(&self) -> u8 {
+        if self.bottleneck.is_some() {
+            2
+        } else {
+            1
+        }
+    }
+
+    fn link(&mut self, path: usize, dir: Direction, hop: u8) -> &mut Link {
+        let own = hop == 0 && dir == Direction::C2s || hop == 1 && dir == Direction::S2c;
+        match &mut self.bottleneck {
+            Some(b) if !own => &mut b[dir.index()],
+            _ => &mut self.paths[path].1[dir.index()],
+        }
+    }
+
+    /// Offers `packet` to hop `hop` of its direction at `now` (the simulator's `forward`):
+    /// held until the link delivers it, twice if the link duplicates it.
+    fn forward(&mut self, now: Instant, path: usize, dir: Direction, hop: u8, packet: Vec<u8>) {
+        let link = self.link(path, dir, hop);
         match link.offer(now, packet.len()) {
             Fate::Drop(_) => self.recycle(packet),
             Fate::Deliver { at, duplicate } => {
                 let epoch = link.epoch();
+                if duplicate {
+                    let mut copy = self.buffer();
+                    copy.extend_from_slice(&packet);
+                    self.seq += 1;
+                    self.pending.push(Pending { at, seq: self.seq, path, dir, hop, epoch, packet: copy });
+                }
                 self.seq += 1;
-                self.pending.push(Pending { at, seq: self.seq, path, dir, epoch, duplicate, packet });
+                self.pending.push(Pending { at, seq: self.seq, path, dir, hop, epoch, packet });
             }
         }
-        Some(dir)
     }
 
     fn apply_due_events(&mut self, now: Instant) {
@@ -230,15 +283,18 @@ impl Emulator {
                 (Some(e), p) if e <= now && p.is_none_or(|p| e <= p) => self.apply_due_events(e),
                 (_, Some(p)) if p <= now => {
                     let Some(pkt) = self.pending.pop() else { break };
-                    let link = &mut self.paths[pkt.path].1[pkt.dir.index()];
-                    let copies = 1 + usize::from(pkt.duplicate);
-                    for _ in 0..copies {
-                        if link.arrive(pkt.epoch, pkt.packet.len()) {
-                            deliver(pkt.path, &pkt.packet);
-                            n += 1;
-                        }
+                    let hops = self.hops();
+                    let link = self.link(pkt.path, pkt.dir, pkt.hop);
+                    if !link.arrive(pkt.epoch, pkt.packet.len()) {
+                        self.recycle(pkt.packet);
+                    } else if pkt.hop + 1 < hops {
+                        // On to the next link, at the instant this one delivered it.
+                        self.forward(pkt.at, pkt.path, pkt.dir, pkt.hop + 1, pkt.packet);
+                    } else {
+                        deliver(pkt.path, &pkt.packet);
+                        n += 1;
+                        self.recycle(pkt.packet);
                     }
-                    self.recycle(pkt.packet);
                 }
                 _ => break,
             }
@@ -254,6 +310,11 @@ impl Emulator {
     /// The current configuration of `dir` of `path` (events change it).
     pub fn config(&self, path: usize, dir: Direction) -> &LinkConfig {
         &self.paths[path].1[dir.index()].config
+    }
+
+    /// The shared bottleneck's counters and configuration in `dir`, if there is one.
+    pub fn bottleneck(&self, dir: Direction) -> Option<&Link> {
+        self.bottleneck.as_ref().map(|b| &b[dir.index()])
     }
 
     /// Whether `dir` of `path` is up.

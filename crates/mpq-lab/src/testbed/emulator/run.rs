@@ -2,7 +2,9 @@
 //! kernel routes into the paths' TUN devices, offer it to its link ([`Emulator`]) at the
 //! wall-clock instant it was read, and write it back into the same device when the model
 //! says it arrives. A thread per path sleeps in `ppoll` with a nanosecond timeout until the
-//! next delivery or packet; the main thread answers the control socket.
+//! next delivery or packet; the main thread answers the control socket. With a shared
+//! bottleneck the paths share a link, so one thread runs them all (and the competitor's
+//! path) in one [`Emulator`].
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -12,9 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mpq_proto::Instant;
+use mpq_sim::LinkConfig;
 
 use super::core::{Emulator, PathSetup, TimedEvent};
-use crate::testbed::control::{LinkReport, PathReport, Report};
+use crate::testbed::control::{BottleneckReport, LinkReport, PathReport, Report};
 use crate::testbed::host::unix_now_ns;
 use crate::testbed::plan::PathPlan;
 use crate::testbed::spec::{Direction, EventSpec, PathSpec};
@@ -58,6 +61,9 @@ pub struct Config {
     pub tuns: Vec<String>,
     /// The seed.
     pub seed: u64,
+    /// The link every path crosses, if the testbed has a shared bottleneck; then the last of
+    /// `paths` is the competitor's (not one of the testbed's paths).
+    pub bottleneck: Option<LinkConfig>,
 }
 
 impl Config {
@@ -71,6 +77,21 @@ impl Config {
             paths.push(PathSetup { c2s: spec.c2s, s2c: spec.s2c, client_subnet: plan.client_subnet() });
             tuns.push(plan.tun());
         }
+        let bottleneck = match &state.bottleneck {
+            None => None,
+            Some(b) => {
+                let spec = PathSpec::parse(&b.link).map_err(|e| format!("bottleneck: {e}"))?;
+                if spec.c2s != spec.s2c {
+                    return Err(format!("bottleneck {:?}: one link for both directions", b.link));
+                }
+                // The competitor's path: no limit and no delay of its own, as in the simulator.
+                let plan = PathPlan::new(state.paths.len(), b.competitor.mtu);
+                let own = PathSpec::parse(&b.competitor.link).map_err(|e| format!("competitor: {e}"))?;
+                paths.push(PathSetup { c2s: own.c2s, s2c: own.s2c, client_subnet: plan.client_subnet() });
+                tuns.push(plan.tun());
+                Some(spec.c2s)
+            }
+        };
         let mut events = Vec::new();
         for e in &state.events {
             let spec = EventSpec::parse_scripted(e).map_err(|e| e.to_string())?;
@@ -82,7 +103,7 @@ impl Config {
                 events.push(TimedEvent { at, path: spec.path, dir, event: spec.event.clone() });
             }
         }
-        Ok(Config { paths, events, tuns, seed: state.seed })
+        Ok(Config { paths, events, tuns, seed: state.seed, bottleneck })
     }
 }
 
@@ -107,32 +128,47 @@ pub fn run(name: &str, ready: &mut dyn Write) -> Result<(), String> {
     let _ = std::fs::remove_file(&sock);
     let listener = UnixListener::bind(&sock).map_err(|e| format!("{}: {e}", sock.display()))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let paths: Vec<Arc<Mutex<PathEmulator>>> = cfg
-        .paths
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let emu = Emulator::single_path(i, p, cfg.seed, &cfg.events);
-            Arc::new(Mutex::new(PathEmulator { emu, write_errors: 0 }))
-        })
-        .collect();
+    // Independent paths: an emulator and a thread each. A shared bottleneck: one for all.
+    let groups: Vec<Vec<usize>> = match cfg.bottleneck {
+        None => (0..cfg.paths.len()).map(|i| vec![i]).collect(),
+        Some(_) => vec![(0..cfg.paths.len()).collect()],
+    };
+    let paths: Vec<Arc<Mutex<PathEmulator>>> = match cfg.bottleneck.clone() {
+        None => cfg
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Emulator::single_path(i, p.clone(), cfg.seed, &cfg.events))
+            .map(|emu| Arc::new(Mutex::new(PathEmulator { emu, write_errors: 0 })))
+            .collect(),
+        Some(b) => {
+            let emu = Emulator::with_bottleneck(cfg.paths.clone(), b, cfg.seed, cfg.events.clone());
+            vec![Arc::new(Mutex::new(PathEmulator { emu, write_errors: 0 }))]
+        }
+    };
+    // Path i of the testbed is path `slots[i].1` of emulator `slots[i].0`.
+    let slots: Vec<(usize, usize)> =
+        groups.iter().enumerate().flat_map(|(g, members)| (0..members.len()).map(move |k| (g, k))).collect();
     let clock = Clock::start();
     let started = unix_now_ns();
-    let threads: Vec<_> = tuns
-        .into_iter()
+    let mut tuns: Vec<Option<File>> = tuns.into_iter().map(Some).collect();
+    let threads: Vec<_> = groups
+        .iter()
         .zip(&paths)
-        .zip(&cfg.tuns)
-        .map(|((tun, p), dev)| {
-            let (p, dev) = (p.clone(), dev.clone());
+        .map(|(members, p)| {
+            let files: Vec<File> = members.iter().filter_map(|&i| tuns[i].take()).collect();
+            let devs: Vec<String> = members.iter().map(|&i| cfg.tuns[i].clone()).collect();
+            let p = p.clone();
             std::thread::Builder::new()
-                .name(format!("emulator-{dev}"))
-                .spawn(move || path_loop(&tun, &dev, &p, clock))
+                .name(format!("emulator-{}", devs.join("+")))
+                .spawn(move || path_loop(&files, &devs, &p, clock))
                 .map_err(|e| format!("starting a path thread: {e}"))
         })
         .collect::<Result<_, _>>()?;
     writeln!(ready, "ready {started}").and_then(|_| ready.flush()).map_err(|e| e.to_string())?;
-    eprintln!("emulator of testbed {name}: {} path(s), started at {started} ns", paths.len());
-    let control = Control { paths: &paths, devs: &cfg.tuns, clock };
+    eprintln!("emulator of testbed {name}: {} path(s), started at {started} ns", slots.len());
+    let shared = cfg.bottleneck.is_some();
+    let control = Control { emulators: &paths, slots: &slots, devs: &cfg.tuns, clock, shared };
     let result = control.run(&listener);
     for t in threads {
         let _ = t.join();
@@ -154,47 +190,48 @@ fn lock(p: &Mutex<PathEmulator>) -> std::sync::MutexGuard<'_, PathEmulator> {
     p.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A path's thread: sleep until a packet is readable or the next one is due, read, offer,
-/// deliver.
-fn path_loop(tun: &File, dev: &str, p: &Mutex<PathEmulator>, clock: Clock) {
+/// The thread of an emulator: sleep until a packet is readable on one of its paths'
+/// devices (`tuns[i]` is its path i) or the next one is due, read, offer, deliver.
+fn path_loop(tuns: &[File], devs: &[String], p: &Mutex<PathEmulator>, clock: Clock) {
     sys::tight_timer_slack();
-    let fd = [tun.as_raw_fd()];
-    let mut ready = Vec::with_capacity(1);
+    let fds: Vec<_> = tuns.iter().map(|t| t.as_raw_fd()).collect();
+    let mut ready = Vec::with_capacity(fds.len());
     let mut buf = vec![0u8; 65536];
     while !sys::stop_requested() {
         let wait = {
             let mut g = lock(p);
-            deliver(&mut g, tun, &clock);
+            deliver(&mut g, tuns, &clock);
             g.emu.time_to_next(clock.now()).map_or(IDLE_WAIT, |d| d.min(IDLE_WAIT))
         };
-        if let Err(e) = sys::wait_readable(&fd, Some(wait), &mut ready) {
-            eprintln!("ppoll on {dev}: {e}");
+        if let Err(e) = sys::wait_readable(&fds, Some(wait), &mut ready) {
+            eprintln!("ppoll on {}: {e}", devs.join(", "));
             return;
         }
-        if ready.first().copied().unwrap_or(false) {
-            read_batch(&mut lock(p), tun, dev, &mut buf, &clock);
+        for (i, _) in ready.iter().enumerate().filter(|(_, &r)| r) {
+            read_batch(&mut lock(p), tuns, i, &devs[i], &mut buf, &clock);
         }
     }
 }
 
-/// Writes every packet due by now back into the path's device.
-fn deliver(p: &mut PathEmulator, mut tun: &File, clock: &Clock) {
+/// Writes every packet due by now back into its path's device.
+fn deliver(p: &mut PathEmulator, tuns: &[File], clock: &Clock) {
     let errors = &mut p.write_errors;
-    p.emu.advance(clock.now(), |_, pkt| {
-        if tun.write(pkt).is_err() {
+    p.emu.advance(clock.now(), |path, pkt| {
+        if (&tuns[path]).write(pkt).is_err() {
             *errors += 1;
         }
     });
 }
 
-fn read_batch(p: &mut PathEmulator, mut tun: &File, dev: &str, buf: &mut [u8], clock: &Clock) {
+fn read_batch(p: &mut PathEmulator, tuns: &[File], path: usize, dev: &str, buf: &mut [u8], clock: &Clock) {
+    let mut tun = &tuns[path];
     for _ in 0..READ_BATCH {
         match tun.read(buf) {
             Ok(0) => break,
             Ok(n) => {
                 let mut b = p.emu.buffer();
                 b.extend_from_slice(&buf[..n]);
-                p.emu.offer(clock.now(), 0, b);
+                p.emu.offer(clock.now(), path, b);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => break,
             Err(e) => {
@@ -203,15 +240,19 @@ fn read_batch(p: &mut PathEmulator, mut tun: &File, dev: &str, buf: &mut [u8], c
             }
         }
         // A zero-delay link's packets are due at once.
-        deliver(p, tun, clock);
+        deliver(p, tuns, clock);
     }
 }
 
 /// The control socket's side: requests about every path.
 struct Control<'a> {
-    paths: &'a [Arc<Mutex<PathEmulator>>],
+    emulators: &'a [Arc<Mutex<PathEmulator>>],
+    /// Path i is path `slots[i].1` of emulator `slots[i].0` (the competitor's path last).
+    slots: &'a [(usize, usize)],
     devs: &'a [String],
     clock: Clock,
+    /// A shared bottleneck: one emulator, and the last slot is the competitor's path.
+    shared: bool,
 }
 
 impl Control<'_> {
@@ -252,13 +293,14 @@ impl Control<'_> {
 
     fn event(&self, spec: &str) -> Result<(), String> {
         let e = EventSpec::parse_now(spec).map_err(|e| e.to_string())?;
-        let Some(p) = self.paths.get(e.path) else {
-            return Err(format!("there is no path {} (paths 0..{})", e.path, self.paths.len()));
+        let paths = self.slots.len() - usize::from(self.shared);
+        let Some(&(g, k)) = self.slots.get(e.path).filter(|_| e.path < paths) else {
+            return Err(format!("there is no path {} (paths 0..{paths})", e.path));
         };
-        let mut g = lock(p);
+        let mut g = lock(&self.emulators[g]);
         let now = self.clock.now();
         for d in e.dirs {
-            g.emu.apply_now(now, 0, d, &e.event);
+            g.emu.apply_now(now, k, d, &e.event);
         }
         Ok(())
     }
@@ -270,18 +312,29 @@ impl Control<'_> {
             not_ipv4: 0,
             write_errors: 0,
             paths: Vec::new(),
+            bottleneck: None,
+            competitor: None,
         };
-        for (p, dev) in self.paths.iter().zip(self.devs) {
+        for p in self.emulators {
             let g = lock(p);
-            let link = |d| LinkReport::new(g.emu.config(0, d), g.emu.stats(0, d), g.emu.is_up(0, d));
             r.in_flight += g.emu.in_flight();
             r.not_ipv4 += g.emu.unmodelled.not_ipv4;
             r.write_errors += g.write_errors;
-            r.paths.push(PathReport {
-                c2s: link(Direction::C2s),
-                s2c: link(Direction::S2c),
-                kernel_drops: kernel_drops(dev),
-            });
+            if let (Some(c2s), Some(s2c)) = (g.emu.bottleneck(Direction::C2s), g.emu.bottleneck(Direction::S2c)) {
+                let link = |l: &mpq_sim::Link| LinkReport::new(&l.config, &l.stats, l.is_up());
+                r.bottleneck = Some(BottleneckReport { c2s: link(c2s), s2c: link(s2c) });
+            }
+        }
+        for (i, (&(e, k), dev)) in self.slots.iter().zip(self.devs).enumerate() {
+            let g = lock(&self.emulators[e]);
+            let link = |d| LinkReport::new(g.emu.config(k, d), g.emu.stats(k, d), g.emu.is_up(k, d));
+            let report =
+                PathReport { c2s: link(Direction::C2s), s2c: link(Direction::S2c), kernel_drops: kernel_drops(dev) };
+            if self.shared && i + 1 == self.slots.len() {
+                r.competitor = Some(report);
+            } else {
+                r.paths.push(report);
+            }
         }
         r
     }

@@ -273,3 +273,99 @@ fn a_path_alone_behaves_as_among_the_others() {
     assert_eq!(alone.config(0, Direction::C2s).rate_bps, 1_000_000);
     assert!(alone.is_up(0, Direction::C2s), "path 0's event does not reach path 1");
 }
+
+/// Three flows through a shared bottleneck, in the simulator (links added in the order of
+/// `Topology::shared_bottleneck`: the bottleneck's two directions, then each path's two) and
+/// in the emulator built with [`Emulator::with_bottleneck`]: path 0 client to server, path 1
+/// server to client, and the competitor's path (no limit, no delay) client to server. The
+/// same arrivals at the same times, and the same counters on every link.
+#[test]
+fn a_shared_bottleneck_matches_the_simulators_packet_for_packet() {
+    let bn: LinkConfig = "8mbit/20ms/queue=15ms/loss=1%".parse().unwrap();
+    let access: [LinkConfig; 3] = [
+        "20mbit/10ms/queue=20ms/jitter=1ms".parse().unwrap(),
+        "30mbit/30ms/queue=10ms/dup=1%".parse().unwrap(),
+        LinkConfig::new(0, Duration::ZERO),
+    ];
+    let seed = 11;
+    let c = |k: u8| -> SocketAddr { SocketAddr::from(([10, k, 1, 2], 1)) };
+    let s = |k: u8| -> SocketAddr { SocketAddr::from(([10, k, 2, 2], 1)) };
+    // (path, from the client?, pattern seed)
+    let flows = [(0usize, true, 21u64), (1, false, 22), (2, true, 23)];
+    let mut sim = Simulator::new(seed);
+    let bn_up = sim.add_link(bn.clone());
+    let bn_down = sim.add_link(bn.clone());
+    let mut own = Vec::new();
+    for a in &access {
+        own.push((sim.add_link(a.clone()), sim.add_link(a.clone())));
+    }
+    let mut receivers = Vec::new();
+    for &(p, up, ps) in &flows {
+        let k = p as u8 + 1;
+        let (src, dst) = if up { (c(k), s(k)) } else { (s(k), c(k)) };
+        sim.connect_via(c(k), s(k), &[own[p].0, bn_up], &[bn_down, own[p].1]);
+        let sends = pattern(1500, ps).into_iter().map(|(t, l)| (at(t), l)).collect();
+        let tx = sim.add_node(Sender { me: src, peer: dst, sends, next: 0 });
+        let rx = sim.add_node(Receiver::default());
+        sim.add_address(tx, src);
+        sim.add_address(rx, dst);
+        receivers.push(rx);
+    }
+    sim.run_until(at(Duration::from_secs(100)));
+
+    let setups = access
+        .iter()
+        .enumerate()
+        .map(|(p, a)| PathSetup {
+            c2s: a.clone(),
+            s2c: a.clone(),
+            client_subnet: (Ipv4Addr::new(10, p as u8 + 1, 1, 0), 24),
+        })
+        .collect();
+    let mut emu = Emulator::with_bottleneck(setups, bn, seed, vec![]);
+    // Every flow's offers in time order (flow order at equal times).
+    let mut sends: Vec<(Duration, usize, usize)> = flows
+        .iter()
+        .enumerate()
+        .flat_map(|(f, &(_, _, ps))| pattern(1500, ps).into_iter().map(move |(t, l)| (t, f, l)))
+        .collect();
+    sends.sort_by_key(|&(t, f, _)| (t, f));
+    let mut got: Vec<Vec<(Instant, usize)>> = vec![Vec::new(); flows.len()];
+    let mut record = |emu: &mut Emulator, d: Instant| {
+        emu.advance(d, |path, p| {
+            let f = flows.iter().position(|&(fp, _, _)| fp == path).unwrap();
+            got[f].push((d, p.len()));
+        });
+    };
+    for &(t, f, len) in &sends {
+        let now = at(t);
+        while let Some(d) = emu.next_deadline().filter(|&d| d <= now) {
+            record(&mut emu, d);
+        }
+        let (p, up, _) = flows[f];
+        let k = p as u8 + 1;
+        let pkt =
+            if up { packet(len, [10, k, 1, 2], [10, k, 2, 2]) } else { packet(len, [10, k, 2, 2], [10, k, 1, 2]) };
+        emu.offer(now, p, pkt);
+    }
+    while let Some(d) = emu.next_deadline() {
+        record(&mut emu, d);
+    }
+    for (f, rx) in receivers.iter().enumerate() {
+        let want = &sim.node::<Receiver>(*rx).got;
+        assert!(want.len() > 300, "flow {f}: only {} arrived", want.len());
+        assert_eq!(&got[f], want, "flow {f}: arrivals differ");
+    }
+    let bottleneck = |d: Direction| emu.bottleneck(d).unwrap().stats.clone();
+    assert_eq!(bottleneck(Direction::C2s), *sim.link_stats(bn_up));
+    assert_eq!(bottleneck(Direction::S2c), *sim.link_stats(bn_down));
+    assert!(
+        bottleneck(Direction::C2s).dropped_queue > 0,
+        "the bottleneck never filled: {:?}",
+        bottleneck(Direction::C2s)
+    );
+    for (p, (up, down)) in own.iter().enumerate() {
+        assert_eq!(emu.stats(p, Direction::C2s), sim.link_stats(*up), "path {p} c2s");
+        assert_eq!(emu.stats(p, Direction::S2c), sim.link_stats(*down), "path {p} s2c");
+    }
+}
