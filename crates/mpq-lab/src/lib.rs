@@ -9,7 +9,8 @@
 //! - [`wsp`] and [`design`]: design points of a class.
 //! - [`plan`]: scenarios and runs, with seeds and stable IDs; [`shard`]: slices of a plan.
 //! - [`exec`], [`runner`]: running ([`qlog`]: qlog files per run); [`netns_exec`]: a run on the
-//!   kernel testbed (`testbed: netns`), [`netns_external`] one of another QUIC implementation
+//!   kernel testbed (`testbed: netns`; its processes in `netns_process`, a shared bottleneck's
+//!   competitor in `netns_competitor`), [`netns_external`] one of another QUIC implementation
 //!   ([`implementation`]: the folders of `implementations/`); [`metrics`]: the row of a run
 //!   (EBen included);
 //!   [`results`], [`csv`], [`manifest`]: the results directory and merging.
@@ -53,8 +54,10 @@ pub mod implementation;
 pub mod locate;
 pub mod manifest;
 pub mod metrics;
+mod netns_competitor;
 pub mod netns_exec;
 pub mod netns_external;
+mod netns_process;
 pub mod param;
 pub mod plan;
 pub mod profile;

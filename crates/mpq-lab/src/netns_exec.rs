@@ -9,25 +9,24 @@
 //! to the last byte (the simulator's counts from the first packet), and scripted path failures
 //! count from the emulator's start, a few milliseconds before the client's first packet.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::experiment::{Experiment, WorkloadPlan, QUIC};
 use crate::manifest::{fnv1a_hex, Manifest};
 use crate::metrics::{row, Row};
+use crate::netns_competitor::{competitor_rate, Competitor};
+pub use crate::netns_process::interrupted;
+pub(crate) use crate::netns_process::{
+    drain, in_namespace, last_lines, server_port, server_reports, shell_word, wait_cpu_limited, wait_limited, Reaped,
+};
 use crate::plan::{Plan, PlannedScenario, RunSpec};
 use crate::testbed::control;
 use crate::testbed::lifecycle::{self, Launcher, UpOptions};
-use crate::testbed::state::PathRecord;
-use crate::testbed::sys;
 
 /// How long a run may take when the experiment sets no `max_time`.
 pub(crate) const DEFAULT_RUN_LIMIT: Duration = Duration::from_secs(300);
-/// How long the server may take to say where it listens.
-const SERVER_READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the server may take, after the client finished, to report the connection.
 const SERVER_REPORT_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -118,13 +117,6 @@ fn testbed_name(run: &RunSpec) -> String {
     format!("lab{}-{}", std::process::id(), &fnv1a_hex(&run.id)[..8])
 }
 
-/// The `ip netns exec NS PROGRAM ARGS...` command.
-fn in_namespace(ns: &str, program: &Path, args: &[String]) -> Command {
-    let mut c = Command::new("ip");
-    c.arg("netns").arg("exec").arg(ns).arg(program).args(args);
-    c
-}
-
 /// The transport and protocol settings of `run` as `mpq perf` options (both ends take
 /// them). The kernel's transports take none of mpq's settings: the kernel chooses.
 pub(crate) fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
@@ -155,42 +147,6 @@ pub(crate) fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
     }
     a.extend(options);
     a
-}
-
-/// Kills a child process (and reaps it) when dropped, so that no endpoint outlives its run.
-struct Reaped {
-    child: Child,
-    /// Set once reaped: its pid may name another process after that.
-    reaped: bool,
-}
-
-impl Reaped {
-    /// `mpq ARGS...` in namespace `ns`, its standard output to `stdout`, nothing read from
-    /// it and its standard error dropped.
-    fn spawn(ns: &str, mpq: &Path, args: &[String], stdout: Stdio, what: &str) -> Result<Reaped, String> {
-        let child = in_namespace(ns, mpq, args)
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("starting {what}: {e}"))?;
-        Ok(Reaped { child, reaped: false })
-    }
-
-    /// Kills and reaps the process: the CPU seconds it used (wait4's resource usage).
-    fn stop(&mut self) -> Option<f64> {
-        if std::mem::replace(&mut self.reaped, true) {
-            return None;
-        }
-        let _ = self.child.kill();
-        sys::wait_cpu(self.child.id(), false).ok().flatten().map(|(_, cpu)| cpu)
-    }
-}
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.stop();
-    }
 }
 
 /// Takes the testbed down when dropped.
@@ -349,15 +305,14 @@ fn measure(
     if let Some(d) = qlog_dir("server").filter(|_| run.transport == QUIC) {
         server_args.extend(["--qlog-dir".into(), d.display().to_string()]);
     }
-    let mut server = Reaped {
-        child: in_namespace(&state.server_ns, mpq, &server_args)
+    let mut server = Reaped::new(
+        in_namespace(&state.server_ns, mpq, &server_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("starting the server ({}): {e}", mpq.display()))?,
-        reaped: false,
-    };
+    );
     let port = server_port(&mut server.child)?;
     let ended = server_reports(&mut server.child);
     // The server's threads' CPU, until it is stopped (no interface of its own to count).
@@ -456,50 +411,6 @@ fn measure(
     Ok(Measured { client, server: server_report, links, command, verified: None, pids })
 }
 
-/// The competing single-path download through a shared bottleneck (the simulator's
-/// competitor): `mpq perf` over QUIC with CUBIC between the competitor path's addresses,
-/// running until dropped.
-struct Competitor {
-    _server: Reaped,
-    _client: Reaped,
-}
-
-/// The competitor's download never ends on its own within a run.
-const COMPETITOR_DURATION_S: &str = "86400";
-
-impl Competitor {
-    fn start(state: &crate::testbed::state::State, path: &PathRecord, mpq: &Path) -> Result<Self, String> {
-        let cc = ["--cc".to_owned(), "cubic".to_owned()];
-        let mut server_args: Vec<String> =
-            vec!["perf".into(), "server".into(), "--listen".into(), format!("{}:0", path.server)];
-        server_args.extend(cc.iter().cloned());
-        let mut server = Reaped::spawn(&state.server_ns, mpq, &server_args, Stdio::piped(), "the competitor's server")?;
-        let port = server_port(&mut server.child).map_err(|e| format!("the competitor's server: {e}"))?;
-        let mut client_args: Vec<String> = vec![
-            "perf".into(),
-            "client".into(),
-            "--connect".into(),
-            format!("{}:{port}", path.server),
-            "--local".into(),
-            format!("{}:0", path.client),
-            "--no-multipath".into(),
-            "--duration".into(),
-            COMPETITOR_DURATION_S.into(),
-        ];
-        client_args.extend(cc);
-        let client = Reaped::spawn(&state.client_ns, mpq, &client_args, Stdio::null(), "the competitor's client")?;
-        Ok(Competitor { _server: server, _client: client })
-    }
-}
-
-/// The competitor's rate over the run, bit/s: the bytes (IP packets) its path delivered to
-/// its client between the two emulator reports, over the `elapsed` seconds between them.
-fn competitor_rate(before: Option<&control::Report>, after: Option<&control::Report>, elapsed: f64) -> Option<f64> {
-    let bytes = |r: Option<&control::Report>| r.and_then(|r| r.competitor.as_ref()).map(|c| c.s2c.delivered_bytes);
-    let (b, a) = (bytes(before)?, bytes(after)?);
-    (elapsed > 0.0).then(|| a.saturating_sub(b) as f64 * 8.0 / elapsed)
-}
-
 /// Puts each endpoint's categorised profile from a finished system-wide recording into its
 /// JSON (`profile`). A profile that failed or caught no sample is left out with a warning:
 /// the run itself stands.
@@ -518,141 +429,6 @@ fn add_profiles(m: &mut Measured, recording: &crate::profile::Recording) {
         }
     }
     m.server = Some(server);
-}
-
-/// Reads the server's standard output up to its `listening on ADDR:PORT` line; returns the
-/// port. The rest of its output is drained by a thread.
-pub(crate) fn server_port(server: &mut Child) -> Result<u16, String> {
-    let stdout = server.stdout.take().ok_or("the server's output")?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut sent = false;
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if !sent {
-                if let Some(port) = line.strip_prefix("listening on ").and_then(|a| a.rsplit(':').next()) {
-                    let _ = tx.send(port.parse::<u16>().ok());
-                    sent = true;
-                }
-            }
-        }
-    });
-    match rx.recv_timeout(SERVER_READY_TIMEOUT) {
-        Ok(Some(port)) => Ok(port),
-        Ok(None) => Err("the server printed an address without a port".into()),
-        Err(_) => {
-            let status = server.try_wait().ok().flatten();
-            Err(match status {
-                Some(s) => format!("the server exited ({s}) before it listened"),
-                None => format!("the server did not listen within {SERVER_READY_TIMEOUT:?}"),
-            })
-        }
-    }
-}
-
-/// Drains the server's standard error; sends the JSON of each `connection ended:` line.
-pub(crate) fn server_reports(server: &mut Child) -> mpsc::Receiver<serde_json::Value> {
-    let (tx, rx) = mpsc::channel();
-    if let Some(stderr) = server.stderr.take() {
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(v) = line.find("connection ended: ").and_then(|i| {
-                    serde_json::from_str::<serde_json::Value>(&line[i + "connection ended: ".len()..]).ok()
-                }) {
-                    let _ = tx.send(v);
-                }
-            }
-        });
-    }
-    rx
-}
-
-/// Threads that read `child`'s standard output and error to their ends (so that it never
-/// blocks on a full pipe); each gives what it read.
-pub(crate) fn drain(child: &mut Child) -> (std::thread::JoinHandle<Vec<u8>>, std::thread::JoinHandle<Vec<u8>>) {
-    fn read_all(r: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            buf
-        })
-    }
-    (read_all(child.stdout.take()), read_all(child.stderr.take()))
-}
-
-/// How often a wait for the client looks for Ctrl-C.
-const STOP_POLL: Duration = Duration::from_millis(100);
-
-/// Waits for `child` at most `limit`, collecting its output and the CPU seconds it used;
-/// kills it after that, or when the user interrupts the experiment ([`interrupted`]).
-fn wait_limited(mut child: Child, limit: Duration) -> Result<(std::process::Output, f64), String> {
-    let pid = child.id();
-    let (stdout, stderr) = drain(&mut child);
-    let (status, cpu) = wait_cpu_limited(pid, limit, || {
-        let _ = sys::kill(pid, libc::SIGKILL);
-    })?;
-    let out = std::process::Output {
-        status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
-    };
-    Ok((out, cpu))
-}
-
-/// Waits for the child `pid` (which nothing else waits for) at most `limit`: its status and
-/// CPU seconds ([`sys::wait_cpu`]). After `limit`, or when the user interrupts the
-/// experiment ([`interrupted`]), calls `kill` and says why.
-pub(crate) fn wait_cpu_limited(
-    pid: u32,
-    limit: Duration,
-    kill: impl Fn(),
-) -> Result<(std::process::ExitStatus, f64), String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(sys::wait_cpu(pid, false));
-    });
-    let start = wall_clock();
-    loop {
-        match rx.recv_timeout(STOP_POLL) {
-            Ok(Ok(Some(done))) => return Ok(done),
-            Ok(Ok(None)) => return Err("waiting for the client: no status".into()),
-            Ok(Err(e)) => return Err(format!("waiting for the client: {e}")),
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Err("the client's waiter died".into()),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        let why = if interrupted() {
-            "interrupted".to_owned()
-        } else if start.elapsed() >= limit {
-            format!("the run did not finish within {limit:?} (max_time); the client was killed")
-        } else {
-            continue;
-        };
-        kill();
-        let _ = rx.recv_timeout(Duration::from_secs(5));
-        return Err(why);
-    }
-}
-
-/// Whether the user asked the experiment to stop (Ctrl-C, SIGTERM, SIGHUP: building a
-/// testbed catches them so that it can always clean up).
-pub fn interrupted() -> bool {
-    sys::stop_requested()
-}
-
-/// The last `n` non-empty lines of `text`, joined with " | ".
-pub(crate) fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(n)..].join(" | ")
-}
-
-/// `s` quoted for a shell when it needs it (manifests only).
-pub(crate) fn shell_word(s: &str) -> String {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,".contains(&b)) {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
 }
 
 /// The `profile` of an endpoint's JSON ([`add_profiles`]).

@@ -161,7 +161,7 @@ fn baseline_kind(r: &Row) -> &str {
 }
 
 /// A row's transport; rows made before the column existed ran mpq's QUIC.
-fn transport(r: &Row) -> &str {
+pub(crate) fn transport(r: &Row) -> &str {
     if r.transport.is_empty() {
         crate::experiment::QUIC
     } else {

@@ -14,7 +14,7 @@ use crate::metrics::Row;
 use crate::plan::Role;
 
 use super::figure::{Figure, Plot, Series};
-use super::groups::Varying;
+use super::groups::{transport, Varying};
 use super::model::slug;
 use super::stats::{median, share_at_least};
 
@@ -134,15 +134,6 @@ pub fn figure(class: &str, rows: &[&Row]) -> Option<Figure> {
             x_max: Some(RATIO_AXIS_MAX),
         },
     })
-}
-
-/// A row's transport; rows made before the column existed ran mpq's QUIC.
-fn transport(r: &Row) -> &str {
-    if r.transport.is_empty() {
-        QUIC
-    } else {
-        &r.transport
-    }
 }
 
 #[cfg(test)]
