@@ -453,9 +453,6 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         if t != QUIC && !f.testbed.is_kernel() {
             return Err(c.err(&key, format!("{t} runs over real kernels: it needs testbed: netns (or ssh)")));
         }
-        if t.starts_with("quic:") && f.testbed != Testbed::Netns {
-            return Err(c.err(&key, format!("{t}: implementation folders run on testbed: netns only (for now)")));
-        }
         if transports[..i].contains(t) {
             return Err(c.err(&key, format!("{t} is listed twice")));
         }

@@ -4,7 +4,9 @@
 //! run with its first and last second trimmed, so that neither the handshake and slow start
 //! nor the close weigh in. IP bytes, headers included: what the link carried, where goodput
 //! counts what the application got. The same sampler reads the CPU time of each of the
-//! client's threads (`/proc/PID/task/TID/stat`), the last value seen per thread name.
+//! client's threads (`/proc/PID/task/TID/stat`), the last value seen per thread name, and
+//! the busy share of each of the machine's cores over the run (`/proc/stat`, which no
+//! namespace hides: the whole machine's cores, whatever runs on them).
 
 use std::collections::BTreeMap;
 use std::thread::JoinHandle;
@@ -28,6 +30,9 @@ pub struct Samples {
     /// CPU seconds per thread name (threads of one name summed), as last seen: up to one
     /// interval short of the whole.
     pub threads: BTreeMap<String, f64>,
+    /// Each core's busy share (0-1) between the first and the last sample ([`core_busy`]);
+    /// empty when `/proc/stat` could not be read twice.
+    pub cores: Vec<f64>,
 }
 
 /// Samples process `pid` every [`INTERVAL`] until `/proc/PID/net/dev` goes away (the process
@@ -38,7 +43,10 @@ pub fn sample(pid: u32, ifaces: Vec<String>) -> JoinHandle<Samples> {
         let ticks = crate::testbed::sys::clock_ticks();
         let mut out = Samples::default();
         let mut per_tid: BTreeMap<u32, (String, f64)> = BTreeMap::new();
+        let first_stat = std::fs::read_to_string("/proc/stat").ok();
+        let mut last_stat = None;
         while let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/dev")) {
+            last_stat = std::fs::read_to_string("/proc/stat").ok();
             out.rx.push((start.elapsed().as_secs_f64(), rx_bytes(&text, &ifaces)));
             if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
                 for t in tasks.flatten() {
@@ -55,8 +63,47 @@ pub fn sample(pid: u32, ifaces: Vec<String>) -> JoinHandle<Samples> {
         for (name, cpu) in per_tid.into_values() {
             *out.threads.entry(name).or_default() += cpu;
         }
+        if let (Some(a), Some(b)) = (first_stat, last_stat) {
+            out.cores = core_busy(&a, &b);
+        }
         out
     })
+}
+
+/// Each core's busy share (0-1) between two readings of `/proc/stat`: of the time its
+/// `cpuN` line counted in between, what was not idle or waiting for I/O (user, nice,
+/// system, irq, softirq, steal; guest time is inside user's already). Cores in order of
+/// their number; a core missing from either reading, or whose counters did not advance,
+/// counts as 0 (an offline core).
+pub fn core_busy(before: &str, after: &str) -> Vec<f64> {
+    let (a, b) = (core_ticks(before), core_ticks(after));
+    let n = a.keys().chain(b.keys()).max().map_or(0, |&m| m + 1);
+    (0..n)
+        .map(|k| match (a.get(&k), b.get(&k)) {
+            (Some(&(busy0, total0)), Some(&(busy1, total1))) if total1 > total0 => {
+                (busy1.saturating_sub(busy0) as f64 / (total1 - total0) as f64).clamp(0.0, 1.0)
+            }
+            _ => 0.0,
+        })
+        .collect()
+}
+
+/// `(busy ticks, total ticks)` of each `cpuN` line of a `/proc/stat` text, by core number.
+fn core_ticks(stat: &str) -> BTreeMap<usize, (u64, u64)> {
+    stat.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let core: usize = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+            // user nice system idle iowait irq softirq steal (guest, guest_nice: in user).
+            let v: Vec<u64> = f.take(8).map(|x| x.parse().unwrap_or(0)).collect();
+            if v.len() < 4 {
+                return None;
+            }
+            let total: u64 = v.iter().sum();
+            let idle = v[3] + v.get(4).copied().unwrap_or(0);
+            Some((core, (total - idle, total)))
+        })
+        .collect()
 }
 
 /// A thread's name and CPU seconds (user + system) from its `/proc/.../stat` line.
@@ -115,6 +162,22 @@ mod tests {
         let odd = "7 (a (b) c) R 1 1 1 0 -1 0 0 0 0 0 10 10 0 0";
         assert_eq!(thread_cpu(odd, 100.0), Some(("a (b) c".into(), 0.2)));
         assert_eq!(thread_cpu("garbage", 100.0), None);
+    }
+
+    #[test]
+    fn core_use_is_the_busy_share_of_each_cores_ticks_between_two_readings() {
+        let before = "cpu  300 0 100 1000 0 0 0 0 0 0\ncpu0 100 0 50 500 0 0 0 0 0 0\ncpu1 200 0 50 500 0 0 0 0 0 0\nintr 1 2 3\n";
+        // cpu0: 30 busy (user 20, system 5, softirq 5) of 100; cpu1: 90 of 100 (iowait is idle).
+        let after = "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 120 0 55 560 10 0 5 0 0 0\ncpu1 280 5 55 505 5 0 0 0 0 0\n";
+        let c = core_busy(before, after);
+        assert_eq!(c.len(), 2);
+        assert!((c[0] - 0.30).abs() < 1e-9, "{c:?}");
+        assert!((c[1] - 0.90).abs() < 1e-9, "{c:?}");
+        // A core that went away, or whose counters stood still, is 0; garbage is nothing.
+        assert_eq!(core_busy(before, "cpu1 200 0 50 500 0 0 0 0\n"), vec![0.0, 0.0]);
+        assert!(core_busy("garbage", "cpuX 1 2 3 4").is_empty());
+        // Old kernels' four fields only.
+        assert_eq!(core_busy("cpu0 0 0 0 0\n", "cpu0 1 0 1 2\n"), vec![0.5]);
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub const METRICS: &[&str] = &[
     "completion_s",
     "cpu_client_s",
     "cpu_server_s",
+    "cpu_cores",
     "throughput_bps",
     "goodput_bps",
     "path_bytes",
@@ -183,6 +184,14 @@ pub struct Row {
     /// only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_server_s: Option<f64>,
+    /// Kernel testbed only: each core's busy share (0-1) over the client's run on the machine
+    /// that ran the client, in core order (`/proc/stat`, [`crate::ifstats::core_busy`]). On
+    /// the namespace testbed that machine runs the server and the link emulator too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cores: Option<Vec<f64>>,
+    /// SSH testbed only: the same for the server's host, over the server's run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cores_server: Option<Vec<f64>>,
     /// Kernel testbed with `--profile` only: the client's CPU profile, % of its samples per
     /// category (packet I/O, crypto, connection management, locking, application, ACK
     /// handling, other; [`crate::profile`]).

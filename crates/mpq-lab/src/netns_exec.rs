@@ -393,6 +393,7 @@ fn measure(
         o.insert("cpu_s".into(), serde_json::json!(client_cpu));
         o.insert("throughput_bps".into(), serde_json::json!(throughput));
         o.insert("threads_cpu_s".into(), serde_json::json!(sampled.threads));
+        o.insert("cores".into(), serde_json::json!(sampled.cores));
         if scenario.competitor {
             let rate = competitor_rate(before.as_ref(), after.as_ref(), elapsed);
             o.insert("competitor_bps".into(), serde_json::json!(rate));
@@ -474,6 +475,11 @@ fn threads_of(v: &serde_json::Value) -> Option<std::collections::BTreeMap<String
         .filter(|t| !t.is_empty())
 }
 
+/// An endpoint's per-core busy shares (`cores` of its JSON), if any.
+fn cores_of(v: &serde_json::Value) -> Option<Vec<f64>> {
+    v.get("cores").and_then(|c| serde_json::from_value::<Vec<f64>>(c.clone()).ok()).filter(|c| !c.is_empty())
+}
+
 /// Fills `r` (a row with nothing measured) from what the run measured.
 pub(crate) fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
     r.error = None;
@@ -525,6 +531,8 @@ pub(crate) fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
     r.threads_client = threads_of(&m.client);
     r.threads_server = m.server.as_ref().and_then(threads_of);
     r.cpu_server_s = m.server.as_ref().and_then(|s| num(s, "cpu_s"));
+    r.cpu_cores = cores_of(&m.client);
+    r.cpu_cores_server = m.server.as_ref().and_then(cores_of);
     r.ack_frames = paths(&m.client).iter().map(|p| int(p, "acks_sent")).sum();
     let ranges: u64 = paths(&m.client).iter().map(|p| int(p, "ack_ranges_sent")).sum();
     r.ranges_per_ack = (r.ack_frames > 0).then(|| ranges as f64 / r.ack_frames as f64);

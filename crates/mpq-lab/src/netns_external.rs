@@ -26,7 +26,7 @@ use crate::testbed::{control, state::State, sys};
 /// The UDP port servers listen on (each run has fresh namespaces, so it is always free).
 const PORT: u16 = 443;
 /// The name of the file a run downloads.
-const FILE: &str = "bulk";
+pub(crate) const FILE: &str = "bulk";
 /// How long a server may take to bind its port (Python start-up included).
 const SERVER_BIND_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the server's port is looked for: the implementations print nothing common
@@ -134,7 +134,7 @@ pub(crate) fn measure(
         None => dir("logs")?,
     };
     write_file(&www.join(FILE), run.size, seed)?;
-    write_certs(&certs, state)?;
+    write_certs(&certs, &state.paths.iter().map(|p| p.server.clone()).collect::<Vec<_>>())?;
 
     let env = |role: &str| -> Vec<(String, String)> {
         let role_logs = logs.join(role);
@@ -217,9 +217,7 @@ pub(crate) fn measure(
     let links = crate::netns_exec::PathCounters::of_emulator(
         &control::stats(&state.name).map_err(|e| format!("the emulator's counters: {e}"))?,
     );
-    let delivered = &links.delivered;
-    let total: u64 = delivered.iter().sum();
-    let carrying = delivered.iter().filter(|&&b| total > 0 && b as f64 >= CARRYING_SHARE * total as f64).count();
+    let carrying = carrying_paths(&links.delivered);
     let client = serde_json::json!({
         "bytes": bytes,
         "duration_s": duration,
@@ -228,9 +226,17 @@ pub(crate) fn measure(
         "cpu_s": client_cpu,
         "throughput_bps": throughput,
         "threads_cpu_s": sampled.threads,
+        "cores": sampled.cores,
     });
     let server = Some(serde_json::json!({ "cpu_s": server_cpu }));
     Ok(Measured { client, server, links, command, verified: Some(same), pids })
+}
+
+/// How many paths carried a run's data: those that delivered at least [`CARRYING_SHARE`] of
+/// the bytes.
+pub(crate) fn carrying_paths(delivered: &[u64]) -> usize {
+    let total: u64 = delivered.iter().sum();
+    delivered.iter().filter(|&&b| total > 0 && b as f64 >= CARRYING_SHARE * total as f64).count()
 }
 
 /// Waits until a UDP socket of the server's namespace is bound to `port` (read from the
@@ -293,9 +299,9 @@ fn write_file(path: &Path, size: u64, seed: u64) -> Result<(), String> {
 /// Writes `cert.pem` and `priv.key` (the server's, self-signed for `localhost` and every
 /// server address of the testbed) and `ca.pem` (the same certificate: the clients' trust
 /// anchor) into `dir`.
-fn write_certs(dir: &Path, state: &State) -> Result<(), String> {
+pub(crate) fn write_certs(dir: &Path, servers: &[String]) -> Result<(), String> {
     let mut names = vec!["localhost".to_owned()];
-    names.extend(state.paths.iter().map(|p| p.server.clone()));
+    names.extend(servers.iter().cloned());
     let ck = rcgen::generate_simple_self_signed(names).map_err(|e| format!("generating a certificate: {e}"))?;
     let pem = ck.cert.pem();
     for (file, text) in [("cert.pem", &pem), ("ca.pem", &pem), ("priv.key", &ck.signing_key.serialize_pem())] {

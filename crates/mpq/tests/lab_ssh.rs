@@ -119,6 +119,8 @@ impl Hosts {
                 "ssh_options": ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"],
                 "ips": paths.iter().map(|p| p[role].clone()).collect::<Vec<_>>(),
                 "interfaces": paths.iter().map(|p| p["interface"].clone()).collect::<Vec<_>>(),
+                // (Both "hosts" see this checkout.)
+                "implementations": Path::new(env!("CARGO_MANIFEST_DIR")).join("../../implementations"),
             })
         };
         let path = d.join(format!("hosts-{port}.json"));
@@ -216,6 +218,9 @@ fn the_shipped_ssh_experiment_runs_on_two_sshd_hosts_and_leaves_nothing_behind()
             let cpu = r[k].as_f64().unwrap_or(-1.0);
             assert!(cpu > 0.0 && cpu < 2.0 * r["sim_wall_s"].as_f64().unwrap(), "{k}: {r}");
         }
+        // Each host's cores from its /proc/stat (both "hosts" are this machine's namespaces).
+        check_cores(r, "cpu_cores", r["cpu_client_s"].as_f64().unwrap());
+        check_cores(r, "cpu_cores_server", r["cpu_server_s"].as_f64().unwrap());
         let threads = r["threads_client"].as_object().unwrap_or_else(|| panic!("threads_client: {r}"));
         let id = r["run_id"].as_str().unwrap();
         let server = r["threads_server"].as_object().unwrap_or_else(|| panic!("threads_server: {r}"));
@@ -332,4 +337,108 @@ fn profiles_are_recorded_on_each_host_and_categorised() {
     let ps =
         Command::new("pgrep").args(["-f", "perf record -a -e cpu-clock -g --quiet -o perf.data"]).output().unwrap();
     assert!(ps.stdout.is_empty(), "perf left running: {}", String::from_utf8_lossy(&ps.stdout));
+}
+
+#[test]
+fn implementation_folders_run_on_the_hosts_with_the_interop_runners_variables() {
+    if !available() || !sshd_installed() {
+        return;
+    }
+    let hosts = Hosts::up("sshimpl", 7, &["100mbit/10ms/queue=20ms", "50mbit/20ms/queue=20ms"]);
+    let dir = hosts.dir.path();
+    let file = dir.join("impl.yaml");
+    // mpq's own folder (its build needs nothing: MPQ is the lab's copy on each host), over
+    // one path and over both.
+    std::fs::write(
+        &file,
+        "name: ssh-impl\ntestbed: ssh\nseed: 3\nworkload: {download: 4MB}\n\
+         factors: {transport: [quic:mpq], initial_path: [0]}\nbaselines: {single_path: true}\nmax_time: 60s\n\
+         topology: {paths: [{rate: 100mbit, rtt: 10ms, queue: 20ms}, {rate: 50mbit, rtt: 20ms, queue: 20ms}]}\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let (rows, stderr, pid) = run_on_hosts(&file, &hosts.file(22), &out, &[]);
+    assert!(stderr.contains("preparing implementation mpq on the server host"), "{stderr}");
+    assert_eq!(rows.len(), 3, "a baseline on each path and the two-path run: {rows:?}");
+    for r in &rows {
+        assert_eq!(r["error"], serde_json::Value::Null, "{r}");
+        // Completed, and the download's SHA-256 is the served file's.
+        assert_eq!((r["completed"].as_bool(), r["data_ok"].as_bool()), (Some(true), Some(true)), "{r}");
+        assert_eq!(r["bytes"].as_u64(), Some(4_000_000), "{r}");
+        // The client process's time on its host: more than the bytes at 150 Mbit/s take.
+        let t = r["completion_s"].as_f64().unwrap();
+        assert!(t > 4e6 * 8.0 / 150e6 && t < 60.0, "{r}");
+        check_cores(r, "cpu_cores", r["cpu_client_s"].as_f64().unwrap());
+        check_cores(r, "cpu_cores_server", r["cpu_server_s"].as_f64().unwrap());
+        let bytes: Vec<u64> = r["path_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
+        if r["role"] == "multipath" {
+            assert_eq!(r["multipath"], true, "{r}");
+            // (The second path opens after the handshake: a short download's share of it is
+            // small, but both paths carry data.)
+            assert!(bytes.iter().all(|&b| b > 40_000), "both paths carry data: {r}");
+            assert!(r["eben"].as_f64().is_some(), "{r}");
+        } else {
+            assert_eq!(r["multipath"], false, "{r}");
+            assert_eq!(bytes.iter().filter(|&&b| b > 100_000).count(), 1, "one path: {r}");
+        }
+        // The endpoints' logs came back: the server's TLS secrets, the client's qlog-less log.
+        // (Run IDs name directories with anything but [A-Za-z0-9._-] as `_`.)
+        let logs = out.join("logs").join(r["run_id"].as_str().unwrap().replace(['/', ':'], "_"));
+        let keys = std::fs::read_to_string(logs.join("server").join("keys.log")).unwrap_or_default();
+        assert!(keys.contains("CLIENT_TRAFFIC_SECRET_0"), "SSLKEYLOGFILE on the server's host: {:?}", walk(&logs));
+        assert!(logs.join("client").join("stderr.log").is_file(), "{}", logs.display());
+    }
+    let manifest = std::fs::read_to_string(out.join("manifests.jsonl")).unwrap();
+    assert!(manifest.contains("implementations/mpq/run-client.sh"), "{manifest}");
+    assert_eq!(lab_dirs(pid), Vec::<String>::new());
+    let ps = Command::new("pgrep").args(["-f", &format!("mpq-lab-ssh-impl-{pid}-")]).output().unwrap();
+    assert!(ps.stdout.is_empty(), "endpoints left: {}", String::from_utf8_lossy(&ps.stdout));
+    // Without the folders' place on the hosts, the lab says what to add before any run.
+    let bare = std::fs::read_to_string(hosts.file(22)).unwrap().replace("\"implementations\"", "\"unused\"");
+    let mut v: serde_json::Value = serde_json::from_str(&bare).unwrap();
+    v["server"].as_object_mut().unwrap().remove("unused");
+    v["client"].as_object_mut().unwrap().remove("unused");
+    let bare_file = dir.join("bare.json");
+    std::fs::write(&bare_file, v.to_string()).unwrap();
+    let (o, _) = mpq_lab(&[
+        "lab",
+        "run",
+        file.to_str().unwrap(),
+        "--hosts",
+        bare_file.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        dir.join("out2").to_str().unwrap(),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("give the server host's `implementations:`"), "{e}");
+}
+
+/// Checks a row's per-core use (`cpu_cores`, or `key`): one share in 0..=1 per core of this
+/// machine, and enough busy time over the run for the CPU seconds `spent` of what ran on it.
+fn check_cores(r: &serde_json::Value, key: &str, spent: f64) {
+    let cores: Vec<f64> =
+        r[key].as_array().unwrap_or_else(|| panic!("{key}: {r}")).iter().map(|c| c.as_f64().unwrap()).collect();
+    let online = std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .count();
+    assert_eq!(cores.len(), online, "one share per core: {r}");
+    assert!(cores.iter().all(|c| (0.0..=1.0).contains(c)), "{key}: {r}");
+    let busy_s = cores.iter().sum::<f64>() * r["sim_wall_s"].as_f64().unwrap();
+    assert!(busy_s + 0.3 >= spent, "{key}: {busy_s} s busy for {spent} s of CPU: {r}");
+}
+
+/// Every file under `dir`, for messages.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
 }

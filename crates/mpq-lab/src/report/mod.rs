@@ -1,7 +1,7 @@
 //! `mpq lab report`: one self-contained HTML page from a results directory (or results
 //! file): EBen CDFs per class and per variant (seed 002 figures 4-8), box plots of completion
 //! time and goodput, completion-time ratios of TCP+TLS and MPTCP+TLS against mpq where runs
-//! have both (figure 3), request delay over time where runs have requests (figure 11), a summary
+//! have both (figure 3), CPU use per core where the kernel testbeds measured it, request delay over time where runs have requests (figure 11), a summary
 //! per class and variant and a per-scenario table. Figures are drawn with plotters: inline
 //! SVG in the page and, on request, PNG files.
 //!
@@ -10,8 +10,10 @@
 //!   [`stats`]: CDF steps, quartiles, medians.
 //! - [`ratios`]: completion-time ratios of the kernel's transports against mpq's (seed 002
 //!   figure 3), where the results have both.
+//! - [`cores`]: CPU use per core on the kernel testbeds, where the runs measured it.
 //! - [`figure`]: drawing (SVG and PNG); [`html`]: the page.
 
+pub mod cores;
 pub mod figure;
 pub mod groups;
 pub mod html;

@@ -174,6 +174,7 @@ pub fn build(rows: &[Row]) -> ReportModel {
         }
         figures.extend(boxes_of_class(class, &in_class, &v));
         figures.extend(super::ratios::figure(class, &in_class));
+        figures.extend(super::cores::figure(class, &in_class, &v));
     }
     if classes.len() > 1 {
         for variant in &variants {

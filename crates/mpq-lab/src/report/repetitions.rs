@@ -46,6 +46,16 @@ fn med_vec(rows: &[&Row], f: impl Fn(&Row) -> &Vec<f64>) -> Vec<f64> {
     (0..n).map(|i| med(rows, |r| Some(f(r)[i])).unwrap_or(0.0)).collect()
 }
 
+/// Element-wise medians of the repetitions that have the vector (all equally long), if any.
+fn med_opt_vec(rows: &[&Row], f: impl Fn(&Row) -> Option<&Vec<f64>>) -> Option<Vec<f64>> {
+    let have: Vec<&Vec<f64>> = rows.iter().filter_map(|r| f(r)).collect();
+    let n = have.first()?.len();
+    if n == 0 || have.iter().any(|v| v.len() != n) {
+        return None;
+    }
+    (0..n).map(|i| median(&have.iter().map(|v| v[i]).collect::<Vec<_>>())).collect()
+}
+
 /// One row per run (class, point, run name) with the medians over its repetitions (see the
 /// [module docs](self)); rows of unrepeated runs come back unchanged.
 pub fn medians(rows: &[Row]) -> Vec<Row> {
@@ -76,6 +86,7 @@ pub fn medians(rows: &[Row]) -> Vec<Row> {
                 eben: med(&reps, |r| r.eben),
                 baseline_goodput_bps: med_vec(&reps, |r| &r.baseline_goodput_bps),
                 path_share: med_vec(&reps, |r| &r.path_share),
+                cpu_cores: med_opt_vec(&reps, |r| r.cpu_cores.as_ref()),
                 competitor_goodput_bps: med(&reps, |r| r.competitor_goodput_bps),
                 delay_p50_ms: med(&reps, |r| r.delay_p50_ms),
                 delay_p90_ms: med(&reps, |r| r.delay_p90_ms),
@@ -112,6 +123,9 @@ mod tests {
         rows.extend(rep(1, [8e6, 4e6], [12e6, 4e6]));
         rows.extend(rep(2, [10e6, 4e6], [14e6, 8e6]));
         rows[11].completed = false;
+        // Per-core use of multipath run i0 in two of its repetitions only.
+        rows[2].cpu_cores = Some(vec![0.2, 0.9]);
+        rows[6].cpu_cores = Some(vec![0.4, 0.5]);
         assert_eq!(count(&rows), 3);
         let m = medians(&rows);
         assert_eq!(m.len(), 4, "two baselines and two multipath runs");
@@ -125,6 +139,11 @@ mod tests {
         assert_eq!(i0.eben, Some(1.0));
         assert_eq!(i0.baseline_goodput_bps, [8e6, 4e6]);
         assert!(i0.completed);
+        assert_eq!(
+            i0.cpu_cores.as_ref().map(|c| c.iter().map(|x| (x * 100.0).round()).collect::<Vec<_>>()),
+            Some(vec![30.0, 70.0])
+        );
+        assert_eq!(m[1].cpu_cores, None, "no repetition measured it");
         let i1 = &m[1];
         // EBen: 0.25, -0.5, -0.2; one repetition did not complete.
         assert_eq!(i1.eben, Some(-0.2));

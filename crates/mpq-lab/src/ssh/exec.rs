@@ -11,7 +11,8 @@
 //! The network is the hosts' own: the lab neither shapes nor counts it in the middle. Each
 //! path's bytes come from the client's interface counters, throughput from the same
 //! counters with the first and last second trimmed, CPU from the endpoints' `times` and
-//! their threads' `/proc` stat lines (`data/ssh-endpoint.sh`).
+//! their threads' `/proc` stat lines, each host's per-core use from its `/proc/stat`
+//! (`data/ssh-endpoint.sh`).
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -32,7 +33,7 @@ use crate::plan::{Plan, PlannedScenario, RunSpec};
 /// The endpoint wrapper, copied to every host.
 const ENDPOINT_SCRIPT: &str = include_str!("../../data/ssh-endpoint.sh");
 /// How long a short command on a host may take (SSH's connection included).
-const COMMAND_LIMIT: Duration = Duration::from_secs(30);
+pub(super) const COMMAND_LIMIT: Duration = Duration::from_secs(30);
 /// How long copying the binary to a host may take.
 const COPY_LIMIT: Duration = Duration::from_secs(300);
 /// How long one pre- or post-run script may take.
@@ -46,13 +47,24 @@ fn wall_clock() -> std::time::Instant {
 }
 
 /// Checks, before anything runs, that the plan can run on these hosts: downloads, or
-/// request/response over mpq's QUIC in one connection; no
+/// request/response over mpq's QUIC in one connection; implementation folders only where the
+/// hosts file says where they are on both hosts; no
 /// shared bottleneck or scripted failure (nothing between the hosts is the lab's), no more
 /// paths than the hosts have address pairs, and one network per class (the topology
 /// describes the hosts' network; it cannot vary it).
 pub fn check(exp: &Experiment, plan: &Plan, hosts: &Hosts) -> Result<(), String> {
     let file = exp.path.display();
     crate::netns_exec::check_workload(exp)?;
+    if let Some(imp) = exp.implementations.first() {
+        for (role, h) in [("server", &hosts.server), ("client", &hosts.client)] {
+            if h.implementations.is_none() {
+                return Err(format!(
+                    "{file}: transport quic:{} runs the implementation folder on each host: give the {role} host's `implementations:` in the hosts file (the implementations/ folder of a checkout of this repository there)",
+                    imp.name
+                ));
+            }
+        }
+    }
     for s in &plan.scenarios {
         if s.bottleneck.is_some() || !s.fail.is_empty() {
             return Err(format!(
@@ -80,11 +92,11 @@ pub fn check(exp: &Experiment, plan: &Plan, hosts: &Hosts) -> Result<(), String>
 
 /// The lab's directories on both hosts, ready for runs; removed when dropped.
 pub struct SshTestbed {
-    hosts: Hosts,
-    server: Remote,
-    client: Remote,
+    pub(super) hosts: Hosts,
+    pub(super) server: Remote,
+    pub(super) client: Remote,
     /// The lab's directory on the server's host and on the client's.
-    bases: [String; 2],
+    pub(super) bases: [String; 2],
     /// The hosts' kernel releases (server, client), for manifests.
     releases: [String; 2],
     /// The scripts' names on the hosts (`scripts/K-NAME`), by local path.
@@ -181,6 +193,9 @@ impl SshTestbed {
             r.run(&format!("{base}/mpq --version"), b"", COMMAND_LIMIT).map_err(|e| {
                 format!("{e}; the copied mpq does not run there (build it for that host's architecture and C library)")
             })?;
+            for imp in &exp.implementations {
+                super::external::prepare(r, imp, base)?;
+            }
             if profile {
                 r.run(super::profile::CHECK, b"", COMMAND_LIMIT).map_err(|e| {
                     format!("--profile needs perf on the {} host (Debian: apt-get install linux-perf): {e}", r.role)
@@ -280,7 +295,28 @@ impl SshTestbed {
         }
         self.scripts(&self.server, &self.bases[0], &dirs[0], "pre", &exp.scripts.pre.server, run)?;
         self.scripts(&self.client, &self.bases[1], &dirs[1], "pre", &exp.scripts.pre.client, run)?;
-        let result = self.endpoints(exp, run, qlog.is_some(), &dirs);
+        // (Recording before either endpoint starts, so that it sees all their threads.)
+        let recordings = if self.profile {
+            Some((
+                super::profile::HostRecording::start(&self.server, &dirs[0])?,
+                super::profile::HostRecording::start(&self.client, &dirs[1])?,
+            ))
+        } else {
+            None
+        };
+        let implementation = crate::implementation::name_of(&run.transport)
+            .map(|name| exp.implementations.iter().find(|i| i.name == name).ok_or(format!("no implementation {name}")))
+            .transpose()?;
+        let result = match implementation {
+            Some(imp) => self.external(exp, run, imp, &dirs),
+            None => self.endpoints(exp, run, qlog.is_some(), &dirs),
+        };
+        let result = result.map(|mut m| {
+            if let Some((server_rec, client_rec)) = recordings {
+                add_profiles(&mut m, [server_rec.stop(), client_rec.stop()], run);
+            }
+            m
+        });
         // Post-run scripts and logs also after a failed run: they may say why.
         let post = self
             .scripts(&self.client, &self.bases[1], &dirs[1], "post", &exp.scripts.post.client, run)
@@ -299,15 +335,6 @@ impl SshTestbed {
         let path_ip = |h: &super::hosts::Host, k: usize| h.ips[run.path_indices[k]];
         let quic_logs = |on: bool| if on && run.transport == QUIC { " --qlog-dir logs/qlog" } else { "" };
         let listen = if path_ip(&self.hosts.server, 0).is_ipv6() { "[::]:0" } else { "0.0.0.0:0" };
-        // (Recording before either endpoint starts, so that it sees all their threads.)
-        let recordings = if self.profile {
-            Some((
-                super::profile::HostRecording::start(&self.server, &dirs[0])?,
-                super::profile::HostRecording::start(&self.client, &dirs[1])?,
-            ))
-        } else {
-            None
-        };
         let mut server = Endpoint {
             remote: &self.server,
             dir: dirs[0].clone(),
@@ -384,43 +411,26 @@ impl SshTestbed {
             .ok_or_else(|| format!("no JSON summary from the client: {}", last_lines(&stderr, 3)))?;
         let mut server_report = ended.recv_timeout(SERVER_REPORT_TIMEOUT).ok();
         server.stop()?;
-        if let Some((server_rec, client_rec)) = recordings {
-            let profiles = [server_rec.stop(), client_rec.stop()];
-            for (json, p) in [server_report.as_mut(), Some(&mut client_json)].into_iter().zip(profiles) {
-                match (json, p) {
-                    (Some(serde_json::Value::Object(o)), Ok(p)) if p.values().sum::<f64>() > 0.0 => {
-                        o.insert("profile".into(), serde_json::json!(p));
-                    }
-                    (_, Err(e)) => eprintln!("warning: {}: {e}", run.id),
-                    (Some(_), Ok(_)) => eprintln!("warning: {}: a profile caught no sample of its endpoint", run.id),
-                    (None, Ok(_)) => {}
-                }
-            }
-        }
 
-        let read =
-            self.client.run(&format!("cd {} && cat cpu && echo @@ && cat samples", dirs[1]), b"", COMMAND_LIMIT)?;
-        let read = String::from_utf8_lossy(&read.stdout);
-        let (cpu, sampled) = read.split_once("@@\n").unwrap_or((&read, ""));
-        let ifaces: Vec<String> = run.path_indices.iter().map(|&i| self.hosts.client.interfaces[i].clone()).collect();
-        let sampled = samples::parse(sampled, &ifaces);
-        let read =
-            self.server.run(&format!("cd {} && cat cpu && echo @@ && cat samples", dirs[0]), b"", COMMAND_LIMIT)?;
-        let read = String::from_utf8_lossy(&read.stdout);
-        let (cpu_text, server_sampled) = read.split_once("@@\n").unwrap_or((&read, ""));
-        let server_cpu = samples::children_cpu(cpu_text);
-        let server_threads = samples::parse(server_sampled, &[]).threads;
-        if let Some(o) = client_json.as_object_mut() {
-            o.insert("cpu_s".into(), serde_json::json!(samples::children_cpu(cpu)));
-            o.insert("throughput_bps".into(), serde_json::json!(crate::ifstats::trimmed_rate(&sampled.rx)));
-            o.insert("threads_cpu_s".into(), serde_json::json!(sampled.threads));
-        }
-        if let (Some(serde_json::Value::Object(o)), Some(cpu)) = (&mut server_report, server_cpu) {
-            o.insert("cpu_s".into(), serde_json::json!(cpu));
-            o.insert("threads_cpu_s".into(), serde_json::json!(server_threads));
-        }
-        let links = PathCounters { delivered: sampled.per_interface, dropped: 0 };
+        let on_hosts = self.read_samples(run, dirs)?;
+        on_hosts.add_to(&mut client_json, server_report.as_mut());
+        let links = PathCounters { delivered: on_hosts.client.per_interface.clone(), dropped: 0 };
         Ok(Measured { client: client_json, server: server_report, links, command, verified: None, pids: (0, 0) })
+    }
+
+    /// What the endpoint wrapper measured on both hosts in the run's directories `dirs`
+    /// (server's, client's), once both endpoints ended.
+    pub(super) fn read_samples(&self, run: &RunSpec, dirs: &[String; 2]) -> Result<OnHosts, String> {
+        let read = |r: &Remote, dir: &str, ifaces: &[String]| -> Result<(Option<f64>, samples::HostSamples), String> {
+            let out = r.run(&format!("cd {dir} && cat cpu && echo @@ && cat samples"), b"", COMMAND_LIMIT)?;
+            let out = String::from_utf8_lossy(&out.stdout);
+            let (cpu, sampled) = out.split_once("@@\n").unwrap_or((&out, ""));
+            Ok((samples::children_cpu(cpu), samples::parse(sampled, ifaces)))
+        };
+        let ifaces: Vec<String> = run.path_indices.iter().map(|&i| self.hosts.client.interfaces[i].clone()).collect();
+        let (client_cpu, client) = read(&self.client, &dirs[1], &ifaces)?;
+        let (server_cpu, server) = read(&self.server, &dirs[0], &[])?;
+        Ok(OnHosts { client_cpu, client, server_cpu, server })
     }
 
     /// `LOGS/RUN` (the run ID with `/` as `_`).
@@ -464,6 +474,55 @@ impl Drop for SshTestbed {
     }
 }
 
+/// Puts each endpoint's profile (server's, client's) into its JSON; a profile that failed
+/// or caught nothing is left out with a warning: the run itself stands.
+fn add_profiles(
+    m: &mut Measured,
+    profiles: [Result<std::collections::BTreeMap<String, f64>, String>; 2],
+    run: &RunSpec,
+) {
+    for (json, p) in [m.server.as_mut(), Some(&mut m.client)].into_iter().zip(profiles) {
+        match (json, p) {
+            (Some(serde_json::Value::Object(o)), Ok(p)) if p.values().sum::<f64>() > 0.0 => {
+                o.insert("profile".into(), serde_json::json!(p));
+            }
+            (_, Err(e)) => eprintln!("warning: {}: {e}", run.id),
+            (Some(_), Ok(_)) => eprintln!("warning: {}: a profile caught no sample of its endpoint", run.id),
+            (None, Ok(_)) => {}
+        }
+    }
+}
+
+/// What the endpoint wrapper measured on the hosts ([`SshTestbed::read_samples`]).
+pub(super) struct OnHosts {
+    /// The client's CPU seconds (`times`).
+    pub client_cpu: Option<f64>,
+    /// The client host's samples: interfaces, threads, cores.
+    pub client: samples::HostSamples,
+    /// The server's CPU seconds.
+    pub server_cpu: Option<f64>,
+    /// The server host's samples.
+    pub server: samples::HostSamples,
+}
+
+impl OnHosts {
+    /// Puts CPU, throughput, threads and cores into the endpoints' JSON (the server's only
+    /// if it has one and its CPU time was read).
+    pub fn add_to(&self, client: &mut serde_json::Value, server: Option<&mut serde_json::Value>) {
+        if let Some(o) = client.as_object_mut() {
+            o.insert("cpu_s".into(), serde_json::json!(self.client_cpu));
+            o.insert("throughput_bps".into(), serde_json::json!(crate::ifstats::trimmed_rate(&self.client.rx)));
+            o.insert("threads_cpu_s".into(), serde_json::json!(self.client.threads));
+            o.insert("cores".into(), serde_json::json!(self.client.cores));
+        }
+        if let (Some(serde_json::Value::Object(o)), Some(cpu)) = (server, self.server_cpu) {
+            o.insert("cpu_s".into(), serde_json::json!(cpu));
+            o.insert("threads_cpu_s".into(), serde_json::json!(self.server.threads));
+            o.insert("cores".into(), serde_json::json!(self.server.cores));
+        }
+    }
+}
+
 /// A run's directories on both hosts, removed when dropped.
 struct RunDirs<'a> {
     remotes: [&'a Remote; 2],
@@ -480,21 +539,26 @@ impl Drop for RunDirs<'_> {
 
 /// An endpoint running on a host through the wrapper: stopped (by the process ID it wrote)
 /// when dropped, so that none outlives its run even when the SSH connection does not say.
-struct Endpoint<'a> {
-    remote: &'a Remote,
+pub(super) struct Endpoint<'a> {
+    pub remote: &'a Remote,
     /// The run's directory, where the wrapper wrote `pid`.
-    dir: String,
+    pub dir: String,
     /// The local `ssh` process, until waited for.
-    child: Option<Child>,
+    pub child: Option<Child>,
     /// Whether it ended (by itself or stopped): nothing left to stop.
-    finished: bool,
+    pub finished: bool,
 }
 
 impl Endpoint<'_> {
     /// Stops the endpoint and waits for its wrapper to finish (it then writes `cpu`).
-    fn stop(&mut self) -> Result<(), String> {
+    pub fn stop(&mut self) -> Result<(), String> {
         self.finished = true;
-        self.remote.run(&format!("kill $(cat {}/pid) 2>/dev/null; true", self.dir), b"", COMMAND_LIMIT)?;
+        // (Its children too: an implementation's run script may not `exec` its program.)
+        self.remote.run(
+            &format!("p=$(cat {}/pid) && {{ pkill -TERM -P $p; kill $p; }} 2>/dev/null; true", self.dir),
+            b"",
+            COMMAND_LIMIT,
+        )?;
         if let Some(c) = self.child.take() {
             wait_output(c, COMMAND_LIMIT).map_err(|e| format!("the {} after it was stopped: {e}", self.remote.role))?;
         }
@@ -559,7 +623,17 @@ mod tests {
         let netns = BASE.replace("testbed: ssh", "testbed: netns");
         let e = load(format!("{netns}scripts: {{pre: {{client: [pre.sh]}}}}\n{topo}")).unwrap_err();
         assert!(e.contains("need testbed: ssh"), "{e}");
-        let e = load(format!("{}{topo}", BASE.replace("mptcp-tls", "quic:noq"))).unwrap_err();
-        assert!(e.contains("testbed: netns only"), "{e}");
+        // Implementation folders run on the SSH testbed too, where the hosts file says where
+        // they are on both hosts.
+        let exp = Experiment::from_text(&file, format!("{}{topo}", BASE.replace("mptcp-tls", "quic:noq"))).unwrap();
+        let plan = Plan::new(&exp).unwrap();
+        let e = check(&exp, &plan, &Hosts::parse(HOSTS).unwrap()).unwrap_err();
+        assert!(e.contains("give the server host's `implementations:`"), "{e}");
+        let both =
+            HOSTS.replace("interfaces: [a, b]}", "interfaces: [a, b], implementations: /srv/mpq/implementations}");
+        check(&exp, &plan, &Hosts::parse(&both).unwrap()).unwrap();
+        let one = HOSTS.replacen("interfaces: [a, b]}", "interfaces: [a, b], implementations: /x}", 1);
+        let e = check(&exp, &plan, &Hosts::parse(&one).unwrap()).unwrap_err();
+        assert!(e.contains("give the client host's `implementations:`"), "{e}");
     }
 }

@@ -14,6 +14,7 @@
 //!   identity: ~/.ssh/lab      # optional: a private key
 //!   ssh_options: ["-o", "ProxyJump=gateway"]   # optional, passed to ssh and scp
 //!   workdir: /tmp             # optional: where the lab makes its directory (default /tmp)
+//!   implementations: /srv/mpq/implementations   # optional: for transports quic:NAME
 //!   ips: [10.10.1.2, 10.10.2.2]
 //!   interfaces: [enp65s0f0np0, enp65s0f1np1]
 //! ```
@@ -54,6 +55,10 @@ pub struct Host {
     /// Directory on the host under which the lab makes its own (removed at the end).
     #[serde(default = "default_workdir")]
     pub workdir: String,
+    /// The `implementations/` folder of a checkout of this repository on the host, where
+    /// experiments with implementation folders (`transport: quic:NAME`) build and run them.
+    #[serde(default)]
+    pub implementations: Option<String>,
     /// The endpoint's addresses, one per path.
     pub ips: Vec<IpAddr>,
     /// The interfaces holding them (their counters give each path's throughput).

@@ -1,11 +1,12 @@
 //! What the endpoint wrapper (`data/ssh-endpoint.sh`) recorded on an SSH host: the
-//! interface counters and the endpoint's threads every 0.1 s (`samples`), and the CPU time
+//! interface counters, the endpoint's threads and the host's cores every 0.1 s (`samples`),
+//! and the CPU time
 //! of the endpoint from the shell's `times` (`cpu`). Read with the namespace testbed's
 //! parsers ([`crate::ifstats`]), so that both testbeds measure alike.
 
 use std::collections::BTreeMap;
 
-use crate::ifstats::{rx_bytes, thread_cpu};
+use crate::ifstats::{core_busy, rx_bytes, thread_cpu};
 
 /// The samples of one endpoint.
 #[derive(Debug, Default, PartialEq)]
@@ -17,6 +18,9 @@ pub struct HostSamples {
     pub per_interface: Vec<u64>,
     /// CPU seconds per thread name (threads of one name summed), as last seen.
     pub threads: BTreeMap<String, f64>,
+    /// Each of the host's cores' busy share (0-1) between the first and the last sample
+    /// ([`core_busy`]); empty with fewer than two samples of them.
+    pub cores: Vec<f64>,
 }
 
 /// Parses a `samples` file for the interfaces `ifaces`. Lines it does not know are skipped
@@ -30,6 +34,17 @@ pub fn parse(text: &str, ifaces: &[String]) -> HostSamples {
     let mut table = String::new();
     let mut at: Option<f64> = None;
     let mut per_tid: BTreeMap<String, (String, f64)> = BTreeMap::new();
+    // The first and the latest complete sample of /proc/stat's core lines.
+    let (mut first_stat, mut last_stat, mut stat) = (None::<String>, None::<String>, String::new());
+    let end_stat = |stat: &mut String, first: &mut Option<String>, last: &mut Option<String>| {
+        // (A sample cut short by the endpoint's exit has fewer core lines than the first.)
+        match first {
+            None if !stat.is_empty() => *first = Some(stat.clone()),
+            Some(f) if stat.lines().count() == f.lines().count() => *last = Some(stat.clone()),
+            _ => {}
+        }
+        stat.clear();
+    };
     let mut flush = |at: Option<f64>, table: &mut String, out: &mut HostSamples| {
         if let Some(t) = at {
             if !table.is_empty() {
@@ -44,17 +59,25 @@ pub fn parse(text: &str, ifaces: &[String]) -> HostSamples {
     for line in lines {
         if let Some(t) = line.strip_prefix("@ ") {
             flush(at, &mut table, &mut out);
+            end_stat(&mut stat, &mut first_stat, &mut last_stat);
             at = t.trim().parse::<f64>().ok();
         } else if let Some(row) = line.strip_prefix("N ") {
             table.push_str(row);
             table.push('\n');
-        } else if let Some(stat) = line.strip_prefix("T ") {
-            if let (Some(tid), Some((name, cpu))) = (stat.split_whitespace().next(), thread_cpu(stat, ticks)) {
+        } else if let Some(row) = line.strip_prefix("S ") {
+            stat.push_str(row);
+            stat.push('\n');
+        } else if let Some(line) = line.strip_prefix("T ") {
+            if let (Some(tid), Some((name, cpu))) = (line.split_whitespace().next(), thread_cpu(line, ticks)) {
                 per_tid.insert(tid.to_owned(), (name, cpu));
             }
         }
     }
     flush(at, &mut table, &mut out);
+    end_stat(&mut stat, &mut first_stat, &mut last_stat);
+    if let (Some(a), Some(b)) = (&first_stat, &last_stat) {
+        out.cores = core_busy(a, b);
+    }
     if let Some((_, f)) = &first {
         out.per_interface = last.iter().zip(f).map(|(l, f)| l.saturating_sub(*f)).collect();
     }
@@ -91,7 +114,7 @@ mod tests {
     #[test]
     fn samples_give_the_rate_per_interface_and_cpu_per_thread() {
         let text = format!(
-            "100\n@ 1000.0\n{}T 11 (mpq) S 1 1 1 0 -1 0 0 0 0 0 10 5 0 0\n@ 1000.5\n{}T 11 (mpq) S 1 1 1 0 -1 0 0 0 0 0 20 5 0 0\nT 12 (mpq-path-1) S 1 1 1 0 -1 0 0 0 0 0 30 10 0 0\n@ 1001.0\n{}",
+            "100\n@ 1000.0\n{}S cpu0 10 0 0 90 0 0 0 0\nS cpu1 0 0 0 100 0 0 0 0\nT 11 (mpq) S 1 1 1 0 -1 0 0 0 0 0 10 5 0 0\n@ 1000.5\n{}S cpu0 20 0 0 130 0 0 0 0\nS cpu1 50 0 0 100 0 0 0 0\nT 11 (mpq) S 1 1 1 0 -1 0 0 0 0 0 20 5 0 0\nT 12 (mpq-path-1) S 1 1 1 0 -1 0 0 0 0 0 30 10 0 0\n@ 1001.0\n{}S cpu0 40 0 0 160 0 0 0 0\nS cpu1 100 0 0 100 0 0 0 0\n",
             table(100, 1000),
             table(600, 1500),
             table(1100, 9000)
@@ -101,6 +124,8 @@ mod tests {
         assert_eq!(s.per_interface, vec![1000, 8000]);
         assert_eq!(s.threads.get("mpq"), Some(&0.25));
         assert_eq!(s.threads.get("mpq-path-1"), Some(&0.4));
+        // Cores from the first to the last sample: cpu0 30 of 100 ticks busy, cpu1 all 100.
+        assert_eq!(s.cores, vec![0.3, 1.0]);
     }
 
     #[test]
