@@ -111,3 +111,45 @@ def test_the_shipped_experiment_short_form_and_its_report(mpq: Path, tmp_path: P
     # One variant per implementation: the transport names them apart.
     for name in IMPLEMENTATIONS:
         assert f"quic:{name}" in page, name
+
+
+@pytest.fixture
+def ssh_hosts(mpq: Path):
+    """Two SSH hosts on this machine (scripts/ssh-hosts-local.sh: sshd in each endpoint
+    namespace of a kernel testbed with the shipped file's links); removed afterwards."""
+    if not Path("/usr/sbin/sshd").exists():
+        if os.environ.get("MPQ_REQUIRE_NETNS") == "1":
+            pytest.fail("MPQ_REQUIRE_NETNS=1 but no /usr/sbin/sshd (apt-get install openssh-server)")
+        pytest.skip("no /usr/sbin/sshd")
+    name = f"i{os.getpid() % 100000}"
+    script = REPO / "scripts/ssh-hosts-local.sh"
+    env = {**os.environ, "MPQ": str(mpq)}
+    up = subprocess.run(
+        [str(script), "up", name, "--link", "200mbit/20ms/queue=20ms", "--link", "100mbit/40ms/queue=40ms"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    try:
+        assert up.returncode == 0, up.stderr
+        yield Path(up.stdout.strip().splitlines()[-1])
+    finally:
+        down = subprocess.run([str(script), "down", name], capture_output=True, text=True, timeout=60, env=env)
+        assert down.returncode == 0, down.stderr
+        assert not Path(f"/tmp/mpq-ssh-{name}").exists()
+
+
+def test_the_ssh_experiment_short_form_runs_every_implementation_on_two_hosts(mpq: Path, ssh_hosts: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    rows = lab_run(mpq, REPO / "experiments/implementations-ssh.yaml", out, "--limit", "1", "--hosts", str(ssh_hosts))
+    # The first scenario: one path, every implementation's run on it.
+    assert {r["transport"] for r in rows} == {f"quic:{i}" for i in IMPLEMENTATIONS}
+    for r in rows:
+        assert r["completed"] and r["data_ok"] and not r.get("error"), r
+        assert r["bytes"] == 20_000_000 and r["path_bytes"][0] >= 20_000_000, r
+        # Both hosts' cores, one share per core of this machine.
+        assert len(r["cpu_cores"]) == len(r["cpu_cores_server"]) == os.cpu_count(), r
+        assert r["cpu_client_s"] > 0 and r["cpu_server_s"] > 0, r
+    manifests = [json.loads(line) for line in (out / "manifests.jsonl").read_text().splitlines()]
+    assert all(m["testbed"].startswith("ssh (server 10.253.1.2") for m in manifests), manifests[0]
+    report = subprocess.run([str(mpq), "lab", "report", str(out)], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert "CPU use per core" in (out / "report.html").read_text()

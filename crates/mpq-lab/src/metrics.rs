@@ -14,6 +14,7 @@ pub const METRICS: &[&str] = &[
     "cpu_client_s",
     "cpu_server_s",
     "cpu_cores",
+    "cpu_cores_server",
     "throughput_bps",
     "goodput_bps",
     "path_bytes",

@@ -6,6 +6,9 @@ mod common;
 use common::*;
 
 const FILES: &[&str] = &[
+    // On two sshd hosts in namespaces with the peers built (root, openssh-server): its short
+    // form is in interop/test_lab_implementations.py too.
+    "implementations-ssh.yaml",
     // On the kernel testbed with the peers of implementations/ (root, built by
     // interop/setup.sh): its short form is in interop/test_lab_implementations.py.
     "implementations.yaml",
