@@ -117,6 +117,8 @@ pub struct Experiment {
     pub ack_ranges: Vec<Option<usize>>,
     /// Packet number spaces of mpq's multipath runs (`per-path`, `single`), at least one.
     pub pn_spaces: Vec<String>,
+    /// HyStart++ settings of mpq's runs (`on`, `off`); empty: the default (on), not a factor.
+    pub hystarts: Vec<String>,
     /// Path counts to run (empty: all the class's paths).
     pub path_counts: Vec<usize>,
     /// Initial paths to run.
@@ -426,6 +428,16 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
     }
     let pn_spaces =
         if fa.pn_space.is_empty() { vec![crate::plan::PN_SPACES[0].to_owned()] } else { fa.pn_space.clone() };
+    for (i, h) in fa.hystart.iter().enumerate() {
+        let key = format!("factors.hystart[{i}]");
+        if h != "on" && h != "off" {
+            return Err(c.err(&key, format!("{h:?}: expected on or off (HyStart++ in mpq's slow start)")));
+        }
+        if fa.hystart[..i].contains(h) {
+            return Err(c.err(&key, format!("{h} is listed twice")));
+        }
+    }
+    let hystarts = fa.hystart.clone();
     for (i, &n) in fa.paths.iter().enumerate() {
         if n == 0 || n > max_paths {
             return Err(c.err(&format!("factors.paths[{i}]"), format!("{n} paths: the topology has {max_paths}")));
@@ -543,6 +555,7 @@ fn check(c: &Checker<'_>, f: ExperimentFile) -> Result<Experiment> {
         ack_policies,
         ack_ranges,
         pn_spaces,
+        hystarts,
         path_counts: fa.paths.clone(),
         initial_paths,
         transports,

@@ -240,6 +240,10 @@ pub struct FactorsSpec {
     /// `single` (one for all paths, seed 003's experiment) (default: per-path).
     #[serde(default)]
     pub pn_space: Vec<String>,
+    /// HyStart++ (RFC 9406) in mpq's slow start, compared: `on` (the default) and `off`
+    /// (classic slow start to the first loss).
+    #[serde(default)]
+    pub hystart: Vec<String>,
     /// Numbers of paths: the first N of the topology (default: all).
     #[serde(default)]
     pub paths: Vec<usize>,

@@ -75,6 +75,10 @@ pub struct Row {
     /// them (`factors.pn_space`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub pn_space: String,
+    /// HyStart++ in mpq's slow start (`on` or `off`), when the experiment sets it
+    /// (`factors.hystart`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hystart: String,
     /// `download` or `reqresp`.
     pub workload: String,
     /// Transport: `quic` (mpq), or on the kernel testbed `mptcp-tls` and `tcp-tls`.
@@ -276,6 +280,7 @@ pub fn row(
         ack_policy: run.ack_policy.clone(),
         ack_ranges: run.ack_ranges,
         pn_space: run.pn_space.clone(),
+        hystart: run.hystart.clone(),
         workload: workload.to_owned(),
         transport: run.transport.clone(),
         options: run.options.clone(),

@@ -145,6 +145,9 @@ pub(crate) fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
     if run.pn_space == "single" {
         a.push("--single-pn-space".into());
     }
+    if run.hystart == "off" {
+        a.push("--no-hystart".into());
+    }
     a.extend(options);
     a
 }
@@ -574,6 +577,7 @@ mod tests {
             ack_policy: "same-path".into(),
             ack_ranges: None,
             pn_space: String::new(),
+            hystart: String::new(),
             size,
             transport: QUIC.into(),
             options: String::new(),

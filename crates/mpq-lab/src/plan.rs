@@ -53,6 +53,10 @@ pub struct RunSpec {
     /// not compared.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub pn_space: String,
+    /// HyStart++ in mpq's slow start when the file sets it (`factors.hystart`): `on` or
+    /// `off`; empty: the default (on), not set.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hystart: String,
     /// Download size, or request size.
     pub size: u64,
     /// Transport: `quic` (mpq), `mptcp-tls` or `tcp-tls` (the kernel's, kernel testbed only),
@@ -244,6 +248,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                             // Baselines keep the protocol's default.
                                             ack_ranges: None,
                                             pn_space: String::new(),
+                                            hystart: String::new(),
                                             size,
                                             transport: QUIC.into(),
                                             options: String::new(),
@@ -272,6 +277,7 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
                                 ack_policy: ack_policy_name(ack).into(),
                                 ack_ranges: ranges,
                                 pn_space: String::new(),
+                                hystart: String::new(),
                                 size,
                                 transport: QUIC.into(),
                                 options: String::new(),
@@ -310,7 +316,27 @@ fn runs(exp: &Experiment, class: &Class, sid: &str) -> Vec<RunSpec> {
         multi.retain(|r| r.transport != QUIC);
     }
     baselines.extend(multi);
-    with_pn_spaces(exp, with_steerings(exp, with_runtimes(exp, with_options(exp, baselines))))
+    with_hystarts(exp, with_pn_spaces(exp, with_steerings(exp, with_runtimes(exp, with_options(exp, baselines)))))
+}
+
+/// mpq's QUIC runs, multipath and single-path alike (slow start is every path's), once per
+/// HyStart++ setting of `factors.hystart` (with several, run IDs and their baselines' IDs end
+/// in `-hystart-on` / `-hystart-off`, so that a run is compared with baselines of its
+/// setting); the other transports' runs once.
+fn with_hystarts(exp: &Experiment, runs: Vec<RunSpec>) -> Vec<RunSpec> {
+    let mut out = Vec::new();
+    for r in runs {
+        if r.transport != QUIC || exp.hystarts.is_empty() {
+            out.push(r);
+        } else if exp.hystarts.len() == 1 {
+            out.push(RunSpec { hystart: exp.hystarts[0].clone(), ..r });
+        } else {
+            for h in &exp.hystarts {
+                out.push(RunSpec { hystart: h.clone(), ..suffixed(&r, &format!("hystart-{h}")) });
+            }
+        }
+    }
+    out
 }
 
 /// The packet number space designs `factors.pn_space` may name: RFC 10069's, then seed
@@ -445,6 +471,7 @@ fn own_settings_runs(
         ack_policy: setting.into(),
         ack_ranges: None,
         pn_space: String::new(),
+        hystart: String::new(),
         size,
         transport: transport.into(),
         options: String::new(),
@@ -490,6 +517,9 @@ impl PlannedScenario {
             s.ack_ranges = n;
         }
         s.single_pn_space = run.pn_space == "single";
+        if run.hystart == "off" {
+            s.hystart = false;
+        }
         s.fail = self
             .fail
             .iter()
@@ -522,6 +552,9 @@ impl PlannedScenario {
         }
         if run.pn_space == "single" {
             c += " --single-pn-space";
+        }
+        if run.hystart == "off" {
+            c += " --no-hystart";
         }
         if let Some(b) = &self.bottleneck {
             c += &format!(" --bottleneck {b}");
@@ -768,6 +801,41 @@ topology:
         .unwrap_err()
         .to_string();
         assert!(e.contains("needs testbed: netns"), "{e}");
+    }
+
+    #[test]
+    fn hystart_settings_repeat_every_mpq_run_with_baselines_of_the_same_setting() {
+        let (exp0, p0) = plan(THREE_PATHS);
+        let yaml = THREE_PATHS.replace("scheduler: [minrtt, ecf]", "scheduler: [minrtt, ecf], hystart: [on, off]");
+        let (exp, p) = plan(&yaml);
+        let (s0, s) = (&p0.scenarios[0], &p.scenarios[0]);
+        // Single-path baselines too: slow start is every path's.
+        assert_eq!(s.runs.len(), 2 * s0.runs.len());
+        for r in &s.runs {
+            assert!(r.id.ends_with(&format!("-hystart-{}", r.hystart)), "{}", r.id);
+            for b in &r.baselines {
+                let base = s.runs.iter().find(|x| &x.id == b).unwrap_or_else(|| panic!("{}: no baseline {b}", r.id));
+                assert_eq!(base.hystart, r.hystart, "{}: compared with a baseline of its setting", r.id);
+            }
+            let sim = s.sim_scenario(&exp, r).unwrap();
+            assert_eq!(sim.hystart, r.hystart == "on", "{}", r.id);
+            assert_eq!(s.sim_command(&exp, r).contains("--no-hystart"), r.hystart == "off");
+            assert_eq!(
+                crate::netns_exec::protocol_args(&exp, r).iter().any(|a| a == "--no-hystart"),
+                r.hystart == "off"
+            );
+        }
+        // Unset: the simulator's default (on), nothing recorded; one setting: no suffix.
+        assert!(s0.runs.iter().all(|r| r.hystart.is_empty() && s0.sim_scenario(&exp0, r).unwrap().hystart));
+        let (exp1, p1) = plan(&THREE_PATHS.replace("scheduler: [minrtt, ecf]", "hystart: [off]"));
+        let s1 = &p1.scenarios[0];
+        assert!(s1.runs.iter().all(|r| r.hystart == "off" && !r.id.contains("hystart")));
+        assert!(s1.runs.iter().all(|r| !s1.sim_scenario(&exp1, r).unwrap().hystart));
+        for (set, expect) in [("[yes]", "expected on or off"), ("[on, on]", "listed twice")] {
+            let yaml = THREE_PATHS.replace("scheduler: [minrtt, ecf]", &format!("hystart: {set}"));
+            let e = Experiment::from_text(Path::new("t.yaml"), yaml).unwrap_err().to_string();
+            assert!(e.contains(expect) && e.contains("factors.hystart"), "{set}: {e}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub struct Varying {
     ack_policy: bool,
     ack_ranges: bool,
     pn_space: bool,
+    hystart: bool,
     paths: bool,
     size: bool,
     transport: bool,
@@ -37,6 +38,7 @@ impl Varying {
             ack_policy: many(&mp, |r| r.ack_policy.clone()),
             ack_ranges: many(&mp, |r| r.ack_ranges),
             pn_space: many(&mp, |r| r.pn_space.clone()),
+            hystart: many(&mp, |r| r.hystart.clone()),
             paths: many(&mp, |r| r.paths),
             size: many(&mp, |r| r.size),
             transport: many(&mp, |r| transport(r).to_owned()),
@@ -67,6 +69,9 @@ impl Varying {
         }
         if self.pn_space {
             parts.push(if r.pn_space == "single" { "one PN space".into() } else { "PN space per path".into() });
+        }
+        if self.hystart {
+            parts.push(format!("HyStart++ {}", if r.hystart == "off" { "off" } else { "on" }));
         }
         if self.paths {
             parts.push(format!("{} paths", r.paths));
@@ -144,14 +149,23 @@ pub fn group_label(v: &Varying, r: &Row) -> String {
     match r.role {
         Role::Multipath => v.label(r),
         Role::Baseline if v.size => {
-            format!("path {} alone / {} / {}", r.initial_path, baseline_kind(r), size_label(r.size))
+            format!("path {} alone / {}{} / {}", r.initial_path, baseline_kind(r), hystart_of(v, r), size_label(r.size))
         }
-        Role::Baseline => format!("path {} alone / {}", r.initial_path, baseline_kind(r)),
+        Role::Baseline => format!("path {} alone / {}{}", r.initial_path, baseline_kind(r), hystart_of(v, r)),
     }
 }
 
 /// What ran a baseline: mpq's congestion controller, or the transport (`tcp-tls`,
 /// `quic:quinn`) when it was not mpq's.
+/// ` / HyStart++ on|off` when the setting varies and the row has one, else nothing.
+fn hystart_of(v: &Varying, r: &Row) -> String {
+    if v.hystart && !r.hystart.is_empty() {
+        format!(" / HyStart++ {}", r.hystart)
+    } else {
+        String::new()
+    }
+}
+
 fn baseline_kind(r: &Row) -> &str {
     if transport(r) == crate::experiment::QUIC {
         &r.cc
@@ -199,6 +213,14 @@ mod tests {
         let mut quinn_base = base.clone();
         quinn_base.transport = "quic:quinn".into();
         assert_eq!(group_label(&v, &quinn_base), "path 1 alone / quic:quinn");
+        // HyStart++ compared: variants and baselines say which.
+        let (mut on, mut off) = (a.clone(), a.clone());
+        (on.hystart, off.hystart) = ("on".into(), "off".into());
+        let v = Varying::of(&[on.clone(), off.clone()]);
+        assert_eq!((v.label(&on), v.label(&off)), ("HyStart++ on".into(), "HyStart++ off".into()));
+        let mut base_off = base.clone();
+        base_off.hystart = "off".into();
+        assert_eq!(group_label(&v, &base_off), "path 1 alone / cubic / HyStart++ off");
     }
 
     #[test]
