@@ -21,6 +21,7 @@ const FILES: &[&str] = &[
     "seed001-quic-settings.yaml",
     "seed001-rates.yaml",
     "seed002-4.1-cc.yaml",
+    "seed002-4.1-hystart.yaml",
     "seed002-4.1-schedulers.yaml",
     // On the kernel testbed (root): its short form is in lab_testbed.rs.
     "seed002-4.1-testbed.yaml",
@@ -80,6 +81,22 @@ fn every_file_is_tested() {
 fn seed002_4_1() {
     let rows = short_form("seed002-4.1.yaml", 4);
     assert!(multipath(&rows).all(|r| r["eben"].is_f64() && r["size"] == 20_000_000));
+}
+
+#[test]
+fn seed002_4_1_hystart() {
+    // Each setting: two baselines and a multipath run from each initial path.
+    let rows = short_form("seed002-4.1-hystart.yaml", 8);
+    assert_eq!(values_of(&rows, "hystart"), ["off", "on"]);
+    for r in &rows {
+        let h = r["hystart"].as_str().unwrap();
+        assert!(r["run_id"].as_str().unwrap().ends_with(&format!("-hystart-{h}")), "{r}");
+        if r["role"] == "multipath" {
+            assert!(r["eben"].is_f64(), "{r}");
+            let bases = r["baseline_runs"].as_array().unwrap();
+            assert!(bases.iter().all(|b| b.as_str().unwrap().ends_with(&format!("-hystart-{h}"))), "{r}");
+        }
+    }
 }
 
 /// The distinct values of `key` among the multipath rows, sorted.
