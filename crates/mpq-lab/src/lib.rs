@@ -7,7 +7,8 @@
 //! - [`experiment`]: a checked experiment file ([`Experiment::load`]); [`file`] is the
 //!   schema, [`param`] and [`quantity`] its values, [`locate`] finds a key's line for errors.
 //! - [`wsp`] and [`design`]: design points of a class.
-//! - [`plan`]: scenarios and runs, with seeds and stable IDs; [`shard`]: slices of a plan.
+//! - [`plan`]: scenarios and runs, with seeds and stable IDs (`plan_variants`: the factors that
+//!   repeat runs as variants); [`shard`]: slices of a plan.
 //! - [`exec`], [`runner`]: running ([`qlog`]: qlog files per run); [`netns_exec`]: a run on the
 //!   kernel testbed (`testbed: netns`; its processes in `netns_process`, a shared bottleneck's
 //!   competitor in `netns_competitor`), [`netns_external`] one of another QUIC implementation
@@ -60,6 +61,7 @@ pub mod netns_external;
 mod netns_process;
 pub mod param;
 pub mod plan;
+pub(crate) mod plan_variants;
 pub mod profile;
 pub mod qlog;
 pub mod quantity;
