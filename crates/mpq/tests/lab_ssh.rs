@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 #[path = "common/testbed.rs"]
 mod testbed;
 
-use testbed::{available, name, Testbed};
+use testbed::{available, check_cores, name, Testbed};
 
 const SSHD: &str = "/usr/sbin/sshd";
 
@@ -412,22 +412,6 @@ fn implementation_folders_run_on_the_hosts_with_the_interop_runners_variables() 
     ]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && e.contains("give the server host's `implementations:`"), "{e}");
-}
-
-/// Checks a row's per-core use (`cpu_cores`, or `key`): one share in 0..=1 per core of this
-/// machine, and enough busy time over the run for the CPU seconds `spent` of what ran on it.
-fn check_cores(r: &serde_json::Value, key: &str, spent: f64) {
-    let cores: Vec<f64> =
-        r[key].as_array().unwrap_or_else(|| panic!("{key}: {r}")).iter().map(|c| c.as_f64().unwrap()).collect();
-    let online = std::fs::read_to_string("/proc/stat")
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
-        .count();
-    assert_eq!(cores.len(), online, "one share per core: {r}");
-    assert!(cores.iter().all(|c| (0.0..=1.0).contains(c)), "{key}: {r}");
-    let busy_s = cores.iter().sum::<f64>() * r["sim_wall_s"].as_f64().unwrap();
-    assert!(busy_s + 0.3 >= spent, "{key}: {busy_s} s busy for {spent} s of CPU: {r}");
 }
 
 /// Every file under `dir`, for messages.

@@ -8,7 +8,7 @@ use std::path::Path;
 #[path = "common/testbed.rs"]
 mod testbed;
 
-use testbed::{available, mpq};
+use testbed::{available, check_cores, mpq};
 
 /// The tests take turns: each run measures real transfers, which a second run at the same
 /// time would slow down.
@@ -544,20 +544,4 @@ fn the_handover_experiment_answers_every_request_across_a_path_failure() {
     assert!(r["delay_after_failure_max_ms"].as_f64().unwrap() >= after, "{r}");
     let bytes: Vec<u64> = r["path_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
     assert!(bytes[0] > 0 && bytes[1] > bytes[0], "path 1 carries the rest: {r}");
-}
-
-/// Checks a row's per-core use (`cpu_cores`, or `key`): one share in 0..=1 per core of this
-/// machine, and enough busy time over the run for the CPU seconds `spent` of what ran on it.
-fn check_cores(r: &serde_json::Value, key: &str, spent: f64) {
-    let cores: Vec<f64> =
-        r[key].as_array().unwrap_or_else(|| panic!("{key}: {r}")).iter().map(|c| c.as_f64().unwrap()).collect();
-    let online = std::fs::read_to_string("/proc/stat")
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
-        .count();
-    assert_eq!(cores.len(), online, "one share per core: {r}");
-    assert!(cores.iter().all(|c| (0.0..=1.0).contains(c)), "{key}: {r}");
-    let busy_s = cores.iter().sum::<f64>() * r["sim_wall_s"].as_f64().unwrap();
-    assert!(busy_s + 0.3 >= spent, "{key}: {busy_s} s busy for {spent} s of CPU: {r}");
 }

@@ -121,3 +121,19 @@ pub fn poll_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+/// Checks a row's per-core use (`cpu_cores`, or `key`): one share in 0..=1 per core of this
+/// machine, and enough busy time over the run for the CPU seconds `spent` of what ran on it.
+pub fn check_cores(r: &serde_json::Value, key: &str, spent: f64) {
+    let cores: Vec<f64> =
+        r[key].as_array().unwrap_or_else(|| panic!("{key}: {r}")).iter().map(|c| c.as_f64().unwrap()).collect();
+    let online = std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .count();
+    assert_eq!(cores.len(), online, "one share per core: {r}");
+    assert!(cores.iter().all(|c| (0.0..=1.0).contains(c)), "{key}: {r}");
+    let busy_s = cores.iter().sum::<f64>() * r["sim_wall_s"].as_f64().unwrap();
+    assert!(busy_s + 0.3 >= spent, "{key}: {busy_s} s busy for {spent} s of CPU: {r}");
+}
