@@ -11,10 +11,11 @@
 #
 # Needs root, /dev/net/tun and openssh-server (Debian: apt-get install openssh-server); MPQ
 # names the mpq binary (default: target/release/mpq, then mpq on PATH). NAME: at most 12
-# letters or digits. The same as crates/mpq/tests/lab_ssh.rs builds for its tests.
+# letters or digits; one such pair at a time (the management addresses are fixed). The same
+# as crates/mpq/tests/lab_ssh.rs builds for its tests.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 2 ] || usage
 cmd=$1 name=$2
 shift 2
@@ -43,6 +44,10 @@ up)
     [ "$(id -u)" = 0 ] || { echo "needs root (namespaces and sshd)" >&2; exit 1; }
     [ -x /usr/sbin/sshd ] || { echo "no /usr/sbin/sshd: apt-get install openssh-server" >&2; exit 1; }
     [ $# -gt 0 ] || usage
+    if ip -o addr show | grep -q ' 10\.253\.1\.1/'; then
+        echo "another pair of SSH hosts is up (10.253.1.1 is taken): take it down first (ls -d /tmp/mpq-ssh-*)" >&2
+        exit 1
+    fi
     mkdir -p "$dir" /run/sshd
     trap 'echo "failed; cleaning up" >&2; down' ERR
     "$mpq" lab testbed up --name "$testbed" "$@" > "$dir/testbed.json"
