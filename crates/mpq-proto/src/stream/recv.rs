@@ -133,7 +133,12 @@ impl RecvStream {
             self.state = RecvState::SizeKnown;
         }
         if self.stopped.is_none() {
+            // Deferred bytes arrive with store(), which measures the gap then.
+            let stored_now = !matches!(data, StreamData::Deferred(_));
             self.buf.insert(offset, data);
+            if stored_now {
+                self.note_gap();
+            }
             if self.final_size == Some(self.buf.contiguous_end()) {
                 self.state = RecvState::DataRecvd;
             }
@@ -148,9 +153,15 @@ impl RecvStream {
             return;
         }
         self.buf.insert(offset, data);
+        self.note_gap();
         if self.final_size == Some(self.buf.contiguous_end()) {
             self.state = RecvState::DataRecvd;
         }
+    }
+
+    /// Tells the credit how much received data waits beyond a gap (window auto-tuning).
+    fn note_gap(&mut self) {
+        self.credit.note_held_back(self.max_received.saturating_sub(self.buf.contiguous_end()));
     }
 
     /// Processes a RESET_STREAM frame; returns the growth of the highest received offset.

@@ -349,8 +349,13 @@ impl Streams {
                 continue;
             };
             let max = r.credit.poll_limit(now, rtt);
-            // Keep the connection window ahead of any stream window.
+            // Keep the connection window ahead of any stream window, and raise its limit
+            // with the stream's (a stream window that grew without consumption, e.g. behind
+            // a slow path's gap, would otherwise wait for the connection limit).
             self.conn_recv.ensure_window(r.credit.window() + r.credit.window() / 2);
+            if self.conn_recv.needs_update() {
+                self.max_data_pending = true;
+            }
             return Some(Frame::MaxStreamData { id, max });
         }
         for dir in DIRS {
