@@ -403,6 +403,12 @@ fn measure(
         }
     }
     let server_threads = server_threads.join().unwrap_or_default().threads;
+    // The server's CPU time comes from the kernel (wait4), not from its report: keep it when
+    // the report did not come in time (the client's one CONNECTION_CLOSE dropped by a full
+    // emulated queue leaves the server waiting for its idle timeout).
+    if server_report.is_none() && server_cpu.is_some() {
+        server_report = Some(serde_json::json!({}));
+    }
     if let (Some(serde_json::Value::Object(o)), Some(cpu)) = (&mut server_report, server_cpu) {
         o.insert("cpu_s".into(), serde_json::json!(cpu));
         o.insert("threads_cpu_s".into(), serde_json::json!(server_threads));
@@ -521,7 +527,8 @@ pub(crate) fn fill(mut r: Row, run: &RunSpec, m: &Measured) -> Row {
     }
     let paths =
         |v: &serde_json::Value| v.get("paths").and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
-    if let Some(s) = &m.server {
+    // (Only from a real report: without one the server's losses are unknown, not zero.)
+    if let Some(s) = m.server.as_ref().filter(|s| s.get("paths").is_some()) {
         r.lost_packets = paths(s).iter().map(|p| int(p, "lost_packets")).sum();
         r.retransmitted_bytes = paths(s).iter().map(|p| int(p, "lost_bytes")).sum();
         r.spurious_loss_est = r.lost_packets.saturating_sub(r.dropped_packets);

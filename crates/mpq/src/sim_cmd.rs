@@ -192,11 +192,14 @@ pub fn run(args: SimArgs) -> Result<()> {
         Err(e) => return Err(e.into()),
     };
     bar.finish_and_clear();
+    use std::fmt::Write as _;
+    let mut out = String::new();
     if args.json {
-        println!("{}", serde_json::to_string(&result)?);
+        writeln!(out, "{}", serde_json::to_string(&result)?)?;
     } else {
         let completion = result.completion_s.map_or("did not complete".to_string(), |c| format!("{c:.3} s"));
-        println!(
+        writeln!(
+            out,
             "{} over {} link(s), scheduler {}, cc {}: {} bytes, {}, goodput {:.2} Mbit/s, multipath {}",
             result.workload,
             s.links.len(),
@@ -206,29 +209,48 @@ pub fn run(args: SimArgs) -> Result<()> {
             completion,
             result.goodput_bps / 1e6,
             result.multipath
-        );
+        )?;
         if let Some(c) = &result.competitor {
-            println!("competitor at the bottleneck: {} bytes, goodput {:.2} Mbit/s", c.bytes, c.goodput_bps / 1e6);
+            writeln!(
+                out,
+                "competitor at the bottleneck: {} bytes, goodput {:.2} Mbit/s",
+                c.bytes,
+                c.goodput_bps / 1e6
+            )?;
         }
         if let Some(d) = result.max_delay_ms {
-            println!(
+            writeln!(
+                out,
                 "requests answered {}/{}, worst delay {d:.1} ms{}",
                 result.requests_answered,
                 result.requests_sent,
                 result.max_delay_after_failure_ms.map_or(String::new(), |a| format!(", after the failure {a:.1} ms"))
-            );
+            )?;
         }
         for p in &result.paths {
-            println!(
+            writeln!(
+                out,
                 "  path {}: rx {} B, tx {} B, rtt {:.1} ms, lost {} packets, cwnd {} B, pmtu {} B, {}",
                 p.path_id, p.rx_bytes, p.tx_bytes, p.rtt_ms, p.lost_packets, p.cwnd, p.pmtu, p.state
-            );
+            )?;
         }
     }
+    print_quietly(&out)?;
     if !result.completed {
         bail!("the run did not complete within {:?} of virtual time", s.time_limit());
     }
     Ok(())
+}
+
+/// Writes `text` to standard output; a reader that went away (`mpq sim | head`) ends the
+/// output quietly, as it does a Unix filter, instead of the panic `println!` gives.
+fn print_quietly(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
