@@ -11,6 +11,8 @@ use mpq_lab::runner::{default_out, run, RunOptions};
 use mpq_lab::shard::Shard;
 use mpq_lab::Experiment;
 
+use crate::stdout::print_all;
+
 /// `mpq lab` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
@@ -185,15 +187,6 @@ fn load(file: &Path) -> Result<(Experiment, Plan)> {
     let exp = Experiment::load(file)?;
     let plan = Plan::new(&exp).map_err(anyhow::Error::msg)?;
     Ok((exp, plan))
-}
-
-/// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
-fn print_all(text: &str) -> Result<()> {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
-    }
 }
 
 fn plan(a: PlanArgs) -> Result<()> {

@@ -23,6 +23,7 @@ mod runner;
 mod server;
 mod shard_run;
 mod sim_cmd;
+mod stdout;
 mod testbed_cmd;
 mod tls;
 

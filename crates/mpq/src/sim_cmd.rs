@@ -185,7 +185,7 @@ pub fn run(args: SimArgs) -> Result<()> {
         Err(ScenarioError::CorruptData { offset, result }) => {
             bar.finish_and_clear();
             if args.json {
-                println!("{}", serde_json::to_string(&result)?);
+                crate::stdout::print_all(&(serde_json::to_string(&result)? + "\n"))?;
             }
             bail!("received data differs from what the server sent at byte {offset}");
         }
@@ -235,22 +235,11 @@ pub fn run(args: SimArgs) -> Result<()> {
             )?;
         }
     }
-    print_quietly(&out)?;
+    crate::stdout::print_all(&out)?;
     if !result.completed {
         bail!("the run did not complete within {:?} of virtual time", s.time_limit());
     }
     Ok(())
-}
-
-/// Writes `text` to standard output; a reader that went away (`mpq sim | head`) ends the
-/// output quietly, as it does a Unix filter, instead of the panic `println!` gives.
-fn print_quietly(text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]
