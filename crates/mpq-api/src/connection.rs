@@ -404,7 +404,8 @@ impl Future for AddPath {
                     Ok(id) => Some(Ok((id, false))),
                     // Transient: a path ID or its connection IDs are on their way.
                     Err(PathError::NoConnectionId | PathError::NoPathId) => None,
-                    // (Known once the handshake is confirmed.)
+                    // (Known once the handshake is complete; waiting for the
+                    // confirmation as well costs nothing.)
                     Err(PathError::MultipathNotNegotiated) if !st.confirmed => None,
                     Err(e) => Some(Err(Error::Path(e))),
                 };

@@ -156,20 +156,10 @@ impl Host<'_> {
         if let Some((path_id, n)) = frames.datagrams() {
             self.shared.datagrams.on_fate(path_id, n, false);
         }
-        let mut cid_acked = false;
         for c in frames.take_control() {
-            match c {
-                Control::Stream(s) => self.shared.streams.on_control_acked(&s),
-                Control::NewCid(path_id, seq) => {
-                    cid_acked |=
-                        self.shared.local_cids.get_mut(&path_id).is_some_and(|l| l.on_advertisement_acked(seq));
-                }
-                _ => {}
+            if let Control::Stream(s) = c {
+                self.shared.streams.on_control_acked(&s);
             }
-        }
-        if cid_acked {
-            // The peer can now answer on that path ID: the client may open it.
-            self.maybe_signal_new_path_allowed();
         }
     }
 }

@@ -23,9 +23,10 @@ pub(crate) struct LocalCids {
     /// Sequence numbers whose NEW_CONNECTION_ID must be (re)sent (a set: a loss and a
     /// PATH_CIDS_BLOCKED may both ask for the same one).
     pub to_advertise: BTreeSet<u64>,
-    /// The peer acknowledged a (PATH_)NEW_CONNECTION_ID of this set: it holds an ID to
-    /// address packets to us on this path ID.
-    pub acked: bool,
+    /// A (PATH_)NEW_CONNECTION_ID of this set has been sent at least once: the peer will
+    /// hold an ID to address packets to us on this path ID (or, if it was lost, when it
+    /// is sent again).
+    pub advertised: bool,
 }
 
 impl LocalCids {
@@ -58,16 +59,6 @@ impl LocalCids {
             }
             None => Ok(None),
         }
-    }
-
-    /// A (PATH_)NEW_CONNECTION_ID of ours for `seq` was acknowledged. Returns true if this
-    /// is the first acknowledged one of the set: the peer can now address us on this path ID.
-    pub fn on_advertisement_acked(&mut self, seq: u64) -> bool {
-        if self.acked {
-            return false;
-        }
-        self.acked = self.active.contains_key(&seq);
-        self.acked
     }
 
     /// A (PATH_)NEW_CONNECTION_ID of ours for `seq` was lost: sent again while the ID is
@@ -345,9 +336,6 @@ mod tests {
         let s0 = l.issue(cid(1), [1; 16], true);
         let s1 = l.issue(cid(2), [2; 16], true);
         l.to_advertise.clear();
-        // Only the first acknowledgement of the set counts.
-        assert!(l.on_advertisement_acked(s1));
-        assert!(!l.on_advertisement_acked(s0));
         // A lost advertisement of an active ID is sent again; of a retired one, not.
         l.on_advertisement_lost(s0);
         assert!(l.retire(s1, &cid(9)).expect("retire").is_some());

@@ -158,8 +158,8 @@ pub enum PathError {
     /// Every path ID allowed by both sides is used (the peer was sent PATHS_BLOCKED).
     #[error("no path ID available (the peer's MAX_PATH_ID limit)")]
     NoPathId,
-    /// The peer has not issued a connection ID for the next path ID yet, or has not yet
-    /// acknowledged one of ours for it (it could not answer on the path). Transient: a
+    /// The peer has not issued a connection ID for the next path ID yet, or none of ours
+    /// for it has been sent yet (the peer could not answer on the path). Transient: a
     /// [`PathEvent::NewPathAllowed`] follows when it can be opened.
     #[error("no connection ID for the next path ID")]
     NoConnectionId,

@@ -128,6 +128,14 @@ impl Connection {
         }
         self.take_peer_params()?;
         self.note_zero_rtt_decision();
+        if self.shared.side == Side::Server && self.shared.one_rtt.is_some() && !self.shared.handshake_complete {
+            // The server knows both sides' transport parameters once it has sent its
+            // Finished: multipath is on, and its CIDs for every path ID go out in 0.5-RTT
+            // packets with that flight, so the client may open paths as soon as its own
+            // handshake completes (RFC 10069 §3: "after completing the handshake"), one
+            // round trip earlier than if they waited for the server's completion.
+            self.on_handshake_complete_multipath(now);
+        }
         if !self.shared.handshake_complete && !self.shared.tls.is_handshaking() {
             self.on_handshake_complete(now)?;
         }

@@ -526,7 +526,7 @@ impl Connection {
     }
 
     /// True once the handshake is confirmed (RFC 9001 §4.1.2): from then on a client may
-    /// migrate or open paths.
+    /// migrate (RFC 9000 §9). Paths open earlier, once the handshake is complete.
     pub fn is_handshake_confirmed(&self) -> bool {
         self.shared.handshake_confirmed
     }

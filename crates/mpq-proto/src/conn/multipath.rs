@@ -91,8 +91,15 @@ pub(crate) struct MultipathState {
 }
 
 impl Connection {
-    /// Called when the handshake completes: turns multipath on if both sides offered it.
+    /// Called when the handshake completes (a server: once it has sent its Finished, see
+    /// `drive_tls`): turns multipath on if both sides offered it. Later calls only top up
+    /// the CIDs.
     pub(crate) fn on_handshake_complete_multipath(&mut self, now: Instant) {
+        if self.shared.mp.enabled {
+            self.host().issue_cids(now);
+            self.shared.maybe_signal_new_path_allowed();
+            return;
+        }
         let (Some(local), Some(peer)) = (
             self.shared.config.initial_max_path_id,
             self.shared.peer_params.as_ref().and_then(|p| p.initial_max_path_id),
@@ -102,7 +109,7 @@ impl Connection {
         self.shared.mp.enabled = true;
         let peer_single = self.shared.peer_params.as_ref().is_some_and(|p| p.single_packet_number_space);
         if self.shared.config.single_packet_number_space && peer_single {
-            // Only path 0 exists (paths open once the handshake is confirmed): it goes on
+            // Only path 0 exists (paths open once the handshake is complete): it goes on
             // numbering from where it is, now for every path.
             let counter = super::space::SingleSpace::default();
             for p in self.paths.iter_mut() {
@@ -132,6 +139,18 @@ impl Connection {
             && (self.paths.len() as u64) < self.shared.config.max_concurrent_paths
             && self.shared.peer_cids.get(&id).is_some_and(|p| p.has_cid())
             && self.shared.state == State::Established
+    }
+
+    /// Whether a packet on the unknown path `id` may create a path once the handshake is
+    /// complete and the client's CIDs for it have arrived (both may trail the new path's
+    /// first packets: the server turns multipath on with its Finished).
+    pub(crate) fn may_accept_path_later(&self, id: u64) -> bool {
+        self.shared.mp.enabled
+            && self.shared.side == Side::Server
+            && id <= self.shared.mp.local_max
+            && !self.shared.path_id_closed(id)
+            && (self.paths.len() as u64) < self.shared.config.max_concurrent_paths
+            && matches!(self.shared.state, State::Handshake | State::Established)
     }
 
     /// Whether a packet on the unknown path `id` opens a path we will refuse for lack of
@@ -572,11 +591,11 @@ impl ConnShared {
         if self.mp.allowed_signalled == Some(id) {
             return;
         }
-        if self.handshake_confirmed
+        if self.handshake_complete
             && id <= self.mp.peer_max
             && id <= self.mp.local_max
             && self.peer_cids.get(&id).is_some_and(|p| p.has_cid())
-            && self.local_cids.get(&id).is_some_and(|l| !l.active.is_empty() && l.acked)
+            && self.local_cids.get(&id).is_some_and(|l| !l.active.is_empty() && l.advertised)
         {
             self.mp.allowed_signalled = Some(id);
             self.events.push_back(Event::Path(PathEvent::NewPathAllowed));

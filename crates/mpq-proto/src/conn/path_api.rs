@@ -32,7 +32,10 @@ impl Connection {
         if self.is_closed() {
             return Err(PathError::Closed);
         }
-        if !self.shared.mp.enabled || !self.shared.handshake_confirmed {
+        // RFC 10069 §3: paths may be used once the handshake is complete (the client's
+        // completion: it has the server's parameters and 1-RTT keys); opening one is not a
+        // migration, which RFC 9000 §9 holds back until the handshake is confirmed.
+        if !self.shared.mp.enabled || !self.shared.handshake_complete {
             return Err(PathError::MultipathNotNegotiated);
         }
         if self.shared.side != super::Side::Client {
@@ -75,12 +78,16 @@ impl Connection {
             self.host().issue_cids(now);
             return Err(PathError::NoConnectionId);
         }
-        // The server cannot answer on a path ID it holds none of our CIDs for (RFC 10069 §3.1: it
-        // drops the packet), and a client that probes anyway declares the path failed and
-        // loses the path ID. Wait until the peer acknowledged one of our
-        // PATH_NEW_CONNECTION_IDs for it (`NewPathAllowed` says when). Found by the chaos
-        // sweep: a lossy handshake path lost those frames and every extra path died unused.
-        if self.shared.local_cids.get(&id).is_some_and(|l| !l.acked) {
+        // The server cannot answer on a path ID it holds none of our CIDs for (RFC 10069 §3.1:
+        // "a receiver may delay PATH_RESPONSE while it has no CID"). Wait until one of our
+        // PATH_NEW_CONNECTION_IDs for it has been sent (`NewPathAllowed` says when): usually
+        // in the packet with our Finished, ahead of anything sent on the new path. If it is
+        // lost, the server holds the new path's packets until the resent frame arrives
+        // (`Connection::hold_early`). Before, the client waited for the frame's
+        // acknowledgement, a round trip on the first path. (The chaos sweep's case, a lossy
+        // handshake path that lost those frames while the server dropped every packet of
+        // the new path, is `path_opens_even_if_its_cids_are_late_seed_11623035763058037611`.)
+        if self.shared.local_cids.get(&id).is_some_and(|l| !l.advertised) {
             return Err(PathError::NoConnectionId);
         }
         self.shared.mp.next_path_id += 1;

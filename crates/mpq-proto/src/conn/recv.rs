@@ -25,12 +25,13 @@ use super::{Connection, State};
 /// The fates of the own ACK frames a path walked in a packet, in frame order.
 pub(super) type WalkedFates<'a> = smallvec::Drain<'a, [PacketFates; 1]>;
 
-/// Most PATH_RESPONSEs we queue; further challenges are answered once these are sent.
-/// Most 1-RTT packets a server keeps while its handshake is incomplete, and their bytes.
+/// Most 1-RTT packets a server keeps while its handshake is incomplete or a new path
+/// waits for the client's CIDs, and their bytes (the oldest go first).
 const MAX_EARLY_ONE_RTT: usize = 16;
 const MAX_EARLY_ONE_RTT_BYTES: usize = 32 * 1024;
 
-/// A 1-RTT packet that reached the server before the client's Finished (RFC 9001 §5.7).
+/// A 1-RTT packet that reached the server before the client's Finished (RFC 9001 §5.7), or
+/// on a new path before the client's CIDs for it.
 pub(crate) struct EarlyPacket {
     pub(super) rx: Rx,
     pub(super) bytes: Vec<u8>,
@@ -88,7 +89,7 @@ impl Connection {
                 continue;
             }
             let is_last = offset >= total;
-            let rx = Rx { local, remote, ecn, datagram_len: if first { total } else { 0 } };
+            let rx = Rx { local, remote, ecn, datagram_len: if first { total } else { 0 }, held_since: None };
             first = false;
             self.handle_packet(now, &rx, &parsed, &mut buf[..len], is_last);
             if self.shared.state == State::Drained {
@@ -104,8 +105,10 @@ impl Connection {
             return;
         }
         self.process_held_zero_rtt(now);
-        if self.shared.handshake_complete && !self.shared.early_one_rtt.is_empty() {
-            for mut p in std::mem::take(&mut self.shared.early_one_rtt) {
+        while self.shared.handshake_complete && !self.shared.early_one_rtt.is_empty() {
+            let held = std::mem::take(&mut self.shared.early_one_rtt);
+            let before = held.len();
+            for mut p in held {
                 let Ok(parsed) = parse_packet_with(&p.bytes, self.shared.local_cid_len, self.shared.parse_options())
                 else {
                     continue;
@@ -115,8 +118,40 @@ impl Connection {
                     return;
                 }
             }
+            // A new path's packets held back again may wait for CIDs that a packet replayed
+            // after them brought: once more while that makes progress (at most `before` times).
+            if self.shared.early_one_rtt.len() >= before {
+                break;
+            }
         }
         self.arm_key_discard(now);
+    }
+
+    /// Keeps a 1-RTT packet to process later (`after_datagrams`), evicting the oldest when
+    /// the bounds are reached.
+    fn hold_early(&mut self, now: Instant, rx: Rx, pkt: &[u8], is_last: bool) {
+        // A new path's packet is worth keeping while the client still validates the path
+        // (RFC 9000 §8.2.4: at least six initial RTTs); its retries replace it.
+        let keep = 6 * self.shared.config.initial_rtt;
+        let held = &mut self.shared.early_one_rtt;
+        let before = held.len();
+        held.retain(|p| p.rx.held_since.is_some_and(|t| now.saturating_duration_since(t) < keep));
+        self.shared.stats.dropped_packets += (before - held.len()) as u64;
+        if pkt.len() > MAX_EARLY_ONE_RTT_BYTES {
+            self.shared.stats.dropped_packets += 1;
+            return;
+        }
+        while held.len() >= MAX_EARLY_ONE_RTT
+            || held.iter().map(|p| p.bytes.len()).sum::<usize>() + pkt.len() > MAX_EARLY_ONE_RTT_BYTES
+        {
+            held.remove(0);
+            self.shared.stats.dropped_packets += 1;
+        }
+        held.push(EarlyPacket {
+            rx: Rx { held_since: Some(rx.held_since.unwrap_or(now)), ..rx },
+            bytes: pkt.to_vec(),
+            is_last,
+        });
     }
 
     /// The path ID a destination CID of ours belongs to.
@@ -211,6 +246,14 @@ impl Connection {
                 return;
             }
         } else if !self.may_accept_path(path_id) {
+            if level == Level::OneRtt && self.may_accept_path_later(path_id) {
+                // A new path's first packets may overtake the client's Finished or its CIDs
+                // for the path (sent on the first path just before): keep them until those
+                // arrive (RFC 10069 §3.1 lets a receiver delay PATH_RESPONSE while it has no
+                // CID). Their datagram counts for the new path's amplification limit then.
+                self.hold_early(now, *rx, pkt, is_last);
+                return;
+            }
             self.shared.stats.dropped_packets += 1;
             if self.would_refuse_path(path_id)
                 && matches!(self.unprotect(now, level, path_id, parsed, pkt), Ok(Some(_)))
@@ -224,16 +267,7 @@ impl Connection {
         // carry frames that are only valid afterwards, so keep a few and process them then
         // (their datagram already counted for the amplification limit above).
         if level == Level::OneRtt && self.shared.side == Side::Server && !self.shared.handshake_complete {
-            let held: usize = self.shared.early_one_rtt.iter().map(|p| p.bytes.len()).sum();
-            if self.shared.early_one_rtt.len() < MAX_EARLY_ONE_RTT && held + pkt.len() <= MAX_EARLY_ONE_RTT_BYTES {
-                self.shared.early_one_rtt.push(EarlyPacket {
-                    rx: Rx { datagram_len: 0, ..*rx },
-                    bytes: pkt.to_vec(),
-                    is_last,
-                });
-            } else {
-                self.shared.stats.dropped_packets += 1;
-            }
+            self.hold_early(now, Rx { datagram_len: 0, ..*rx }, pkt, is_last);
             return;
         }
         // Closing: answer with CONNECTION_CLOSE, process nothing (RFC 9000 §10.2.1), and
@@ -495,6 +529,8 @@ pub(crate) struct Rx {
     pub ecn: Option<Ecn>,
     /// Size of the whole datagram for its first packet, 0 for the coalesced ones after it.
     pub datagram_len: usize,
+    /// For a packet held back and replayed (`hold_early`): when it was first held.
+    pub held_since: Option<Instant>,
 }
 
 #[cfg(test)]

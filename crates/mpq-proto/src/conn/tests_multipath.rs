@@ -495,15 +495,15 @@ fn seed002_challenge_blocked_by_amplification_arms_no_past_timer() {
 /// 11623035763058037611): the client's PATH_NEW_CONNECTION_IDs for path 1 were lost on a
 /// congested handshake path, the client opened path 1 anyway, the server (holding no CID
 /// to answer with) dropped every packet on it, and the client declared the path failed and
-/// lost it for good. The client now opens a path only once the server acknowledged one of
-/// its CIDs for that path ID, so nothing it sends on the new path is dropped.
+/// lost it for good. The client opens a path once its CIDs for it were sent; the server
+/// keeps the new path's packets until the resent CIDs arrive, then answers, dropping none.
 #[test]
-fn path_opens_only_once_the_server_holds_a_cid_for_it() {
+fn path_opens_even_if_its_cids_are_late_seed_11623035763058037611() {
     let mut pair = Pair::new(mp_config());
     let events = confirm(&mut pair);
     // Wait until the client could open path 1, then rewind both sides to the state where
-    // the client's CIDs for it never arrived: the server holds none, the client has them
-    // unacknowledged and sends them again, on a path 0 now slower than the new path.
+    // the client's CIDs for it never arrived: the server holds none, the client sends them
+    // again, on a path 0 now slower than the new path.
     let mut allowed = events.contains(&Event::Path(PathEvent::NewPathAllowed));
     pair.run_until(Duration::from_secs(1), |p| {
         while let Some((_, e)) = p.client.poll_event() {
@@ -515,7 +515,6 @@ fn path_opens_only_once_the_server_holds_a_cid_for_it() {
     server(&mut pair).shared.peer_cids.get_mut(&1).expect("path 1 CIDs").active.clear();
     let c = client(&mut pair);
     let l = c.shared.local_cids.get_mut(&1).expect("path 1 CIDs");
-    l.acked = false;
     l.to_advertise = l.active.keys().copied().collect();
     let client_addr = pair.client_addr;
     pair.extra_latency.push((client_addr, Duration::from_millis(50)));
@@ -523,14 +522,91 @@ fn path_opens_only_once_the_server_holds_a_cid_for_it() {
 
     let server_addr = pair.server_addr;
     let id = open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(2)).expect("path opened");
+    // The new path's challenge reaches the server first, which keeps it.
+    let mut held = false;
     let mut validated = false;
     assert!(pair.run_until(Duration::from_secs(2), |p| {
+        held |= !server(p).shared.early_one_rtt.is_empty();
         while let Some((_, e)) = p.client.poll_event() {
             validated |= e == Event::Path(PathEvent::Validated { id });
         }
         validated
     }));
+    assert!(held, "the new path's packets did not wait for its CIDs");
     assert_eq!(server(&mut pair).stats().dropped_packets, dropped, "the server dropped packets of the new path");
+    assert!(server(&mut pair).shared.early_one_rtt.is_empty());
+}
+
+/// Paths open once the client's handshake completes, before it is confirmed: the server's
+/// CIDs for them come with its Finished (0.5-RTT), the client's with its own Finished.
+#[test]
+fn paths_open_before_the_handshake_is_confirmed() {
+    let mut pair = Pair::new(mp_config());
+    let client_addr = pair.client_addr;
+    // A slow first path: the client's Finished takes 100 ms to arrive, HANDSHAKE_DONE as
+    // long to come back.
+    pair.extra_latency.push((client_addr, Duration::from_millis(100)));
+    let server_addr = pair.server_addr;
+    let id = open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(2)).expect("path opened");
+    assert!(!client(&mut pair).is_handshake_confirmed(), "the path opened only with the confirmed handshake");
+    let mut validated_before_confirmed = false;
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            let confirmed = client(p).is_handshake_confirmed();
+            validated_before_confirmed |= !confirmed && e == Event::Path(PathEvent::Validated { id });
+        }
+        while p.server.poll_event().is_some() {}
+        client(p).is_handshake_confirmed()
+    }));
+    assert!(validated_before_confirmed, "the new path was validated only after the confirmation");
+    // Data flows on both paths.
+    run_upload(&mut pair, 2_000_000, Duration::from_secs(30));
+    let c = client(&mut pair);
+    let (p0, p1) = (path_stats(c, 0), path_stats(c, 1));
+    assert!(p1.tx_bytes > 1_000_000 && p0.rtt_ms > p1.rtt_ms, "the new, faster path unused: {p0:?} {p1:?}");
+}
+
+/// A new path's first packets can overtake the client's Finished (lost here): the server,
+/// whose handshake is not complete, keeps them and answers once the Finished and the
+/// client's CIDs for the path arrive (RFC 9001 §5.7), dropping none.
+#[test]
+fn a_new_paths_packets_wait_for_the_clients_finished() {
+    let mut pair = Pair::new(mp_config());
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            if e == Event::Connected {
+                return true;
+            }
+        }
+        false
+    }));
+    // The client's handshake is complete; its Finished (and its CIDs for path 1) are lost.
+    let blocked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (client_addr, server_addr) = (pair.client_addr, pair.server_addr);
+    let b = blocked.clone();
+    pair.drop_addr = Box::new(move |src, _| src == client_addr && b.load(std::sync::atomic::Ordering::Relaxed));
+    let id = open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(1)).expect("path opened");
+    let mut held = false;
+    assert!(pair.run_until(Duration::from_secs(1), |p| {
+        let s = server(p);
+        held |= !s.shared.handshake_complete && !s.shared.early_one_rtt.is_empty();
+        held
+    }));
+    blocked.store(false, std::sync::atomic::Ordering::Relaxed);
+    let mut validated = false;
+    assert!(pair.run_until(Duration::from_secs(5), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            validated |= e == Event::Path(PathEvent::Validated { id });
+        }
+        validated
+    }));
+    // Every packet the client sent on the new path was processed (none was dropped).
+    pair.run_until(Duration::from_secs(1), |_| false);
+    let sent = path_stats(client(&mut pair), id).tx_packets;
+    let s = server(&mut pair);
+    assert!(s.shared.handshake_complete && s.shared.early_one_rtt.is_empty());
+    assert_eq!(s.path_ids(), vec![0, 1]);
+    assert_eq!(path_stats(s, id).rx_packets, sent, "the server dropped packets of the new path");
 }
 
 #[test]

@@ -353,7 +353,8 @@ impl ConnShared {
         let mut eliciting = false;
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
         let multipath = self.mp.enabled;
-        for (&path, l) in self.local_cids.iter_mut() {
+        let (mut first_advertised, mut full) = (false, false);
+        'sets: for (&path, l) in self.local_cids.iter_mut() {
             while let Some(&seq) = l.to_advertise.first() {
                 let Some(c) = l.active.get(&seq).copied() else {
                     l.to_advertise.remove(&seq);
@@ -367,13 +368,23 @@ impl ConnShared {
                     reset_token: c.reset_token,
                 });
                 if f.encoded_len() > room(buf) {
-                    return eliciting;
+                    full = true;
+                    break 'sets;
                 }
                 f.encode(buf);
                 l.to_advertise.remove(&seq);
+                first_advertised |= !l.advertised;
+                l.advertised = true;
                 frames.push_control(Control::NewCid(path, seq));
                 eliciting = true;
             }
+        }
+        if first_advertised {
+            // The peer will be able to answer on that path ID: the client may open it.
+            self.maybe_signal_new_path_allowed();
+        }
+        if full {
+            return eliciting;
         }
         for (&path, p) in self.peer_cids.iter_mut() {
             while let Some(&seq) = p.to_retire.first() {
