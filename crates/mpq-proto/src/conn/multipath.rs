@@ -132,13 +132,9 @@ impl Connection {
 
     /// Whether a packet on the unknown path `id` may create a path (server side, RFC 10069 §3.1).
     pub(crate) fn may_accept_path(&self, id: u64) -> bool {
-        self.shared.mp.enabled
-            && self.shared.side == Side::Server
-            && id <= self.shared.mp.local_max
-            && !self.shared.path_id_closed(id)
-            && (self.paths.len() as u64) < self.shared.config.max_concurrent_paths
-            && self.shared.peer_cids.get(&id).is_some_and(|p| p.has_cid())
+        self.may_accept_path_later(id)
             && self.shared.state == State::Established
+            && self.shared.peer_cids.get(&id).is_some_and(|p| p.has_cid())
     }
 
     /// Whether a packet on the unknown path `id` may create a path once the handshake is
