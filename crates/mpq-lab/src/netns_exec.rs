@@ -19,7 +19,8 @@ use crate::metrics::{row, Row};
 use crate::netns_competitor::{competitor_rate, Competitor};
 pub use crate::netns_process::interrupted;
 pub(crate) use crate::netns_process::{
-    drain, in_namespace, last_lines, server_port, server_reports, shell_word, wait_cpu_limited, wait_limited, Reaped,
+    drain, in_namespace, last_lines, server_port, server_reports, server_reports_and_tail, shell_word,
+    wait_cpu_limited, wait_limited, Reaped,
 };
 use crate::plan::{Plan, PlannedScenario, RunSpec};
 use crate::testbed::control;
@@ -317,7 +318,7 @@ fn measure(
             .map_err(|e| format!("starting the server ({}): {e}", mpq.display()))?,
     );
     let port = server_port(&mut server.child)?;
-    let ended = server_reports(&mut server.child);
+    let (ended, server_tail) = server_reports_and_tail(&mut server.child);
     // The server's threads' CPU, until it is stopped (no interface of its own to count).
     let server_threads = crate::ifstats::sample(server.child.id(), Vec::new());
 
@@ -380,7 +381,17 @@ fn measure(
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        return Err(format!("the client failed ({}): {}", out.status, last_lines(&stderr, 3)));
+        // The server's side too: whether it still ran, and what it said last.
+        let status = match server.child.try_wait() {
+            Ok(Some(s)) => format!("ended ({s})"),
+            _ => "running".to_string(),
+        };
+        let said = server_tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join(" | ")).unwrap_or_default();
+        return Err(format!(
+            "the client failed ({}): {}; the server was {status}, its last lines: {said}",
+            out.status,
+            last_lines(&stderr, 3)
+        ));
     }
     let mut client: serde_json::Value = stdout
         .lines()

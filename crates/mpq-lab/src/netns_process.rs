@@ -99,8 +99,21 @@ pub(crate) fn server_port(server: &mut Child) -> Result<u16, String> {
 
 /// Drains the server's standard error; sends the JSON of each `connection ended:` line.
 pub(crate) fn server_reports(server: &mut Child) -> mpsc::Receiver<serde_json::Value> {
+    server_reports_and_tail(server).0
+}
+
+/// Lines of a server's standard error kept for a failed run's error message.
+const SERVER_TAIL_LINES: usize = 3;
+
+/// [`server_reports`], and the last lines the server wrote to its standard error (what a
+/// failed run's error shows of the server's side).
+pub(crate) fn server_reports_and_tail(
+    server: &mut Child,
+) -> (mpsc::Receiver<serde_json::Value>, std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>) {
     let (tx, rx) = mpsc::channel();
+    let tail = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
     if let Some(stderr) = server.stderr.take() {
+        let kept = tail.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(v) = line.find("connection ended: ").and_then(|i| {
@@ -108,10 +121,16 @@ pub(crate) fn server_reports(server: &mut Child) -> mpsc::Receiver<serde_json::V
                 }) {
                     let _ = tx.send(v);
                 }
+                if let Ok(mut t) = kept.lock() {
+                    if t.len() == SERVER_TAIL_LINES {
+                        t.pop_front();
+                    }
+                    t.push_back(line);
+                }
             }
         });
     }
-    rx
+    (rx, tail)
 }
 
 /// Threads that read `child`'s standard output and error to their ends (so that it never
