@@ -105,13 +105,14 @@ pub(crate) fn server_reports(server: &mut Child) -> mpsc::Receiver<serde_json::V
 /// Lines of a server's standard error kept for a failed run's error message.
 const SERVER_TAIL_LINES: usize = 3;
 
+/// The last lines a server wrote to its standard error, kept by the thread that reads them.
+pub(crate) type ServerTail = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>;
+
 /// [`server_reports`], and the last lines the server wrote to its standard error (what a
 /// failed run's error shows of the server's side).
-pub(crate) fn server_reports_and_tail(
-    server: &mut Child,
-) -> (mpsc::Receiver<serde_json::Value>, std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>) {
+pub(crate) fn server_reports_and_tail(server: &mut Child) -> (mpsc::Receiver<serde_json::Value>, ServerTail) {
     let (tx, rx) = mpsc::channel();
-    let tail = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+    let tail = ServerTail::default();
     if let Some(stderr) = server.stderr.take() {
         let kept = tail.clone();
         std::thread::spawn(move || {

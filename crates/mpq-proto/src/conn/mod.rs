@@ -348,7 +348,7 @@ pub(crate) struct ConnShared {
     /// What work done on a [`host::Host`] left for the whole connection.
     followups: host::Followups,
     /// Server: 1-RTT packets that arrived before the handshake completed (RFC 9001 §5.7).
-    early_one_rtt: Vec<recv::EarlyPacket>,
+    early_one_rtt: Vec<recv::HeldOneRtt>,
     /// Retry and NEW_TOKEN state (RFC 9000 §8.1).
     tokens: retry::AddressTokens,
     /// 0-RTT keys, remembered limits and held packets (RFC 9001 §4.6).

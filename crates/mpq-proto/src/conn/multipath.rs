@@ -92,12 +92,10 @@ pub(crate) struct MultipathState {
 
 impl Connection {
     /// Called when the handshake completes (a server: once it has sent its Finished, see
-    /// `drive_tls`): turns multipath on if both sides offered it. Later calls only top up
-    /// the CIDs.
+    /// `drive_tls`): turns multipath on if both sides offered it. Once on, later calls do
+    /// nothing (completion issues CIDs anyway).
     pub(crate) fn on_handshake_complete_multipath(&mut self, now: Instant) {
         if self.shared.mp.enabled {
-            self.host().issue_cids(now);
-            self.shared.maybe_signal_new_path_allowed();
             return;
         }
         let (Some(local), Some(peer)) = (

@@ -30,12 +30,19 @@ pub(super) type WalkedFates<'a> = smallvec::Drain<'a, [PacketFates; 1]>;
 const MAX_EARLY_ONE_RTT: usize = 16;
 const MAX_EARLY_ONE_RTT_BYTES: usize = 32 * 1024;
 
-/// A 1-RTT packet that reached the server before the client's Finished (RFC 9001 §5.7), or
-/// on a new path before the client's CIDs for it.
+/// A packet kept to process later (0-RTT before its keys, or a held 1-RTT packet).
 pub(crate) struct EarlyPacket {
     pub(super) rx: Rx,
     pub(super) bytes: Vec<u8>,
     pub(super) is_last: bool,
+}
+
+/// A 1-RTT packet that reached the server before the client's Finished (RFC 9001 §5.7), or
+/// on a new path before the client's CIDs for it: its path ID and when it was held.
+pub(crate) struct HeldOneRtt {
+    packet: EarlyPacket,
+    path_id: u64,
+    held_at: Instant,
 }
 
 impl Connection {
@@ -89,7 +96,7 @@ impl Connection {
                 continue;
             }
             let is_last = offset >= total;
-            let rx = Rx { local, remote, ecn, datagram_len: if first { total } else { 0 }, held_since: None };
+            let rx = Rx { local, remote, ecn, datagram_len: if first { total } else { 0 } };
             first = false;
             self.handle_packet(now, &rx, &parsed, &mut buf[..len], is_last);
             if self.shared.state == State::Drained {
@@ -105,10 +112,21 @@ impl Connection {
             return;
         }
         self.process_held_zero_rtt(now);
-        while self.shared.handshake_complete && !self.shared.early_one_rtt.is_empty() {
-            let held = std::mem::take(&mut self.shared.early_one_rtt);
-            let before = held.len();
-            for mut p in held {
+        // Only the held packets that can be processed now are taken (those of a new path
+        // whose CIDs have not arrived stay untouched); a replayed packet may bring the CIDs
+        // another waits for, hence the loop (each round takes at least one).
+        while self.shared.handshake_complete {
+            let (ready, waiting): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut self.shared.early_one_rtt).into_iter().partition(|h| {
+                    self.path_index(h.path_id).is_some()
+                        || !self.may_accept_path_later(h.path_id)
+                        || self.may_accept_path(h.path_id)
+                });
+            self.shared.early_one_rtt = waiting;
+            if ready.is_empty() {
+                break;
+            }
+            for HeldOneRtt { packet: mut p, .. } in ready {
                 let Ok(parsed) = parse_packet_with(&p.bytes, self.shared.local_cid_len, self.shared.parse_options())
                 else {
                     continue;
@@ -118,40 +136,31 @@ impl Connection {
                     return;
                 }
             }
-            // A new path's packets held back again may wait for CIDs that a packet replayed
-            // after them brought: once more while that makes progress (at most `before` times).
-            if self.shared.early_one_rtt.len() >= before {
-                break;
-            }
         }
         self.arm_key_discard(now);
     }
 
     /// Keeps a 1-RTT packet to process later (`after_datagrams`), evicting the oldest when
     /// the bounds are reached.
-    fn hold_early(&mut self, now: Instant, rx: Rx, pkt: &[u8], is_last: bool) {
+    fn hold_early(&mut self, now: Instant, path_id: u64, rx: Rx, pkt: &[u8], is_last: bool) {
         // A new path's packet is worth keeping while the client still validates the path
         // (RFC 9000 §8.2.4: at least six initial RTTs); its retries replace it.
         let keep = 6 * self.shared.config.initial_rtt;
         let held = &mut self.shared.early_one_rtt;
         let before = held.len();
-        held.retain(|p| p.rx.held_since.is_some_and(|t| now.saturating_duration_since(t) < keep));
+        held.retain(|h| now.saturating_duration_since(h.held_at) < keep);
         self.shared.stats.dropped_packets += (before - held.len()) as u64;
         if pkt.len() > MAX_EARLY_ONE_RTT_BYTES {
             self.shared.stats.dropped_packets += 1;
             return;
         }
         while held.len() >= MAX_EARLY_ONE_RTT
-            || held.iter().map(|p| p.bytes.len()).sum::<usize>() + pkt.len() > MAX_EARLY_ONE_RTT_BYTES
+            || held.iter().map(|h| h.packet.bytes.len()).sum::<usize>() + pkt.len() > MAX_EARLY_ONE_RTT_BYTES
         {
             held.remove(0);
             self.shared.stats.dropped_packets += 1;
         }
-        held.push(EarlyPacket {
-            rx: Rx { held_since: Some(rx.held_since.unwrap_or(now)), ..rx },
-            bytes: pkt.to_vec(),
-            is_last,
-        });
+        held.push(HeldOneRtt { packet: EarlyPacket { rx, bytes: pkt.to_vec(), is_last }, path_id, held_at: now });
     }
 
     /// The path ID a destination CID of ours belongs to.
@@ -251,7 +260,7 @@ impl Connection {
                 // for the path (sent on the first path just before): keep them until those
                 // arrive (RFC 10069 §3.1 lets a receiver delay PATH_RESPONSE while it has no
                 // CID). Their datagram counts for the new path's amplification limit then.
-                self.hold_early(now, *rx, pkt, is_last);
+                self.hold_early(now, path_id, *rx, pkt, is_last);
                 return;
             }
             self.shared.stats.dropped_packets += 1;
@@ -267,7 +276,7 @@ impl Connection {
         // carry frames that are only valid afterwards, so keep a few and process them then
         // (their datagram already counted for the amplification limit above).
         if level == Level::OneRtt && self.shared.side == Side::Server && !self.shared.handshake_complete {
-            self.hold_early(now, Rx { datagram_len: 0, ..*rx }, pkt, is_last);
+            self.hold_early(now, path_id, Rx { datagram_len: 0, ..*rx }, pkt, is_last);
             return;
         }
         // Closing: answer with CONNECTION_CLOSE, process nothing (RFC 9000 §10.2.1), and
@@ -529,8 +538,6 @@ pub(crate) struct Rx {
     pub ecn: Option<Ecn>,
     /// Size of the whole datagram for its first packet, 0 for the coalesced ones after it.
     pub datagram_len: usize,
-    /// For a packet held back and replayed (`hold_early`): when it was first held.
-    pub held_since: Option<Instant>,
 }
 
 #[cfg(test)]
