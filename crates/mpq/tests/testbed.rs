@@ -179,10 +179,8 @@ fn a_shared_bottleneck_carries_every_path_and_the_competitor_at_its_rate_and_del
     // paced senders into a full tail-drop queue lock into phases, and the flow whose packets
     // come just after a departure takes the free places; a first run gave 1.0, 11.7 and 7.4.)
     let flows = [(c0, s0), (c1, s1), (cc, cs)];
-    let sinks: Vec<_> = flows
-        .iter()
-        .map(|&(_, s)| probe::sink(&sns, at(s, 7001), Duration::from_millis(300), false).unwrap())
-        .collect();
+    let sinks: Vec<_> =
+        flows.iter().map(|&(_, s)| probe::sink(&sns, at(s, 7001), Duration::from_millis(300), true).unwrap()).collect();
     let blasts: Vec<_> = flows
         .iter()
         .map(|&(c, s)| {
@@ -194,10 +192,18 @@ fn a_shared_bottleneck_carries_every_path_and_the_competitor_at_its_rate_and_del
         let b = b.join().unwrap();
         assert!(b.offered_bps > 11e6, "the sender offered only {:.1} Mbit/s", b.offered_bps / 1e6);
     }
-    let rates: Vec<f64> =
-        sinks.into_iter().map(|s| s.finish_within(Duration::from_secs(10)).unwrap().rate_bps).collect();
-    let total: f64 = rates.iter().sum();
-    eprintln!("rates {:?} Mbit/s, total {:.2}", rates.iter().map(|r| r / 1e6).collect::<Vec<_>>(), total / 1e6);
+    let reports: Vec<_> = sinks.into_iter().map(|s| s.finish_within(Duration::from_secs(10)).unwrap()).collect();
+    let rates: Vec<f64> = reports.iter().map(|r| r.rate_bps).collect();
+    // Together over the time all three received: each sink's own rate is over its own span,
+    // and a flow that started late or ran on alone (a busy machine delays a sender's thread)
+    // gets more than its share there, so the sum of those rates can exceed the bottleneck's
+    // (CI once measured 26.5 Mbit/s so).
+    let total = probe::common_window_rate_bps(&reports).expect("the three flows overlapped");
+    eprintln!(
+        "rates {:?} Mbit/s, together {:.2} while all three received",
+        rates.iter().map(|r| r / 1e6).collect::<Vec<_>>(),
+        total / 1e6
+    );
     assert!((total / 20e6 - 1.0).abs() < 0.05, "together {:.2} Mbit/s through a 20 Mbit/s bottleneck", total / 1e6);
     for r in &rates {
         assert!(*r > 0.0, "a flow got nothing through the bottleneck: {rates:?}");

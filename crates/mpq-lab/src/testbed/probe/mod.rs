@@ -19,7 +19,7 @@ pub mod tcp;
 pub mod udp;
 
 pub use tcp::{tcp_send, tcp_sink, TcpReport};
-pub use udp::{blast, echo, rtt, sink, BlastReport, RttStats, SinkReport};
+pub use udp::{blast, common_window_rate_bps, echo, rtt, sink, BlastReport, RttStats, SinkReport};
 
 /// IPv4 and UDP headers: what a datagram of N payload bytes adds on the link.
 pub const UDP_OVERHEAD: usize = 28;

@@ -148,6 +148,28 @@ pub struct SinkReport {
     /// With `record`: (sequence number, send time in Unix ns) of every distinct datagram.
     #[serde(skip)]
     pub received: Vec<(u64, u64)>,
+    /// With `record`: (arrival time in Unix ns, link bytes) of every distinct datagram, in
+    /// the order of `received`.
+    #[serde(skip)]
+    pub arrivals: Vec<(u64, u64)>,
+}
+
+/// The rate in bit/s that several sinks (recorded with `record`) received at together while
+/// every one of them was receiving: link bytes that arrived between the latest first arrival
+/// and the earliest last one, over that window. Summing each sink's own `rate_bps` instead
+/// overstates a shared bottleneck's rate when the flows start or end at different times (a
+/// flow that runs partly alone gets more than its share there); `None` when the sinks never
+/// received at the same time.
+pub fn common_window_rate_bps(sinks: &[SinkReport]) -> Option<f64> {
+    let start = sinks.iter().map(|s| s.arrivals.first().map(|a| a.0)).collect::<Option<Vec<_>>>()?;
+    let end = sinks.iter().map(|s| s.arrivals.last().map(|a| a.0)).collect::<Option<Vec<_>>>()?;
+    let (from, to) = (start.into_iter().max()?, end.into_iter().min()?);
+    if to <= from {
+        return None;
+    }
+    // Bytes that arrived after `from` (the first one at `from` only opens the window).
+    let bytes: u64 = sinks.iter().flat_map(|s| &s.arrivals).filter(|a| a.0 > from && a.0 <= to).map(|a| a.1).sum();
+    Some(bytes as f64 * 8.0 / ((to - from) as f64 / 1e9))
 }
 
 /// A UDP sink at `addr` in `ns`; it ends (see [`Server::stop`]) when stopped, or after
@@ -187,6 +209,7 @@ pub fn sink(ns: &str, addr: SocketAddr, idle: Duration, record: bool) -> io::Res
                     last = now;
                     if record {
                         r.received.push((seq, sent));
+                        r.arrivals.push((unix_now_ns(), (n + UDP_OVERHEAD) as u64));
                     }
                 }
                 Ok(_) => {}
@@ -273,4 +296,29 @@ pub fn blast(
         let d = start.elapsed().as_secs_f64();
         Ok(BlastReport { sent, duration_s: d, offered_bps: if d > 0.0 { sent as f64 * bits / d } else { 0.0 } })
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sink_at(arrivals: &[(u64, u64)]) -> SinkReport {
+        SinkReport { arrivals: arrivals.to_vec(), ..Default::default() }
+    }
+
+    #[test]
+    fn common_window_counts_only_the_time_every_sink_received() {
+        const MS: u64 = 1_000_000;
+        // A ran alone from 0 to 100 ms (1000 bytes a ms), B from 100 to 300 ms; both
+        // until 200 ms. Over 100-200 ms: A's and B's 1000 bytes a ms each, 16 Mbit/s.
+        let a = sink_at(&(0..=200).map(|t| (t * MS, 1000)).collect::<Vec<_>>());
+        let b = sink_at(&(100..=300).map(|t| (t * MS, 1000)).collect::<Vec<_>>());
+        let r = common_window_rate_bps(&[a.clone(), b.clone()]).unwrap();
+        assert!((r - 16e6).abs() < 1.0, "{r}");
+        // Each sink's own span would give 8 Mbit/s each, but the sum is not the shared rate
+        // whenever the spans differ; disjoint spans have no common window.
+        let c = sink_at(&[(400 * MS, 1000), (500 * MS, 1000)]);
+        assert_eq!(common_window_rate_bps(&[a.clone(), c]), None);
+        assert_eq!(common_window_rate_bps(&[a, sink_at(&[])]), None);
+    }
 }
