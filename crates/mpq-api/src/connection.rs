@@ -31,7 +31,7 @@ impl std::fmt::Debug for Connection {
 }
 
 /// Why a connection cannot be used: its error if it has one, else that it is gone.
-fn gone(st: Option<&ConnState>) -> Error {
+pub(crate) fn gone(st: Option<&ConnState>) -> Error {
     if st.is_some_and(|s| s.runtime_failed) {
         return Error::RuntimeFailed;
     }
@@ -221,7 +221,7 @@ impl Connection {
     /// Polls `f` under the lock with the connection (`None` once it is gone) and its state;
     /// `Pending` registers the waker in the connection's general list. `f` must answer when
     /// the connection is gone.
-    fn poll_general<T>(
+    pub(crate) fn poll_general<T>(
         &self,
         cx: &mut Context<'_>,
         f: impl FnOnce(Option<&mut mpq_proto::conn::Connection>, &mut ConnState) -> Option<T>,

@@ -1,6 +1,6 @@
 //! The API's errors.
 
-use mpq_proto::conn::{ConnectionError, PathError};
+use mpq_proto::conn::{ConnectionError, DatagramError, PathError};
 use mpq_proto::stream::StreamError;
 
 /// What can go wrong in a call of the API.
@@ -18,6 +18,10 @@ pub enum Error {
     /// A path call failed.
     #[error("path: {0}")]
     Path(#[from] PathError),
+    /// A datagram was refused (not supported by the peer, too large, unknown path, or
+    /// before the handshake outside 0-RTT).
+    #[error("datagram: {0}")]
+    Datagram(#[from] DatagramError),
     /// The connection could not be started (e.g. an invalid server name, too many
     /// connections).
     #[error("connect: {0}")]

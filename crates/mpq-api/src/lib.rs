@@ -24,6 +24,7 @@
 
 mod block;
 mod connection;
+mod datagram;
 mod driver;
 mod endpoint;
 mod error;
@@ -31,6 +32,7 @@ mod stream;
 
 pub use block::Wait;
 pub use connection::{Connecting, Connection};
+pub use datagram::ReadDatagram;
 pub use endpoint::{Endpoint, Options, Threads};
 pub use error::Error;
 pub use stream::{RecvStream, SendStream};
@@ -39,8 +41,8 @@ pub use stream::{RecvStream, SendStream};
 pub use mpq_io::path_threads::ThreadReport;
 /// The protocol's configuration and statistics types, as the API takes and returns them.
 pub use mpq_proto::conn::{
-    ClientConfig, ConnectionError, ConnectionStats, HandshakeInfo, PathEvent, PathStats, PathStatus, ServerConfig,
-    TransportConfig, ZeroRttState,
+    ClientConfig, ConnectionError, ConnectionStats, Datagram, DatagramConfig, DatagramCounters, DatagramError,
+    DatagramStats, HandshakeInfo, PathEvent, PathStats, PathStatus, ServerConfig, TransportConfig, ZeroRttState,
 };
 /// Stream identifiers and directions.
 pub use mpq_proto::{Dir, StreamId};

@@ -79,7 +79,8 @@ impl DatagramConfig {
 /// Why [`Connection::send_datagram`] refused a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DatagramError {
-    /// The handshake has not completed: the peer's transport parameters are not known yet.
+    /// The handshake has not completed: the peer's transport parameters are not known yet
+    /// (and the connection is not in 0-RTT, where the remembered ones apply).
     #[error("the handshake has not completed")]
     NotConnected,
     /// The peer did not advertise max_datagram_frame_size (RFC 9221 §3: we must not send
@@ -262,6 +263,23 @@ impl Datagrams {
         }
     }
 
+    /// Drops the queued datagrams whose frame would be above `max_frame` bytes (0: all),
+    /// counted as dropped before sending: the peer's limit turned out lower than the one
+    /// they were queued under (a server that declined 0-RTT, RFC 9221 §3).
+    pub fn drop_above(&mut self, max_frame: u64) {
+        let fits = |o: &Outgoing| max_frame > 0 && frame_len(o.data.len()) as u64 <= max_frame;
+        let (keep, gone): (VecDeque<Outgoing>, VecDeque<Outgoing>) = self.send.drain(..).partition(fits);
+        self.send = keep;
+        for o in gone {
+            self.send_bytes -= o.data.len();
+            self.unpin(o.path);
+            self.stats.total.dropped_send += 1;
+            if let Some(id) = o.path {
+                self.path_stats(id).dropped_send += 1;
+            }
+        }
+    }
+
     /// A datagram of `len` bytes went out on `path_id`.
     pub fn on_sent(&mut self, path_id: u64, len: usize) {
         for c in [&mut self.stats.total, self.stats.paths.entry(path_id).or_default()] {
@@ -397,7 +415,9 @@ impl Connection {
         if self.is_closed() {
             return Err(DatagramError::Closed);
         }
-        if !self.shared.handshake_complete {
+        // Before the handshake completes, only a client in 0-RTT may queue datagrams, for
+        // its 0-RTT packets (RFC 9221 §3).
+        if !self.shared.handshake_complete && self.zero_rtt_datagram_limit().is_none() {
             return Err(DatagramError::NotConnected);
         }
         if let Some(id) = path {
@@ -417,13 +437,16 @@ impl Connection {
     /// Largest datagram payload [`Connection::send_datagram`] accepts now for `path` (for
     /// `None`: one that fits every open path, as the scheduler may pick any). It is bounded
     /// by the peer's max_datagram_frame_size (RFC 9221 §3) and by one packet of the path
-    /// (RFC 9221 §5: datagrams are not fragmented). `None` until the handshake completes,
-    /// when the peer does not support DATAGRAM frames, or for an unknown path.
+    /// (RFC 9221 §5: datagrams are not fragmented). `None` until the handshake completes
+    /// (except in 0-RTT: a client that resumed with early data uses the value the server
+    /// gave with its ticket, RFC 9221 §3), when the peer does not support DATAGRAM frames,
+    /// or for an unknown path.
     pub fn max_datagram_size(&self, path: Option<u64>) -> Option<usize> {
-        if !self.shared.handshake_complete {
-            return None;
-        }
-        let peer = self.shared.peer_params.as_ref()?.max_datagram_frame_size;
+        let peer = if self.shared.handshake_complete {
+            self.shared.peer_params.as_ref()?.max_datagram_frame_size
+        } else {
+            self.zero_rtt_datagram_limit()?
+        };
         if peer == 0 {
             return None;
         }

@@ -885,3 +885,5 @@ mod tests_version;
 mod tests_version_negotiation;
 #[cfg(test)]
 mod tests_zero_rtt;
+#[cfg(test)]
+mod tests_zero_rtt_datagram;

@@ -161,7 +161,12 @@ impl Connection {
         } else {
             self.shared.zero_rtt.state = ZeroRttState::Rejected;
             self.shared.zero_rtt.remembered = None;
-            self.requeue_zero_rtt();
+            // Datagrams queued under the remembered limit that the new one does not allow
+            // (RFC 9221 §3: never above the peer's max_datagram_frame_size).
+            self.shared.datagrams.drop_above(new.max_datagram_frame_size);
+            // (The 1-RTT keys were installed just now and nothing was sealed with them yet:
+            // every packet of the data space is a 0-RTT one.)
+            self.lose_data_space_packets();
             tracing::debug!("0-RTT rejected: its data goes again in 1-RTT");
         }
         Ok(())
@@ -174,6 +179,13 @@ impl Connection {
         if self.shared.side != Side::Client || self.shared.one_rtt.is_some() {
             return;
         }
+        self.lose_data_space_packets();
+    }
+
+    /// Every packet in the primary path's data space leaves the flight without a congestion
+    /// signal and its frames are lost: STREAM chunks go back to the send queues, DATAGRAM
+    /// frames are counted lost (RFC 9221 §5.2).
+    fn lose_data_space_packets(&mut self) {
         let pi = self.primary_path();
         let Some(path) = self.paths.get_mut(pi) else { return };
         let mut freed = 0u64;
@@ -240,7 +252,21 @@ impl Connection {
         }
     }
 
-    /// Client: stream data waits and 0-RTT packets may carry it on path `pi` now.
+    /// Client in 0-RTT (keys installed, no 1-RTT keys yet): the server's
+    /// max_datagram_frame_size remembered with the ticket (0: no DATAGRAM frames). RFC 9221
+    /// §3 lets a client that stored it send DATAGRAM frames in 0-RTT packets. `None`
+    /// outside 0-RTT.
+    pub(crate) fn zero_rtt_datagram_limit(&self) -> Option<u64> {
+        let z = &self.shared.zero_rtt;
+        let in_zero_rtt = self.shared.side == Side::Client
+            && z.state == ZeroRttState::Pending
+            && z.keys.is_some()
+            && self.shared.one_rtt.is_none();
+        in_zero_rtt.then(|| z.remembered.as_ref().map_or(0, |tp| tp.max_datagram_frame_size))
+    }
+
+    /// Client: stream data or datagrams wait and 0-RTT packets may carry them on path `pi`
+    /// now. (Only path 0 exists in 0-RTT, so every queued datagram is for it.)
     pub(super) fn zero_rtt_wants_send(&self, pi: usize, cwnd_ok: bool, allow_data: bool) -> bool {
         self.shared.side == Side::Client
             && self.shared.one_rtt.is_none()
@@ -248,17 +274,19 @@ impl Connection {
             && pi == self.primary_path()
             && cwnd_ok
             && allow_data
-            && self.shared.streams.has_pending_data()
+            && (self.shared.streams.has_pending_data() || !self.shared.datagrams.send_is_empty())
     }
 
-    /// Client: writes a 0-RTT packet (RFC 9000 §17.2.3) of stream data on path `pi`, its
-    /// number from the path's data space, ending before `max_end`; `None` if nothing fit.
-    /// Only STREAM frames go in it: flow control and stream control frames wait for 1-RTT,
-    /// and ACK, CRYPTO and the frames §12.4 reserves for 1-RTT never go in 0-RTT.
+    /// Client: writes a 0-RTT packet (RFC 9000 §17.2.3) of datagrams and stream data on
+    /// path `pi`, its number from the path's data space, ending before `max_end`; `None` if
+    /// nothing fit. Only DATAGRAM (RFC 9221 §4 allows them in 0-RTT) and STREAM frames go in
+    /// it: flow control and stream control frames wait for 1-RTT, and ACK, CRYPTO and the
+    /// frames §12.4 reserves for 1-RTT never go in 0-RTT.
     pub(super) fn write_0rtt_packet(&mut self, pi: usize, buf: &mut Vec<u8>, max_end: usize) -> Option<OpenPacket> {
         let dcid = self.shared.peer_cids.get(&0)?.current().cid;
         let scid = self.shared.long_header_scid();
-        let space = &self.paths.get(pi)?.data;
+        let path = self.paths.get(pi)?;
+        let (path_id, mtu, space) = (path.id, path.mtu, &path.data);
         let pn = space.next_pn;
         let pn_len = encode_pn_len(pn, space.loss.largest_acked());
         let header_start = buf.len();
@@ -274,6 +302,19 @@ impl Connection {
         let payload_end = payload_room(buf, &header, max_end)?;
         let mut frames = SentFrames::default();
         let mut eliciting = false;
+        // Datagrams first: they were queued to go now, and stream data can wait for the
+        // next packet. The frame limit is the path's packet (the remembered
+        // max_datagram_frame_size was checked when each was queued).
+        let max_frame = super::datagram::max_frame_for_mtu(mtu);
+        while let Some(d) =
+            self.shared.datagrams.take_for(path_id, true, payload_end.saturating_sub(buf.len()), max_frame)
+        {
+            frame::encode_datagram_header(buf, Some(d.len()));
+            buf.extend_from_slice(&d);
+            frames.push_datagram(path_id);
+            self.shared.datagrams.on_sent(path_id, d.len());
+            eliciting = true;
+        }
         while payload_end.saturating_sub(buf.len()) > frame::MAX_STREAM_HEADER_LEN {
             let max = payload_end - buf.len() - frame::MAX_STREAM_HEADER_LEN;
             let Some(chunk) = self.shared.streams.next_stream_chunk(max) else { break };

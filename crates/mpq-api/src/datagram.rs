@@ -1,0 +1,64 @@
+//! Unreliable datagrams (RFC 9221) on a connection: queued for a path or for the scheduler,
+//! read as they arrive, with their counters. Both ends must enable them
+//! (`TransportConfig::datagrams`, `DatagramConfig::enabled()`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use mpq_proto::conn::{Datagram, DatagramStats};
+
+use crate::connection::{gone, Connection};
+use crate::Error;
+
+impl Connection {
+    /// Queues `data` as one DATAGRAM frame: on path `path`, or (`None`) on whichever path
+    /// the scheduler sends new data on next. Never retransmitted; a full queue drops its
+    /// oldest datagram (counted in [`Connection::datagram_stats`]). A resumed client in 0-RTT
+    /// ([`crate::Connecting::into_0rtt`]) may send them already when the server allowed them
+    /// in the connection that gave the ticket (RFC 9221 §3). Refused
+    /// ([`Error::Datagram`]) before the handshake otherwise, when the peer does not support
+    /// them, for an unknown path, or above [`Connection::max_datagram_size`].
+    pub fn send_datagram(&self, data: impl Into<Bytes>, path: Option<u64>) -> Result<(), Error> {
+        let data = data.into();
+        self.with(|c, _, _| Ok(c.send_datagram(data, path)?))
+    }
+
+    /// Largest datagram payload [`Connection::send_datagram`] accepts now for `path` (`None`:
+    /// one that fits every open path); `None` when datagrams cannot be sent (yet).
+    pub fn max_datagram_size(&self, path: Option<u64>) -> Result<Option<usize>, Error> {
+        self.with(|c, _, _| Ok(c.max_datagram_size(path)))
+    }
+
+    /// The next datagram the peer sent (with the path that carried it), oldest first; waits
+    /// for one. Fails once the connection is closed and none is left.
+    pub fn read_datagram(&self) -> ReadDatagram {
+        ReadDatagram { conn: self.clone() }
+    }
+
+    /// Datagram counters, for the connection and per path.
+    pub fn datagram_stats(&self) -> Result<DatagramStats, Error> {
+        self.with(|c, _, _| Ok(c.datagram_stats()))
+    }
+}
+
+/// The future of [`Connection::read_datagram`].
+pub struct ReadDatagram {
+    conn: Connection,
+}
+
+impl Future for ReadDatagram {
+    type Output = Result<Datagram, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.conn.poll_general(cx, |c, st| match c {
+            Some(c) => match c.recv_datagram() {
+                Some(d) => Some(Ok(d)),
+                None if st.error.is_some() || st.drained => Some(Err(gone(Some(st)))),
+                None => None,
+            },
+            None => Some(Err(gone(Some(st)))),
+        })
+    }
+}

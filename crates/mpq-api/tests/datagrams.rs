@@ -1,0 +1,120 @@
+//! DATAGRAM frames (RFC 9221) through the application API over loopback, in both runtimes:
+//! a server that echoes every datagram on the path it came by, a client that sends a burst
+//! and reads the echoes, the API's refusals, and datagrams sent in 0-RTT by a resumed client.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use mpq_api::{
+    ClientConfig, DatagramConfig, DatagramError, Endpoint, Error, Options, ServerConfig, Threads, TransportConfig,
+    Wait, ZeroRttState,
+};
+
+const RUNTIMES: [Threads; 2] = [Threads::Single, Threads::PerPath];
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().expect("address")
+}
+
+fn transport() -> TransportConfig {
+    // Idle timeout: a lost datagram fails the test in seconds instead of hanging it.
+    TransportConfig {
+        datagrams: DatagramConfig::enabled(),
+        max_idle_timeout: Duration::from_secs(5),
+        ..TransportConfig::default()
+    }
+}
+
+/// A server that sends every datagram back on the path it came by.
+fn echo_server(threads: Threads, cfg: ServerConfig) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let server =
+        Endpoint::server(&[addr("127.0.0.1:0")], cfg, Options { threads, ..Options::default() }).expect("server");
+    let at = server.local_addrs()[0];
+    let serving = std::thread::spawn(move || {
+        while let Some(conn) = server.accept().wait() {
+            std::thread::spawn(move || {
+                while let Ok(d) = conn.read_datagram().wait() {
+                    if conn.send_datagram(d.data, Some(d.path_id)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (at, serving)
+}
+
+fn payload(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|k| (i * 31 + k) as u8).collect()
+}
+
+#[test]
+fn datagrams_are_echoed_exactly() {
+    for threads in RUNTIMES {
+        let (client_cfg, server_cfg): (ClientConfig, ServerConfig) = mpq_proto::testing::configs(transport());
+        let (server_addr, serving) = echo_server(threads, server_cfg);
+        let ep = Endpoint::client(&[addr("127.0.0.1:0")], Options { threads, ..Options::default() }).expect("client");
+        let conn = ep.connect(server_addr, "localhost", &client_cfg).expect("connect").wait().expect("handshake");
+        let max = conn.max_datagram_size(None).expect("open").expect("the server supports datagrams");
+        assert!(matches!(
+            conn.send_datagram(vec![0u8; max + 1], None),
+            Err(Error::Datagram(DatagramError::TooLarge { .. }))
+        ));
+        assert!(matches!(conn.send_datagram(&b"x"[..], Some(9)), Err(Error::Datagram(DatagramError::UnknownPath))));
+        // 40 datagrams, a few at a time (the echo's queue and the window stay small).
+        let mut sent = Vec::new();
+        let mut got = Vec::new();
+        for round in 0..8 {
+            for k in 0..5 {
+                let i = round * 5 + k;
+                let d = payload(i, 1 + i * 23 % max);
+                conn.send_datagram(d.clone(), None).expect("send");
+                sent.push(d);
+            }
+            for _ in 0..5 {
+                let d = conn.read_datagram().wait().expect("an echo (a lost datagram ends in the idle timeout)");
+                assert_eq!(d.path_id, 0);
+                got.push(d.data.to_vec());
+            }
+        }
+        sent.sort();
+        got.sort();
+        assert!(got == sent, "{threads:?}: the echoes differ from what was sent");
+        let s = conn.datagram_stats().expect("stats").total;
+        assert_eq!((s.sent, s.received), (40, 40), "{threads:?}: {s:?}");
+        conn.close(0, b"done");
+        ep.wait_idle().wait();
+        drop((conn, ep, serving));
+    }
+}
+
+/// A resumed client in 0-RTT sends a datagram before its handshake completes (the ticket's
+/// connection allowed them, RFC 9221 §3); the server echoes it.
+#[test]
+fn a_resumed_client_sends_datagrams_in_0rtt() {
+    for threads in RUNTIMES {
+        let (client_cfg, server_cfg) = mpq_proto::testing::zero_rtt_configs(transport());
+        let (server_addr, serving) = echo_server(threads, server_cfg);
+        let ep = Endpoint::client(&[addr("127.0.0.1:0")], Options { threads, ..Options::default() }).expect("client");
+        // Without a ticket: nothing can be sent before the handshake.
+        let connecting = ep.connect(server_addr, "localhost", &client_cfg).expect("connect");
+        let first = match connecting.into_0rtt() {
+            Ok(_) => panic!("0-RTT keys without a ticket"),
+            Err(c) => c.wait().expect("handshake"),
+        };
+        first.send_datagram(&b"first"[..], None).expect("send");
+        assert_eq!(&first.read_datagram().wait().expect("echo").data[..], b"first");
+        first.close(0, b"done");
+        let Ok(second) = ep.connect(server_addr, "localhost", &client_cfg).expect("connect").into_0rtt() else {
+            panic!("{threads:?}: no 0-RTT keys for a resumed session")
+        };
+        assert_eq!(second.zero_rtt().expect("state"), ZeroRttState::Pending);
+        second.send_datagram(&b"early"[..], None).expect("a datagram in 0-RTT");
+        assert_eq!(&second.read_datagram().wait().expect("echo").data[..], b"early");
+        let second = second.established().wait().expect("handshake");
+        assert_eq!(second.zero_rtt().expect("state"), ZeroRttState::Accepted, "{threads:?}");
+        second.close(0, b"done");
+        ep.wait_idle().wait();
+        drop((first, second, ep, serving));
+    }
+}
