@@ -395,6 +395,13 @@ pub struct PerfClientArgs {
     /// min-RTT scheduler, the fastest path with room in its congestion window).
     #[arg(long, value_name = "PATH_ID", requires = "datagrams")]
     pub datagram_path: Option<u64>,
+    /// Measure a resumed connection that starts in 0-RTT: a first connection completes its
+    /// handshake and takes the server's session tickets, then the measured one resumes and
+    /// sends its requests (with --datagrams: its datagrams, RFC 9221 §3) from its first
+    /// flight in 0-RTT packets. The summary says whether the server accepted (`zero_rtt`)
+    /// and, with --datagrams, how many went in 0-RTT (`sent_0rtt`).
+    #[arg(long = "0rtt")]
+    pub zero_rtt: bool,
     /// Request/response instead of a bulk download (seed 002 §4.3, seed 004): every
     /// --request-interval send a request of this many bytes on a new stream, which the
     /// server answers with as many bytes; --requests of them. Reports each request's delay

@@ -17,6 +17,7 @@ mod perf;
 mod perf_reqresp;
 mod perf_shard;
 mod perf_tcp;
+mod perf_ticket;
 mod progress;
 mod report;
 mod runner;

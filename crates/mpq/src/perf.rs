@@ -13,7 +13,7 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use mpq_proto::conn::{ClientConfig, DatagramConfig, DatagramError, Event, ServerConfig};
+use mpq_proto::conn::{ClientConfig, DatagramConfig, DatagramError, Event, ServerConfig, ZeroRttState};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 use mpq_proto::{Dir, Instant, StreamId};
 use serde_json::json;
@@ -200,6 +200,10 @@ pub(crate) struct PerfClient {
     pub(crate) reqs: Option<crate::perf_reqresp::RequestRun>,
     /// When the client first ran (the origin of request times).
     pub(crate) launched: Option<Instant>,
+    /// `--0rtt`: the connection that takes the session tickets first.
+    ticket: crate::perf_ticket::TicketConnection,
+    /// What became of the measured connection's 0-RTT, at its end.
+    zero_rtt: ZeroRttState,
 }
 
 /// The client's datagram measurement (`--datagrams`).
@@ -287,7 +291,7 @@ impl App for PerfClient {
     fn timeout(&self) -> Option<Instant> {
         // Datagrams: back soon to keep the connection's queue topped up (and to ask for
         // the count after the grace period).
-        [self.paths.timeout(), self.wake].into_iter().flatten().min()
+        [self.paths.timeout(), self.wake, self.ticket.timeout()].into_iter().flatten().min()
     }
 
     fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
@@ -300,6 +304,19 @@ impl App for PerfClient {
             if !self.idle.is_ready() {
                 return ControlFlow::Continue(());
             }
+        }
+        while let Some((h, ev)) = ep.poll_event() {
+            self.on_event(now, ep, h, ev);
+        }
+        if self.error.is_some() {
+            return ControlFlow::Break(());
+        }
+        if let Err(e) = self.ticket.poll(now, ep, &self.config, self.server) {
+            self.error = Some(e);
+            return ControlFlow::Break(());
+        }
+        if !self.ticket.is_ready() {
+            return ControlFlow::Continue(());
         }
         if self.conn.is_none() {
             match ep.connect(now, &self.config, self.server, "localhost") {
@@ -314,26 +331,18 @@ impl App for PerfClient {
             }
         }
         while let Some((h, ev)) = ep.poll_event() {
-            if self.idle.owns(h) {
-                self.idle.on_event(&ev);
-                continue;
-            }
-            if let Event::ConnectionLost(e) = &ev {
-                if self.end.is_none() {
-                    self.error = Some(runner::describe_loss(e, self.server, &self.common));
-                    return ControlFlow::Break(());
-                }
-            }
-            if ev == Event::Connected {
-                runner::log_handshake(ep, h);
-            }
-            self.paths.on_event(now, &ev);
+            self.on_event(now, ep, h, ev);
+        }
+        if self.error.is_some() {
+            return ControlFlow::Break(());
         }
         let Some(h) = self.conn else { return ControlFlow::Continue(()) };
         self.paths.poll(now, ep, h);
         let Some(c) = ep.connection_mut(h) else { return ControlFlow::Break(()) };
         self.multipath = c.is_multipath();
-        if !c.is_established() {
+        self.zero_rtt = c.zero_rtt_state();
+        // With --0rtt, a resumed connection works from its first flight (0-RTT).
+        if !c.is_established() && self.zero_rtt != ZeroRttState::Pending {
             // The core's handshake timeout (--handshake-timeout) ends a silent attempt.
             return ControlFlow::Continue(());
         }
@@ -411,6 +420,31 @@ impl App for PerfClient {
 }
 
 impl PerfClient {
+    /// One event of the endpoint: an idle connection's, the ticket connection's, or the
+    /// measured one's (a loss before the end is the run's error).
+    fn on_event(&mut self, now: Instant, ep: &Endpoint, h: ConnectionHandle, ev: Event) {
+        if self.idle.owns(h) {
+            self.idle.on_event(&ev);
+            return;
+        }
+        if self.ticket.owns(h) {
+            self.ticket.on_event(now, ep, &ev);
+            return;
+        }
+        if Some(h) != self.conn {
+            return;
+        }
+        if let Event::ConnectionLost(e) = &ev {
+            if self.end.is_none() && self.error.is_none() {
+                self.error = Some(runner::describe_loss(e, self.server, &self.common));
+            }
+        }
+        if ev == Event::Connected {
+            runner::log_handshake(ep, h);
+        }
+        self.paths.on_event(now, &ev);
+    }
+
     /// A measurement of one connection to `server` (`per_stream` bytes asked on each of
     /// `args.streams` streams, or for `duration`).
     pub(crate) fn new(
@@ -458,6 +492,8 @@ impl PerfClient {
                 crate::perf_reqresp::RequestRun::new(size, ms, args.requests)
             }),
             launched: None,
+            ticket: crate::perf_ticket::TicketConnection::new(args.zero_rtt),
+            zero_rtt: ZeroRttState::NotAttempted,
         }
     }
 
@@ -550,11 +586,14 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         }
     }
     let transport = runner::shared(transport);
-    let tls = crate::tls::client_config(&args.common, None, true, b"perf", false)?;
+    let tls = crate::tls::client_config(&args.common, None, true, b"perf", args.zero_rtt)?;
     let streams = args.streams;
     let (per_stream, duration) = workload(&args)?;
     let config = ClientConfig { tls, transport };
     if let Some(n) = args.common.shard {
+        if args.zero_rtt {
+            bail!("--0rtt measures one resumed connection: not with --shard");
+        }
         return crate::perf_shard::client(&args, config, duration, n as usize);
     }
     let sockets = runner::bind(&runner::client_locals(&args.paths, args.connect)?, &args.common)?;
@@ -592,6 +631,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         if args.json {
             let out = json!({
                 "mode": "datagrams",
+                "zero_rtt": app.zero_rtt.name(),
                 "goodput_bps": goodput,
                 "duration_s": secs,
                 "bytes": received_bytes,
@@ -600,6 +640,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
                 "datagrams": {
                     "queued": d.queued,
                     "sent": sent,
+                    "sent_0rtt": c.total.sent_0rtt,
                     "received": received,
                     "lost": lost,
                     "loss_ratio": loss,
@@ -628,6 +669,9 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
                 goodput / 1e6,
                 100.0 * cpu / secs
             );
+            if args.zero_rtt {
+                println!("  0-RTT {}: {} datagrams in 0-RTT packets", app.zero_rtt.name(), c.total.sent_0rtt);
+            }
             for (id, p) in &c.paths {
                 println!(
                     "  path {id}: sent {}, acknowledged {}, lost {}, dropped {}",
@@ -650,6 +694,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             o.insert("goodput_bps".into(), json!(rr.bytes() as f64 * 8.0 / span));
             o.insert("cpu_s".into(), json!(cpu));
             o.insert("multipath".into(), json!(app.multipath));
+            o.insert("zero_rtt".into(), json!(app.zero_rtt.name()));
             o.insert("paths".into(), json!(paths));
             o.insert("threads".into(), json!(crate::report::threads_json(&run.threads)));
         }
@@ -674,6 +719,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
     if args.json {
         let out = json!({
             "transport": "quic",
+            "zero_rtt": app.zero_rtt.name(),
             "goodput_bps": goodput,
             "duration_s": secs,
             "bytes": app.bytes,
@@ -697,6 +743,9 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             goodput / 1e6,
             100.0 * cpu / secs
         );
+        if args.zero_rtt {
+            println!("0-RTT {} (the requests left in the first flight)", app.zero_rtt.name());
+        }
         crate::report::print_paths(&stats, secs);
         crate::report::print_threads(&run.threads, secs);
     }

@@ -273,6 +273,19 @@ fn perf_datagrams_on_loopback() {
     check(&stdout, Some("1"));
     let (ok, _, stderr) = perf(&["--datagram-size", "5000"]);
     assert!(!ok && stderr.contains("--datagram-size 5000: at most"), "{stderr}");
+    // --0rtt: a resumed connection whose first datagrams go in 0-RTT (RFC 9221 §3).
+    let (ok, stdout, stderr) = perf(&["--datagram-size", "600", "--0rtt"]);
+    assert!(ok, "{stderr}");
+    check(&stdout, None);
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().expect("a line")).expect("json");
+    assert_eq!(v["zero_rtt"], "accepted", "{stdout}");
+    // The initial window's worth (12000 bytes: at least 10 of 600 bytes) left in 0-RTT.
+    let early = v["datagrams"]["sent_0rtt"].as_u64().unwrap();
+    assert!((10..=40).contains(&early), "{stdout}");
+    let (ok, stdout, stderr) = perf(&["--datagram-size", "600"]);
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().expect("a line")).expect("json");
+    assert_eq!((v["zero_rtt"].as_str(), v["datagrams"]["sent_0rtt"].as_u64()), (Some("not attempted"), Some(0)));
     let _ = server.kill();
     let _ = server.wait();
 }

@@ -119,6 +119,8 @@ pub struct DatagramCounters {
     pub sent: u64,
     /// Payload bytes sent.
     pub sent_bytes: u64,
+    /// Of `sent`, those in 0-RTT packets (a resumed client, before its handshake completed).
+    pub sent_0rtt: u64,
     /// Sent datagrams whose packet was acknowledged.
     pub acked: u64,
     /// Sent datagrams whose packet was declared lost (never retransmitted, RFC 9221 §5.2).
@@ -243,6 +245,13 @@ impl Datagrams {
     /// whose frame could never fit a packet of the path (`max_frame`) is dropped, counted.
     /// `None` when the next one does not fit: it waits for the next packet (datagrams keep
     /// their order).
+    /// The frame length of the datagram [`Datagrams::take_for`] would take next for
+    /// `path_id`.
+    pub fn next_frame_len(&self, path_id: u64, unpinned_ok: bool) -> Option<usize> {
+        let o = self.send.iter().find(|o| o.path == Some(path_id) || (unpinned_ok && o.path.is_none()))?;
+        Some(frame_len(o.data.len()))
+    }
+
     pub fn take_for(&mut self, path_id: u64, unpinned_ok: bool, room: usize, max_frame: usize) -> Option<Bytes> {
         loop {
             let at = self.send.iter().position(|o| o.path == Some(path_id) || (unpinned_ok && o.path.is_none()))?;
@@ -280,11 +289,12 @@ impl Datagrams {
         }
     }
 
-    /// A datagram of `len` bytes went out on `path_id`.
-    pub fn on_sent(&mut self, path_id: u64, len: usize) {
+    /// A datagram of `len` bytes went out on `path_id` (in a 0-RTT packet: `early`).
+    pub fn on_sent(&mut self, path_id: u64, len: usize, early: bool) {
         for c in [&mut self.stats.total, self.stats.paths.entry(path_id).or_default()] {
             c.sent += 1;
             c.sent_bytes += len as u64;
+            c.sent_0rtt += u64::from(early);
         }
     }
 
@@ -454,7 +464,13 @@ impl Connection {
             Some(id) => self.paths.board().slot_of(id).and_then(|s| self.paths.view(s)).filter(|v| v.is_open())?.mtu,
             None => self.paths.views().map(|(_, v)| v).filter(|v| v.is_open()).map(|v| v.mtu).min()?,
         };
-        let limit = max_frame_for_mtu(mtu).min(usize::try_from(peer).unwrap_or(usize::MAX));
+        // In 0-RTT the frame must fit a 0-RTT packet, whose long header is larger.
+        let frame_room = if self.shared.handshake_complete {
+            max_frame_for_mtu(mtu)
+        } else {
+            usize::from(mtu).saturating_sub(self.zero_rtt_overhead())
+        };
+        let limit = frame_room.min(usize::try_from(peer).unwrap_or(usize::MAX));
         Some(payload_within(limit))
     }
 

@@ -32,12 +32,7 @@ impl std::fmt::Display for HandshakeInfo {
             self.cipher_suite,
             self.alpn,
             if self.resumed { "resumed session" } else { "full handshake" },
-            match self.early_data {
-                super::ZeroRttState::NotAttempted => "not attempted",
-                super::ZeroRttState::Pending => "pending",
-                super::ZeroRttState::Accepted => "accepted",
-                super::ZeroRttState::Rejected => "rejected",
-            },
+            self.early_data.name(),
             if self.multipath { "negotiated" } else { "not negotiated" },
         )?;
         for (i, (id, addr)) in self.paths.iter().enumerate() {

@@ -10,7 +10,6 @@ use super::tests_zero_rtt::{client_flight, client_learns_the_outcome, first_conn
 use super::zero_rtt::ZeroRttState;
 use super::*;
 use crate::testing::{zero_rtt_configs, Pair};
-use crate::types::Level;
 
 fn dg_config() -> TransportConfig {
     TransportConfig { datagrams: DatagramConfig::enabled(), ..TransportConfig::default() }
@@ -58,7 +57,8 @@ fn zero_rtt_carries_the_datagrams_the_ticket_allows() {
     // They leave at once, in 0-RTT packets (long header type 0-RTT: 0b01 in bits 4-5).
     let flight = client_flight(&mut pair);
     assert!(flight.iter().any(|d| d.len() > 20 && d[0] & 0xb0 == 0x90), "no 0-RTT packet in the first flight");
-    assert_eq!(client_conn(&mut pair).datagram_stats().total.sent, 5);
+    let s = client_conn(&mut pair).datagram_stats().total;
+    assert_eq!((s.sent, s.sent_0rtt), (5, 5));
     assert_eq!(client_conn(&mut pair).datagram_send_queue_len(), 0);
     for mut d in flight {
         pair.server.handle_datagrams(pair.now, pair.server_addr, pair.client_addr, None, &mut [d.as_mut_slice()]);
@@ -73,7 +73,6 @@ fn zero_rtt_carries_the_datagrams_the_ticket_allows() {
     let s = client_conn(&mut pair).datagram_stats().total;
     assert_eq!((s.sent, s.acked, s.lost, s.dropped_send), (5, 5, 0, 0));
     assert_eq!(client_conn(&mut pair).zero_rtt_state(), ZeroRttState::Accepted);
-    let _ = Level::ZeroRtt;
 }
 
 /// Without DATAGRAM in the ticket's connection (the server advertised none), the client
@@ -126,6 +125,38 @@ fn declined_zero_rtt_datagrams_are_lost_and_the_rest_dropped() {
     assert_eq!(c.max_datagram_size(None), None, "the server supports no DATAGRAM now");
     let s = c.datagram_stats().total;
     assert!(s.sent > 0 && s.sent < 40, "some went in 0-RTT, some waited: {s:?}");
+    assert_eq!(s.sent_0rtt, s.sent);
     assert_eq!((s.lost, s.acked, s.dropped_send), (s.sent, 0, 40 - s.sent), "{s:?}");
     assert_eq!(c.datagram_send_queue_len(), 0);
+}
+
+/// A 0-RTT datagram too large to follow the Initial in the first datagram goes in the next
+/// one, and the Initial's datagram is still padded to 1200 bytes (RFC 9000 §14.1); before,
+/// the Initial was sealed for a 0-RTT packet that then held nothing, and went out short: the
+/// server dropped it and the handshake waited a PTO.
+#[test]
+fn a_large_0rtt_datagram_leaves_the_initial_padded() {
+    let (cc, sc) = zero_rtt_configs(dg_config());
+    first_connection(&cc, &sc);
+    let mut pair = Pair::from_configs(&cc, sc);
+    let t0 = pair.now;
+    let max = client_conn(&mut pair).max_datagram_size(None).expect("allowed");
+    client_conn(&mut pair).send_datagram(vec![7u8; max], None).expect("0-RTT datagram");
+    let flight = client_flight(&mut pair);
+    // Long header, type Initial (0b00 in bits 4-5).
+    let initial = flight.iter().find(|d| d[0] & 0xb0 == 0x80).expect("an Initial");
+    assert!(initial.len() >= 1200, "the Initial's datagram has {} bytes", initial.len());
+    assert!(flight.iter().any(|d| d[0] & 0xb0 == 0x90 && d.len() > max), "the datagram left in a 0-RTT packet");
+    assert_eq!(client_conn(&mut pair).datagram_stats().total.sent_0rtt, 1);
+    for mut d in flight {
+        pair.server.handle_datagrams(pair.now, pair.server_addr, pair.client_addr, None, &mut [d.as_mut_slice()]);
+    }
+    let mut got = Vec::new();
+    run_collect(&mut pair, Duration::from_secs(1), &mut got, |p| {
+        p.client.connection(p.client_conn).is_some_and(|c| c.is_established())
+    });
+    assert_eq!(got, vec![(vec![7u8; max], true)], "the server took it before its handshake completed");
+    // One round trip (20 ms on the pair's link), not a PTO.
+    let took = pair.now.saturating_duration_since(t0);
+    assert!(took < Duration::from_millis(200), "the handshake took {took:?}");
 }

@@ -49,6 +49,18 @@ pub enum ZeroRttState {
     Rejected,
 }
 
+impl ZeroRttState {
+    /// Its name in logs and reports: "not attempted", "pending", "accepted", "rejected".
+    pub fn name(self) -> &'static str {
+        match self {
+            ZeroRttState::NotAttempted => "not attempted",
+            ZeroRttState::Pending => "pending",
+            ZeroRttState::Accepted => "accepted",
+            ZeroRttState::Rejected => "rejected",
+        }
+    }
+}
+
 /// The connection's 0-RTT state.
 #[derive(Default)]
 pub(crate) struct ZeroRtt {
@@ -265,6 +277,14 @@ impl Connection {
         in_zero_rtt.then(|| z.remembered.as_ref().map_or(0, |tp| tp.max_datagram_frame_size))
     }
 
+    /// Bytes a 0-RTT packet adds to its frames: the long header (RFC 9000 §17.2: first
+    /// byte, version, both CIDs with their lengths, a 2-byte Length, a packet number of up
+    /// to 4 bytes) and the AEAD tag.
+    pub(crate) fn zero_rtt_overhead(&self) -> usize {
+        let dcid = self.shared.peer_cids.get(&0).map_or(crate::cid::MAX_CID_LEN, |p| p.current().cid.len());
+        1 + 4 + 1 + dcid + 1 + self.shared.long_header_scid().len() + 2 + 4 + 16
+    }
+
     /// Client: stream data or datagrams wait and 0-RTT packets may carry them on path `pi`
     /// now. (Only path 0 exists in 0-RTT, so every queued datagram is for it.)
     pub(super) fn zero_rtt_wants_send(&self, pi: usize, cwnd_ok: bool, allow_data: bool) -> bool {
@@ -274,7 +294,18 @@ impl Connection {
             && pi == self.primary_path()
             && cwnd_ok
             && allow_data
-            && (self.shared.streams.has_pending_data() || !self.shared.datagrams.send_is_empty())
+            && (self.shared.streams.has_stream_data() || !self.shared.datagrams.send_is_empty())
+    }
+
+    /// Client: a 0-RTT packet on path `pi` would carry something within `room` bytes (the
+    /// rest of the datagram being built). When it would not (the next datagram is larger,
+    /// say), the packet before it stays the datagram's last, so an Initial is still padded
+    /// to 1200 bytes (RFC 9000 §14.1), and the 0-RTT packet goes in the next datagram.
+    pub(super) fn zero_rtt_fits(&self, pi: usize, room: usize) -> bool {
+        let Some(payload) = room.checked_sub(self.zero_rtt_overhead()) else { return false };
+        let path_id = self.paths.get(pi).map_or(0, |p| p.id);
+        (self.shared.streams.has_stream_data() && payload > frame::MAX_STREAM_HEADER_LEN)
+            || self.shared.datagrams.next_frame_len(path_id, true).is_some_and(|len| len <= payload)
     }
 
     /// Client: writes a 0-RTT packet (RFC 9000 §17.2.3) of datagrams and stream data on
@@ -312,7 +343,7 @@ impl Connection {
             frame::encode_datagram_header(buf, Some(d.len()));
             buf.extend_from_slice(&d);
             frames.push_datagram(path_id);
-            self.shared.datagrams.on_sent(path_id, d.len());
+            self.shared.datagrams.on_sent(path_id, d.len(), true);
             eliciting = true;
         }
         while payload_end.saturating_sub(buf.len()) > frame::MAX_STREAM_HEADER_LEN {

@@ -252,7 +252,7 @@ impl PathState {
                 frame::encode_datagram_header(buf, Some(d.len()));
                 buf.extend_from_slice(&d);
                 frames.push_datagram(self.id);
-                host.shared.datagrams.on_sent(self.id, d.len());
+                host.shared.datagrams.on_sent(self.id, d.len(), false);
                 out.eliciting = true;
             }
         }

@@ -402,6 +402,12 @@ impl Connection {
             if room < MIN_PACKET_ROOM {
                 break;
             }
+            if space_id == SpaceId::Data && self.shared.one_rtt.is_none() && !self.zero_rtt_fits(pi, room) {
+                // Sealing the packet before for a 0-RTT packet that then holds nothing
+                // would leave a client's Initial unpadded: the 0-RTT one waits for the next
+                // datagram.
+                continue;
+            }
             if let Some(p) = open.take() {
                 self.seal(now, buf, p, pi);
             }

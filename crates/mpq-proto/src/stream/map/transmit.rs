@@ -450,10 +450,15 @@ impl Streams {
 
     /// True if stream data or a control frame waits to be sent.
     pub fn has_pending_data(&self) -> bool {
+        self.has_stream_data() || self.has_control_pending()
+    }
+
+    /// True if stream data (new within the flow-control limits, or lost) waits to be sent:
+    /// what STREAM frames would carry, control frames aside.
+    pub fn has_stream_data(&self) -> bool {
         let avail = self.conn_avail();
         let send = |id: &StreamId| self.streams.get(id).and_then(|s| s.send.as_ref());
         self.lost_queue.iter().any(|id| send(id).is_some_and(|s| s.has_lost()))
             || self.send_queue.iter().any(|id| send(id).is_some_and(|s| s.has_new(avail)))
-            || self.has_control_pending()
     }
 }
