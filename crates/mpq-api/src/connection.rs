@@ -178,6 +178,12 @@ impl Connection {
         })
     }
 
+    /// The shard of the endpoint that drives this connection (0 unless
+    /// [`crate::Threads::Shards`]).
+    pub fn shard(&self) -> usize {
+        self.inner.shard
+    }
+
     /// The IDs of the open paths.
     pub fn path_ids(&self) -> Result<Vec<u64>, Error> {
         self.with(|c, _, _| Ok(c.path_ids()))

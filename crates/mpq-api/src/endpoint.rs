@@ -3,7 +3,8 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use mpq_io::path_threads::{PathThreads, Runtime, RuntimeGuard, ThreadReport};
@@ -23,6 +24,14 @@ pub enum Threads {
     Single,
     /// A thread per path, each with a socket connected to the path's peer.
     PerPath,
+    /// N independent endpoints ("shards"), each with its own sockets and one runtime thread
+    /// that drives its connections (seed 000's shardQUIC baseline; at most 256). A client
+    /// puts its connections on the shards in turn, each shard from its own port. A server's
+    /// shards share its listening addresses (SO_REUSEPORT) and the kernel hands each
+    /// datagram to the shard that owns its connection ID (a BPF program on the group; the
+    /// first byte of every connection ID names its shard), a new connection's first packets
+    /// to the shard its addresses hash to. Linux only for a server of more than one shard.
+    Shards(usize),
 }
 
 /// Settings of an endpoint.
@@ -46,6 +55,8 @@ pub struct Options {
 /// What the handles share: the runtime and its driver.
 pub(crate) struct Inner {
     pub rt: Runtime<ApiDriver>,
+    /// Its shard (0 unless [`Threads::Shards`]).
+    pub shard: usize,
 }
 
 impl Inner {
@@ -67,7 +78,12 @@ impl Inner {
 /// connection and stream of it are dropped.
 #[derive(Clone)]
 pub struct Endpoint {
+    /// Shard 0's runtime (the only one unless [`Threads::Shards`]).
     pub(crate) inner: Arc<Inner>,
+    /// Every shard's runtime, shard 0 first.
+    shards: Arc<Vec<Arc<Inner>>>,
+    /// The shard of the next connection a client starts.
+    next: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -97,6 +113,30 @@ impl Endpoint {
         Self::with_sockets(sockets, server, options)
     }
 
+    /// The sockets of shards 1.. for [`Threads::Shards`], shard 0 holding `first`: a
+    /// server's bind the same addresses (SO_REUSEPORT, so `first` must be bound with
+    /// [`UdpSocket::bind_shared`]), a client's the same IP addresses on ports of their own.
+    fn shard_sockets(first: &[UdpSocket], n: usize, server: bool) -> Result<Vec<Vec<UdpSocket>>, Error> {
+        let bound: Vec<SocketAddr> = first.iter().map(UdpSocket::local_addr).collect();
+        (1..n)
+            .map(|_| {
+                bound
+                    .iter()
+                    .map(|a| {
+                        let r = if server {
+                            UdpSocket::bind_shared(*a)
+                        } else {
+                            UdpSocket::bind(SocketAddr::new(a.ip(), 0))
+                        };
+                        r.map_err(|e| {
+                            Error::Io(std::io::Error::new(e.kind(), format!("binding a shard's socket at {a}: {e}")))
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     /// An endpoint on sockets the caller bound (to size their buffers, say): a server when
     /// `server` is given, else a client. With [`Threads::PerPath`] they must be bound with
     /// [`UdpSocket::bind_shared`], so that each path's connected socket can share the address.
@@ -108,43 +148,92 @@ impl Endpoint {
         if sockets.is_empty() {
             return Err(Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no socket")));
         }
-        let endpoint = mpq_proto::endpoint::Endpoint::new(endpoint_config(options.seed), server);
-        let mut rt = PathThreads::new(sockets, Clock::new())?.pin_to(options.cpus);
-        if options.threads == Threads::Single {
-            rt = rt.single_thread();
+        let n = match options.threads {
+            Threads::Shards(n) if !(1..=256).contains(&n) => {
+                return Err(Error::InvalidArgument(format!("{n} shards: give 1 to 256")));
+            }
+            Threads::Shards(n) => n,
+            _ => 1,
+        };
+        let is_server = server.is_some();
+        let mut all = vec![sockets];
+        all.extend(Self::shard_sockets(&all[0], n, is_server)?);
+        if is_server && n > 1 {
+            // Unlike the CLI's shard runtime, these shards do not pass each other's datagrams
+            // on: without the kernel's steering, another path of a connection would land on
+            // a shard that does not know it.
+            mpq_io::shards::steer(&all).map_err(Error::Io)?;
         }
-        let mut driver = ApiDriver::new(endpoint);
-        if !options.ignore_address_changes {
-            driver.set_bound(rt.local_addrs());
+        // One clock for every shard, so that their instants compare.
+        let clock = Clock::new();
+        // The shards share the stateless-reset and token secrets (a token or a reset is good
+        // whichever shard checks it); each draws its own connection IDs.
+        let base = endpoint_config(options.seed.unwrap_or_else(system_seed));
+        let mut shards = Vec::with_capacity(n);
+        for (k, sockets) in all.into_iter().enumerate() {
+            let mut config = base.clone();
+            config.seed = base.seed.wrapping_add((k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            if n > 1 {
+                // The first byte of every connection ID names its shard (the steering's key).
+                config.cid_prefix = Some(k as u8);
+            }
+            let endpoint = mpq_proto::endpoint::Endpoint::new(config, server.clone());
+            let mut rt = PathThreads::new(sockets, clock)?.pin_to(shard_cpus(&options.cpus, k, n));
+            if options.threads != Threads::PerPath {
+                rt = rt.single_thread();
+            }
+            let mut driver = ApiDriver::new(endpoint);
+            if !options.ignore_address_changes {
+                driver.set_bound(rt.local_addrs());
+            }
+            shards.push(Arc::new(Inner { rt: rt.spawn(driver)?, shard: k }));
         }
-        let rt = rt.spawn(driver)?;
-        Ok(Self { inner: Arc::new(Inner { rt }) })
+        let shards = Arc::new(shards);
+        Ok(Self { inner: shards[0].clone(), shards, next: Arc::new(AtomicUsize::new(0)) })
+    }
+
+    /// The number of shards (1 unless [`Threads::Shards`]).
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
     }
 
     /// Gives every connection made from now on a qlog sink from `factory` (`None` from it:
     /// no qlog for that connection), as it is created: the files hold whole connections.
     pub fn set_qlog_factory(&self, factory: mpq_proto::endpoint::QlogFactory) -> Result<(), Error> {
-        self.inner.lock()?.endpoint.set_qlog_factory(factory);
+        if self.shards.len() == 1 {
+            self.inner.lock()?.endpoint.set_qlog_factory(factory);
+            return Ok(());
+        }
+        // The shards share the one factory.
+        let shared = Arc::new(Mutex::new(factory));
+        for inner in self.shards.iter() {
+            let f = shared.clone();
+            inner.lock()?.endpoint.set_qlog_factory(Box::new(move |c| f.lock().ok().and_then(|mut f| f(c))));
+        }
         Ok(())
     }
 
     /// A server's address validation (RFC 9000 §8.1.2): when to answer a new client with a
     /// Retry before creating any state for it.
     pub fn set_retry_mode(&self, mode: mpq_proto::token::RetryMode) -> Result<(), Error> {
-        self.inner.lock()?.endpoint.set_retry_mode(mode);
+        for inner in self.shards.iter() {
+            inner.lock()?.endpoint.set_retry_mode(mode);
+        }
         Ok(())
     }
 
-    /// The bound addresses, in the order given.
+    /// The bound addresses, in the order given (shard 0's: a server's shards share them).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.inner.rt.local_addrs()
     }
 
     /// Starts a connection to `remote`, checking the server's certificate for
     /// `server_name`; the returned future completes when the handshake does.
+    /// With [`Threads::Shards`], the connections go to the shards in turn.
     pub fn connect(&self, remote: SocketAddr, server_name: &str, config: &ClientConfig) -> Result<Connecting, Error> {
-        let now = self.inner.now();
-        let mut g = self.inner.lock()?;
+        let inner = &self.shards[self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len()];
+        let now = inner.now();
+        let mut g = inner.lock()?;
         if g.closed {
             return Err(Error::EndpointClosed);
         }
@@ -152,57 +241,90 @@ impl Endpoint {
         let gen = g.fresh(h);
         g.watch(h);
         drop(g);
-        Ok(Connecting::new(Connection::new(self.inner.clone(), h, gen)))
+        Ok(Connecting::new(Connection::new(inner.clone(), h, gen)))
     }
 
     /// The next connection a client opened to this server, once its handshake completed;
     /// `None` once the endpoint is closed.
     pub fn accept(&self) -> Accept {
-        Accept { inner: self.inner.clone() }
+        Accept { shards: self.shards.clone(), next: 0 }
     }
 
     /// Closes every connection with `error_code` and `reason`, and accepts no more.
     pub fn close(&self, error_code: u64, reason: &[u8]) {
-        let now = self.inner.now();
-        // (A failed runtime has nothing left to close.)
-        let Ok(mut g) = self.inner.lock() else { return };
-        g.closed = true;
-        for h in g.endpoint.handles() {
-            if let Some(c) = g.endpoint.connection_mut(h) {
-                c.close(now, error_code, reason);
+        for inner in self.shards.iter() {
+            let now = inner.now();
+            // (A failed runtime has nothing left to close.)
+            let Ok(mut g) = inner.lock() else { continue };
+            g.closed = true;
+            for h in g.endpoint.handles() {
+                if let Some(c) = g.endpoint.connection_mut(h) {
+                    c.close(now, error_code, reason);
+                }
             }
-        }
-        for w in g.accept_wakers.drain(..) {
-            w.wake();
+            for w in g.accept_wakers.drain(..) {
+                w.wake();
+            }
         }
     }
 
     /// Waits until every connection of the endpoint is drained (after [`Endpoint::close`],
     /// so that the peers learn of the close before the endpoint goes).
     pub fn wait_idle(&self) -> WaitIdle {
-        WaitIdle { inner: self.inner.clone() }
+        WaitIdle { shards: self.shards.clone() }
     }
 
-    /// Stops the runtime now if this is the last handle of the endpoint, returning each of its
-    /// threads' figures; `None` (the runtime goes on) while connections or streams still hold
-    /// it.
+    /// Stops the runtime (every shard's) now if this is the last handle of the endpoint,
+    /// returning each of its threads' figures; `None` (the runtime goes on) while
+    /// connections or streams still hold it.
     pub fn shutdown(self) -> Option<Result<Vec<ThreadReport>, Error>> {
-        let inner = Arc::into_inner(self.inner)?;
-        Some(inner.rt.stop().map_err(Error::Io))
+        let Self { inner, shards, .. } = self;
+        drop(inner);
+        let shards = Arc::into_inner(shards)?;
+        // Connections and streams hold their shard's runtime: all or nothing.
+        if shards.iter().any(|i| Arc::strong_count(i) > 1) {
+            return None;
+        }
+        let mut reports = Vec::new();
+        let sharded = shards.len() > 1;
+        for inner in shards {
+            let inner = Arc::into_inner(inner)?;
+            let k = inner.shard;
+            match inner.rt.stop() {
+                Ok(r) => reports.extend(r.into_iter().map(|mut r| {
+                    r.shard = sharded.then_some(k);
+                    r
+                })),
+                Err(e) => return Some(Err(Error::Io(e))),
+            }
+        }
+        Some(Ok(reports))
     }
 }
 
-/// The endpoint's configuration: its seed (connection IDs, tokens) and its token key from
-/// the system's randomness, unless the seed is given.
-fn endpoint_config(seed: Option<u64>) -> EndpointConfig {
+/// A seed from the system's randomness.
+fn system_seed() -> u64 {
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; 8];
+    // (Only fails where the system has no randomness at all.)
+    ring::rand::SystemRandom::new().fill(&mut b).expect("the system's random number generator");
+    u64::from_le_bytes(b)
+}
+
+/// Shard `k`'s share of `cpus` (of `n` shards): every CPU when there is one shard, else
+/// the k-th in turn.
+fn shard_cpus(cpus: &[usize], k: usize, n: usize) -> Vec<usize> {
+    if n == 1 || cpus.is_empty() {
+        return cpus.to_vec();
+    }
+    vec![cpus[k % cpus.len()]]
+}
+
+/// The endpoint's configuration: its seed (connection IDs, tokens), and its token key from
+/// the system's randomness.
+fn endpoint_config(seed: u64) -> EndpointConfig {
     use ring::rand::SecureRandom;
     let rng = ring::rand::SystemRandom::new();
-    let seed = seed.unwrap_or_else(|| {
-        let mut b = [0u8; 8];
-        // (Only fails where the system has no randomness at all.)
-        rng.fill(&mut b).expect("the system's random number generator");
-        u64::from_le_bytes(b)
-    });
     let mut config = EndpointConfig::with_seed(seed);
     // The Retry/NEW_TOKEN key gets its own 256 bits, not ones derived from a 64-bit seed.
     let _ = rng.fill(&mut config.token_secret);
@@ -211,49 +333,73 @@ fn endpoint_config(seed: Option<u64>) -> EndpointConfig {
 
 /// The future of [`Endpoint::accept`].
 pub struct Accept {
-    inner: Arc<Inner>,
+    shards: Arc<Vec<Arc<Inner>>>,
+    /// The shard looked at first (they take turns, so no shard's clients wait behind
+    /// another's).
+    next: usize,
 }
 
 impl Future for Accept {
     type Output = Option<Connection>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // A failed runtime accepts no more connections.
-        let Ok(mut g) = self.inner.lock() else { return Poll::Ready(None) };
-        if let Some(h) = g.incoming.pop_front() {
-            let gen = g.conns.get(&h).map_or(0, |s| s.gen);
-            drop(g);
-            return Poll::Ready(Some(Connection::new(self.inner.clone(), h, gen)));
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let n = self.shards.len();
+        let mut closed = 0;
+        for i in 0..n {
+            let k = (self.next + i) % n;
+            let inner = self.shards[k].clone();
+            // A failed runtime accepts no more connections.
+            let Ok(mut g) = inner.lock() else {
+                closed += 1;
+                continue;
+            };
+            if let Some(h) = g.incoming.pop_front() {
+                let gen = g.conns.get(&h).map_or(0, |s| s.gen);
+                drop(g);
+                self.next = k + 1;
+                return Poll::Ready(Some(Connection::new(inner, h, gen)));
+            }
+            if g.closed {
+                closed += 1;
+                continue;
+            }
+            register(&mut g.accept_wakers, cx.waker());
         }
-        if g.closed {
+        if closed == n {
             return Poll::Ready(None);
         }
-        register(&mut g.accept_wakers, cx.waker());
         Poll::Pending
     }
 }
 
 /// The future of [`Endpoint::wait_idle`].
 pub struct WaitIdle {
-    inner: Arc<Inner>,
+    shards: Arc<Vec<Arc<Inner>>>,
 }
 
 impl Future for WaitIdle {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        // A failed runtime's connections are gone.
-        let Ok(mut g) = self.inner.lock() else { return Poll::Ready(()) };
-        if g.endpoint.is_empty() {
-            return Poll::Ready(());
-        }
-        // Woken by any connection's change; each is looked at again.
-        let handles = g.endpoint.handles();
-        for h in handles {
-            if let Some(st) = g.conns.get_mut(&h) {
-                register(&mut st.general, cx.waker());
+        let mut busy = false;
+        for inner in self.shards.iter() {
+            // A failed runtime's connections are gone.
+            let Ok(mut g) = inner.lock() else { continue };
+            if g.endpoint.is_empty() {
+                continue;
+            }
+            busy = true;
+            // Woken by any connection's change; each is looked at again.
+            for h in g.endpoint.handles() {
+                if let Some(st) = g.conns.get_mut(&h) {
+                    register(&mut st.general, cx.waker());
+                }
             }
         }
-        Poll::Pending
+        if busy {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
     }
 }

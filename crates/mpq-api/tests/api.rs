@@ -1,4 +1,4 @@
-//! The application API end to end over loopback, in both runtimes: byte-exact transfers over
+//! The application API end to end over loopback, in every runtime (single, per-path, two shards): byte-exact transfers over
 //! one to four paths, many streams from many threads at once, the errors a program sees
 //! (a server that never answers, a reset stream, a closed endpoint), a path abandoned in the
 //! middle of a transfer, and the runtime's per-thread figures.
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use mpq_api::{ClientConfig, Connection, ConnectionError, Endpoint, Error, Options, Threads, TransportConfig, Wait};
 
-const RUNTIMES: [Threads; 2] = [Threads::Single, Threads::PerPath];
+const RUNTIMES: [Threads; 3] = [Threads::Single, Threads::PerPath, Threads::Shards(2)];
 
 fn addr(s: &str) -> SocketAddr {
     s.parse().expect("address")
@@ -113,7 +113,7 @@ fn echo_is_byte_exact_over_1_2_and_4_paths_in_both_runtimes() {
             let reports = ep.shutdown().expect("the last handle").expect("a clean stop");
             let path_threads = reports.iter().filter(|r| r.path_id.is_some()).count();
             match threads {
-                Threads::Single => assert_eq!(path_threads, 0),
+                Threads::Single | Threads::Shards(_) => assert_eq!(path_threads, 0),
                 Threads::PerPath => {
                     assert!(path_threads >= usize::from(paths), "{paths} paths, {path_threads} threads")
                 }

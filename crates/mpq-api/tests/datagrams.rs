@@ -1,4 +1,4 @@
-//! DATAGRAM frames (RFC 9221) through the application API over loopback, in both runtimes:
+//! DATAGRAM frames (RFC 9221) through the application API over loopback, in every runtime (single, per-path, two shards):
 //! a server that echoes every datagram on the path it came by, a client that sends a burst
 //! and reads the echoes, the API's refusals, and datagrams sent in 0-RTT by a resumed client.
 
@@ -10,7 +10,7 @@ use mpq_api::{
     Wait, ZeroRttState,
 };
 
-const RUNTIMES: [Threads; 2] = [Threads::Single, Threads::PerPath];
+const RUNTIMES: [Threads; 3] = [Threads::Single, Threads::PerPath, Threads::Shards(2)];
 
 fn addr(s: &str) -> SocketAddr {
     s.parse().expect("address")
@@ -55,7 +55,8 @@ fn datagrams_are_echoed_exactly() {
         let (server_addr, serving) = echo_server(threads, server_cfg);
         let ep = Endpoint::client(&[addr("127.0.0.1:0")], Options { threads, ..Options::default() }).expect("client");
         let conn = ep.connect(server_addr, "localhost", &client_cfg).expect("connect").wait().expect("handshake");
-        let max = conn.max_datagram_size(None).expect("open").expect("the server supports datagrams");
+        let max =
+            conn.max_datagram_size(None).expect("open").unwrap_or_else(|| panic!("{threads:?}: no datagram size"));
         assert!(matches!(
             conn.send_datagram(vec![0u8; max + 1], None),
             Err(Error::Datagram(DatagramError::TooLarge { .. }))
@@ -68,7 +69,13 @@ fn datagrams_are_echoed_exactly() {
             for k in 0..5 {
                 let i = round * 5 + k;
                 let d = payload(i, 1 + i * 23 % max);
-                conn.send_datagram(d.clone(), None).expect("send");
+                if let Err(e) = conn.send_datagram(d.clone(), None) {
+                    panic!(
+                        "{threads:?}: send {i}: {e}; paths {:?}; stats {:?}",
+                        conn.path_stats(),
+                        conn.datagram_stats()
+                    );
+                }
                 sent.push(d);
             }
             for _ in 0..5 {

@@ -104,7 +104,9 @@ impl Shards {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "one driver per shard"));
         }
         if self.steering {
-            steer(&self.sockets);
+            if let Err(e) = steer(&self.sockets) {
+                tracing::warn!(%e, "the shards pass datagrams on to each other instead");
+            }
         }
         let mut loops = Vec::new();
         for sockets in self.sockets {
@@ -154,10 +156,12 @@ impl Shards {
 /// `a % N` when they come to the `a`-th of at least N addresses (clients spread over the
 /// addresses spread over the shards), else where the kernel's hash puts them. Without
 /// steering (another system, or the kernel refuses) the shards still pass datagrams on.
-fn steer(shards: &[Vec<UdpSocket>]) {
+/// `shards[k]` are shard k's sockets, bound in shard order (the group's order). Also for
+/// runtimes built of other parts (the application API's shards).
+pub fn steer(shards: &[Vec<UdpSocket>]) -> io::Result<()> {
     let n = shards.len();
     if n < 2 {
-        return;
+        return Ok(());
     }
     let addresses = shards[0].len();
     for (a, socket) in shards[0].iter().enumerate() {
@@ -167,12 +171,16 @@ fn steer(shards: &[Vec<UdpSocket>]) {
         }
         let long_headers = if addresses >= n { (a % n) as u32 } else { u32::MAX };
         #[cfg(target_os = "linux")]
-        if let Err(e) = socket.steer_by_cid_prefix(long_headers) {
-            tracing::warn!(addr = %socket.local_addr(), %e, "the kernel does not steer datagrams to shards: they pass them on");
-        }
+        socket.steer_by_cid_prefix(long_headers).map_err(|e| {
+            io::Error::new(e.kind(), format!("the kernel does not steer {} to shards: {e}", socket.local_addr()))
+        })?;
         #[cfg(not(target_os = "linux"))]
-        let _ = long_headers;
+        {
+            let _ = long_headers;
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "steering datagrams to shards needs Linux"));
+        }
     }
+    Ok(())
 }
 
 /// One shard's thread: its event loop until its driver stops or another shard fails.

@@ -3,31 +3,28 @@
 
 use std::net::SocketAddr;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use crate::cli::{Common, Threads};
 
 /// An mpq-api endpoint on `addrs` for the runtime and settings of `common` (a server with
-/// `server`): sockets bound and sized like every other command's, qlog files if asked for.
-/// `what` names the mode in the error for what it does not support.
+/// `server`): sockets bound and sized like every other command's (with --shard, shard 0's;
+/// the endpoint binds the other shards' alike), qlog files if asked for.
 pub fn endpoint(
     addrs: &[SocketAddr],
     server: Option<mpq_proto::conn::ServerConfig>,
     common: &Common,
-    what: &str,
 ) -> Result<mpq_api::Endpoint> {
-    if common.shard.is_some() {
-        bail!("--shard does not combine with {what} (use --threads single or per-path)");
-    }
     let vantage = if server.is_some() { "server" } else { "client" };
     // (Shared sockets whatever the runtime: the API's runtime with a thread per path needs
     // them, and they cost nothing to the single one.)
     let per_path = Common { threads: Threads::PerPath, ..common.clone() };
     let sockets = crate::runner::bind(addrs, &per_path)?;
     let options = mpq_api::Options {
-        threads: match common.threads {
-            Threads::Single => mpq_api::Threads::Single,
-            Threads::PerPath => mpq_api::Threads::PerPath,
+        threads: match (common.shard, common.threads) {
+            (Some(n), _) => mpq_api::Threads::Shards(n as usize),
+            (None, Threads::Single) => mpq_api::Threads::Single,
+            (None, Threads::PerPath) => mpq_api::Threads::PerPath,
         },
         cpus: common.cpus.clone(),
         seed: None,

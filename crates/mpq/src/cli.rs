@@ -279,7 +279,8 @@ pub struct ServerArgs {
     pub preferred_address: Vec<SocketAddr>,
     /// Serve HTTP/3 (RFC 9114, ALPN h3) instead of HTTP/0.9: GET and HEAD of the files
     /// under --root, 404 for the rest. Runs on the application API (mpq-api) and the h3
-    /// crate, in --threads single or per-path (not --shard).
+    /// crate, in any runtime (--threads single or per-path, or --shard N: the API's shards
+    /// share the listening addresses, each connection steered to its shard by its ID).
     #[arg(long)]
     pub http3: bool,
     /// Shared options.
@@ -321,8 +322,9 @@ pub struct ClientArgs {
     pub zero_rtt: bool,
     /// Fetch over HTTP/3 (RFC 9114, ALPN h3) instead of HTTP/0.9: a GET per URL, all at
     /// once; a status other than 200 is an error. Runs on the application API (mpq-api)
-    /// and the h3 crate, in --threads single or per-path (not --shard); with --resume and
-    /// --0rtt the second connection's requests go as HTTP/3 (in 0-RTT with --0rtt).
+    /// and the h3 crate, in any runtime (with --shard N: N single-path connections, one per
+    /// shard, sharing the URLs out); with --resume and --0rtt the second connection's
+    /// requests go as HTTP/3 (in 0-RTT with --0rtt).
     #[arg(long)]
     pub http3: bool,
     /// Multipath addresses.

@@ -32,6 +32,17 @@ pub fn run(args: ClientArgs) -> Result<()> {
     if (args.resume || args.zero_rtt) && urls.len() < 2 {
         bail!("--resume and --0rtt need at least two URLs: the first for the first connection, the rest for the resumed one");
     }
+    if let Some(n) = args.common.shard {
+        if args.resume || args.zero_rtt {
+            bail!("--shard does not combine with --resume or --0rtt (each shard's connection is a first one)");
+        }
+        if args.paths.migrate_after_ms.is_some() {
+            bail!("--shard does not combine with --migrate-after-ms (each shard's connection keeps its one path)");
+        }
+        if (urls.len() as u64) < n {
+            bail!("--shard {n}: give at least {n} URLs (each connection fetches a share of them)");
+        }
+    }
     let (first, server) = server_of(&urls)?;
     let mut downloads = Vec::new();
     for url in urls {
@@ -46,7 +57,7 @@ pub fn run(args: ClientArgs) -> Result<()> {
         bail!("--migrate-after-ms needs a second --local address to move to");
     }
     let executor = crate::api_runtime::executor()?;
-    let ep = crate::api_runtime::endpoint(&locals, None, &args.common, "--http3")?;
+    let ep = crate::api_runtime::endpoint(&locals, None, &args.common)?;
     let bar = crate::progress::bar();
     let started = crate::progress::Stopwatch::start();
     let count = downloads.len();
@@ -68,8 +79,9 @@ pub fn run(args: ClientArgs) -> Result<()> {
             "duration_s": secs,
             "goodput_bps": outcome.bytes as f64 * 8.0 / secs,
             "multipath": outcome.multipath,
-            "key_updates": outcome.stats.key_updates,
-            "paths": crate::report::paths_json(&outcome.stats),
+            "key_updates": outcome.stats.iter().map(|s| s.key_updates).sum::<u64>(),
+            // Every connection's paths (with --shard, one per connection, shard by shard).
+            "paths": outcome.stats.iter().flat_map(crate::report::paths_json).collect::<Vec<_>>(),
             "connections": outcome.connections,
             "http3": true,
         });
@@ -87,10 +99,11 @@ struct Outcome {
     /// From the first request to the last body's end.
     secs: f64,
     multipath: bool,
-    stats: mpq_proto::conn::ConnectionStats,
+    /// Each connection's statistics (the last one's with --resume or --0rtt).
+    stats: Vec<mpq_proto::conn::ConnectionStats>,
     /// A migration asked for on the command line that failed.
     path_error: Option<String>,
-    /// Connections made: 1, or 2 with --resume or --0rtt.
+    /// Connections made: 1, 2 with --resume or --0rtt, N with --shard N.
     connections: u32,
 }
 
@@ -112,6 +125,9 @@ async fn fetch_all(
         mpq_api::Error::Closed(e) => anyhow!("{}", crate::runner::describe_loss(&e, server, &args.common)),
         e => anyhow!("{e}"),
     };
+    if ep.shard_count() > 1 {
+        return fetch_sharded(ep, server, host, config, args, downloads, bar).await;
+    }
     if !(args.resume || args.zero_rtt) {
         let conn = ep.connect(server, host, config)?.await.map_err(lost)?;
         log_handshake(&conn, server);
@@ -158,6 +174,75 @@ async fn fetch_all(
     })
 }
 
+/// --shard N: one connection per shard (the endpoint puts them on its shards in turn), the
+/// k-th to the k-th server address (the URLs' and the --server-addr ones, cycling), each
+/// from its shard's own port on one path, fetching every N-th URL; all at once. The figures
+/// are those of the connections together, from the first request to the last body.
+async fn fetch_sharded(
+    ep: &mpq_api::Endpoint,
+    server: SocketAddr,
+    host: &str,
+    config: &ClientConfig,
+    args: &ClientArgs,
+    downloads: Vec<Download>,
+    bar: &ProgressBar,
+) -> Result<Outcome> {
+    let n = ep.shard_count();
+    let mut servers = vec![server];
+    servers.extend(args.paths.server_addrs.iter().copied().filter(|a| *a != server));
+    let mut shares: Vec<Vec<Download>> = (0..n).map(|_| Vec::new()).collect();
+    for (i, d) in downloads.into_iter().enumerate() {
+        shares[i % n].push(d);
+    }
+    let mut fetches = Vec::new();
+    for (k, share) in shares.into_iter().enumerate() {
+        let to = servers[k % servers.len()];
+        fetches.push(async move {
+            let conn = ep.connect(to, host, config)?.await.map_err(|e| match e {
+                mpq_api::Error::Closed(e) => anyhow!("{}", crate::runner::describe_loss(&e, to, &args.common)),
+                e => anyhow!("{e}"),
+            })?;
+            log_handshake(&conn, to);
+            fetch_on(ep, conn, to, args, share, bar).await.map_err(|e| anyhow!("shard {k} (to {to}): {e}"))
+        });
+    }
+    let mut total =
+        Outcome { bytes: 0, secs: 0.0, multipath: false, stats: Vec::new(), path_error: None, connections: 0 };
+    for r in join_all(fetches).await {
+        let o = r?;
+        total.bytes += o.bytes;
+        total.secs = total.secs.max(o.secs);
+        total.multipath |= o.multipath;
+        total.stats.extend(o.stats);
+        total.connections += 1;
+    }
+    Ok(total)
+}
+
+/// Runs every future at once on the calling task and returns their outputs in order.
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futures.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
 /// Logs what the handshake negotiated (version, cipher, resumption, 0-RTT), as `mpq client`
 /// does.
 fn log_handshake(conn: &mpq_api::Connection, server: SocketAddr) {
@@ -180,8 +265,11 @@ async fn fetch_on(
         mpq_api::Error::Closed(e) => anyhow!("{}", crate::runner::describe_loss(&e, server, &args.common)),
         e => anyhow!("{e}"),
     };
-    open_paths(&conn, &ep.local_addrs(), server, args)?;
-    let migration = args.paths.migrate_after_ms.map(|ms| {
+    // (A shard's connection keeps to its one path.)
+    if ep.shard_count() == 1 {
+        open_paths(&conn, &ep.local_addrs(), server, args)?;
+    }
+    let migration = args.paths.migrate_after_ms.filter(|_| ep.shard_count() == 1).map(|ms| {
         let to = ep.local_addrs()[1];
         tokio::spawn(migrate(conn.clone(), to, Duration::from_millis(ms)))
     });
@@ -225,7 +313,7 @@ async fn fetch_on(
     if let Some(e) = failure {
         return Err(e);
     }
-    Ok(Outcome { bytes, secs, multipath, stats, path_error, connections: 1 })
+    Ok(Outcome { bytes, secs, multipath, stats: vec![stats], path_error, connections: 1 })
 }
 
 /// GETs one URL and writes its body to its file; the body's length.

@@ -31,7 +31,6 @@ pub fn run(args: ServerArgs) -> Result<()> {
         &crate::server::listen_addrs(&args),
         Some(ServerConfig { tls, transport }),
         &args.common,
-        "--http3",
     )?;
     ep.set_retry_mode(args.retry)?;
     for addr in ep.local_addrs() {

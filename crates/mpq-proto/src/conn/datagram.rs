@@ -462,7 +462,10 @@ impl Connection {
         }
         let mtu = match path {
             Some(id) => self.paths.board().slot_of(id).and_then(|s| self.paths.view(s)).filter(|v| v.is_open())?.mtu,
-            None => self.paths.views().map(|(_, v)| v).filter(|v| v.is_open()).map(|v| v.mtu).min()?,
+            // Every open path, those a path thread holds now included (their views are as
+            // they left; `views()` leaves them out, and with a thread per path the only
+            // path is out much of the time).
+            None => self.paths.board().iter().map(|(_, v)| v).filter(|v| v.is_open()).map(|v| v.mtu).min()?,
         };
         // In 0-RTT the frame must fit a 0-RTT packet, whose long header is larger.
         let frame_room = if self.shared.handshake_complete {

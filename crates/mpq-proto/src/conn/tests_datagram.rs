@@ -402,3 +402,20 @@ fn datagram_frames_are_logged_with_their_length() {
     assert_eq!(*sent.lock().expect("log"), want("transport:packet_sent"));
     assert_eq!(*received.lock().expect("log"), want("transport:packet_received"));
 }
+
+/// With a thread per path, the path is checked out to its thread much of the time: the
+/// datagram size (and so `send_datagram` for the scheduler's choice) must still count it
+/// (before, an application saw UnsupportedByPeer whenever the only path was out).
+#[test]
+fn datagram_size_counts_a_checked_out_path() {
+    let mut pair = Pair::new(dg_config());
+    assert!(confirm_handshake(&mut pair));
+    let max = client(&mut pair).max_datagram_size(None).expect("negotiated");
+    let (now, local, remote) = (pair.now, pair.client_addr, pair.server_addr);
+    let c = client(&mut pair);
+    let run = c.begin_recv_run(0, remote, None).expect("path 0 checked out");
+    assert_eq!(c.max_datagram_size(None), Some(max));
+    assert_eq!(c.send_datagram(&b"while out"[..], None), Ok(()));
+    c.end_recv_run(now, local, run, &mut []);
+    assert_eq!(c.datagram_send_queue_len(), 1);
+}
