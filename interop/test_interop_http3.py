@@ -73,6 +73,9 @@ class Case:
     # The client moves to a new local port 20 ms after the handshake (RFC 9000 §9), the
     # server follows.
     migrate: bool = False
+    # mpq in the API's shard runtime (--shard N): a server's shards share its port, a
+    # client opens one connection per shard and hands the URLs out.
+    shard: int = 0
 
 
 CASES = [Case("http3", c, s) for c, s in (
@@ -91,6 +94,9 @@ CASES = [Case("http3", c, s) for c, s in (
     Case("http3_preferred_address", "mpq", "ngtcp2", files=("small.bin", "50mb.bin"), preferred=True),
     Case("http3_preferred_address", "mpq", "mpq", files=("small.bin", "50mb.bin"), preferred=True),
     Case("http3_migration", "ngtcp2", "mpq", files=("small.bin", "50mb.bin"), migrate=True),
+    Case("http3_shard", "aioquic", "mpq", shard=2),
+    Case("http3_shard", "quicgo", "mpq", shard=2),
+    Case("http3_shard", "mpq", "quicgo", shard=2),
 ]
 
 
@@ -111,6 +117,8 @@ def server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: P
         ]
         if case and case.preferred:
             cmd += ["--preferred-address", f"127.0.0.2:{free_port('127.0.0.2')}"]
+        if case and case.shard:
+            cmd += ["--shard", str(case.shard)]
         return cmd + (["--threads", "per-path"] if case and case.multipath else [])
     if impl == "aioquic":
         return [
@@ -145,6 +153,8 @@ def client_cmd(impl: str, port: int, files: tuple[str, ...], out: Path, tls: dic
         if case.preferred:
             # (A connection with multipath would open a path there instead: not yet.)
             cmd += ["--no-multipath", "-v"]
+        if case.shard:
+            cmd += ["--shard", str(case.shard)]
         return cmd
     if impl == "aioquic":
         return [
@@ -196,6 +206,8 @@ def test_http3(case: Case, tls_files, www, free_udp_port, logdir, start_server, 
             assert summary["multipath"] and len(rx) == 2, f"not two paths: {summary['paths']}{context}"
             assert all(b > 100_000 for b in rx), f"a path carried almost nothing: {rx}{context}"
         assert list((out.parent / "logs" / "client-qlog").glob("*.sqlog")), f"no client qlog{context}"
+        if case.shard:
+            assert summary["connections"] == case.shard, f"one connection per shard: {summary}{context}"
     if case.server == "mpq":
         assert list((logdir / "server-qlog").glob("*.sqlog")), f"no server qlog{context}"
     if case.preferred and case.client == "mpq":
