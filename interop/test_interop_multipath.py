@@ -315,6 +315,17 @@ def _mpq_perf_datagrams() -> Path:
     return binary
 
 
+def _start_dgram_server(start_server, tls_files, port: int, env: dict[str, str]):
+    """aioquic's DATAGRAM peer as a server on `port`: the server and the port it listens on."""
+    peer = str(HERE / "aioquic/dgram_peer.py")
+    srv = start_server(
+        [sys.executable, peer, "server", "--port", str(port),
+         "--cert", str(tls_files["cert"]), "--key", str(tls_files["key"])],
+        env,
+    )
+    return srv, srv.wait_listening()
+
+
 @pytest.mark.mpq
 @pytest.mark.parametrize("direction", ["mpq->aioquic", "aioquic->mpq"])
 def test_datagrams(direction: str, tls_files, free_udp_port, logdir, start_server):
@@ -330,12 +341,7 @@ def test_datagrams(direction: str, tls_files, free_udp_port, logdir, start_serve
     env = dict(os.environ)
     peer = str(HERE / "aioquic/dgram_peer.py")
     if direction == "mpq->aioquic":
-        srv = start_server(
-            [sys.executable, peer, "server", "--port", str(free_udp_port),
-             "--cert", str(tls_files["cert"]), "--key", str(tls_files["key"])],
-            env,
-        )
-        port = srv.wait_listening()
+        srv, port = _start_dgram_server(start_server, tls_files, free_udp_port, env)
         cmd = [str(mpq), "perf", "client", "--connect", f"127.0.0.1:{port}", "--datagrams",
                "--duration", "1", "--datagram-size", "500", "--json"]
         rc, log = run_client(cmd, logdir, env, 30)
@@ -390,12 +396,7 @@ def test_datagrams_in_0rtt(direction: str, tls_files, free_udp_port, logdir, sta
     env = dict(os.environ)
     peer = str(HERE / "aioquic/dgram_peer.py")
     if direction == "mpq->aioquic":
-        srv = start_server(
-            [sys.executable, peer, "server", "--port", str(free_udp_port),
-             "--cert", str(tls_files["cert"]), "--key", str(tls_files["key"])],
-            env,
-        )
-        port = srv.wait_listening()
+        srv, port = _start_dgram_server(start_server, tls_files, free_udp_port, env)
         cmd = [str(mpq), "perf", "client", "--connect", f"127.0.0.1:{port}", "--datagrams", "--0rtt",
                "--duration", "1", "--datagram-size", "500", "--json"]
         rc, log = run_client(cmd, logdir, env, 30)

@@ -1,7 +1,11 @@
-//! The application API end to end over loopback, in every runtime (single, per-path, two shards): byte-exact transfers over
-//! one to four paths, many streams from many threads at once, the errors a program sees
+//! The application API end to end over loopback, in every runtime (single, per-path, two
+//! shards): byte-exact transfers over one to four paths, many streams from many threads at once, the errors a program sees
 //! (a server that never answers, a reset stream, a closed endpoint), a path abandoned in the
 //! middle of a transfer, and the runtime's per-thread figures.
+
+mod common;
+
+use common::{addr, echo, echo_streams};
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -9,10 +13,6 @@ use std::time::Duration;
 use mpq_api::{ClientConfig, Connection, ConnectionError, Endpoint, Error, Options, Threads, TransportConfig, Wait};
 
 const RUNTIMES: [Threads; 3] = [Threads::Single, Threads::PerPath, Threads::Shards(2)];
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().expect("address")
-}
 
 /// A server that echoes every bidirectional stream and, for every unidirectional stream,
 /// answers on a new unidirectional stream with the length it read (8 bytes, big-endian).
@@ -30,20 +30,7 @@ fn echo_server(
     let server_addr = server.local_addrs()[0];
     let serving = std::thread::spawn(move || {
         while let Some(conn) = server.accept().wait() {
-            let c2 = conn.clone();
-            std::thread::spawn(move || {
-                while let Ok((mut send, mut recv)) = c2.accept_bi().wait() {
-                    std::thread::spawn(move || {
-                        let mut buf = vec![0u8; 32 * 1024];
-                        while let Ok(Some(n)) = recv.read(&mut buf).wait() {
-                            if send.write_all(&buf[..n]).wait().is_err() {
-                                return;
-                            }
-                        }
-                        let _ = send.finish();
-                    });
-                }
-            });
+            echo_streams(conn.clone());
             std::thread::spawn(move || {
                 while let Ok(mut recv) = conn.accept_uni().wait() {
                     let conn = conn.clone();
@@ -80,18 +67,6 @@ fn client(threads: Threads, paths: u8, server: SocketAddr, cfg: &ClientConfig) -
         conn.add_path(Some(local), server, false).wait().expect("a validated path");
     }
     (ep, conn)
-}
-
-fn echo(conn: &Connection, data: &[u8]) -> Vec<u8> {
-    let (mut send, mut recv) = conn.open_bi().wait().expect("open_bi");
-    let out = data.to_vec();
-    let writer = std::thread::spawn(move || {
-        send.write_all(&out).wait().expect("write");
-        send.finish().expect("finish");
-    });
-    let back = recv.read_to_end(data.len()).wait().expect("read");
-    writer.join().expect("writer");
-    back
 }
 
 #[test]

@@ -1,6 +1,10 @@
-//! DATAGRAM frames (RFC 9221) through the application API over loopback, in every runtime (single, per-path, two shards):
-//! a server that echoes every datagram on the path it came by, a client that sends a burst
+//! DATAGRAM frames (RFC 9221) through the application API over loopback, in every runtime
+//! (single, per-path, two shards): a server that echoes every datagram on the path it came by, a client that sends a burst
 //! and reads the echoes, the API's refusals, and datagrams sent in 0-RTT by a resumed client.
+
+mod common;
+
+use common::addr;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,10 +15,6 @@ use mpq_api::{
 };
 
 const RUNTIMES: [Threads; 3] = [Threads::Single, Threads::PerPath, Threads::Shards(2)];
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().expect("address")
-}
 
 fn transport() -> TransportConfig {
     // Idle timeout: a lost datagram fails the test in seconds instead of hanging it.

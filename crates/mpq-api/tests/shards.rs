@@ -4,29 +4,16 @@
 //! over many connections, a second path (from another address, so another 4-tuple) reaching
 //! the connection's shard, and both shards' threads doing work.
 
-use std::net::SocketAddr;
+mod common;
+
+use common::{addr, echo, echo_streams};
+
 use std::time::Duration;
 
-use mpq_api::{Connection, Endpoint, Error, Options, Threads, TransportConfig, Wait};
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().expect("address")
-}
+use mpq_api::{Endpoint, Error, Options, Threads, TransportConfig, Wait};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
-}
-
-fn echo(conn: &Connection, data: &[u8]) -> Vec<u8> {
-    let (mut send, mut recv) = conn.open_bi().wait().expect("open_bi");
-    let out = data.to_vec();
-    let writer = std::thread::spawn(move || {
-        send.write_all(&out).wait().expect("write");
-        send.finish().expect("finish");
-    });
-    let back = recv.read_to_end(data.len()).wait().expect("read");
-    writer.join().expect("writer");
-    back
 }
 
 /// A server of `shards` shards on 127.0.0.1 that echoes every bidirectional stream and
@@ -49,19 +36,7 @@ fn echo_server(
     std::thread::spawn(move || {
         while let Some(conn) = ep.accept().wait() {
             let _ = tx.send(conn.shard());
-            std::thread::spawn(move || {
-                while let Ok((mut send, mut recv)) = conn.accept_bi().wait() {
-                    std::thread::spawn(move || {
-                        let mut buf = vec![0u8; 32 * 1024];
-                        while let Ok(Some(n)) = recv.read(&mut buf).wait() {
-                            if send.write_all(&buf[..n]).wait().is_err() {
-                                return;
-                            }
-                        }
-                        let _ = send.finish();
-                    });
-                }
-            });
+            echo_streams(conn);
         }
     });
     (server, client_cfg, rx)
