@@ -140,6 +140,8 @@ impl Endpoint {
     /// An endpoint on sockets the caller bound (to size their buffers, say): a server when
     /// `server` is given, else a client. With [`Threads::PerPath`] they must be bound with
     /// [`UdpSocket::bind_shared`], so that each path's connected socket can share the address.
+    /// With [`Threads::Shards`] they are shard 0's and the endpoint binds the other shards'
+    /// alike (a server's on the same addresses, so they too must be bound shared).
     pub fn with_sockets(
         sockets: Vec<UdpSocket>,
         server: Option<ServerConfig>,
