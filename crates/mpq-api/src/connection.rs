@@ -260,7 +260,7 @@ impl Connection {
 
 /// A connection whose handshake is under way; completes with it.
 pub struct Connecting {
-    conn: Option<Connection>,
+    pub(crate) conn: Option<Connection>,
 }
 
 impl Connecting {
@@ -268,21 +268,25 @@ impl Connecting {
         Self { conn: Some(conn) }
     }
 
-    /// The connection now, before its handshake completes, if it may send 0-RTT data
-    /// (RFC 9001 §4.6: a resumed session whose ticket allows early data, and a
-    /// `ClientConfig` whose TLS configuration enables it): streams opened and written now
-    /// leave in 0-RTT packets, within the limits the server gave with the ticket (RFC 9000
-    /// §7.4.1). Early data the server declines is sent again once the handshake completes,
-    /// so nothing is lost either way ([`Connection::zero_rtt`] tells which). Without 0-RTT
-    /// keys the future comes back, to be awaited as usual.
+    /// The connection now, before its handshake completes, if it attempted 0-RTT (RFC 9001
+    /// §4.6: a resumed session whose ticket allows early data, and a `ClientConfig` whose
+    /// TLS configuration enables it): streams opened and written now leave in 0-RTT packets,
+    /// within the limits the server gave with the ticket (RFC 9000 §7.4.1). Early data the
+    /// server declines is sent again once the handshake completes, so nothing is lost either
+    /// way ([`Connection::zero_rtt`] tells which). The runtime may complete the handshake
+    /// before this call (a loopback handshake takes about a millisecond, less than a
+    /// descheduled thread waits): the connection comes back all the same, its state then
+    /// `Accepted` or `Rejected`, and what is written goes in 1-RTT packets. Without 0-RTT
+    /// (no ticket, or one that allows no early data) the future comes back, to be awaited as
+    /// usual.
     pub fn into_0rtt(mut self) -> Result<Connection, Self> {
-        let early = self
+        let attempted = self
             .conn
             .as_ref()
-            .and_then(|conn| conn.with(|c, _, _| Ok(c.zero_rtt_state() == ZeroRttState::Pending)).ok())
+            .and_then(|conn| conn.with(|c, _, _| Ok(c.zero_rtt_state() != ZeroRttState::NotAttempted)).ok())
             .unwrap_or(false);
         match self.conn.take() {
-            Some(conn) if early => Ok(conn),
+            Some(conn) if attempted => Ok(conn),
             conn => {
                 self.conn = conn;
                 Err(self)

@@ -49,3 +49,5 @@ pub use mpq_proto::{Dir, StreamId};
 
 #[cfg(test)]
 mod tests_failure;
+#[cfg(test)]
+mod tests_zero_rtt;

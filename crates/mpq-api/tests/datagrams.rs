@@ -99,9 +99,7 @@ fn datagrams_are_echoed_exactly() {
 /// connection allowed them, RFC 9221 §3); the server echoes it.
 #[test]
 fn a_resumed_client_sends_datagrams_in_0rtt() {
-    // Not yet with shards: once in CI the sharded client's second connection found no
-    // ticket to resume (not seen here in many runs; under investigation).
-    for threads in [Threads::Single, Threads::PerPath] {
+    for threads in RUNTIMES {
         let (client_cfg, server_cfg) = mpq_proto::testing::zero_rtt_configs(transport());
         let (server_addr, serving) = echo_server(threads, server_cfg);
         let ep = Endpoint::client(&[addr("127.0.0.1:0")], Options { threads, ..Options::default() }).expect("client");
@@ -117,7 +115,10 @@ fn a_resumed_client_sends_datagrams_in_0rtt() {
         let Ok(second) = ep.connect(server_addr, "localhost", &client_cfg).expect("connect").into_0rtt() else {
             panic!("{threads:?}: no 0-RTT keys for a resumed session")
         };
-        assert_eq!(second.zero_rtt().expect("state"), ZeroRttState::Pending);
+        // (Pending, unless the runtime completed the handshake before `into_0rtt`: a
+        // descheduled test thread lets it, as CI once showed.)
+        let state = second.zero_rtt().expect("state");
+        assert!(matches!(state, ZeroRttState::Pending | ZeroRttState::Accepted), "{threads:?}: {state:?}");
         second.send_datagram(&b"early"[..], None).expect("a datagram in 0-RTT");
         assert_eq!(&second.read_datagram().wait().expect("echo").data[..], b"early");
         let second = second.established().wait().expect("handshake");
