@@ -224,6 +224,16 @@ impl Connection {
         Closed { conn: self.clone() }
     }
 
+    /// How the connection ended and its figures at that moment (its peer's address, whether
+    /// multipath was in use, every path's counters), once it is closed: `None` before, or
+    /// when it was gone without a close (the runtime failed). For a server's log of every
+    /// connection it served.
+    pub fn final_report(&self) -> Option<FinalReport> {
+        let mut g = self.inner.lock().ok()?;
+        let (_, st) = self.parts(&mut g);
+        st.and_then(|st| st.at_close.clone())
+    }
+
     /// Polls `f` under the lock with the connection (`None` once it is gone) and its state;
     /// `Pending` registers the waker in the connection's general list. `f` must answer when
     /// the connection is gone.
@@ -256,6 +266,19 @@ impl Connection {
             }
         }
     }
+}
+
+/// A connection's end: why, and its figures when it was lost ([`Connection::final_report`]).
+#[derive(Debug, Clone)]
+pub struct FinalReport {
+    /// Why it closed (either side's CONNECTION_CLOSE, the idle timeout, a stateless reset).
+    pub error: mpq_proto::conn::ConnectionError,
+    /// The peer's address on the first path then.
+    pub remote: SocketAddr,
+    /// Multipath was negotiated.
+    pub multipath: bool,
+    /// Its counters then, every path's included.
+    pub stats: ConnectionStats,
 }
 
 /// A connection whose handshake is under way; completes with it.

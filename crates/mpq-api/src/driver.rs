@@ -61,6 +61,8 @@ pub(crate) struct ConnState {
     pub path_events_dropped: u64,
     /// Set only in the state a future sees once the runtime failed.
     pub runtime_failed: bool,
+    /// The connection as it was when it was lost, for [`crate::Connection::final_report`].
+    pub at_close: Option<crate::connection::FinalReport>,
 }
 
 impl ConnState {
@@ -177,6 +179,14 @@ impl ApiDriver {
                     st.wake_general();
                 }
                 Event::ConnectionLost(e) => {
+                    // (The protocol's connection is still there, draining: its figures now
+                    // are its figures at the end.)
+                    st.at_close = self.endpoint.connection(h).map(|c| crate::connection::FinalReport {
+                        error: e.clone(),
+                        remote: c.remote_address(),
+                        multipath: c.is_multipath(),
+                        stats: c.stats(),
+                    });
                     st.error = Some(e);
                     st.wake_all();
                 }

@@ -31,7 +31,7 @@ mod error;
 mod stream;
 
 pub use block::Wait;
-pub use connection::{Connecting, Connection};
+pub use connection::{Connecting, Connection, FinalReport};
 pub use datagram::ReadDatagram;
 pub use endpoint::{Endpoint, Options, Threads};
 pub use error::Error;

@@ -212,6 +212,47 @@ fn resets_closes_and_a_closed_endpoint_are_reported() {
     assert!(server.accept().wait().is_none(), "a closed endpoint accepts nothing");
 }
 
+/// A server's connection, once the client closed it, reports why and its figures then
+/// (`final_report`: the peer, multipath, both paths' bytes); none while it is open.
+#[test]
+fn a_closed_connection_keeps_its_final_report() {
+    log();
+    for threads in RUNTIMES {
+        let transport =
+            TransportConfig { max_idle_timeout: IDLE, initial_max_path_id: Some(8), ..TransportConfig::default() };
+        let (client_cfg, server_cfg) = mpq_proto::testing::configs(transport);
+        let server = Endpoint::server(&[addr("127.0.0.1:0")], server_cfg, Options { threads, ..Options::default() })
+            .expect("server");
+        let server_addr = server.local_addrs()[0];
+        let accepting = {
+            let server = server.clone();
+            std::thread::spawn(move || {
+                let conn = server.accept().wait().expect("a connection");
+                assert!(conn.final_report().is_none(), "a report before the close");
+                echo_streams(conn.clone());
+                conn.closed().wait();
+                conn.final_report().expect("a report once closed")
+            })
+        };
+        let (ep, conn) = client(threads, 2, server_addr, &client_cfg);
+        let data = pattern(200_000, 9);
+        assert!(echo(&conn, &data) == data, "{threads:?}: echo differs");
+        conn.close(5, b"bye");
+        let report = accepting.join().expect("server side");
+        assert!(
+            matches!(report.error, ConnectionError::ApplicationClosed { code: 5, .. }),
+            "{threads:?}: {:?}",
+            report.error
+        );
+        assert!(ep.local_addrs().contains(&report.remote), "{threads:?}: {} is none of the client's", report.remote);
+        let sent: u64 = report.stats.paths.iter().map(|p| p.tx_bytes).sum();
+        assert!(sent >= data.len() as u64, "{threads:?}: the report counts {sent} bytes sent");
+        assert!(report.multipath && report.stats.paths.len() == 2, "{threads:?}: {:?}", report.stats.paths);
+        server.close(0, b"");
+        drop(ep);
+    }
+}
+
 /// A path abandoned in the middle of an echo: the rest goes over the other path, intact.
 #[test]
 fn a_path_abandoned_mid_transfer_loses_nothing() {

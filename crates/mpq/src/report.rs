@@ -18,14 +18,23 @@ pub fn paths_json(stats: &ConnectionStats) -> Vec<serde_json::Value> {
 /// `paths` as in `mpq client --json`).
 pub fn connection_end(ep: &Endpoint, h: ConnectionHandle, error: &ConnectionError) {
     let Some(c) = ep.connection(h) else { return };
-    let stats = c.stats();
+    final_report(&mpq_api::FinalReport {
+        error: error.clone(),
+        remote: c.remote_address(),
+        multipath: c.is_multipath(),
+        stats: c.stats(),
+    });
+}
+
+/// Prints a connection's `connection ended: {json}` line (stderr) from its final report.
+pub fn final_report(end: &mpq_api::FinalReport) {
     let line = serde_json::json!({
-        "peer": c.remote_address().to_string(),
-        "error": error.to_string(),
-        "multipath": c.is_multipath(),
-        "key_updates": stats.key_updates,
-        "reinjected_chunks": stats.reinjected_chunks,
-        "paths": paths_json(&stats),
+        "peer": end.remote.to_string(),
+        "error": end.error.to_string(),
+        "multipath": end.multipath,
+        "key_updates": end.stats.key_updates,
+        "reinjected_chunks": end.stats.reinjected_chunks,
+        "paths": paths_json(&end.stats),
     });
     eprintln!("connection ended: {line}");
 }

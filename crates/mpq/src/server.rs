@@ -1,32 +1,24 @@
-//! `mpq server`: HTTP/0.9 file server (ALPN hq-interop, the interop runner's protocol).
+//! `mpq server`: HTTP/0.9 file server (ALPN hq-interop, the interop runner's protocol) on
+//! mpq's application API: a task per connection, a task per request.
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::ops::ControlFlow;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Result;
 use mpq_proto::conn::ServerConfig;
-use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
-use mpq_proto::{Instant, StreamId};
 
 use crate::cli::ServerArgs;
-use crate::runner::{self, App};
 
 /// Longest request line accepted.
 const MAX_REQUEST: usize = 4096;
 
-enum Stream {
-    /// Reading the request line.
-    Request(Vec<u8>),
-    /// Sending a file: the chunk in hand and how much of it went out.
-    Sending { file: std::fs::File, chunk: Vec<u8>, pos: usize, eof: bool },
-}
+/// How much of a file one write hands to the stream.
+const CHUNK: usize = 256 * 1024;
 
-struct HqServer {
-    root: PathBuf,
-    streams: HashMap<(ConnectionHandle, StreamId), Stream>,
-}
+/// The application error code of a stream reset for a request that names no file (or is
+/// not a GET).
+const NOT_FOUND: u64 = 0x10;
 
 /// Maps a request path to a file under `root`, refusing anything that climbs out of it.
 pub(crate) fn resolve(root: &Path, request: &str) -> Option<PathBuf> {
@@ -44,80 +36,67 @@ fn parse_request(buf: &[u8]) -> Option<String> {
     Some(path.split_whitespace().next().unwrap_or("/").to_string())
 }
 
-impl App for HqServer {
-    fn poll(&mut self, _now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
-        let streams = &mut self.streams;
-        runner::serve_events(ep, |ev| match ev {
-            runner::Served::Ended(h) => streams.retain(|(ch, _), _| *ch != h),
-            runner::Served::NewStream(h, id) => {
-                streams.insert((h, id), Stream::Request(Vec::new()));
-            }
-            // (DATAGRAM is not advertised by the file server.)
-            runner::Served::Datagrams(_) => {}
-        });
-        let mut finished = Vec::new();
-        for (&(h, id), st) in self.streams.iter_mut() {
-            let Some(c) = ep.connection_mut(h) else {
-                finished.push((h, id));
-                continue;
-            };
-            if let Stream::Request(req) = st {
-                let mut buf = [0u8; 1024];
-                let mut fin = false;
-                while let Ok(r) = c.read(id, &mut buf) {
-                    req.extend_from_slice(&buf[..r.len]);
-                    fin |= r.fin;
-                    if r.len == 0 || r.fin || req.len() > MAX_REQUEST {
-                        break;
-                    }
-                }
-                if !(fin || req.contains(&b'\n')) && req.len() <= MAX_REQUEST {
-                    continue;
-                }
-                let file =
-                    parse_request(req).and_then(|p| resolve(&self.root, &p)).and_then(|p| std::fs::File::open(p).ok());
-                match file {
-                    Some(file) => *st = Stream::Sending { file, chunk: Vec::new(), pos: 0, eof: false },
-                    None => {
-                        // Not found (or a bad request): reset with an application error.
-                        let _ = c.reset_stream(id, 0x10);
-                        finished.push((h, id));
-                        continue;
-                    }
-                }
-            }
-            if let Stream::Sending { file, chunk, pos, eof } = st {
-                loop {
-                    if *pos == chunk.len() {
-                        if *eof {
-                            let _ = c.finish(id);
-                            finished.push((h, id));
-                            break;
-                        }
-                        chunk.resize(256 * 1024, 0);
-                        let n = file.read(chunk).unwrap_or(0);
-                        chunk.truncate(n);
-                        *pos = 0;
-                        *eof = n == 0;
-                        continue;
-                    }
-                    match c.write(id, &chunk[*pos..]) {
-                        Ok(n) if n > 0 => *pos += n,
-                        _ => break,
-                    }
-                }
-            }
-        }
-        for k in finished {
-            self.streams.remove(&k);
-        }
-        ControlFlow::Continue(())
+/// Serves one connection: logs its handshake, answers every request stream in a task of its
+/// own, and prints the `connection ended` line (its figures) when it closes.
+async fn serve_connection(conn: mpq_api::Connection, root: Arc<PathBuf>) {
+    let peer = conn.remote_address().ok();
+    if let Ok(Some(info)) = conn.handshake_info() {
+        tracing::info!(?peer, "server handshake complete: {info}");
     }
+    let ending = conn.clone();
+    tokio::spawn(async move {
+        ending.closed().await;
+        if let Some(end) = ending.final_report() {
+            crate::report::final_report(&end);
+        }
+    });
+    while let Ok((send, recv)) = conn.accept_bi().await {
+        tokio::spawn(answer(send, recv, root.clone()));
+    }
+}
+
+/// Reads the request line (up to its newline or the stream's end, at most [`MAX_REQUEST`]
+/// bytes) and sends the file it names, or resets the stream.
+async fn answer(mut send: mpq_api::SendStream, mut recv: mpq_api::RecvStream, root: Arc<PathBuf>) {
+    let mut request = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !request.contains(&b'\n') && request.len() <= MAX_REQUEST {
+        match recv.read(&mut buf).await {
+            Ok(Some(n)) => request.extend_from_slice(&buf[..n]),
+            Ok(None) => break,
+            Err(_) => return,
+        }
+    }
+    let file = parse_request(&request).and_then(|p| resolve(&root, &p)).and_then(|p| std::fs::File::open(p).ok());
+    let Some(mut file) = file else {
+        // Not found (or a bad request): reset with an application error.
+        let _ = send.reset(NOT_FOUND);
+        return;
+    };
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) => {
+                // Mid-body: the client must not take a short body for the file.
+                tracing::warn!("reading the file: {e}");
+                let _ = send.reset(NOT_FOUND);
+                return;
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        if send.write_all(&chunk[..n]).await.is_err() {
+            return;
+        }
+    }
+    let _ = send.finish();
 }
 
 /// The transport settings of `mpq server`: the shared ones, and the preferred addresses.
 pub(crate) fn server_transport(args: &ServerArgs) -> Result<mpq_proto::conn::TransportConfig> {
-    let mut t = runner::transport_config(&args.common)?;
+    let mut t = crate::runner::transport_config(&args.common)?;
     if !args.preferred_address.is_empty() {
         let pa = mpq_proto::conn::PreferredAddressConfig::from_addrs(&args.preferred_address)
             .map_err(|e| anyhow::anyhow!("--preferred-address {e}"))?;
@@ -166,7 +145,7 @@ pub fn run(args: ServerArgs) -> Result<()> {
         return crate::http3_server::run(args);
     }
     check_root(&args.root)?;
-    let transport = runner::shared(server_transport(&args)?);
+    let transport = crate::runner::shared(server_transport(&args)?);
     let tls = crate::tls::server_config(
         &args.common,
         args.cert.as_deref(),
@@ -174,20 +153,19 @@ pub fn run(args: ServerArgs) -> Result<()> {
         &[b"hq-interop"],
         !args.no_0rtt,
     )?;
-    let mut endpoints = runner::endpoints(Some(ServerConfig { tls, transport }), &args.common);
-    for endpoint in &mut endpoints {
-        endpoint.set_retry_mode(args.retry);
-        runner::qlog_server_connections(endpoint, &args.common.qlog_dir);
+    let executor = crate::api_runtime::executor()?;
+    let ep = crate::api_runtime::endpoint(&listen_addrs(&args), Some(ServerConfig { tls, transport }), &args.common)?;
+    ep.set_retry_mode(args.retry)?;
+    for addr in ep.local_addrs() {
+        println!("listening on {addr}");
     }
-    let listen = listen_addrs(&args);
-    let root = args.root;
-    let app = || HqServer { root: root.clone(), streams: HashMap::new() };
-    crate::shard_run::run_server(&listen, endpoints, app, &args.common, |addrs| {
-        for addr in addrs {
-            println!("listening on {addr}");
+    let _ = std::io::stdout().flush();
+    let root = Arc::new(args.root);
+    executor.block_on(async move {
+        while let Some(conn) = ep.accept().await {
+            tokio::spawn(serve_connection(conn, root.clone()));
         }
-        let _ = std::io::stdout().flush();
-    })?;
+    });
     Ok(())
 }
 
