@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 
 use mpq_proto::conn::{ConnectionStats, PathError, PathEvent, PathStats, PathStatus, ZeroRttState};
 use mpq_proto::endpoint::ConnectionHandle;
+use mpq_proto::path_manager::{PathManager, PathManagerConfig};
 use mpq_proto::{Dir, StreamId};
 
 use crate::driver::{register, ApiDriver, ConnState};
@@ -41,6 +42,15 @@ pub(crate) fn gone(st: Option<&ConnState>) -> Error {
     }
 }
 
+/// Lets a held first flight go (`Endpoint::connect` holds a 0-RTT connection's until the
+/// application's first call that has something to send; `into_0rtt` and opening a stream
+/// do not, so the requests written next leave with the ClientHello).
+pub(crate) fn release_first_flight(c: &mut mpq_proto::conn::Connection) {
+    if c.first_flight_held() {
+        c.hold_first_flight(false);
+    }
+}
+
 impl Connection {
     pub(crate) fn new(inner: Arc<Inner>, h: ConnectionHandle, gen: u64) -> Self {
         Self { inner, h, gen }
@@ -71,7 +81,22 @@ impl Connection {
         let now = self.inner.now();
         let mut g = self.inner.lock()?;
         match self.parts(&mut g) {
-            (Some(c), Some(st)) if st.error.is_none() => f(c, st, now),
+            (Some(c), Some(st)) if st.error.is_none() => {
+                release_first_flight(c);
+                f(c, st, now)
+            }
+            (_, st) => Err(gone(st.map(|s| &*s))),
+        }
+    }
+
+    /// Reads from the protocol's connection under the endpoint's lock, without waking the
+    /// runtime (nothing changed) or letting a held first flight go; the connection's error
+    /// (or `Gone`) if it is closed.
+    pub(crate) fn peek<T>(&self, f: impl FnOnce(&mpq_proto::conn::Connection) -> T) -> Result<T, Error> {
+        let mut g = self.inner.lock()?;
+        g.quiet();
+        match self.parts(&mut g) {
+            (Some(c), Some(st)) if st.error.is_none() => Ok(f(c)),
             (_, st) => Err(gone(st.map(|s| &*s))),
         }
     }
@@ -80,7 +105,7 @@ impl Connection {
     /// then `Accepted` or `Rejected` (early data sent again in 1-RTT); `NotAttempted` without
     /// one ([`Connecting::into_0rtt`]).
     pub fn zero_rtt(&self) -> Result<ZeroRttState, Error> {
-        self.with(|c, _, _| Ok(c.zero_rtt_state()))
+        self.peek(|c| c.zero_rtt_state())
     }
 
     /// Completes when the handshake does: for a connection taken before it with
@@ -91,13 +116,13 @@ impl Connection {
 
     /// The peer's address on the first path.
     pub fn remote_address(&self) -> Result<SocketAddr, Error> {
-        self.with(|c, _, _| Ok(c.remote_address()))
+        self.peek(|c| c.remote_address())
     }
 
     /// What the handshake negotiated (version, cipher suite, ALPN, resumption, multipath);
     /// `None` before it completed.
     pub fn handshake_info(&self) -> Result<Option<mpq_proto::conn::HandshakeInfo>, Error> {
-        self.with(|c, _, _| Ok(c.handshake_info()))
+        self.peek(|c| c.handshake_info())
     }
 
     /// Opens a unidirectional stream, waiting while the peer's stream limit is reached.
@@ -143,6 +168,30 @@ impl Connection {
         AddPath { conn: self.clone(), local, remote, backup, id: None }
     }
 
+    /// Keeps a path open on every (local, remote) address pair `config` names (a client's
+    /// path manager, `mpq_proto::path_manager`): from the runtime's thread, once multipath
+    /// is in use, each missing path is opened as soon as the peer allows, and one that
+    /// fails or is abandoned is opened again after `config.reopen_backoff`. The first pair
+    /// is the handshake's path (path 0): set it before opening other paths. `None` stops
+    /// the manager (the paths open stay open), e.g. before abandoning paths on purpose.
+    pub fn set_path_manager(&self, config: Option<PathManagerConfig>) -> Result<(), Error> {
+        let mut g = self.inner.lock()?;
+        let gen = match self.parts(&mut g) {
+            (Some(c), Some(st)) if st.error.is_none() => {
+                if !c.side().is_client() {
+                    return Err(Error::InvalidArgument("a path manager runs on a client's connection".into()));
+                }
+                st.gen
+            }
+            (_, st) => return Err(gone(st.map(|s| &*s))),
+        };
+        match config {
+            Some(config) => g.managers.insert(self.h, (gen, PathManager::new(config))),
+            None => g.managers.remove(&self.h),
+        };
+        Ok(())
+    }
+
     /// Abandons path `id` (PATH_ABANDON with `error_code`); its data in flight is resent on
     /// the others.
     pub fn abandon_path(&self, id: u64, error_code: u64) -> Result<(), Error> {
@@ -186,23 +235,23 @@ impl Connection {
 
     /// The IDs of the open paths.
     pub fn path_ids(&self) -> Result<Vec<u64>, Error> {
-        self.with(|c, _, _| Ok(c.path_ids()))
+        self.peek(|c| c.path_ids())
     }
 
     /// Every path's counters (RTT, window, bytes, losses, state), closed ones included. (With
     /// a thread per path, a path its thread holds at that moment is as it was when it left.)
     pub fn path_stats(&self) -> Result<Vec<PathStats>, Error> {
-        self.with(|c, _, _| Ok(c.stats().paths))
+        self.peek(|c| c.stats().paths)
     }
 
     /// The connection's counters.
     pub fn stats(&self) -> Result<ConnectionStats, Error> {
-        self.with(|c, _, _| Ok(c.stats()))
+        self.peek(|c| c.stats())
     }
 
     /// Multipath was negotiated.
     pub fn is_multipath(&self) -> Result<bool, Error> {
-        self.with(|c, _, _| Ok(c.is_multipath()))
+        self.peek(|c| c.is_multipath())
     }
 
     /// The next path event (opened, validated, status, failure, closed); the oldest are
@@ -250,7 +299,10 @@ impl Connection {
                 None => unreachable!("`f` answers when the connection is gone"),
             };
         };
-        let (c, st) = self.parts(&mut g);
+        let (mut c, st) = self.parts(&mut g);
+        if let Some(c) = c.as_deref_mut() {
+            release_first_flight(c);
+        }
         // Another connection took the handle: this one is gone, with no state left.
         let mut gone_state = ConnState { drained: true, ..ConnState::default() };
         let fresh = st.is_some();
@@ -296,18 +348,27 @@ impl Connecting {
     /// TLS configuration enables it): streams opened and written now leave in 0-RTT packets,
     /// within the limits the server gave with the ticket (RFC 9000 §7.4.1). Early data the
     /// server declines is sent again once the handshake completes, so nothing is lost either
-    /// way ([`Connection::zero_rtt`] tells which). The runtime may complete the handshake
-    /// before this call (a loopback handshake takes about a millisecond, less than a
-    /// descheduled thread waits): the connection comes back all the same, its state then
-    /// `Accepted` or `Rejected`, and what is written goes in 1-RTT packets. Without 0-RTT
-    /// (no ticket, or one that allows no early data) the future comes back, to be awaited as
-    /// usual.
+    /// way ([`Connection::zero_rtt`] tells which). [`Endpoint::connect`](crate::Endpoint::connect)
+    /// held the first flight: it leaves with the first call that sends (a write, a
+    /// datagram, awaiting the handshake), so the requests written first go with the
+    /// ClientHello however late this thread runs; this call, opening streams and reading
+    /// the connection's state do not let it go. If the handshake completed already (another
+    /// handle awaited it), the connection comes back all the same, its state `Accepted` or
+    /// `Rejected`. Without 0-RTT (no ticket, or one that allows no early data) the future
+    /// comes back, to be awaited as usual.
     pub fn into_0rtt(mut self) -> Result<Connection, Self> {
-        let attempted = self
-            .conn
-            .as_ref()
-            .and_then(|conn| conn.with(|c, _, _| Ok(c.zero_rtt_state() != ZeroRttState::NotAttempted)).ok())
-            .unwrap_or(false);
+        let attempted = self.conn.as_ref().is_some_and(|conn| {
+            let Ok(mut g) = conn.inner.lock() else { return false };
+            let attempted = match conn.parts(&mut g) {
+                (Some(c), Some(st)) if st.error.is_none() => c.zero_rtt_state() != ZeroRttState::NotAttempted,
+                _ => false,
+            };
+            if attempted {
+                // (Nothing to send yet: the first flight waits for the first write.)
+                g.quiet();
+            }
+            attempted
+        });
         match self.conn.take() {
             Some(conn) if attempted => Ok(conn),
             conn => {
@@ -348,6 +409,21 @@ impl<T> Future for OpenStream<T> {
     type Output = Result<T, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Opening a stream sends nothing: the runtime is not woken for it (a 0-RTT
+        // connection's first flight waits for the request written next). When the limit
+        // is reached, the general path registers the waker (and wakes the runtime, which
+        // may have STREAMS_BLOCKED to send).
+        if let Ok(mut g) = self.conn.inner.lock() {
+            if let (Some(c), Some(st)) = self.conn.parts(&mut g) {
+                if st.error.is_none() {
+                    if let Some(id) = c.open_stream(self.dir) {
+                        g.quiet();
+                        drop(g);
+                        return Poll::Ready(Ok((self.make)(self.conn.clone(), id)));
+                    }
+                }
+            }
+        }
         let dir = self.dir;
         let r = self.conn.poll_general(cx, |c, st| match c {
             Some(c) if st.error.is_none() => c.open_stream(dir).map(Ok),

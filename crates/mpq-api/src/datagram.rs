@@ -28,7 +28,7 @@ impl Connection {
     /// Largest datagram payload [`Connection::send_datagram`] accepts now for `path` (`None`:
     /// one that fits every open path); `None` when datagrams cannot be sent (yet).
     pub fn max_datagram_size(&self, path: Option<u64>) -> Result<Option<usize>, Error> {
-        self.with(|c, _, _| Ok(c.max_datagram_size(path)))
+        self.peek(|c| c.max_datagram_size(path))
     }
 
     /// The next datagram the peer sent (with the path that carried it), oldest first; waits
@@ -39,7 +39,7 @@ impl Connection {
 
     /// Datagram counters, for the connection and per path.
     pub fn datagram_stats(&self) -> Result<DatagramStats, Error> {
-        self.with(|c, _, _| Ok(c.datagram_stats()))
+        self.peek(|c| c.datagram_stats())
     }
 }
 

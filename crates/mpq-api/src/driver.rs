@@ -9,6 +9,7 @@ use mpq_io::address_watch::AddressWatch;
 use mpq_io::EndpointApp;
 use mpq_proto::conn::{ConnectionError, Event, PathEvent};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
+use mpq_proto::path_manager::PathManager;
 use mpq_proto::stream::StreamEvent;
 use mpq_proto::types::StreamId;
 use mpq_proto::Instant;
@@ -33,6 +34,9 @@ pub(crate) struct ApiDriver {
     /// follows).
     watches: HashMap<ConnectionHandle, AddressWatch>,
     bound: Vec<std::net::SocketAddr>,
+    /// Client connections whose paths a path manager keeps open
+    /// ([`crate::Connection::set_path_manager`]), with the connection's generation.
+    pub managers: HashMap<ConnectionHandle, (u64, PathManager)>,
     /// Tests: the runtime thread panics at its next round.
     #[cfg(test)]
     pub boom: bool,
@@ -98,6 +102,7 @@ impl ApiDriver {
             closed: false,
             watches: HashMap::new(),
             bound: Vec::new(),
+            managers: HashMap::new(),
             #[cfg(test)]
             boom: false,
             next_gen: 1,
@@ -130,6 +135,24 @@ impl ApiDriver {
         });
     }
 
+    /// Runs the path managers (opening the paths that are missing once multipath is in
+    /// use); forgets those of connections that are gone or closed.
+    fn manage_paths(&mut self, now: Instant) {
+        let ApiDriver { endpoint, conns, managers, .. } = self;
+        managers.retain(|&h, (gen, m)| {
+            let ours = conns.get(&h).is_some_and(|st| st.gen == *gen);
+            match endpoint.connection_mut(h) {
+                Some(c) if ours && !c.is_closed() => {
+                    if c.is_multipath() && m.pairs().len() > 1 {
+                        m.poll(now, c);
+                    }
+                    true
+                }
+                _ => false,
+            }
+        });
+    }
+
     pub fn fresh(&mut self, h: ConnectionHandle) -> u64 {
         let gen = self.next_gen;
         self.next_gen += 1;
@@ -137,8 +160,9 @@ impl ApiDriver {
         gen
     }
 
-    /// Every event of the endpoint, to the futures waiting for it.
-    fn dispatch(&mut self) {
+    /// Every event of the endpoint, to the futures waiting for it (and the path events to
+    /// the path managers).
+    fn dispatch(&mut self, now: Instant) {
         while let Some(h) = self.endpoint.accept() {
             self.fresh(h);
             self.handshaking.push(h);
@@ -170,6 +194,9 @@ impl ApiDriver {
                 Event::Path(pe) => {
                     if let Some(w) = self.watches.get_mut(&h) {
                         w.on_event(&pe);
+                    }
+                    if let Some((_, m)) = self.managers.get_mut(&h).filter(|(gen, _)| *gen == st.gen) {
+                        m.on_event(now, &pe);
                     }
                     if st.path_events.len() >= PATH_EVENTS_KEPT {
                         st.path_events.pop_front();
@@ -225,14 +252,16 @@ impl EndpointApp for ApiDriver {
     fn on_wake(&mut self, now: Instant) -> ControlFlow<()> {
         #[cfg(test)]
         assert!(!self.boom, "the test's deliberate panic in the runtime");
-        self.dispatch();
+        self.dispatch(now);
         self.watch_addresses(now);
+        self.manage_paths(now);
         // The runtime stops when the application's last handle goes, not from here.
         ControlFlow::Continue(())
     }
 
     fn app_timeout(&mut self) -> Option<Instant> {
-        self.watches.values().filter_map(AddressWatch::timeout).min()
+        let watches = self.watches.values().filter_map(AddressWatch::timeout);
+        watches.chain(self.managers.values().filter_map(|(_, m)| m.poll_timeout())).min()
     }
 
     /// Every waiting future wakes, and finds [`crate::Error::RuntimeFailed`].

@@ -115,13 +115,17 @@ impl Endpoint {
 
     /// The sockets of shards 1.. for [`Threads::Shards`], shard 0 holding `first`: a
     /// server's bind the same addresses (SO_REUSEPORT, so `first` must be bound with
-    /// [`UdpSocket::bind_shared`]), a client's the same IP addresses on ports of their own.
+    /// [`UdpSocket::bind_shared`]), a client's the same IP addresses on ports of their own,
+    /// shard k's starting at the k-th address (cycling): its connections start from its
+    /// first socket, so a client's connections spread over its addresses as over its shards.
     fn shard_sockets(first: &[UdpSocket], n: usize, server: bool) -> Result<Vec<Vec<UdpSocket>>, Error> {
         let bound: Vec<SocketAddr> = first.iter().map(UdpSocket::local_addr).collect();
         (1..n)
-            .map(|_| {
-                bound
+            .map(|k| {
+                let start = if server { 0 } else { k % bound.len() };
+                bound[start..]
                     .iter()
+                    .chain(&bound[..start])
                     .map(|a| {
                         let r = if server {
                             UdpSocket::bind_shared(*a)
@@ -231,7 +235,12 @@ impl Endpoint {
 
     /// Starts a connection to `remote`, checking the server's certificate for
     /// `server_name`; the returned future completes when the handshake does.
-    /// With [`Threads::Shards`], the connections go to the shards in turn.
+    /// With [`Threads::Shards`], the connections go to the shards in turn. A connection that
+    /// attempts 0-RTT holds its first flight until the application's first call that sends
+    /// (see [`Connecting::into_0rtt`]), so that early requests leave with the ClientHello. A connection that
+    /// attempts 0-RTT sends its first flight with the first data the application writes
+    /// after [`Connecting::into_0rtt`] (or when it is awaited, or at any other call that
+    /// sends), so that early requests leave with the ClientHello.
     pub fn connect(&self, remote: SocketAddr, server_name: &str, config: &ClientConfig) -> Result<Connecting, Error> {
         let inner = &self.shards[self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len()];
         let now = inner.now();
@@ -242,6 +251,19 @@ impl Endpoint {
         let h = g.endpoint.connect(now, config, remote, server_name).map_err(|e| Error::Connect(e.to_string()))?;
         let gen = g.fresh(h);
         g.watch(h);
+        let early =
+            g.endpoint.connection(h).is_some_and(|c| c.zero_rtt_state() == mpq_proto::conn::ZeroRttState::Pending);
+        if early {
+            // 0-RTT: the first flight waits for the application's next call that has
+            // something to send (after `into_0rtt`, its first write: see `Connection::with`),
+            // so that the requests leave with the ClientHello. On loopback the handshake
+            // completes in about a millisecond, often before a request written after the
+            // flight left, and the runtime's thread may send it at any moment.
+            if let Some(c) = g.endpoint.connection_mut(h) {
+                c.hold_first_flight(true);
+            }
+            g.quiet();
+        }
         drop(g);
         Ok(Connecting::new(Connection::new(inner.clone(), h, gen)))
     }

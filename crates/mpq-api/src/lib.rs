@@ -44,6 +44,8 @@ pub use mpq_proto::conn::{
     ClientConfig, ConnectionError, ConnectionStats, Datagram, DatagramConfig, DatagramCounters, DatagramError,
     DatagramStats, HandshakeInfo, PathEvent, PathStats, PathStatus, ServerConfig, TransportConfig, ZeroRttState,
 };
+/// A client's path manager: which address pairs carry paths ([`Connection::set_path_manager`]).
+pub use mpq_proto::path_manager::{PathManagerConfig, PathMode};
 /// Stream identifiers and directions.
 pub use mpq_proto::{Dir, StreamId};
 

@@ -56,6 +56,7 @@ fn poll_stream<T>(
     if let Some(e) = &st.error {
         return Poll::Ready(Err(Error::Closed(e.clone())));
     }
+    crate::connection::release_first_flight(c);
     match f(c) {
         Err(StreamError::Blocked) => {
             let list = match half {

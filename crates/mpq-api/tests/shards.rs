@@ -92,6 +92,37 @@ fn sharded_client_and_server_echo_exactly_over_both_shards() {
     server.close(0, b"done");
 }
 
+/// A sharded client bound to two addresses: shard k's connections start from the k-th
+/// address (cycling), so the server sees them come from both.
+#[test]
+fn a_sharded_clients_connections_spread_over_its_addresses() {
+    let transport = TransportConfig { max_idle_timeout: Duration::from_secs(5), ..TransportConfig::default() };
+    let (client_cfg, server_cfg) = mpq_proto::testing::configs(transport);
+    let server = Endpoint::server(&[addr("127.0.0.1:0")], server_cfg, Options::default()).expect("server");
+    let to = server.local_addrs()[0];
+    let accepting = server.clone();
+    let peers = std::thread::spawn(move || {
+        (0..4).map(|_| accepting.accept().wait().expect("a connection").remote_address().expect("peer")).collect()
+    });
+    let client = Endpoint::client(
+        &[addr("127.0.0.1:0"), addr("127.0.0.2:0")],
+        Options { threads: Threads::Shards(2), ..Options::default() },
+    )
+    .expect("client endpoint");
+    let conns: Vec<_> = (0..4)
+        .map(|_| client.connect(to, "localhost", &client_cfg).expect("connect").wait().expect("handshake"))
+        .collect();
+    let peers: Vec<std::net::SocketAddr> = peers.join().expect("server side");
+    let ips: Vec<String> = peers.iter().map(|a| a.ip().to_string()).collect();
+    assert_eq!(ips.iter().filter(|ip| *ip == "127.0.0.1").count(), 2, "{peers:?}");
+    assert_eq!(ips.iter().filter(|ip| *ip == "127.0.0.2").count(), 2, "{peers:?}");
+    for c in &conns {
+        c.close(0, b"done");
+    }
+    client.wait_idle().wait();
+    server.close(0, b"done");
+}
+
 /// A multipath client (single runtime) against a sharded server: its second path comes from
 /// another address, so the kernel's hash alone could put it on the other shard; the steering
 /// by connection ID brings it to the connection's shard, and the transfer uses it.

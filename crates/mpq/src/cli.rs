@@ -152,8 +152,8 @@ pub struct Common {
     pub threads: Threads,
     /// Shard runtime: N independent endpoints, each with its own sockets and thread (seed
     /// 000's shardQUIC baseline). A client opens one single-path connection per shard, the
-    /// i-th from the i-th --local address to the i-th server address (cycling) and shares
-    /// the work out among them; a server's shards share its listening addresses
+    /// i-th from the i-th --local address (on a port of its shard's) to the i-th server
+    /// address (cycling) and shares the work out among them; a server's shards share its listening addresses
     /// (SO_REUSEPORT), the kernel delivering each datagram to the shard of its connection ID
     /// (a connection's first Initial to the a-th of N addresses goes to shard a).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256), conflicts_with = "threads")]

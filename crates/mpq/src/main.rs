@@ -1,5 +1,6 @@
 //! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool, simulator, lab.
 
+mod api_client;
 mod api_runtime;
 mod bench_cmd;
 mod bench_pair;
@@ -52,7 +53,7 @@ fn main() {
         .init();
     let result = match args.command {
         cli::Command::Server(a) => server::run(a),
-        cli::Command::Client(a) => client::run(a),
+        cli::Command::Client(a) => api_client::run(a),
         cli::Command::Perf(cli::PerfCommand::Server(a)) => perf::server(a),
         cli::Command::Perf(cli::PerfCommand::Client(a)) => perf::client(a),
         cli::Command::Sim(a) => sim_cmd::run(a),

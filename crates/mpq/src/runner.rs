@@ -350,6 +350,24 @@ pub fn run<A: App + Send + 'static>(
 /// How long a migration waiting for a spare connection ID from the server waits to try again.
 const MIGRATE_RETRY: Duration = Duration::from_millis(50);
 
+/// The path manager's configuration the path options ask for (--local, --server-addr,
+/// --path-mode, --max-paths, --backup-paths), over the bound local sockets (the first is
+/// the default socket) and the server's addresses.
+pub fn path_manager_config(args: &PathArgs, bound: &[SocketAddr], server: SocketAddr) -> Result<PathManagerConfig> {
+    let mut locals: Vec<Option<SocketAddr>> = vec![None];
+    locals.extend(bound.iter().skip(1).map(|a| Some(*a)));
+    let mut remotes = vec![server];
+    remotes.extend(args.server_addrs.iter().copied().filter(|a| *a != server));
+    Ok(PathManagerConfig {
+        locals,
+        remotes,
+        mode: args.path_mode.parse().map_err(anyhow::Error::msg)?,
+        max_paths: args.max_paths.max(1),
+        reopen_backoff: Duration::from_millis(500),
+        status: if args.backup_paths { PathStatus::Backup } else { PathStatus::Available },
+    })
+}
+
 /// A client's multipath side: the path manager fed with the connection's path events.
 pub struct ClientPaths {
     manager: PathManager,
@@ -376,18 +394,7 @@ impl ClientPaths {
     /// Paths over the bound local sockets (the first is the default socket) and the server's
     /// addresses.
     pub fn new(args: &PathArgs, bound: &[SocketAddr], server: SocketAddr) -> Result<Self> {
-        let mut locals: Vec<Option<SocketAddr>> = vec![None];
-        locals.extend(bound.iter().skip(1).map(|a| Some(*a)));
-        let mut remotes = vec![server];
-        remotes.extend(args.server_addrs.iter().copied().filter(|a| *a != server));
-        let config = PathManagerConfig {
-            locals,
-            remotes,
-            mode: args.path_mode.parse().map_err(anyhow::Error::msg)?,
-            max_paths: args.max_paths.max(1),
-            reopen_backoff: Duration::from_millis(500),
-            status: if args.backup_paths { PathStatus::Backup } else { PathStatus::Available },
-        };
+        let config = path_manager_config(args, bound, server)?;
         let migrate_to = bound.get(1).copied();
         if args.migrate_after_ms.is_some() && migrate_to.is_none() {
             anyhow::bail!("--migrate-after-ms needs a second --local address to move to");
@@ -405,12 +412,6 @@ impl ClientPaths {
             migrated: false,
             watch: mpq_io::address_watch::AddressWatch::new(bound),
         })
-    }
-
-    /// The (local, remote) address pairs the path options ask for, the handshake's first
-    /// (`None`: the first bound socket).
-    pub fn pairs(&self) -> &[(Option<SocketAddr>, SocketAddr)] {
-        self.manager.pairs()
     }
 
     /// Feeds a connection event (path events, and the handshake's confirmation for

@@ -25,10 +25,23 @@ impl<D: EndpointDriver + 'static> std::fmt::Debug for Runtime<D> {
 }
 
 /// The driver, locked: the runtime's threads wait until it is dropped, which wakes them to
-/// act on what changed.
+/// act on what changed (unless [`RuntimeGuard::quiet`]).
 pub struct RuntimeGuard<'a, D: EndpointDriver + 'static> {
-    guard: MutexGuard<'a, Locked<D>>,
+    /// (`None` only while it is dropped: the lock goes before the wake.)
+    guard: Option<MutexGuard<'a, Locked<D>>>,
     shared: &'a Shared<D>,
+    /// Wake the runtime when the lock goes.
+    kick: bool,
+}
+
+impl<D: EndpointDriver + 'static> RuntimeGuard<'_, D> {
+    /// Letting this guard go will not wake the runtime: what was done under it has nothing
+    /// to send (a stream opened, figures read), or must wait for the next call that has
+    /// (a client's first flight, so that what the application writes next leaves with it).
+    /// The runtime still acts on it whenever it next wakes.
+    pub fn quiet(&mut self) {
+        self.kick = false;
+    }
 }
 
 pub(super) fn spawn<D: EndpointDriver + 'static>(
@@ -63,7 +76,7 @@ impl<D: EndpointDriver + 'static> Runtime<D> {
         if self.has_failed() {
             return Err(failed());
         }
-        Ok(RuntimeGuard { guard, shared: &self.shared })
+        Ok(RuntimeGuard { guard: Some(guard), shared: &self.shared, kick: true })
     }
 
     /// Whether a thread of the run panicked or the runtime thread failed: the driver has
@@ -123,21 +136,25 @@ impl<D: EndpointDriver + 'static> Drop for Runtime<D> {
 impl<D: EndpointDriver + 'static> Deref for RuntimeGuard<'_, D> {
     type Target = D;
     fn deref(&self) -> &D {
-        &self.guard.driver
+        &self.guard.as_ref().expect("held until dropped").driver
     }
 }
 
 impl<D: EndpointDriver + 'static> DerefMut for RuntimeGuard<'_, D> {
     fn deref_mut(&mut self) -> &mut D {
-        &mut self.guard.driver
+        &mut self.guard.as_mut().expect("held until dropped").driver
     }
 }
 
 impl<D: EndpointDriver + 'static> Drop for RuntimeGuard<'_, D> {
     fn drop(&mut self) {
-        // The runtime thread sends what changed and wakes the path threads to look.
-        self.shared.app_kick.store(true, Ordering::Release);
-        self.shared.control.wake_always();
+        // The lock first: a runtime thread woken while it is still held would only wait.
+        drop(self.guard.take());
+        if self.kick {
+            // The runtime thread sends what changed and wakes the path threads to look.
+            self.shared.app_kick.store(true, Ordering::Release);
+            self.shared.control.wake_always();
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Session resumption and 0-RTT over the in-memory pair: accepted early data delivered
 //! exactly, declined early data sent again in 1-RTT, single-use tickets against replay,
-//! junk 0-RTT packets, the remembered limits (RFC 9000 §7.4.1), no paths during 0-RTT.
+//! junk 0-RTT packets, the remembered limits (RFC 9000 §7.4.1), no paths during 0-RTT, a
+//! first flight held for the early data.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -380,4 +381,28 @@ fn zero_rtt_held_before_the_client_hello_is_bounded() {
     assert_eq!(server_conn(&pair).shared.zero_rtt_held(), 0, "held packets are opened or dropped once TLS decided");
     let (got, _) = server_reads(&mut pair, Duration::from_secs(3));
     assert_eq!(got, sent);
+}
+
+/// A held first flight (`hold_first_flight`, what a runtime on another thread uses) sends
+/// nothing, not even the ClientHello, however long it waits; once let go, the early data
+/// written meanwhile leaves with it in 0-RTT. Holding after anything was sent is ignored.
+#[test]
+fn a_held_first_flight_waits_for_the_early_data() {
+    let (cc, sc) = zero_rtt_configs(TransportConfig::default());
+    first_connection(&cc, &sc);
+    let mut pair = Pair::from_configs(&cc, sc);
+    let h = pair.client_conn;
+    pair.client.connection_mut(h).expect("client").hold_first_flight(true);
+    assert!(pair.client.connection(h).is_some_and(|c| c.first_flight_held()));
+    pair.run_until(Duration::from_millis(500), |_| false);
+    assert!(pair.server.handles().is_empty(), "the server heard of a held connection");
+    let sent = data(3000);
+    write_early(&mut pair, &sent);
+    pair.client.connection_mut(h).expect("client").hold_first_flight(false);
+    let (got, early) = server_reads(&mut pair, Duration::from_secs(2));
+    assert_eq!(got, sent);
+    assert!(early, "the early data should have left with the ClientHello, in 0-RTT");
+    let c = pair.client.connection_mut(h).expect("client");
+    c.hold_first_flight(true);
+    assert!(!c.first_flight_held(), "a connection that sent cannot be held");
 }

@@ -77,6 +77,9 @@ pub(crate) struct ZeroRtt {
     pub(crate) decided: bool,
     /// Server: 0-RTT packets held until then.
     held: Vec<EarlyPacket>,
+    /// Client: nothing is sent while the application writes its early data
+    /// ([`Connection::hold_first_flight`]).
+    pub(crate) flight_held: bool,
 }
 
 impl super::ConnShared {
@@ -128,6 +131,23 @@ pub(crate) fn check_accepted_limits(
 }
 
 impl Connection {
+    /// Client: holds the first flight (`true`) or lets it go. While held the connection
+    /// sends nothing (it still closes: CONNECTION_CLOSE goes), so an application whose
+    /// runtime sends from another thread can open streams and write its early data first,
+    /// and the requests leave in 0-RTT packets with the ClientHello; on a short path the
+    /// handshake may otherwise complete before they were written. A runtime releases it
+    /// at the application's first call that has something to send. Ignored on a server
+    /// and once anything was sent.
+    pub fn hold_first_flight(&mut self, hold: bool) {
+        let untouched = self.shared.side == Side::Client && self.stats().paths.iter().all(|p| p.tx_packets == 0);
+        self.shared.zero_rtt.flight_held = hold && untouched;
+    }
+
+    /// The first flight is held ([`Connection::hold_first_flight`]).
+    pub fn first_flight_held(&self) -> bool {
+        self.shared.zero_rtt.flight_held
+    }
+
     /// What became of 0-RTT on this connection (see [`ZeroRttState`]).
     pub fn zero_rtt_state(&self) -> ZeroRttState {
         self.shared.zero_rtt.state

@@ -105,6 +105,9 @@ impl Connection {
             State::Closing { .. } => return self.poll_close(now, buf),
             _ => {}
         }
+        if self.shared.zero_rtt.flight_held {
+            return None;
+        }
         if let Some(t) = self.before_paths_send(now, buf) {
             return Some(t);
         }
