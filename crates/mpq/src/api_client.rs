@@ -43,6 +43,36 @@ pub struct Fetched {
     pub multipath: bool,
 }
 
+impl Fetched {
+    /// What the request tasks (each a body's length) came to on `conn`, timed from
+    /// `clock`: their bytes, the first failure (`failure`, met before them, comes first),
+    /// and the connection's figures once the last ended. The connection's error if it is
+    /// gone and no request failed.
+    pub async fn collect(
+        conn: &mpq_api::Connection,
+        clock: &crate::progress::Stopwatch,
+        tasks: Vec<tokio::task::JoinHandle<Result<u64>>>,
+        mut failure: Option<anyhow::Error>,
+    ) -> Result<Fetched> {
+        let mut bytes = 0;
+        for t in tasks {
+            match t.await.map_err(|e| anyhow!("request task: {e}")).and_then(|r| r) {
+                Ok(n) => bytes += n,
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        let secs = clock.elapsed().as_secs_f64();
+        let stats = match conn.stats() {
+            Ok(s) => s,
+            Err(e) => return Err(failure.unwrap_or_else(|| anyhow!("{e}"))),
+        };
+        let multipath = conn.is_multipath().unwrap_or(false);
+        Ok(Fetched { bytes, secs, failure, stats, multipath })
+    }
+}
+
 /// Fetches every URL and writes the bodies under --output; fails if any download fails.
 pub fn run(args: ClientArgs) -> Result<()> {
     let protocol = if args.http3 { Protocol::H3 } else { Protocol::Hq };

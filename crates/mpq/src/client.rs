@@ -104,23 +104,9 @@ pub async fn hq_requests(
             }
         }
     }
-    let mut bytes = 0;
-    for t in tasks {
-        match t.await.map_err(|e| anyhow!("request task: {e}")).and_then(|r| r) {
-            Ok(n) => bytes += n,
-            Err(e) => {
-                failure.get_or_insert(e);
-            }
-        }
-    }
-    let secs = clock.elapsed().as_secs_f64();
-    let stats = match conn.stats() {
-        Ok(s) => s,
-        Err(e) => return Err(failure.unwrap_or_else(|| anyhow!("{e}"))),
-    };
-    let multipath = conn.is_multipath().unwrap_or(false);
+    let fetched = crate::api_client::Fetched::collect(conn, &clock, tasks, failure).await?;
     conn.close(0, b"");
-    Ok(crate::api_client::Fetched { bytes, secs, failure, stats, multipath })
+    Ok(fetched)
 }
 
 /// Opens a stream and sends `GET path` on it, with the stream's end; the stream the

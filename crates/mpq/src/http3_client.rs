@@ -29,30 +29,15 @@ pub async fn h3_requests(
         let bar = bar.clone();
         tasks.push(tokio::spawn(async move { fetch(send, d, &bar).await }));
     }
-    let mut bytes = 0;
-    let mut failure = None;
-    for t in tasks {
-        match t.await.map_err(|e| anyhow!("request task: {e}")).and_then(|r| r) {
-            Ok(n) => bytes += n,
-            Err(e) => {
-                failure.get_or_insert(e);
-            }
-        }
-    }
-    let secs = clock.elapsed().as_secs_f64();
-    let stats = match conn.stats() {
-        Ok(s) => s,
-        Err(e) => return Err(failure.unwrap_or_else(|| anyhow!("{e}"))),
-    };
-    let multipath = conn.is_multipath().unwrap_or(false);
+    let fetched = crate::api_client::Fetched::collect(conn, &clock, tasks, None).await?;
     // The last request sender: h3 closes the connection once it is gone, so the statistics
     // were taken first.
     drop(send);
     let closed = driving.await.map_err(|e| anyhow!("HTTP/3 driver: {e}"))?;
-    if !closed.is_h3_no_error() && failure.is_none() {
+    if !closed.is_h3_no_error() && fetched.failure.is_none() {
         tracing::info!("HTTP/3 connection ended: {closed}");
     }
-    Ok(crate::api_client::Fetched { bytes, secs, failure, stats, multipath })
+    Ok(fetched)
 }
 
 /// GETs one URL and writes its body to its file; the body's length.

@@ -1,14 +1,13 @@
 //! `mpq server --http3`: a file server over HTTP/3 (RFC 9114, ALPN h3), the h3 crate on
 //! mpq's application API.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
 use bytes::Bytes;
 use h3::server::RequestResolver;
-use mpq_proto::conn::ServerConfig;
 
 use crate::cli::ServerArgs;
 
@@ -17,33 +16,7 @@ const CHUNK: usize = 256 * 1024;
 
 /// Runs the HTTP/3 file server until killed.
 pub fn run(args: ServerArgs) -> Result<()> {
-    crate::server::check_root(&args.root)?;
-    let transport = crate::runner::shared(crate::server::server_transport(&args)?);
-    let tls = crate::tls::server_config(
-        &args.common,
-        args.cert.as_deref(),
-        args.key.as_deref(),
-        &[mpq_h3::ALPN],
-        !args.no_0rtt,
-    )?;
-    let executor = crate::api_runtime::executor()?;
-    let ep = crate::api_runtime::endpoint(
-        &crate::server::listen_addrs(&args),
-        Some(ServerConfig { tls, transport }),
-        &args.common,
-    )?;
-    ep.set_retry_mode(args.retry)?;
-    for addr in ep.local_addrs() {
-        println!("listening on {addr}");
-    }
-    let _ = std::io::stdout().flush();
-    let root = Arc::new(args.root);
-    executor.block_on(async move {
-        while let Some(conn) = ep.accept().await {
-            tokio::spawn(serve_connection(conn, root.clone()));
-        }
-    });
-    Ok(())
+    crate::server::serve(args, mpq_h3::ALPN, serve_connection)
 }
 
 /// Answers a connection's requests, each in a task of its own, until the client closes.

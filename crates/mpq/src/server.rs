@@ -144,15 +144,20 @@ pub fn run(args: ServerArgs) -> Result<()> {
     if args.http3 {
         return crate::http3_server::run(args);
     }
+    serve(args, b"hq-interop", serve_connection)
+}
+
+/// A file server of `alpn` on the application API until killed: the endpoint the options
+/// ask for, and `answer` in a task for every connection it accepts, with the served root.
+pub(crate) fn serve<F, Fut>(args: ServerArgs, alpn: &[u8], answer: F) -> Result<()>
+where
+    F: Fn(mpq_api::Connection, Arc<PathBuf>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     check_root(&args.root)?;
     let transport = crate::runner::shared(server_transport(&args)?);
-    let tls = crate::tls::server_config(
-        &args.common,
-        args.cert.as_deref(),
-        args.key.as_deref(),
-        &[b"hq-interop"],
-        !args.no_0rtt,
-    )?;
+    let tls =
+        crate::tls::server_config(&args.common, args.cert.as_deref(), args.key.as_deref(), &[alpn], !args.no_0rtt)?;
     let executor = crate::api_runtime::executor()?;
     let ep = crate::api_runtime::endpoint(&listen_addrs(&args), Some(ServerConfig { tls, transport }), &args.common)?;
     ep.set_retry_mode(args.retry)?;
@@ -163,7 +168,7 @@ pub fn run(args: ServerArgs) -> Result<()> {
     let root = Arc::new(args.root);
     executor.block_on(async move {
         while let Some(conn) = ep.accept().await {
-            tokio::spawn(serve_connection(conn, root.clone()));
+            tokio::spawn(answer(conn, root.clone()));
         }
     });
     Ok(())
