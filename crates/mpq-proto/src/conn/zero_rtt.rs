@@ -139,8 +139,10 @@ impl Connection {
     /// at the application's first call that has something to send. Ignored on a server
     /// and once anything was sent.
     pub fn hold_first_flight(&mut self, hold: bool) {
-        let untouched = self.shared.side == Side::Client && self.stats().paths.iter().all(|p| p.tx_packets == 0);
-        self.shared.zero_rtt.flight_held = hold && untouched;
+        // (Nothing sent yet: the Initial space has numbered no packet.)
+        let untouched =
+            || self.shared.side == Side::Client && self.shared.initial.as_ref().is_some_and(|s| s.next_pn == 0);
+        self.shared.zero_rtt.flight_held = hold && untouched();
     }
 
     /// The first flight is held ([`Connection::hold_first_flight`]).
