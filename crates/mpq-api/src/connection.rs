@@ -45,10 +45,13 @@ pub(crate) fn gone(st: Option<&ConnState>) -> Error {
 /// Lets a held first flight go (`Endpoint::connect` holds a 0-RTT connection's until the
 /// application's first call that has something to send; `into_0rtt` and opening a stream
 /// do not, so the requests written next leave with the ClientHello).
-pub(crate) fn release_first_flight(c: &mut mpq_proto::conn::Connection) {
-    if c.first_flight_held() {
+/// True if it was held.
+pub(crate) fn release_first_flight(c: &mut mpq_proto::conn::Connection) -> bool {
+    let held = c.first_flight_held();
+    if held {
         c.hold_first_flight(false);
     }
+    held
 }
 
 impl Connection {

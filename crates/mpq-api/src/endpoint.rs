@@ -228,6 +228,15 @@ impl Endpoint {
         Ok(())
     }
 
+    /// The most connections a server holds at once (each shard's, with
+    /// [`Threads::Shards`]); the Initials of new clients beyond it are dropped.
+    pub fn set_max_connections(&self, n: usize) -> Result<(), Error> {
+        for inner in self.shards.iter() {
+            inner.lock()?.endpoint.set_max_connections(n);
+        }
+        Ok(())
+    }
+
     /// The bound addresses, in the order given (shard 0's: a server's shards share them).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.inner.rt.local_addrs()

@@ -8,7 +8,14 @@
 //! The endpoint runs the protocol (`mpq-proto`) in the runtime chosen by [`Options`]: one
 //! thread for everything, or a thread per path (`mpq_io::path_threads`, docs/runtimes.md).
 //! The application's calls take the same lock as the runtime's threads, do their work on
-//! the connection and wake the runtime to send what changed.
+//! the connection and wake the runtime when they gave it something to send.
+//!
+//! Moving much data: write with [`SendStream::write_chunk`] (no copy) and read with
+//! [`RecvStream::read_chunk`] (the packets' own buffers); build the program with an
+//! allocator that keeps freed memory for reuse across threads (mimalloc, jemalloc), as the
+//! `mpq` tool does: the application's thread allocates stream buffers that the runtime's
+//! thread frees, and glibc's allocator answered that by shrinking and regrowing its heap
+//! (page faults) for every buffer.
 //!
 //! ```no_run
 //! use mpq_api::{Endpoint, Options, Wait};

@@ -1,11 +1,12 @@
 //! Stream handles: the sending and the receiving half of a stream, each usable from any
 //! thread, with futures for what waits (room in the send buffer, data to read).
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use mpq_proto::stream::StreamError;
 use mpq_proto::StreamId;
 
@@ -20,13 +21,25 @@ pub struct SendStream {
     id: StreamId,
 }
 
+/// Most bytes a read takes from the connection at once (see [`RecvStream`]).
+const READ_AHEAD: usize = 256 * 1024;
+
 /// The receiving half of a stream.
+///
+/// A read takes what arrived from the connection in one go, up to 256 KiB, and
+/// hands it out from the handle: the chunks are the packets' own buffers (no copy), and a
+/// reader that works a packet's worth at a time takes the connection's lock once per batch
+/// instead of once per packet, while the runtime's threads wait for it.
 #[derive(Debug)]
 pub struct RecvStream {
     conn: Connection,
     id: StreamId,
     /// The end of the stream was read.
     done: bool,
+    /// Data taken from the connection and not yet read, in order.
+    ahead: VecDeque<Bytes>,
+    /// What comes after `ahead`: the stream's end, or the error the connection answered.
+    after: Option<Result<(), Error>>,
 }
 
 /// Which of a stream's waker lists a pending call registers in.
@@ -56,8 +69,13 @@ fn poll_stream<T>(
     if let Some(e) = &st.error {
         return Poll::Ready(Err(Error::Closed(e.clone())));
     }
-    crate::connection::release_first_flight(c);
-    match f(c) {
+    // The runtime is woken (when the guard goes) only if this call gave it something to
+    // send: a reader that takes a chunk per packet would otherwise wake it for every one.
+    let released = crate::connection::release_first_flight(c);
+    let before = c.streams_want_to_send();
+    let result = f(c);
+    let quiet = !released && (before || !c.streams_want_to_send());
+    let outcome = match result {
         Err(StreamError::Blocked) => {
             let list = match half {
                 Half::Send => st.writable.entry(id).or_default(),
@@ -68,7 +86,11 @@ fn poll_stream<T>(
         }
         Ok(v) => Poll::Ready(Ok(v)),
         Err(e) => Poll::Ready(Err(Error::Stream(e))),
+    };
+    if quiet {
+        g.quiet();
     }
+    outcome
 }
 
 impl SendStream {
@@ -91,6 +113,25 @@ impl SendStream {
             Ok(0) => Err(StreamError::Blocked),
             r => r,
         })
+    }
+
+    /// Hands a prefix of `data` to the stream without copying it (the stream keeps a
+    /// reference until the peer acknowledged it), waiting while the send buffer is full (or
+    /// flow control leaves no room); returns how many bytes were taken.
+    pub fn poll_write_bytes(&mut self, cx: &mut Context<'_>, data: &Bytes) -> Poll<Result<usize, Error>> {
+        if data.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        poll_stream(&self.conn, self.id, Half::Send, cx, |c| match c.write_bytes(self.id, data) {
+            Ok(0) => Err(StreamError::Blocked),
+            r => r,
+        })
+    }
+
+    /// Writes all of `data` without copying it (see [`SendStream::poll_write_bytes`]),
+    /// waiting for room as needed.
+    pub fn write_chunk(&mut self, data: Bytes) -> WriteChunk<'_> {
+        WriteChunk { stream: self, data }
     }
 
     /// [`SendStream::poll_write`] as a future.
@@ -118,7 +159,7 @@ impl SendStream {
 
 impl RecvStream {
     pub(crate) fn new(conn: Connection, id: StreamId) -> Self {
-        Self { conn, id, done: false }
+        Self { conn, id, done: false, ahead: VecDeque::new(), after: None }
     }
 
     /// The stream's ID.
@@ -129,22 +170,28 @@ impl RecvStream {
     /// Reads what arrived into `buf`, waiting while nothing has; `Ok(None)` at the end of
     /// the stream.
     pub fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<Result<Option<usize>, Error>> {
-        if self.done {
-            return Poll::Ready(Ok(None));
+        if buf.is_empty() {
+            return Poll::Ready(Ok(Some(0)));
         }
-        let id = self.id;
-        let r = poll_stream(&self.conn, id, Half::Recv, cx, |c| match c.read(id, buf) {
-            Ok(o) if o.len == 0 && !o.fin => Err(StreamError::Blocked),
-            r => r,
-        });
-        r.map(|r| {
-            r.map(|o| {
-                if o.fin {
-                    self.done = true;
-                }
-                (o.len > 0 || !o.fin).then_some(o.len)
-            })
-        })
+        match self.poll_ahead(cx) {
+            Poll::Ready(Ok(true)) => {}
+            Poll::Ready(Ok(false)) => return Poll::Ready(Ok(None)),
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+        let mut n = 0;
+        while n < buf.len() {
+            let Some(chunk) = self.ahead.front_mut() else { break };
+            let k = chunk.len().min(buf.len() - n);
+            buf[n..n + k].copy_from_slice(&chunk[..k]);
+            n += k;
+            if k == chunk.len() {
+                self.ahead.pop_front();
+            } else {
+                chunk.advance(k);
+            }
+        }
+        Poll::Ready(Ok(Some(n)))
     }
 
     /// [`RecvStream::poll_read`] as a future.
@@ -158,22 +205,74 @@ impl RecvStream {
     /// chunks), so the application works on it without holding the connection: with a thread
     /// per path, the path threads go on receiving meanwhile.
     pub fn poll_read_chunk(&mut self, cx: &mut Context<'_>, max: usize) -> Poll<Result<Option<Bytes>, Error>> {
-        if self.done {
-            return Poll::Ready(Ok(None));
+        if max == 0 {
+            return Poll::Ready(Ok(Some(Bytes::new())));
         }
-        let id = self.id;
-        let r = poll_stream(&self.conn, id, Half::Recv, cx, |c| match c.read_chunk(id, max) {
-            Ok((o, None)) if !o.fin => Err(StreamError::Blocked),
-            r => r,
-        });
-        r.map(|r| {
-            r.map(|(o, chunk)| {
-                if o.fin {
-                    self.done = true;
+        match self.poll_ahead(cx) {
+            Poll::Ready(Ok(true)) => {}
+            Poll::Ready(Ok(false)) => return Poll::Ready(Ok(None)),
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+        let chunk = self.ahead.front_mut().expect("poll_ahead answered data");
+        if chunk.len() > max {
+            return Poll::Ready(Ok(Some(chunk.split_to(max))));
+        }
+        Poll::Ready(Ok(self.ahead.pop_front()))
+    }
+
+    /// Makes sure data waits in `ahead`, taking what arrived from the connection (up to
+    /// [`READ_AHEAD`] bytes) if none does: `Ok(true)` when some waits, `Ok(false)` at the
+    /// end of the stream (which it then marks read), the error that comes after the data
+    /// taken, or `Pending` with the waker registered.
+    fn poll_ahead(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool, Error>> {
+        if !self.ahead.is_empty() {
+            return Poll::Ready(Ok(true));
+        }
+        if self.done {
+            return Poll::Ready(Ok(false));
+        }
+        match self.after.take() {
+            Some(Ok(())) => {
+                self.done = true;
+                return Poll::Ready(Ok(false));
+            }
+            // (Not marked read: the next call asks the connection again, as without data.)
+            Some(Err(e)) => return Poll::Ready(Err(e)),
+            None => {}
+        }
+        let (id, ahead) = (self.id, &mut self.ahead);
+        let r = poll_stream(&self.conn, id, Half::Recv, cx, |c| {
+            let mut taken = 0;
+            loop {
+                match c.read_chunk(id, READ_AHEAD - taken) {
+                    Ok((o, chunk)) => {
+                        if let Some(chunk) = chunk.filter(|c| !c.is_empty()) {
+                            taken += chunk.len();
+                            ahead.push_back(chunk);
+                        }
+                        if o.fin {
+                            return Ok(Some(Ok(())));
+                        }
+                        if o.len == 0 || taken >= READ_AHEAD {
+                            return if taken == 0 { Err(StreamError::Blocked) } else { Ok(None) };
+                        }
+                    }
+                    // Data taken before the error is read first.
+                    Err(e) if taken > 0 && e != StreamError::Blocked => return Ok(Some(Err(Error::Stream(e)))),
+                    Err(StreamError::Blocked) if taken > 0 => return Ok(None),
+                    Err(e) => return Err(e),
                 }
-                chunk.filter(|c| !c.is_empty())
-            })
-        })
+            }
+        });
+        match r {
+            Poll::Ready(Ok(after)) => {
+                self.after = after;
+                self.poll_ahead(cx)
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
     }
 
     /// [`RecvStream::poll_read_chunk`] as a future.
@@ -189,7 +288,11 @@ impl RecvStream {
     /// Asks the peer to stop sending (STOP_SENDING with `error_code`).
     pub fn stop(&mut self, error_code: u64) -> Result<(), Error> {
         let id = self.id;
-        self.conn.with(|c, _, _| Ok(c.stop_sending(id, error_code)?))
+        self.conn.with(|c, _, _| Ok(c.stop_sending(id, error_code)?))?;
+        // What was taken ahead is discarded with the rest.
+        self.ahead.clear();
+        self.after = None;
+        Ok(())
     }
 }
 
@@ -220,6 +323,27 @@ impl Future for WriteAll<'_> {
         while !this.buf.is_empty() {
             match this.stream.poll_write(cx, this.buf) {
                 Poll::Ready(Ok(n)) => this.buf = &this.buf[n..],
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The future of [`SendStream::write_chunk`].
+pub struct WriteChunk<'a> {
+    stream: &'a mut SendStream,
+    data: Bytes,
+}
+
+impl Future for WriteChunk<'_> {
+    type Output = Result<(), Error>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        while !this.data.is_empty() {
+            match this.stream.poll_write_bytes(cx, &this.data) {
+                Poll::Ready(Ok(n)) => this.data.advance(n),
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             }

@@ -129,6 +129,49 @@ fn read_chunk_hands_out_the_data_in_order_over_two_paths() {
     }
 }
 
+/// Reads of every size interleaved (`read` into 1, 7 and 5000 bytes, `read_chunk` of 100
+/// and of a megabyte) of data written with `write_chunk`: a read takes a batch of chunks
+/// from the connection ahead and hands it out piece by piece, and the pieces join up to the
+/// data sent, each byte once, then the end.
+#[test]
+fn reads_of_mixed_sizes_see_every_byte_once() {
+    log();
+    for threads in [Threads::Single, Threads::PerPath] {
+        let (server, cfg, _serving) = echo_server(threads, TransportConfig::default());
+        let (ep, conn) = client(threads, 1, server, &cfg);
+        let data = pattern(1_500_000, 3);
+        let (mut send, mut recv) = conn.open_bi().wait().expect("open_bi");
+        // Written without a copy, in pieces that do not match the reads'.
+        let out = bytes::Bytes::from(data.clone());
+        let writer = std::thread::spawn(move || {
+            for piece in [out.slice(..333_333), out.slice(333_333..)] {
+                send.write_chunk(piece).wait().expect("write_chunk");
+            }
+            send.finish().expect("finish");
+        });
+        let mut back = Vec::new();
+        let mut buf = vec![0u8; 5000];
+        for turn in 0usize.. {
+            let piece = match turn % 5 {
+                0 => recv.read(&mut buf[..1]).wait().expect("read").map(|n| buf[..n].to_vec()),
+                1 => recv.read(&mut buf[..7]).wait().expect("read").map(|n| buf[..n].to_vec()),
+                2 => recv.read(&mut buf).wait().expect("read").map(|n| buf[..n].to_vec()),
+                3 => recv.read_chunk(100).wait().expect("read_chunk").map(|c| c.to_vec()),
+                _ => recv.read_chunk(1 << 20).wait().expect("read_chunk").map(|c| c.to_vec()),
+            };
+            let Some(piece) = piece else { break };
+            assert!(!piece.is_empty(), "{threads:?}: an empty read before the end");
+            back.extend_from_slice(&piece);
+        }
+        writer.join().expect("writer");
+        assert_eq!(back.len(), data.len(), "{threads:?}");
+        assert!(back == data, "{threads:?}: the data read in pieces differs");
+        assert_eq!(recv.read(&mut buf).wait().expect("after the end"), None, "the end is the end");
+        conn.close(0, b"done");
+        ep.wait_idle().wait();
+    }
+}
+
 /// Eight threads each open their own unidirectional stream on one connection and send a
 /// different amount; each gets its own length back on a stream the server opens.
 #[test]

@@ -64,15 +64,17 @@ async fn fetch(
         bail!("GET {path}: {}", response.status());
     }
     let mut received = 0u64;
+    let mut file = crate::client::buffered(&mut d.file);
     while let Some(mut chunk) = stream.recv_data().await.map_err(|e| anyhow!("GET {path}: {e}"))? {
         while chunk.has_remaining() {
             let piece = chunk.chunk();
-            d.file.write_all(piece).with_context(|| format!("GET {path}: writing the file"))?;
+            file.write_all(piece).with_context(|| format!("GET {path}: writing the file"))?;
             let n = piece.len();
             received += n as u64;
             bar.inc(n as u64);
             chunk.advance(n);
         }
     }
+    file.flush().with_context(|| format!("GET {path}: writing the file"))?;
     Ok(received)
 }

@@ -22,9 +22,7 @@ pub fn run(args: ServerArgs) -> Result<()> {
 /// Answers a connection's requests, each in a task of its own, until the client closes.
 async fn serve_connection(conn: mpq_api::Connection, root: Arc<PathBuf>) {
     let peer = conn.remote_address().ok();
-    if let Ok(Some(info)) = conn.handshake_info() {
-        tracing::info!(?peer, "server handshake complete: {info}");
-    }
+    crate::report::follow_server_connection(&conn);
     let mut h3 = match h3::server::builder().build(mpq_h3::Connection::new(conn)).await {
         Ok(h3) => h3,
         Err(e) => {

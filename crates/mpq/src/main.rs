@@ -1,5 +1,11 @@
 //! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool, simulator, lab.
 
+/// mimalloc instead of the system allocator: the application's threads fill stream buffers
+/// that the runtime's threads free once acknowledged, and glibc's malloc answered that by
+/// shrinking and regrowing its heap (brk, page faults) on every buffer: see docs/runtimes.md.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod api_client;
 mod api_runtime;
 mod bench_cmd;
@@ -16,6 +22,7 @@ mod lab_cmd;
 mod mptcp_counters;
 mod perf;
 mod perf_reqresp;
+mod perf_server;
 mod perf_shard;
 mod perf_tcp;
 mod perf_ticket;
@@ -54,7 +61,7 @@ fn main() {
     let result = match args.command {
         cli::Command::Server(a) => server::run(a),
         cli::Command::Client(a) => api_client::run(a),
-        cli::Command::Perf(cli::PerfCommand::Server(a)) => perf::server(a),
+        cli::Command::Perf(cli::PerfCommand::Server(a)) => perf_server::server(a),
         cli::Command::Perf(cli::PerfCommand::Client(a)) => perf::client(a),
         cli::Command::Sim(a) => sim_cmd::run(a),
         cli::Command::Lab(c) => lab_cmd::run_lab(c),

@@ -6,19 +6,17 @@
 //! then asks on a stream ([`DATAGRAM_REPORT`] as the request) how many the server received:
 //! the answer is 16 bytes, the count and the payload bytes, big-endian.
 
-use std::collections::HashMap;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use mpq_proto::conn::{ClientConfig, DatagramConfig, DatagramError, Event, ServerConfig, ZeroRttState};
+use mpq_proto::conn::{ClientConfig, DatagramConfig, DatagramError, Event, ZeroRttState};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 use mpq_proto::{Dir, Instant, StreamId};
 use serde_json::json;
 
-use crate::cli::{PerfClientArgs, PerfServerArgs};
+use crate::cli::PerfClientArgs;
 use crate::idle_conns::IdleConnections;
 use crate::runner::{self, App};
 
@@ -38,138 +36,8 @@ const DATAGRAM_BACKLOG: usize = 64;
 /// for the count.
 const DATAGRAM_GRACE: Duration = Duration::from_millis(250);
 
-/// A stream the perf server answers.
-#[derive(Default)]
-struct Serving {
-    /// The request's 8-byte header, as far as it arrived.
-    header: Vec<u8>,
-    /// Bytes to send (from the header).
-    size: u64,
-    /// Bytes sent.
-    sent: u64,
-    /// The request's FIN was read (its padding beyond the header is read and dropped, so
-    /// that nothing of a finished stream stays buffered).
-    fin: bool,
-}
-
-struct PerfServer {
-    /// (connection, stream) -> its request and answer.
-    streams: HashMap<(ConnectionHandle, StreamId), Serving>,
-    /// Datagrams read per connection: (count, payload bytes).
-    datagrams: HashMap<ConnectionHandle, (u64, u64)>,
-}
-
-impl App for PerfServer {
-    fn poll(&mut self, _now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
-        let streams = &mut self.streams;
-        let datagrams = &mut self.datagrams;
-        let mut readable = Vec::new();
-        runner::serve_events(ep, |ev| match ev {
-            runner::Served::Ended(h) => {
-                streams.retain(|(ch, _), _| *ch != h);
-                datagrams.remove(&h);
-            }
-            runner::Served::NewStream(h, id) => {
-                streams.insert((h, id), Serving::default());
-            }
-            runner::Served::Datagrams(h) => readable.push(h),
-        });
-        for h in readable {
-            let Some(c) = ep.connection_mut(h) else { continue };
-            let n = self.datagrams.entry(h).or_default();
-            while let Some(d) = c.recv_datagram() {
-                n.0 += 1;
-                n.1 += d.data.len() as u64;
-            }
-        }
-        let mut done = Vec::new();
-        for (&(h, id), st) in self.streams.iter_mut() {
-            let Some(c) = ep.connection_mut(h) else {
-                done.push((h, id));
-                continue;
-            };
-            let Serving { header: req, size, sent, fin } = st;
-            if req.len() < 8 {
-                let mut b = [0u8; 8];
-                let want = 8 - req.len();
-                if let Ok(r) = c.read(id, &mut b[..want]) {
-                    req.extend_from_slice(&b[..r.len]);
-                    *fin |= r.fin;
-                }
-                if req.len() < 8 {
-                    continue;
-                }
-                *size = u64::from_be_bytes(req[..8].try_into().unwrap_or([0; 8]));
-                if *size == DATAGRAM_REPORT {
-                    // Those still queued count too.
-                    let n = self.datagrams.entry(h).or_default();
-                    while let Some(d) = c.recv_datagram() {
-                        n.0 += 1;
-                        n.1 += d.data.len() as u64;
-                    }
-                    let mut answer = n.0.to_be_bytes().to_vec();
-                    answer.extend_from_slice(&n.1.to_be_bytes());
-                    let _ = c.write(id, &answer);
-                    let _ = c.finish(id);
-                    done.push((h, id));
-                    continue;
-                }
-            }
-            // A request's padding (request/response runs): read and dropped.
-            while !*fin {
-                match c.read_with(id, usize::MAX, |_| {}) {
-                    Ok(r) if r.fin => *fin = true,
-                    Ok(r) if r.len > 0 => {}
-                    _ => break,
-                }
-            }
-            while *sent < *size {
-                let n = (*size - *sent).min(ZEROS.len() as u64) as usize;
-                match c.write_bytes(id, &bytes::Bytes::from_static(&ZEROS[..n])) {
-                    Ok(w) if w > 0 => *sent += w as u64,
-                    _ => break,
-                }
-            }
-            if *sent == *size {
-                let _ = c.finish(id);
-                if *fin {
-                    done.push((h, id));
-                }
-            }
-        }
-        for k in done {
-            self.streams.remove(&k);
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-/// Runs the perf server until killed.
-pub fn server(args: PerfServerArgs) -> Result<()> {
-    if args.transport != crate::cli::Transport::Quic {
-        return crate::perf_tcp::server(args);
-    }
-    let mut transport = runner::transport_config(&args.common)?;
-    // Clients may measure datagrams (--datagrams): advertise them (RFC 9221 §3).
-    transport.datagrams = DatagramConfig::enabled();
-    let transport = runner::shared(transport);
-    let tls = crate::tls::server_config(&args.common, None, None, &[b"perf"], true)?;
-    let mut endpoints = runner::endpoints(Some(ServerConfig { tls, transport }), &args.common);
-    for endpoint in &mut endpoints {
-        endpoint.set_max_connections(usize::try_from(args.max_connections).unwrap_or(usize::MAX));
-        endpoint.set_retry_mode(args.retry);
-        runner::qlog_server_connections(endpoint, &args.common.qlog_dir);
-    }
-    let app = || PerfServer { streams: HashMap::new(), datagrams: HashMap::new() };
-    crate::shard_run::run_server(&args.listen, endpoints, app, &args.common, |addrs| {
-        for addr in addrs {
-            println!("listening on {addr}");
-        }
-        let _ = std::io::stdout().flush();
-    })?;
-    Ok(())
-}
-
+/// The perf client in the CLI's own driver: one connection, its request streams (or
+/// datagrams, or request/response runs), and the figures it prints.
 pub(crate) struct PerfClient {
     config: ClientConfig,
     server: SocketAddr,

@@ -2,8 +2,7 @@
 //! and a server's account of each finished connection.
 
 use mpq_io::path_threads::ThreadReport;
-use mpq_proto::conn::{ConnectionError, ConnectionStats};
-use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
+use mpq_proto::conn::ConnectionStats;
 
 /// The per-path part of the JSON summaries: every field of [`mpq_proto::conn::PathStats`]
 /// (path_id, tx_bytes, rx_bytes, rtt_ms, lost_packets, cwnd, pmtu and the PMTU probes,
@@ -11,19 +10,6 @@ use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 /// the cross-path ACK and flow-control counters, ECN state and CE marks, ...).
 pub fn paths_json(stats: &ConnectionStats) -> Vec<serde_json::Value> {
     stats.paths.iter().map(|p| serde_json::to_value(p).unwrap_or_default()).collect()
-}
-
-/// A server's one-line account of a finished connection, on stderr: `connection ended: `
-/// and a JSON object (`peer`, `error`, `multipath`, `key_updates`, `reinjected_chunks`,
-/// `paths` as in `mpq client --json`).
-pub fn connection_end(ep: &Endpoint, h: ConnectionHandle, error: &ConnectionError) {
-    let Some(c) = ep.connection(h) else { return };
-    final_report(&mpq_api::FinalReport {
-        error: error.clone(),
-        remote: c.remote_address(),
-        multipath: c.is_multipath(),
-        stats: c.stats(),
-    });
 }
 
 /// Prints a connection's `connection ended: {json}` line (stderr) from its final report.
@@ -105,4 +91,19 @@ pub fn print_threads(threads: &[ThreadReport], secs: f64) {
             t.lock_held.as_secs_f64() * 1e3
         );
     }
+}
+
+/// A server's accounts of a connection it accepted: its handshake in the log now, and its
+/// `connection ended` line ([`final_report`]) from a task when it closes.
+pub fn follow_server_connection(conn: &mpq_api::Connection) {
+    if let Ok(Some(info)) = conn.handshake_info() {
+        tracing::info!(peer = ?conn.remote_address().ok(), "server handshake complete: {info}");
+    }
+    let ending = conn.clone();
+    tokio::spawn(async move {
+        ending.closed().await;
+        if let Some(end) = ending.final_report() {
+            final_report(&end);
+        }
+    });
 }

@@ -333,20 +333,6 @@ pub fn run_on<A: App + Send + 'static>(
     }
 }
 
-/// Binds every address and runs `app` until it stops; `on_bound` sees the bound addresses.
-pub fn run<A: App + Send + 'static>(
-    addrs: &[SocketAddr],
-    endpoint: Endpoint,
-    app: A,
-    common: &Common,
-    on_bound: impl FnOnce(&[SocketAddr]),
-) -> Result<(A, RunStats)> {
-    let sockets = bind(addrs, common)?;
-    let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
-    on_bound(&bound);
-    run_on(sockets, endpoint, app, common)
-}
-
 /// How long a migration waiting for a spare connection ID from the server waits to try again.
 const MIGRATE_RETRY: Duration = Duration::from_millis(50);
 
@@ -529,14 +515,6 @@ pub fn attach_qlog(ep: &mut Endpoint, h: ConnectionHandle, dir: &Option<PathBuf>
     }
 }
 
-/// Server: gives every connection a qlog file in `dir` (if any) as the endpoint creates it,
-/// so the file holds the whole connection (see [`Endpoint::set_qlog_factory`]).
-pub fn qlog_server_connections(ep: &mut Endpoint, dir: &Option<PathBuf>) {
-    if let Some(factory) = qlog_factory(dir, "server") {
-        ep.set_qlog_factory(factory);
-    }
-}
-
 /// Makes a qlog file in `dir` (if any) for each connection an endpoint creates, named after
 /// the connection's original destination CID, from the `vantage` point ("client" or "server").
 pub fn qlog_factory(dir: &Option<PathBuf>, vantage: &'static str) -> Option<mpq_proto::endpoint::QlogFactory> {
@@ -548,46 +526,6 @@ pub fn qlog_factory(dir: &Option<PathBuf>, vantage: &'static str) -> Option<mpq_
             None
         }
     }))
-}
-
-/// What [`serve_events`] tells a server application.
-#[derive(Debug, Clone, Copy)]
-pub enum Served {
-    /// The connection ended (already reported on stderr): forget its streams.
-    Ended(ConnectionHandle),
-    /// The client opened this bidirectional stream.
-    NewStream(ConnectionHandle, mpq_proto::StreamId),
-    /// Datagrams (RFC 9221) from the client wait to be read with `recv_datagram`.
-    Datagrams(ConnectionHandle),
-}
-
-/// A server's event handling: logs handshakes, reports the connections that ended and
-/// accepts the streams clients opened, telling the application through `on`. (qlog files are
-/// attached as connections are created: [`qlog_server_connections`].)
-///
-/// It follows events rather than scanning every connection: a server holding many idle
-/// connections must not pay for them on every wake.
-pub fn serve_events(ep: &mut Endpoint, mut on: impl FnMut(Served)) {
-    while ep.accept().is_some() {}
-    let mut opened = Vec::new();
-    while let Some((h, ev)) = ep.poll_event() {
-        match &ev {
-            Event::ConnectionLost(e) => {
-                crate::report::connection_end(ep, h, e);
-                on(Served::Ended(h));
-            }
-            Event::Connected => log_handshake(ep, h),
-            Event::Stream(mpq_proto::stream::StreamEvent::Opened { .. }) if !opened.contains(&h) => opened.push(h),
-            Event::DatagramReceived => on(Served::Datagrams(h)),
-            _ => {}
-        }
-    }
-    for h in opened {
-        let Some(c) = ep.connection_mut(h) else { continue };
-        while let Some(id) = c.accept_stream(mpq_proto::Dir::Bi) {
-            on(Served::NewStream(h, id));
-        }
-    }
 }
 
 /// Client and server configs share this transport config.

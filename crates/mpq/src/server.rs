@@ -39,17 +39,7 @@ fn parse_request(buf: &[u8]) -> Option<String> {
 /// Serves one connection: logs its handshake, answers every request stream in a task of its
 /// own, and prints the `connection ended` line (its figures) when it closes.
 async fn serve_connection(conn: mpq_api::Connection, root: Arc<PathBuf>) {
-    let peer = conn.remote_address().ok();
-    if let Ok(Some(info)) = conn.handshake_info() {
-        tracing::info!(?peer, "server handshake complete: {info}");
-    }
-    let ending = conn.clone();
-    tokio::spawn(async move {
-        ending.closed().await;
-        if let Some(end) = ending.final_report() {
-            crate::report::final_report(&end);
-        }
-    });
+    crate::report::follow_server_connection(&conn);
     while let Ok((send, recv)) = conn.accept_bi().await {
         tokio::spawn(answer(send, recv, root.clone()));
     }

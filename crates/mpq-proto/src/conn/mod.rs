@@ -633,6 +633,15 @@ impl Connection {
         self.shared.streams.write_bytes(id, data)
     }
 
+    /// Stream data or a stream-layer control frame (MAX_DATA, MAX_STREAM_DATA, MAX_STREAMS,
+    /// RESET_STREAM, STOP_SENDING, a BLOCKED frame) waits to be sent. A thread that drives
+    /// the connection for the application (reads, writes) needs to wake the one that sends
+    /// only when this turned true: while it was true already, the sender has it in hand
+    /// (it sends as windows and pacing allow, and sleeps only on their timers or packets).
+    pub fn streams_want_to_send(&self) -> bool {
+        self.shared.streams.has_pending_data()
+    }
+
     /// Ends the sending side of a stream (FIN).
     pub fn finish(&mut self, id: StreamId) -> Result<(), StreamError> {
         self.shared.streams.finish(id)
