@@ -192,7 +192,13 @@ impl Endpoint {
             if !options.ignore_address_changes {
                 driver.set_bound(rt.local_addrs());
             }
-            shards.push(Arc::new(Inner { rt: rt.spawn(driver)?, shard: k }));
+            // (Shards' threads are named as the CLI's shard runtime names them.)
+            let rt = if matches!(options.threads, Threads::Shards(_)) {
+                rt.spawn_named(&format!("mpq-shard-{k}"), driver)?
+            } else {
+                rt.spawn(driver)?
+            };
+            shards.push(Arc::new(Inner { rt, shard: k }));
         }
         let shards = Arc::new(shards);
         Ok(Self { inner: shards[0].clone(), shards, next: Arc::new(AtomicUsize::new(0)) })

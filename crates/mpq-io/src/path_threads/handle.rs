@@ -48,11 +48,12 @@ pub(super) fn spawn<D: EndpointDriver + 'static>(
     sockets: Vec<UdpSocket>,
     clock: Clock,
     settings: Settings,
+    name: &str,
     driver: D,
 ) -> io::Result<Runtime<D>> {
     let (shared, poll) = control::setup(sockets, clock, settings, driver)?;
     let run = shared.clone();
-    let thread = std::thread::Builder::new().name("mpq-runtime".into()).spawn(move || {
+    let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| control::drive(&run, poll)));
         let result = result.unwrap_or_else(|_| Err(io::Error::other("the runtime thread panicked")));
         if let Err(e) = &result {

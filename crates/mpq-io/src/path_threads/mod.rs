@@ -170,7 +170,14 @@ impl PathThreads {
     /// Runs on a thread of its own (`mpq-runtime`) and returns at once with a handle through
     /// which other threads use the driver ([`Runtime::lock`]) and stop the run.
     pub fn spawn<D: EndpointDriver + 'static>(self, driver: D) -> io::Result<Runtime<D>> {
-        handle::spawn(self.sockets, self.clock, self.settings, driver)
+        handle::spawn(self.sockets, self.clock, self.settings, "mpq-runtime", driver)
+    }
+
+    /// [`PathThreads::spawn`] with the runtime thread named `name` (at most 15 bytes show:
+    /// Linux's limit), e.g. `mpq-shard-3` for one of several shards, so that per-thread
+    /// figures taken by name (`/proc`, `perf`) tell the runtimes apart.
+    pub fn spawn_named<D: EndpointDriver + 'static>(self, name: &str, driver: D) -> io::Result<Runtime<D>> {
+        handle::spawn(self.sockets, self.clock, self.settings, name, driver)
     }
 }
 
