@@ -25,6 +25,28 @@ impl Connection {
         self.with(|c, _, _| Ok(c.send_datagram(data, path)?))
     }
 
+    /// Queues several datagrams as [`Connection::send_datagram`] does, in order, under one
+    /// lock and with one wake of the runtime (a sender of many small datagrams would
+    /// otherwise wake it for each). Stops at the first refused: how many were queued, or
+    /// the error when the first was refused.
+    pub fn send_datagrams(
+        &self,
+        datagrams: impl IntoIterator<Item = Bytes>,
+        path: Option<u64>,
+    ) -> Result<usize, Error> {
+        self.with(|c, _, _| {
+            let mut queued = 0;
+            for d in datagrams {
+                match c.send_datagram(d, path) {
+                    Ok(()) => queued += 1,
+                    Err(e) if queued == 0 => return Err(e.into()),
+                    Err(_) => break,
+                }
+            }
+            Ok(queued)
+        })
+    }
+
     /// Largest datagram payload [`Connection::send_datagram`] accepts now for `path` (`None`:
     /// one that fits every open path); `None` when datagrams cannot be sent (yet).
     pub fn max_datagram_size(&self, path: Option<u64>) -> Result<Option<usize>, Error> {
@@ -35,6 +57,13 @@ impl Connection {
     /// for one. Fails once the connection is closed and none is left.
     pub fn read_datagram(&self) -> ReadDatagram {
         ReadDatagram { conn: self.clone() }
+    }
+
+    /// Datagrams queued by [`Connection::send_datagram`] and not sent yet: a sender keeps
+    /// it below the queue's bound (`DatagramConfig::send_queue_len`), where the oldest are
+    /// dropped, to send as fast as the paths allow without losing any in the queue.
+    pub fn datagram_send_queue_len(&self) -> Result<usize, Error> {
+        self.peek(|c| c.datagram_send_queue_len())
     }
 
     /// Datagram counters, for the connection and per path.

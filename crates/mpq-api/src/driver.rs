@@ -14,6 +14,8 @@ use mpq_proto::stream::StreamEvent;
 use mpq_proto::types::StreamId;
 use mpq_proto::Instant;
 
+use crate::due::Due;
+
 /// Path events kept per connection for [`crate::Connection::path_event`]; older ones are
 /// dropped (a count of them is kept) when the application does not read them.
 const PATH_EVENTS_KEPT: usize = 256;
@@ -37,6 +39,11 @@ pub(crate) struct ApiDriver {
     /// Client connections whose paths a path manager keeps open
     /// ([`crate::Connection::set_path_manager`]), with the connection's generation.
     pub managers: HashMap<ConnectionHandle, (u64, PathManager)>,
+    /// The connections whose address watch must run (an event, or its next check).
+    watches_due: Due,
+    /// The connections whose path manager must run (a path event, the handshake's
+    /// confirmation, a new manager, or a retry's time).
+    pub managers_due: Due,
     /// Tests: the runtime thread panics at its next round.
     #[cfg(test)]
     pub boom: bool,
@@ -103,13 +110,14 @@ impl ApiDriver {
             watches: HashMap::new(),
             bound: Vec::new(),
             managers: HashMap::new(),
+            watches_due: Due::default(),
+            managers_due: Due::default(),
             #[cfg(test)]
             boom: false,
             next_gen: 1,
         }
     }
 
-    /// A new connection under handle `h`: a fresh state; returns its generation.
     /// The endpoint's bound addresses, which client connections' address watches check.
     pub fn set_bound(&mut self, bound: Vec<std::net::SocketAddr>) {
         self.bound = bound;
@@ -120,39 +128,51 @@ impl ApiDriver {
     pub fn watch(&mut self, h: ConnectionHandle) {
         if !self.bound.is_empty() {
             self.watches.insert(h, AddressWatch::new(&self.bound));
+            self.watches_due.kick(h);
         }
     }
 
     /// Runs the address watches that are due; forgets those of connections that are gone.
     fn watch_addresses(&mut self, now: Instant) {
-        let endpoint = &mut self.endpoint;
-        self.watches.retain(|&h, w| match endpoint.connection_mut(h) {
-            Some(c) if !c.is_closed() => {
-                w.poll(now, c);
-                true
+        for h in self.watches_due.take(now) {
+            let Some(w) = self.watches.get_mut(&h) else { continue };
+            match self.endpoint.connection_mut(h) {
+                Some(c) if !c.is_closed() => {
+                    w.poll(now, c);
+                    if let Some(t) = w.timeout() {
+                        self.watches_due.at(t, h);
+                    }
+                }
+                _ => {
+                    self.watches.remove(&h);
+                }
             }
-            _ => false,
-        });
+        }
     }
 
     /// Runs the path managers (opening the paths that are missing once multipath is in
     /// use); forgets those of connections that are gone or closed.
     fn manage_paths(&mut self, now: Instant) {
-        let ApiDriver { endpoint, conns, managers, .. } = self;
-        managers.retain(|&h, (gen, m)| {
-            let ours = conns.get(&h).is_some_and(|st| st.gen == *gen);
-            match endpoint.connection_mut(h) {
+        for h in self.managers_due.take(now) {
+            let Some((gen, m)) = self.managers.get_mut(&h) else { continue };
+            let ours = self.conns.get(&h).is_some_and(|st| st.gen == *gen);
+            match self.endpoint.connection_mut(h) {
                 Some(c) if ours && !c.is_closed() => {
                     if c.is_multipath() && m.pairs().len() > 1 {
                         m.poll(now, c);
                     }
-                    true
+                    if let Some(t) = m.poll_timeout() {
+                        self.managers_due.at(t, h);
+                    }
                 }
-                _ => false,
+                _ => {
+                    self.managers.remove(&h);
+                }
             }
-        });
+        }
     }
 
+    /// A new connection under handle `h`: a fresh state; returns its generation.
     pub fn fresh(&mut self, h: ConnectionHandle) -> u64 {
         let gen = self.next_gen;
         self.next_gen += 1;
@@ -175,6 +195,9 @@ impl ApiDriver {
                     st.wake_general();
                 }
                 Event::HandshakeConfirmed => {
+                    // (Multipath is usable, and the addresses can be checked.)
+                    self.watches_due.kick(h);
+                    self.managers_due.kick(h);
                     st.confirmed = true;
                     st.wake_general();
                 }
@@ -194,7 +217,9 @@ impl ApiDriver {
                 Event::Path(pe) => {
                     if let Some(w) = self.watches.get_mut(&h) {
                         w.on_event(&pe);
+                        self.watches_due.kick(h);
                     }
+                    self.managers_due.kick(h);
                     if let Some((_, m)) = self.managers.get_mut(&h).filter(|(gen, _)| *gen == st.gen) {
                         m.on_event(now, &pe);
                     }
@@ -206,6 +231,9 @@ impl ApiDriver {
                     st.wake_general();
                 }
                 Event::ConnectionLost(e) => {
+                    // (Their jobs find the connection closed and forget it.)
+                    self.watches_due.kick(h);
+                    self.managers_due.kick(h);
                     // (The protocol's connection is still there, draining: its figures now
                     // are its figures at the end.)
                     st.at_close = self.endpoint.connection(h).map(|c| crate::connection::FinalReport {
@@ -260,8 +288,7 @@ impl EndpointApp for ApiDriver {
     }
 
     fn app_timeout(&mut self) -> Option<Instant> {
-        let watches = self.watches.values().filter_map(AddressWatch::timeout);
-        watches.chain(self.managers.values().filter_map(|(_, m)| m.poll_timeout())).min()
+        [self.watches_due.next(), self.managers_due.next()].into_iter().flatten().min()
     }
 
     /// Every waiting future wakes, and finds [`crate::Error::RuntimeFailed`].

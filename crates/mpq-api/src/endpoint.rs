@@ -252,10 +252,7 @@ impl Endpoint {
     /// `server_name`; the returned future completes when the handshake does.
     /// With [`Threads::Shards`], the connections go to the shards in turn. A connection that
     /// attempts 0-RTT holds its first flight until the application's first call that sends
-    /// (see [`Connecting::into_0rtt`]), so that early requests leave with the ClientHello. A connection that
-    /// attempts 0-RTT sends its first flight with the first data the application writes
-    /// after [`Connecting::into_0rtt`] (or when it is awaited, or at any other call that
-    /// sends), so that early requests leave with the ClientHello.
+    /// (see [`Connecting::into_0rtt`]), so that early requests leave with the ClientHello.
     pub fn connect(&self, remote: SocketAddr, server_name: &str, config: &ClientConfig) -> Result<Connecting, Error> {
         let inner = &self.shards[self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len()];
         let now = inner.now();

@@ -33,6 +33,7 @@ mod block;
 mod connection;
 mod datagram;
 mod driver;
+mod due;
 mod endpoint;
 mod error;
 mod stream;

@@ -127,3 +127,44 @@ fn a_resumed_client_sends_datagrams_in_0rtt() {
         drop((first, second, ep, serving));
     }
 }
+
+/// `send_datagrams` queues a batch in order under one lock and stops at the first one
+/// refused (how many were queued; the error only when the first was refused); the send
+/// queue's length never exceeds its bound, and the echoes of a batch all come back.
+#[test]
+fn a_batch_of_datagrams_is_queued_until_the_first_refused() {
+    for threads in RUNTIMES {
+        let (client_cfg, server_cfg): (ClientConfig, ServerConfig) = mpq_proto::testing::configs(transport());
+        let (server_addr, serving) = echo_server(threads, server_cfg);
+        let ep = Endpoint::client(&[addr("127.0.0.1:0")], Options { threads, ..Options::default() }).expect("client");
+        let conn = ep.connect(server_addr, "localhost", &client_cfg).expect("connect").wait().expect("handshake");
+        // (Larger than any path's PMTU: `max_datagram_size` grows as PMTU discovery does.)
+        let huge = 65_536;
+        let batch: Vec<bytes::Bytes> = (0..5).map(|i| payload(i, 100 + i).into()).collect();
+        assert_eq!(conn.send_datagrams(batch.clone(), None).expect("a batch"), 5, "{threads:?}");
+        let mut got: Vec<Vec<u8>> = (0..5)
+            .map(|_| conn.read_datagram().wait().expect("an echo (a lost one ends in the idle timeout)").data.to_vec())
+            .collect();
+        got.sort();
+        let mut want: Vec<Vec<u8>> = batch.iter().map(|b| b.to_vec()).collect();
+        want.sort();
+        assert_eq!(got, want, "{threads:?}");
+        // The second is too large: only the first goes.
+        let mixed: Vec<bytes::Bytes> = vec![payload(7, 10).into(), vec![0u8; huge].into(), payload(8, 10).into()];
+        assert_eq!(conn.send_datagrams(mixed, None).expect("the first of the batch"), 1, "{threads:?}");
+        assert_eq!(&conn.read_datagram().wait().expect("echo").data[..], &payload(7, 10)[..]);
+        assert!(matches!(
+            conn.send_datagrams(vec![bytes::Bytes::from(vec![0u8; huge])], None),
+            Err(Error::Datagram(DatagramError::TooLarge { .. }))
+        ));
+        assert!(matches!(
+            conn.send_datagrams(vec![bytes::Bytes::from_static(b"x")], Some(9)),
+            Err(Error::Datagram(DatagramError::UnknownPath))
+        ));
+        assert!(conn.datagram_send_queue_len().expect("open") <= DatagramConfig::enabled().send_queue_len);
+        assert_eq!(conn.datagram_stats().expect("stats").total.sent, 6, "{threads:?}");
+        conn.close(0, b"done");
+        ep.wait_idle().wait();
+        drop((conn, ep, serving));
+    }
+}

@@ -9,14 +9,10 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use indicatif::ProgressBar;
-use mpq_proto::conn::{ClientConfig, PathError};
+use mpq_proto::conn::ClientConfig;
 
 use crate::cli::ClientArgs;
 use crate::client::{output_file, parse_url, server_of, Download};
-
-/// How often a migration asked for with --migrate-after-ms is tried again while the
-/// connection cannot move yet (no spare connection ID, handshake not confirmed).
-const MIGRATE_RETRY: Duration = Duration::from_millis(50);
 
 /// The application protocol of the requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,51 +281,12 @@ impl Run<'_> {
         downloads: Vec<Download>,
     ) -> Result<Outcome> {
         let (ep, args) = (self.ep, self.args);
-        // (A shard's connection keeps to its one path.)
-        let single = ep.shard_count() == 1;
-        if single {
-            let plan = crate::runner::path_manager_config(&args.paths, &ep.local_addrs(), server)?;
-            if mpq_proto::path_manager::PathManager::new(plan.clone()).pairs().len() > 1 {
-                conn.set_path_manager(Some(plan)).map_err(self.lost(server))?;
-            }
-        }
-        let abandoning = args
-            .paths
-            .abandon_after_ms
-            .filter(|_| single)
-            .map(|ms| tokio::spawn(abandon_after(conn.clone(), Duration::from_millis(ms))));
-        let migration = args.paths.migrate_after_ms.filter(|_| single).map(|ms| {
-            let to = ep.local_addrs()[1];
-            tokio::spawn(migrate(conn.clone(), to, Duration::from_millis(ms)))
-        });
+        let paths = crate::api_paths::PathTasks::start(ep, &conn, server, &args.paths, ep.shard_count() > 1)?;
         let fetched = match self.protocol {
             Protocol::Hq => crate::client::hq_requests(&conn, downloads, self.bar).await,
             Protocol::H3 => crate::http3_client::h3_requests(&conn, downloads, self.bar).await,
         };
-        let mut path_error = None;
-        if let Some(a) = abandoning {
-            // (Done, or the run ended before the time came: then there is nothing to wait for.)
-            if !a.is_finished() {
-                a.abort();
-            }
-            match a.await {
-                Ok(Ok(true)) => {}
-                Ok(Ok(false)) | Err(_) => {
-                    eprintln!(
-                        "warning: --abandon-after-ms: no path was abandoned (none opened, or the run ended first)"
-                    )
-                }
-                Ok(Err(e)) => path_error = Some(e),
-            }
-        }
-        if let Some(m) = migration {
-            if !m.is_finished() {
-                m.abort();
-                eprintln!("warning: --migrate-after-ms: the connection did not migrate (the run ended first)");
-            } else if let Ok(Err(e)) = m.await {
-                path_error.get_or_insert(e);
-            }
-        }
+        let path_error = paths.finish().await;
         let fetched = fetched?;
         ep.wait_idle().await;
         if let Some(e) = fetched.failure {
@@ -347,7 +304,7 @@ impl Run<'_> {
 }
 
 /// Runs every future at once on the calling task and returns their outputs in order.
-async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+pub(crate) async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
     let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
     let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
@@ -372,63 +329,8 @@ async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
 
 /// Logs what the handshake negotiated (version, cipher, resumption, 0-RTT), as the server
 /// does.
-fn log_handshake(conn: &mpq_api::Connection, server: SocketAddr) {
+pub(crate) fn log_handshake(conn: &mpq_api::Connection, server: SocketAddr) {
     if let Ok(Some(info)) = conn.handshake_info() {
         tracing::info!(peer = %server, "client handshake complete: {info}");
-    }
-}
-
-/// --abandon-after-ms: once the first extra path is validated and `after` has passed,
-/// stops the path manager and abandons every path but the first (PATH_ABANDON), a
-/// handover test; `Ok(false)` when the connection ended first. The path events are logged.
-async fn abandon_after(conn: mpq_api::Connection, after: Duration) -> Result<bool, String> {
-    loop {
-        match conn.path_event().await {
-            Ok(e) => {
-                tracing::info!(pe = ?e, "path event");
-                if matches!(e, mpq_api::PathEvent::Validated { id } if id != 0) {
-                    break;
-                }
-            }
-            Err(_) => return Ok(false),
-        }
-    }
-    tokio::time::sleep(after).await;
-    // (Else the manager would open them again.)
-    if conn.set_path_manager(None).is_err() {
-        return Ok(false);
-    }
-    let ids = conn.path_ids().map_err(|e| format!("--abandon-after-ms: {e}"))?;
-    let mut abandoned = false;
-    for id in ids.into_iter().filter(|&id| id != 0) {
-        match conn.abandon_path(id, 0) {
-            Ok(()) => {
-                eprintln!("abandoned path {id} (PATH_ABANDON queued)");
-                abandoned = true;
-            }
-            Err(e) => {
-                eprintln!("abandoning path {id} failed: {e}");
-                return Err(format!("abandoning path {id}: {e}"));
-            }
-        }
-    }
-    Ok(abandoned)
-}
-
-/// --migrate-after-ms: moves the connection to `to` once `after` has passed, trying again
-/// while it cannot move yet.
-async fn migrate(conn: mpq_api::Connection, to: SocketAddr, after: Duration) -> Result<(), String> {
-    tokio::time::sleep(after).await;
-    loop {
-        match conn.migrate(to) {
-            Ok(()) => {
-                eprintln!("migrated to {to} (new connection ID; the server validates the address)");
-                return Ok(());
-            }
-            Err(mpq_api::Error::Path(PathError::NoConnectionId | PathError::HandshakeNotConfirmed)) => {
-                tokio::time::sleep(MIGRATE_RETRY).await;
-            }
-            Err(e) => return Err(format!("--migrate-after-ms: {e}")),
-        }
     }
 }

@@ -6,19 +6,14 @@
 //! then asks on a stream ([`DATAGRAM_REPORT`] as the request) how many the server received:
 //! the answer is 16 bytes, the count and the payload bytes, big-endian.
 
-use std::net::SocketAddr;
-use std::ops::ControlFlow;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use mpq_proto::conn::{ClientConfig, DatagramConfig, DatagramError, Event, ZeroRttState};
-use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
-use mpq_proto::{Dir, Instant, StreamId};
+use mpq_proto::conn::{ClientConfig, DatagramConfig};
 use serde_json::json;
 
 use crate::cli::PerfClientArgs;
-use crate::idle_conns::IdleConnections;
-use crate::runner::{self, App};
+use crate::perf_client::{Measured, Measurement};
 
 /// What the server sends: zeros (the payload is encrypted anyway), handed to the stream
 /// without copying ([`mpq_proto::conn::Connection::write_bytes`]).
@@ -27,367 +22,6 @@ pub(crate) static ZEROS: [u8; 1024 * 1024] = [0; 1024 * 1024];
 /// The request a `--datagrams` client sends on a stream at the end: "how many of my
 /// datagrams arrived".
 pub const DATAGRAM_REPORT: u64 = u64::MAX - 1;
-
-/// Datagrams the client keeps queued in the connection while it measures (the connection
-/// drops the oldest beyond its queue bound; this stays well below it).
-const DATAGRAM_BACKLOG: usize = 64;
-
-/// After the last datagram is queued, wait this long for those in flight before asking
-/// for the count.
-const DATAGRAM_GRACE: Duration = Duration::from_millis(250);
-
-/// The perf client in the CLI's own driver: one connection, its request streams (or
-/// datagrams, or request/response runs), and the figures it prints.
-pub(crate) struct PerfClient {
-    config: ClientConfig,
-    server: SocketAddr,
-    streams: u64,
-    per_stream: u64,
-    duration: Option<Duration>,
-    /// Print goodput every second.
-    progress: bool,
-    conn: Option<ConnectionHandle>,
-    ids: Vec<StreamId>,
-    open: Vec<bool>,
-    bytes: u64,
-    start: Option<Instant>,
-    last_report: (Instant, u64),
-    end: Option<Instant>,
-    error: Option<String>,
-    stats: Option<mpq_proto::conn::ConnectionStats>,
-    multipath: bool,
-    qlog_dir: Option<std::path::PathBuf>,
-    paths: runner::ClientPaths,
-    idle: IdleConnections,
-    common: crate::cli::Common,
-    /// `--datagrams`: the datagram measurement.
-    dgram: Option<DatagramRun>,
-    /// When `poll` wants to run again without I/O.
-    wake: Option<Instant>,
-    /// `--request-size`: the request/response run.
-    pub(crate) reqs: Option<crate::perf_reqresp::RequestRun>,
-    /// When the client first ran (the origin of request times).
-    pub(crate) launched: Option<Instant>,
-    /// `--0rtt`: the connection that takes the session tickets first.
-    ticket: crate::perf_ticket::TicketConnection,
-    /// What became of the measured connection's 0-RTT, at its end.
-    zero_rtt: ZeroRttState,
-}
-
-/// The client's datagram measurement (`--datagrams`).
-struct DatagramRun {
-    /// The payload of every datagram.
-    payload: bytes::Bytes,
-    /// `--datagram-path`.
-    path: Option<u64>,
-    /// Datagrams handed to the connection.
-    queued: u64,
-    /// When the last one was queued (the sending phase ended).
-    sent_until: Option<Instant>,
-    /// The stream asking for the server's count, and the answer so far.
-    report: Option<(StreamId, Vec<u8>)>,
-    /// The server's count: (datagrams, payload bytes).
-    received: Option<(u64, u64)>,
-    /// The client's datagram counters at the end.
-    stats: Option<mpq_proto::conn::DatagramStats>,
-    /// Datagrams the server sent us (a peer that echoes them), and their payload bytes.
-    echoed: (u64, u64),
-}
-
-impl DatagramRun {
-    /// One round of the datagram measurement; `Some(result)` ends the run.
-    fn poll(
-        &mut self,
-        now: Instant,
-        start: Instant,
-        duration: Duration,
-        c: &mut mpq_proto::conn::Connection,
-    ) -> Option<Result<(), String>> {
-        while let Some(d) = c.recv_datagram() {
-            self.echoed.0 += 1;
-            self.echoed.1 += d.data.len() as u64;
-        }
-        if self.sent_until.is_none() {
-            if now - start < duration {
-                while c.datagram_send_queue_len() < DATAGRAM_BACKLOG {
-                    match c.send_datagram(self.payload.clone(), self.path) {
-                        Ok(()) => self.queued += 1,
-                        // The pinned path is not open yet (or failed): the datagrams wait.
-                        Err(DatagramError::UnknownPath) => break,
-                        Err(DatagramError::TooLarge { max }) => {
-                            return Some(Err(format!(
-                                "--datagram-size {}: at most {max} bytes fit one packet on this path",
-                                self.payload.len()
-                            )))
-                        }
-                        Err(e) => return Some(Err(format!("cannot send datagrams: {e}"))),
-                    }
-                }
-                return None;
-            }
-            self.sent_until = Some(now);
-        }
-        if self.report.is_none() {
-            if now - self.sent_until.unwrap_or(now) < DATAGRAM_GRACE {
-                return None;
-            }
-            let id = c.open_stream(Dir::Bi)?;
-            let _ = c.write(id, &DATAGRAM_REPORT.to_be_bytes());
-            let _ = c.finish(id);
-            self.report = Some((id, Vec::new()));
-        }
-        let (id, answer) = self.report.as_mut()?;
-        let mut b = [0u8; 16];
-        while let Ok(r) = c.read(*id, &mut b) {
-            answer.extend_from_slice(&b[..r.len]);
-            if r.len == 0 || r.fin {
-                break;
-            }
-        }
-        if answer.len() < 16 {
-            return None;
-        }
-        let n = u64::from_be_bytes(answer[..8].try_into().unwrap_or([0; 8]));
-        let bytes = u64::from_be_bytes(answer[8..16].try_into().unwrap_or([0; 8]));
-        self.received = Some((n, bytes));
-        self.stats = Some(c.datagram_stats());
-        Some(Ok(()))
-    }
-}
-
-impl App for PerfClient {
-    fn timeout(&self) -> Option<Instant> {
-        // Datagrams: back soon to keep the connection's queue topped up (and to ask for
-        // the count after the grace period).
-        [self.paths.timeout(), self.wake, self.ticket.timeout()].into_iter().flatten().min()
-    }
-
-    fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
-        self.launched.get_or_insert(now);
-        if !self.idle.is_ready() {
-            if let Err(e) = self.idle.poll(now, ep, &self.config, self.server) {
-                self.error = Some(e);
-                return ControlFlow::Break(());
-            }
-            if !self.idle.is_ready() {
-                return ControlFlow::Continue(());
-            }
-        }
-        while let Some((h, ev)) = ep.poll_event() {
-            self.on_event(now, ep, h, ev);
-        }
-        if self.error.is_some() {
-            return ControlFlow::Break(());
-        }
-        if let Err(e) = self.ticket.poll(now, ep, &self.config, self.server) {
-            self.error = Some(e);
-            return ControlFlow::Break(());
-        }
-        if !self.ticket.is_ready() {
-            return ControlFlow::Continue(());
-        }
-        if self.conn.is_none() {
-            match ep.connect(now, &self.config, self.server, "localhost") {
-                Ok(h) => {
-                    runner::attach_qlog(ep, h, &self.qlog_dir);
-                    self.conn = Some(h);
-                }
-                Err(e) => {
-                    self.error = Some(e.to_string());
-                    return ControlFlow::Break(());
-                }
-            }
-        }
-        while let Some((h, ev)) = ep.poll_event() {
-            self.on_event(now, ep, h, ev);
-        }
-        if self.error.is_some() {
-            return ControlFlow::Break(());
-        }
-        let Some(h) = self.conn else { return ControlFlow::Continue(()) };
-        self.paths.poll(now, ep, h);
-        let Some(c) = ep.connection_mut(h) else { return ControlFlow::Break(()) };
-        self.multipath = c.is_multipath();
-        self.zero_rtt = c.zero_rtt_state();
-        // With --0rtt, a resumed connection works from its first flight (0-RTT).
-        if !c.is_established() && self.zero_rtt != ZeroRttState::Pending {
-            // The core's handshake timeout (--handshake-timeout) ends a silent attempt.
-            return ControlFlow::Continue(());
-        }
-        let start = *self.start.get_or_insert(now);
-        if self.last_report.0 == Instant::ZERO {
-            self.last_report = (now, 0);
-        }
-        if let Some(rr) = self.reqs.as_mut() {
-            let done = rr.poll(now, c);
-            self.wake = rr.next_due();
-            if done {
-                self.end = Some(now);
-                self.bytes = rr.bytes();
-                self.stats = Some(c.stats());
-                c.close(now, 0, b"done");
-                return ControlFlow::Break(());
-            }
-            return ControlFlow::Continue(());
-        }
-        if let Some(d) = self.dgram.as_mut() {
-            let duration = self.duration.unwrap_or_default();
-            self.wake = now.checked_add(Duration::from_millis(1));
-            let Some(result) = d.poll(now, start, duration, c) else { return ControlFlow::Continue(()) };
-            if let Err(e) = result {
-                self.error = Some(e);
-            }
-            self.end = Some(d.sent_until.unwrap_or(now));
-            self.bytes = d.received.map_or(0, |r| r.1);
-            self.stats = Some(c.stats());
-            c.close(now, 0, b"done");
-            return ControlFlow::Break(());
-        }
-        while (self.ids.len() as u64) < self.streams {
-            let Some(id) = c.open_stream(Dir::Bi) else { break };
-            let _ = c.write(id, &self.per_stream.to_be_bytes());
-            let _ = c.finish(id);
-            self.ids.push(id);
-            self.open.push(true);
-        }
-        for (i, id) in self.ids.iter().enumerate() {
-            while self.open[i] {
-                // The data is only counted: take it where it lies in the receive buffer
-                // (quinn's perf client does the same with read_chunk).
-                match c.read_with(*id, usize::MAX, |_| {}) {
-                    Ok(r) => {
-                        self.bytes += r.len as u64;
-                        if r.fin {
-                            self.open[i] = false;
-                        }
-                        if r.len == 0 {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        }
-        if now - self.last_report.0 >= Duration::from_secs(1) && self.progress {
-            let (t0, b0) = self.last_report;
-            let secs = (now - t0).as_secs_f64();
-            let el = (now - start).as_secs_f64();
-            println!("{el:6.2} s  {:9.1} Mbit/s", (self.bytes - b0) as f64 * 8.0 / secs / 1e6);
-            self.last_report = (now, self.bytes);
-        }
-        let timed_out = self.duration.is_some_and(|d| now - start >= d);
-        let complete = self.duration.is_none() && self.open.iter().all(|o| !o) && !self.ids.is_empty();
-        if timed_out || complete {
-            self.end = Some(now);
-            self.stats = Some(c.stats());
-            c.close(now, 0, b"done");
-            return ControlFlow::Break(());
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-impl PerfClient {
-    /// One event of the endpoint: an idle connection's, the ticket connection's, or the
-    /// measured one's (a loss before the end is the run's error).
-    fn on_event(&mut self, now: Instant, ep: &Endpoint, h: ConnectionHandle, ev: Event) {
-        if self.idle.owns(h) {
-            self.idle.on_event(&ev);
-            return;
-        }
-        if self.ticket.owns(h) {
-            self.ticket.on_event(now, ep, &ev);
-            return;
-        }
-        if Some(h) != self.conn {
-            return;
-        }
-        if let Event::ConnectionLost(e) = &ev {
-            if self.end.is_none() && self.error.is_none() {
-                self.error = Some(runner::describe_loss(e, self.server, &self.common));
-            }
-        }
-        if ev == Event::Connected {
-            runner::log_handshake(ep, h);
-        }
-        self.paths.on_event(now, &ev);
-    }
-
-    /// A measurement of one connection to `server` (`per_stream` bytes asked on each of
-    /// `args.streams` streams, or for `duration`).
-    pub(crate) fn new(
-        args: &PerfClientArgs,
-        config: ClientConfig,
-        paths: runner::ClientPaths,
-        server: SocketAddr,
-        per_stream: u64,
-        duration: Option<Duration>,
-    ) -> Self {
-        PerfClient {
-            paths,
-            multipath: false,
-            config,
-            server,
-            streams: args.streams,
-            per_stream,
-            duration,
-            progress: !args.json && args.common.shard.is_none(),
-            conn: None,
-            ids: Vec::new(),
-            open: Vec::new(),
-            bytes: 0,
-            start: None,
-            last_report: (Instant::ZERO, 0),
-            end: None,
-            error: None,
-            stats: None,
-            qlog_dir: args.common.qlog_dir.clone(),
-            idle: IdleConnections::new(args.idle_connections),
-            common: args.common.clone(),
-            dgram: args.datagrams.then(|| DatagramRun {
-                payload: bytes::Bytes::from(vec![0u8; args.datagram_size]),
-                path: args.datagram_path,
-                queued: 0,
-                sent_until: None,
-                report: None,
-                received: None,
-                stats: None,
-                echoed: (0, 0),
-            }),
-            wake: None,
-            reqs: args.request_size.map(|size| {
-                let ms = Duration::from_secs_f64(args.request_interval.max(0.0) / 1e3);
-                crate::perf_reqresp::RequestRun::new(size, ms, args.requests)
-            }),
-            launched: None,
-            ticket: crate::perf_ticket::TicketConnection::new(args.zero_rtt),
-            zero_rtt: ZeroRttState::NotAttempted,
-        }
-    }
-
-    /// What one measured connection did: bytes, start and end (if it started), its
-    /// statistics, whether it used multipath, and why it failed.
-    pub(crate) fn outcome(&self) -> ClientOutcome {
-        ClientOutcome {
-            bytes: self.bytes,
-            start: self.start,
-            end: self.end,
-            stats: self.stats.clone().unwrap_or_default(),
-            multipath: self.multipath,
-            error: self.error.clone(),
-        }
-    }
-}
-
-/// What one measured connection did ([`PerfClient::outcome`]).
-pub(crate) struct ClientOutcome {
-    pub bytes: u64,
-    pub start: Option<Instant>,
-    pub end: Option<Instant>,
-    pub stats: mpq_proto::conn::ConnectionStats,
-    pub multipath: bool,
-    pub error: Option<String>,
-}
 
 /// The median of `v` (0 when empty).
 fn median(v: &[f64]) -> f64 {
@@ -423,7 +57,7 @@ fn workload(args: &PerfClientArgs) -> Result<(u64, Option<Duration>)> {
         Some(0) => bail!("--bytes 0: nothing to measure; give a positive byte count"),
         Some(total) => (total.div_ceil(args.streams), None),
         None => {
-            let d = runner::seconds("--duration", args.duration)?;
+            let d = crate::runner::seconds("--duration", args.duration)?;
             if d.is_zero() {
                 bail!("--duration 0: give a positive number of seconds");
             }
@@ -446,14 +80,14 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         let (per_stream, duration) = workload(&args)?;
         return crate::perf_tcp::client(args, per_stream, duration);
     }
-    let mut transport = runner::transport_config(&args.common)?;
+    let mut transport = crate::runner::transport_config(&args.common)?;
     if args.datagrams {
         transport.datagrams = DatagramConfig::enabled();
         if args.datagram_size == 0 {
             bail!("--datagram-size 0: give a positive payload size");
         }
     }
-    let transport = runner::shared(transport);
+    let transport = crate::runner::shared(transport);
     let tls = crate::tls::client_config(&args.common, None, true, b"perf", args.zero_rtt)?;
     let streams = args.streams;
     let (per_stream, duration) = workload(&args)?;
@@ -464,28 +98,46 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         }
         return crate::perf_shard::client(&args, config, duration, n as usize);
     }
-    let sockets = runner::bind(&runner::client_locals(&args.paths, args.connect)?, &args.common)?;
-    let bound: Vec<SocketAddr> = sockets.iter().map(|s| s.local_addr()).collect();
-    let paths = runner::ClientPaths::new(&args.paths, &bound, args.connect)?;
-    let app = PerfClient::new(&args, config, paths, args.connect, per_stream, duration);
-    let cpu0 = cpu_seconds();
-    let mut endpoint = runner::endpoint(None);
+    let locals = crate::runner::client_locals(&args.paths, args.connect)?;
+    let executor = crate::api_runtime::executor()?;
+    let ep = crate::api_runtime::endpoint(&locals, None, &args.common)?;
     // The idle connections and the measured one must fit under the endpoint's limit.
-    endpoint.set_max_connections(args.idle_connections.saturating_add(1).max(4096));
-    let (app, run) = runner::run_on(sockets, endpoint, app, &args.common)?;
-    let io = run.io;
+    ep.set_max_connections(args.idle_connections.saturating_add(2).max(4096))?;
+    let cpu0 = cpu_seconds();
+    let m = Measurement {
+        ep: &ep,
+        args: &args,
+        config: &config,
+        server: args.connect,
+        per_stream,
+        duration,
+        progress: !args.json,
+        one_path: false,
+    };
+    let launched = crate::perf_client::now();
+    let outcome = executor.block_on(async {
+        let idle = crate::perf_client::open_idle(&ep, &config, args.connect, args.idle_connections).await;
+        let measured = match &idle {
+            Ok(_) => m.run().await,
+            Err(e) => Err(anyhow::anyhow!("{e}")),
+        };
+        let idle_lost = idle.map_or(0, |l| l.iter().filter(|c| c.final_report().is_some()).count());
+        close_endpoint(&ep).await;
+        measured.map(|m| (m, idle_lost))
+    });
+    drop(executor);
+    let threads = endpoint_threads(ep);
     let cpu = cpu_seconds() - cpu0;
-    if let Some(e) = app.error {
-        bail!("perf run failed: {e}");
-    }
-    let (Some(start), Some(end)) = (app.start, app.end) else { bail!("the measurement never started") };
+    let (app, idle_lost) = outcome.map_err(|e| anyhow::anyhow!("perf run failed: {e}"))?;
+    let (rx_datagrams, tx_calls) = io_counts(&threads);
+    let Measured { start, end, .. } = app;
     let secs = (end - start).as_secs_f64().max(1e-9);
     let goodput = app.bytes as f64 * 8.0 / secs;
-    let stats = app.stats.unwrap_or_default();
-    let paths = crate::report::paths_json(&stats);
+    let stats = &app.stats;
+    let paths = crate::report::paths_json(stats);
     if let Some(d) = &app.dgram {
-        let (received, received_bytes) = d.received.unwrap_or_default();
-        let c = d.stats.clone().unwrap_or_default();
+        let (received, received_bytes) = d.received;
+        let c = &d.stats;
         let sent = c.total.sent;
         let lost = sent.saturating_sub(received);
         let loss = if sent > 0 { lost as f64 / sent as f64 } else { 0.0 };
@@ -522,10 +174,10 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
                 "cpu_s": cpu,
                 "cpu_util": cpu / secs,
                 "multipath": app.multipath,
-                "rx_datagrams": io.rx_datagrams,
-                "tx_calls": io.tx_calls,
+                "rx_datagrams": rx_datagrams,
+                "tx_calls": tx_calls,
                 "paths": paths,
-                "threads": crate::report::threads_json(&run.threads),
+                "threads": crate::report::threads_json(&threads),
             });
             println!("{out}");
         } else {
@@ -547,10 +199,10 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
                 );
             }
         }
-        return app.paths.finish();
+        return path_result(&app);
     }
     if let Some(rr) = &app.reqs {
-        let origin = app.launched.unwrap_or(start);
+        let origin = launched;
         let (first, last) = rr.span().unwrap_or((start, end));
         let span = (last - first).as_secs_f64().max(1e-9);
         let mut out = rr.json(origin);
@@ -564,7 +216,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             o.insert("multipath".into(), json!(app.multipath));
             o.insert("zero_rtt".into(), json!(app.zero_rtt.name()));
             o.insert("paths".into(), json!(paths));
-            o.insert("threads".into(), json!(crate::report::threads_json(&run.threads)));
+            o.insert("threads".into(), json!(crate::report::threads_json(&threads)));
         }
         if args.json {
             println!("{out}");
@@ -580,9 +232,9 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
                 out["requests_sent"],
                 median(&delays)
             );
-            crate::report::print_paths(&stats, secs);
+            crate::report::print_paths(stats, secs);
         }
-        return app.paths.finish();
+        return path_result(&app);
     }
     if args.json {
         let out = json!({
@@ -596,12 +248,12 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             "cpu_util": cpu / secs,
             "key_updates": stats.key_updates,
             "multipath": app.multipath,
-            "rx_datagrams": io.rx_datagrams,
+            "rx_datagrams": rx_datagrams,
             "idle_connections": args.idle_connections,
-            "idle_connections_lost": app.idle.lost(),
-            "tx_calls": io.tx_calls,
+            "idle_connections_lost": idle_lost,
+            "tx_calls": tx_calls,
             "paths": paths,
-            "threads": crate::report::threads_json(&run.threads),
+            "threads": crate::report::threads_json(&threads),
         });
         println!("{out}");
     } else {
@@ -614,9 +266,43 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         if args.zero_rtt {
             println!("0-RTT {} (the requests left in the first flight)", app.zero_rtt.name());
         }
-        crate::report::print_paths(&stats, secs);
-        crate::report::print_threads(&run.threads, secs);
+        crate::report::print_paths(stats, secs);
+        crate::report::print_threads(&threads, secs);
     }
     // After the summary, so that its statistics show what happened.
-    app.paths.finish()
+    path_result(&app)
+}
+
+/// The run's result after its summary: an abandonment or a migration asked for on the
+/// command line that failed is its error.
+fn path_result(m: &Measured) -> Result<()> {
+    match &m.path_error {
+        Some(e) => bail!("{e}"),
+        None => Ok(()),
+    }
+}
+
+/// Closes every connection of the endpoint and waits (a few seconds at most) until their
+/// peers know, so that a server counts no connection as lost at the end of a run.
+pub(crate) async fn close_endpoint(ep: &mpq_api::Endpoint) {
+    ep.close(0, b"done");
+    let _ = tokio::time::timeout(Duration::from_secs(3), ep.wait_idle()).await;
+}
+
+/// Stops the endpoint's runtime: its threads' figures (none if a handle was still held,
+/// which the commands do not do).
+pub(crate) fn endpoint_threads(ep: mpq_api::Endpoint) -> Vec<mpq_io::path_threads::ThreadReport> {
+    match ep.shutdown() {
+        Some(Ok(t)) => t,
+        Some(Err(e)) => {
+            tracing::warn!(%e, "stopping the endpoint's runtime");
+            Vec::new()
+        }
+        None => Vec::new(),
+    }
+}
+
+/// The datagrams received and the send calls made, over every thread.
+pub(crate) fn io_counts(threads: &[mpq_io::path_threads::ThreadReport]) -> (u64, u64) {
+    threads.iter().fold((0, 0), |(r, t), th| (r + th.io.rx_datagrams, t + th.io.tx_calls))
 }

@@ -5,23 +5,20 @@
 //! that many bytes; each request's delay runs from its slot in the schedule to the last byte
 //! of its answer. A stream per request: a lost answer does not hold up the next ones.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use mpq_proto::conn::Connection;
-use mpq_proto::{Dir, Instant, StreamId};
+use bytes::Bytes;
 use serde_json::json;
 
 /// One request.
 #[derive(Debug, Clone)]
-pub(crate) struct Request {
+struct Request {
     /// Its slot in the schedule.
     sent_at: Instant,
     /// When the last byte of its answer arrived.
     answered_at: Option<Instant>,
     /// Answer bytes received.
     received: u64,
-    stream: Option<StreamId>,
-    written: usize,
 }
 
 /// The request/response run of one connection.
@@ -30,10 +27,8 @@ pub(crate) struct RequestRun {
     interval: Duration,
     count: u64,
     /// What every request carries: the answer's size, then zeros.
-    body: Vec<u8>,
-    /// The next request's slot (the first: when the handshake completed).
-    next_due: Option<Instant>,
-    /// Every request issued so far, in order.
+    body: Bytes,
+    /// Every request issued, in order.
     requests: Vec<Request>,
 }
 
@@ -43,55 +38,40 @@ impl RequestRun {
         let size = size.max(8);
         let mut body = vec![0u8; usize::try_from(size).unwrap_or(usize::MAX)];
         body[..8].copy_from_slice(&size.to_be_bytes());
-        RequestRun { interval, count, body, next_due: None, requests: Vec::new() }
+        RequestRun { interval, count, body: body.into(), requests: Vec::new() }
     }
 
-    /// When the next request is due, while some are left to issue.
-    pub(crate) fn next_due(&self) -> Option<Instant> {
-        self.next_due.filter(|_| (self.requests.len() as u64) < self.count)
-    }
-
-    /// One round: issues what is due, writes requests, reads answers. True once every
-    /// request was answered.
-    pub(crate) fn poll(&mut self, now: Instant, c: &mut Connection) -> bool {
-        let due = *self.next_due.get_or_insert(now);
-        // Catch up from the slot, not from now: a late poll must not shift the schedule.
-        let mut next = due;
-        while next <= now && (self.requests.len() as u64) < self.count {
-            self.requests.push(Request { sent_at: next, answered_at: None, received: 0, stream: None, written: 0 });
-            next += self.interval;
+    /// Issues the requests on `conn`, the first at `first` and one every interval after it
+    /// (each in a task of its own, so that a slow answer delays no later request), and
+    /// waits for every answer. Fails when the connection is lost.
+    pub(crate) async fn run(&mut self, conn: &mpq_api::Connection, first: Instant) -> Result<(), mpq_api::Error> {
+        let mut tasks = Vec::new();
+        for i in 0..self.count {
+            // The slot, not the time this loop got there: a late wake must not shift the
+            // schedule (the delay then includes the lateness).
+            let slot = first + self.interval * u32::try_from(i).unwrap_or(u32::MAX);
+            tokio::time::sleep_until(slot.into()).await;
+            self.requests.push(Request { sent_at: slot, answered_at: None, received: 0 });
+            let (conn, body) = (conn.clone(), self.body.clone());
+            tasks.push(tokio::spawn(async move { ask(&conn, body).await }));
         }
-        self.next_due = Some(next);
-        for req in self.requests.iter_mut().filter(|r| r.answered_at.is_none()) {
-            if req.stream.is_none() {
-                // Streams open in request order: if this one cannot (the peer's limit), no
-                // later one can; its delay includes the wait.
-                match c.open_stream(Dir::Bi) {
-                    Some(id) => req.stream = Some(id),
-                    None => break,
+        let mut lost = None;
+        for (req, t) in self.requests.iter_mut().zip(tasks) {
+            match t.await {
+                Ok(Ok((received, at))) => {
+                    req.received = received;
+                    req.answered_at = Some(at);
                 }
-            }
-            let Some(id) = req.stream else { continue };
-            if req.written < self.body.len() {
-                if let Ok(w) = c.write(id, &self.body[req.written..]) {
-                    req.written += w;
+                Ok(Err((received, e))) => {
+                    req.received = received;
+                    if matches!(e, mpq_api::Error::Closed(_) | mpq_api::Error::Gone) {
+                        lost.get_or_insert(e);
+                    }
                 }
-                if req.written == self.body.len() {
-                    let _ = c.finish(id);
-                }
-            }
-            while let Ok(r) = c.read_with(id, usize::MAX, |_| {}) {
-                req.received += r.len as u64;
-                if r.fin {
-                    req.answered_at = Some(now);
-                    break;
-                }
-                if r.len == 0 {
-                    break;
-                }
+                Err(_) => {}
             }
         }
-        self.requests.len() as u64 >= self.count && self.requests.iter().all(|r| r.answered_at.is_some())
+        lost.map_or(Ok(()), Err)
     }
 
     /// Answer bytes received.
@@ -115,7 +95,7 @@ impl RequestRun {
             .iter()
             .map(|r| {
                 json!({
-                    "sent_s": (r.sent_at - origin).as_secs_f64(),
+                    "sent_s": r.sent_at.saturating_duration_since(origin).as_secs_f64(),
                     "delay_ms": r.answered_at.map(|a| (a - r.sent_at).as_secs_f64() * 1e3),
                 })
             })
@@ -127,5 +107,21 @@ impl RequestRun {
             "requests_answered": answered,
             "requests": list,
         })
+    }
+}
+
+/// One request on a stream of its own: the answer's byte count and when its last byte
+/// arrived, or what it got before the error.
+async fn ask(conn: &mpq_api::Connection, body: Bytes) -> Result<(u64, Instant), (u64, mpq_api::Error)> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| (0, e))?;
+    send.write_chunk(body).await.map_err(|e| (0, e))?;
+    send.finish().map_err(|e| (0, e))?;
+    let mut received = 0u64;
+    loop {
+        match recv.read_chunk(usize::MAX).await {
+            Ok(Some(b)) => received += b.len() as u64,
+            Ok(None) => return Ok((received, crate::perf_client::now())),
+            Err(e) => return Err((received, e)),
+        }
     }
 }

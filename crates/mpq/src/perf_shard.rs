@@ -4,16 +4,15 @@
 //! duration, or downloads its share of `--bytes`. The goodput is their bytes over the time
 //! from the first start to the last end.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use mpq_proto::conn::ClientConfig;
 use serde_json::json;
 
-use crate::cli::{PathArgs, PerfClientArgs, Threads};
-use crate::perf::{cpu_seconds, PerfClient};
-use crate::runner;
+use crate::cli::PerfClientArgs;
+use crate::perf::cpu_seconds;
+use crate::perf_client::{Measured, Measurement};
 
 /// Runs the sharded measurement and prints the result.
 pub fn client(args: &PerfClientArgs, config: ClientConfig, duration: Option<Duration>, n: usize) -> Result<()> {
@@ -25,55 +24,51 @@ pub fn client(args: &PerfClientArgs, config: ClientConfig, duration: Option<Dura
     if args.bytes.is_some_and(|b| b < n as u64) {
         bail!("--bytes: give each of the --shard {n} connections at least a byte");
     }
-    let locals = runner::client_locals(&args.paths, args.connect)?;
+    let locals = crate::runner::client_locals(&args.paths, args.connect)?;
     let mut servers = vec![args.connect];
     servers.extend(args.paths.server_addrs.iter().copied().filter(|a| *a != args.connect));
-    // Each connection has a socket of its own: bound plainly (a fixed --local port used by
-    // two shards is refused), not shared as a server's shards are.
-    let mut own = args.common.clone();
-    own.shard = None;
-    own.threads = Threads::Single;
-    let mut sockets = Vec::new();
-    let mut shards = Vec::new();
-    for (k, endpoint) in runner::endpoints(None, &args.common).into_iter().enumerate() {
-        let server = servers[k % servers.len()];
-        let socket = runner::bind(&[locals[k % locals.len()]], &own)?;
-        let bound: Vec<SocketAddr> = socket.iter().map(|s| s.local_addr()).collect();
-        let one_path = PathArgs { locals: Vec::new(), server_addrs: Vec::new(), max_paths: 1, ..args.paths.clone() };
-        let paths = runner::ClientPaths::new(&one_path, &bound, server)?;
-        let per_stream = match args.bytes {
-            // The first `total % n` shards take a byte more.
-            Some(total) => (total / n as u64 + u64::from((k as u64) < total % n as u64)).div_ceil(args.streams),
-            None => u64::MAX,
-        };
-        shards.push((endpoint, PerfClient::new(args, config.clone(), paths, server, per_stream, duration)));
-        sockets.push(socket);
-    }
+    // The endpoint's shard k starts its connections from the k-th --local address (its
+    // sockets are on ports of their own), and its connection goes to the k-th server address.
+    let executor = crate::api_runtime::executor()?;
+    let ep = crate::api_runtime::endpoint(&locals, None, &args.common)?;
+    let shards: Vec<Measurement> = (0..n)
+        .map(|k| Measurement {
+            ep: &ep,
+            args,
+            config: &config,
+            server: servers[k % servers.len()],
+            per_stream: match args.bytes {
+                // The first `total % n` shards take a byte more.
+                Some(total) => (total / n as u64 + u64::from((k as u64) < total % n as u64)).div_ceil(args.streams),
+                None => u64::MAX,
+            },
+            duration,
+            progress: false,
+            one_path: true,
+        })
+        .collect();
     let cpu0 = cpu_seconds();
-    let done = crate::shard_run::run(sockets, shards, &args.common)?;
+    let done = executor.block_on(async {
+        // (In order: the k-th connection made is shard k's.)
+        let done = crate::api_client::join_all(shards.iter().map(|m| m.run()).collect()).await;
+        crate::perf::close_endpoint(&ep).await;
+        done
+    });
+    drop(executor);
+    drop(shards);
+    let threads = crate::perf::endpoint_threads(ep);
     let cpu = cpu_seconds() - cpu0;
-    let outcomes: Vec<_> = done.iter().map(|(app, _)| app.outcome()).collect();
-    for (k, o) in outcomes.iter().enumerate() {
-        if let Some(e) = &o.error {
-            bail!("perf run failed on shard {k} (to {}): {e}", servers[k % servers.len()]);
-        }
+    let mut outcomes: Vec<Measured> = Vec::new();
+    for (k, o) in done.into_iter().enumerate() {
+        outcomes.push(o.map_err(|e| anyhow!("perf run failed on shard {k} (to {}): {e}", servers[k % servers.len()]))?);
     }
-    let start = outcomes.iter().filter_map(|o| o.start).min();
-    let end = outcomes.iter().filter_map(|o| o.end).max();
-    let (Some(start), Some(end)) = (start, end) else { bail!("the measurement never started") };
-    if outcomes.iter().any(|o| o.start.is_none() || o.end.is_none()) {
-        bail!("a shard's measurement never started");
-    }
+    let start = outcomes.iter().map(|o| o.start).min().ok_or_else(|| anyhow!("the measurement never started"))?;
+    let end = outcomes.iter().map(|o| o.end).max().unwrap_or(start);
     let secs = (end - start).as_secs_f64().max(1e-9);
     let bytes: u64 = outcomes.iter().map(|o| o.bytes).sum();
     let goodput = bytes as f64 * 8.0 / secs;
-    let threads: Vec<_> = done.iter().flat_map(|(_, run)| run.threads.iter().cloned()).collect();
-    let rx_datagrams: u64 = done.iter().map(|(_, run)| run.io.rx_datagrams).sum();
-    let tx_calls: u64 = done.iter().map(|(_, run)| run.io.tx_calls).sum();
-    let shard_secs = |o: &crate::perf::ClientOutcome| match (o.start, o.end) {
-        (Some(s), Some(e)) => (e - s).as_secs_f64().max(1e-9),
-        _ => secs,
-    };
+    let (rx_datagrams, tx_calls) = crate::perf::io_counts(&threads);
+    let shard_secs = |o: &Measured| (o.end - o.start).as_secs_f64().max(1e-9);
     if args.json {
         let per_shard: Vec<_> = outcomes
             .iter()
@@ -114,8 +109,8 @@ pub fn client(args: &PerfClientArgs, config: ClientConfig, duration: Option<Dura
             goodput / 1e6,
             100.0 * cpu / secs
         );
-        for (k, (o, (_, run))) in outcomes.iter().zip(&done).enumerate() {
-            let cpu = run.threads.iter().map(|t| t.cpu.as_secs_f64()).sum::<f64>();
+        for (k, o) in outcomes.iter().enumerate() {
+            let cpu = threads.iter().filter(|t| t.shard == Some(k)).map(|t| t.cpu.as_secs_f64()).sum::<f64>();
             println!(
                 "  shard {k} (to {}): {:.1} MB, {:.1} Mbit/s, thread CPU {:.0} %",
                 servers[k % servers.len()],

@@ -1,75 +1,19 @@
-//! Glue between the UDP event loop and a QUIC endpoint with an application on top.
+//! What the commands share: transport settings from the command line, sockets bound and
+//! sized, the path manager's plan, qlog files, and connection errors in words.
 
 use std::net::SocketAddr;
-use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use mpq_io::path_threads::{PathThreads, ThreadReport};
-use mpq_io::{Clock, EndpointApp, EventLoop, UdpSocket};
+use mpq_io::UdpSocket;
 use mpq_proto::cc::CcConfig;
-use mpq_proto::conn::TransportConfig;
-use mpq_proto::endpoint::{ConnectionHandle, Endpoint, EndpointConfig};
-use mpq_proto::Instant;
+use mpq_proto::conn::{PathStatus, TransportConfig};
+use mpq_proto::path_manager::PathManagerConfig;
 
 use crate::cli::{Common, PathArgs, Threads};
-use mpq_proto::conn::{Event, PathEvent, PathStatus};
-use mpq_proto::path_manager::{PathManager, PathManagerConfig};
 use mpq_sim::qlog_file::QlogFile;
-
-/// Application logic run by the event loop after every round of I/O.
-pub trait App {
-    /// Accept connections, move stream data, drain events. `Break` ends the run.
-    fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()>;
-    /// When the application wants `poll` again even without I/O (e.g. to retry a path).
-    fn timeout(&self) -> Option<Instant> {
-        None
-    }
-}
-
-/// An endpoint and its application as one [`Driver`].
-pub struct Runner<A> {
-    /// The QUIC endpoint.
-    pub endpoint: Endpoint,
-    /// The application.
-    pub app: A,
-    stopping: bool,
-}
-
-impl<A> Runner<A> {
-    /// `app` on top of `endpoint`.
-    pub fn new(endpoint: Endpoint, app: A) -> Self {
-        Self { endpoint, app, stopping: false }
-    }
-}
-
-impl<A: App + Send> EndpointApp for Runner<A> {
-    fn endpoint(&mut self) -> &mut Endpoint {
-        &mut self.endpoint
-    }
-
-    fn app_timeout(&mut self) -> Option<Instant> {
-        if self.stopping {
-            // The app is done: wake at once for the final round. Waiting for a timer instead
-            // hung the client after its connection drained (no timer left at all).
-            return Some(Instant::ZERO);
-        }
-        self.app.timeout()
-    }
-
-    fn on_wake(&mut self, now: Instant) -> ControlFlow<()> {
-        if self.stopping {
-            return ControlFlow::Break(());
-        }
-        if self.app.poll(now, &mut self.endpoint).is_break() {
-            // One more round so that a final CONNECTION_CLOSE leaves the socket.
-            self.stopping = true;
-        }
-        ControlFlow::Continue(())
-    }
-}
 
 /// Transport settings from the command line; refuses values that cannot work.
 pub fn transport_config(common: &Common) -> Result<TransportConfig> {
@@ -182,50 +126,6 @@ pub fn describe_loss(e: &mpq_proto::conn::ConnectionError, server: SocketAddr, c
     }
 }
 
-/// Logs (at `-v`) what the handshake of connection `h` negotiated.
-pub fn log_handshake(ep: &Endpoint, h: ConnectionHandle) {
-    let Some(c) = ep.connection(h) else { return };
-    let side = if c.side().is_client() { "client" } else { "server" };
-    match c.handshake_info() {
-        Some(info) => tracing::info!(peer = %c.remote_address(), "{side} handshake complete: {info}"),
-        None => tracing::info!(peer = %c.remote_address(), "{side} handshake complete"),
-    }
-}
-
-/// An endpoint configuration seeded from the operating system's RNG.
-pub fn endpoint_config() -> EndpointConfig {
-    use ring::rand::SecureRandom;
-    let mut seed = [0u8; 8];
-    let rng = ring::rand::SystemRandom::new();
-    let _ = rng.fill(&mut seed);
-    let mut config = EndpointConfig::with_seed(u64::from_le_bytes(seed));
-    // The Retry/NEW_TOKEN key gets its own 256 bits, not ones derived from a 64-bit seed.
-    let _ = rng.fill(&mut config.token_secret);
-    config
-}
-
-/// An endpoint seeded from the operating system's RNG.
-pub fn endpoint(server: Option<mpq_proto::conn::ServerConfig>) -> Endpoint {
-    Endpoint::new(endpoint_config(), server)
-}
-
-/// The endpoints of a run: one, or with `--shard N` one per shard. Shards share their
-/// stateless reset and token secrets (a client's token or a reset is good whichever shard
-/// sees it), draw from RNGs of their own, and prefix their connection IDs with their index
-/// (so that a shard passes another's datagrams to it).
-pub fn endpoints(server: Option<mpq_proto::conn::ServerConfig>, common: &Common) -> Vec<Endpoint> {
-    let config = endpoint_config();
-    let Some(n) = common.shard else { return vec![Endpoint::new(config, server)] };
-    (0..n)
-        .map(|k| {
-            let mut c = config.clone();
-            c.seed = config.seed.wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            c.cid_prefix = Some(k as u8);
-            Endpoint::new(c, server.clone())
-        })
-        .collect()
-}
-
 /// Binds every address (port 0 picks one) for the runtime `common` names; a failure says
 /// which address and what to do.
 pub fn bind(addrs: &[SocketAddr], common: &Common) -> Result<Vec<UdpSocket>> {
@@ -282,60 +182,6 @@ fn size_buffers(socket: &UdpSocket, common: &Common) -> Result<()> {
     Ok(())
 }
 
-/// What a run did: the sockets' counters summed, and each thread's account.
-#[derive(Debug, Default)]
-pub struct RunStats {
-    /// Socket counters over every thread.
-    pub io: mpq_io::LoopStats,
-    /// One entry per thread, the main thread's first.
-    pub threads: Vec<ThreadReport>,
-}
-
-/// Runs `app` over the given sockets (bound by [`bind`] with the same `common`) in the
-/// runtime `common` names, until it stops; returns the app and what the run did.
-pub fn run_on<A: App + Send + 'static>(
-    sockets: Vec<UdpSocket>,
-    endpoint: Endpoint,
-    app: A,
-    common: &Common,
-) -> Result<(A, RunStats)> {
-    let runner = Runner::new(endpoint, app);
-    match common.threads {
-        Threads::Single => {
-            if let Some(&cpu) = common.cpus.first() {
-                mpq_io::path_threads::pin_current_thread(cpu);
-            }
-            let mut ev = EventLoop::with_sockets(sockets, Clock::new())?;
-            let mut runner = runner;
-            let cpu0 = mpq_io::thread_cpu_time();
-            ev.run(&mut runner)?;
-            let report =
-                ThreadReport { cpu: mpq_io::thread_cpu_time() - cpu0, io: ev.stats, ..ThreadReport::default() };
-            Ok((runner.app, RunStats { io: ev.stats, threads: vec![report] }))
-        }
-        Threads::PerPath => {
-            let rt = PathThreads::new(sockets, Clock::new())?
-                .pin_to(common.cpus.clone())
-                .socket_buffers(common.rcvbuf, common.sndbuf);
-            let rt = if common.no_gro { rt.without_gro() } else { rt };
-            let (runner, threads) = rt.run(runner)?;
-            let mut io = mpq_io::LoopStats::default();
-            for t in &threads {
-                io.rx_datagrams += t.io.rx_datagrams;
-                io.rx_bytes += t.io.rx_bytes;
-                io.rx_calls += t.io.rx_calls;
-                io.tx_calls += t.io.tx_calls;
-                io.tx_bytes += t.io.tx_bytes;
-                io.tx_too_big += t.io.tx_too_big;
-            }
-            Ok((runner.app, RunStats { io, threads }))
-        }
-    }
-}
-
-/// How long a migration waiting for a spare connection ID from the server waits to try again.
-const MIGRATE_RETRY: Duration = Duration::from_millis(50);
-
 /// The path manager's configuration the path options ask for (--local, --server-addr,
 /// --path-mode, --max-paths, --backup-paths), over the bound local sockets (the first is
 /// the default socket) and the server's addresses.
@@ -354,165 +200,12 @@ pub fn path_manager_config(args: &PathArgs, bound: &[SocketAddr], server: Socket
     })
 }
 
-/// A client's multipath side: the path manager fed with the connection's path events.
-pub struct ClientPaths {
-    manager: PathManager,
-    abandon_after: Option<Duration>,
-    /// When the extra paths are due to be abandoned (`abandon_after` after the first one
-    /// was validated).
-    abandon_at: Option<Instant>,
-    abandoned: bool,
-    /// Paths abandoned as asked (PATH_ABANDON queued).
-    abandoned_ids: Vec<u64>,
-    /// Why an abandonment or a migration asked for on the command line failed.
-    error: Option<String>,
-    /// `--migrate-after-ms`: when, after the handshake is confirmed, and to which local
-    /// address (the second bound one) the connection migrates.
-    migrate_after: Option<Duration>,
-    migrate_at: Option<Instant>,
-    migrate_to: Option<SocketAddr>,
-    migrated: bool,
-    /// Follows the operating system's changes of the paths' local addresses.
-    watch: mpq_io::address_watch::AddressWatch,
-}
-
-impl ClientPaths {
-    /// Paths over the bound local sockets (the first is the default socket) and the server's
-    /// addresses.
-    pub fn new(args: &PathArgs, bound: &[SocketAddr], server: SocketAddr) -> Result<Self> {
-        let config = path_manager_config(args, bound, server)?;
-        let migrate_to = bound.get(1).copied();
-        if args.migrate_after_ms.is_some() && migrate_to.is_none() {
-            anyhow::bail!("--migrate-after-ms needs a second --local address to move to");
-        }
-        Ok(Self {
-            manager: PathManager::new(config),
-            abandon_after: args.abandon_after_ms.map(Duration::from_millis),
-            abandon_at: None,
-            abandoned: false,
-            abandoned_ids: Vec::new(),
-            error: None,
-            migrate_after: args.migrate_after_ms.map(Duration::from_millis),
-            migrate_at: None,
-            migrate_to,
-            migrated: false,
-            watch: mpq_io::address_watch::AddressWatch::new(bound),
-        })
-    }
-
-    /// Feeds a connection event (path events, and the handshake's confirmation for
-    /// `--migrate-after-ms`).
-    pub fn on_event(&mut self, now: Instant, ev: &Event) {
-        if let (Event::HandshakeConfirmed, Some(after)) = (ev, self.migrate_after) {
-            self.migrate_at.get_or_insert(now + after);
-        }
-        if let Event::Path(pe) = ev {
-            tracing::info!(?pe, "path event");
-            self.watch.on_event(pe);
-            if let (Some(after), PathEvent::Validated { id }) = (self.abandon_after, pe) {
-                if *id != 0 && self.abandon_at.is_none() {
-                    self.abandon_at = Some(now + after);
-                }
-            }
-            self.manager.on_event(now, pe);
-        }
-    }
-
-    /// Opens the paths that are missing; abandons the extra ones, or migrates, when asked to.
-    pub fn poll(&mut self, now: Instant, ep: &mut Endpoint, h: ConnectionHandle) {
-        self.maybe_migrate(now, ep, h);
-        if let Some(c) = ep.connection_mut(h) {
-            self.watch.poll(now, c);
-        }
-        if self.manager.pairs().len() < 2 {
-            return;
-        }
-        let Some(c) = ep.connection_mut(h).filter(|c| c.is_multipath() && !c.is_closed()) else { return };
-        if self.abandon_after.is_some() {
-            if self.abandoned {
-                return;
-            }
-            if self.abandon_at.is_some_and(|at| now >= at) {
-                self.abandoned = true;
-                for id in c.path_ids().into_iter().filter(|&id| id != 0) {
-                    match c.abandon_path(now, id, 0) {
-                        Ok(()) => {
-                            eprintln!("abandoned path {id} (PATH_ABANDON queued)");
-                            self.abandoned_ids.push(id);
-                        }
-                        Err(e) => {
-                            eprintln!("abandoning path {id} failed: {e}");
-                            self.error.get_or_insert_with(|| format!("abandoning path {id}: {e}"));
-                        }
-                    }
-                }
-                return;
-            }
-        }
-        self.manager.poll(now, c);
-    }
-
-    /// `--migrate-after-ms`: moves the connection to the second local address once due
-    /// (again a little later while the server has issued no spare connection ID).
-    fn maybe_migrate(&mut self, now: Instant, ep: &mut Endpoint, h: ConnectionHandle) {
-        let (Some(at), Some(to)) = (self.migrate_at, self.migrate_to) else { return };
-        if self.migrated || now < at {
-            return;
-        }
-        let Some(c) = ep.connection_mut(h).filter(|c| !c.is_closed()) else { return };
-        match c.migrate(now, to) {
-            Ok(()) => {
-                self.migrated = true;
-                eprintln!("migrated to {to} (new connection ID; the server validates the address)");
-            }
-            Err(mpq_proto::conn::PathError::NoConnectionId) => self.migrate_at = Some(now + MIGRATE_RETRY),
-            Err(e) => {
-                self.migrated = true;
-                self.error.get_or_insert_with(|| format!("--migrate-after-ms: {e}"));
-            }
-        }
-    }
-
-    /// When to poll again: a retry, the scheduled abandonment or migration.
-    pub fn timeout(&self) -> Option<Instant> {
-        let abandon = self.abandon_at.filter(|_| !self.abandoned);
-        let migrate = self.migrate_at.filter(|_| !self.migrated);
-        [self.manager.poll_timeout(), abandon, migrate, self.watch.timeout()].into_iter().flatten().min()
-    }
-
-    /// Checks at the end of a run that what the command line asked for happened: an
-    /// abandonment that failed is an error; one that never came due is a warning.
-    pub fn finish(&self) -> Result<()> {
-        if let Some(e) = &self.error {
-            anyhow::bail!("{e}");
-        }
-        if self.abandon_after.is_some() && self.abandoned_ids.is_empty() {
-            eprintln!("warning: --abandon-after-ms: no path was abandoned (none opened, or the run ended first)");
-        }
-        if self.migrate_after.is_some() && !self.migrated {
-            eprintln!("warning: --migrate-after-ms: the connection did not migrate (the run ended first)");
-        }
-        Ok(())
-    }
-}
-
 /// The local addresses a client binds: the given ones, or one wildcard of the server's family.
 pub fn client_locals(args: &PathArgs, server: SocketAddr) -> Result<Vec<SocketAddr>> {
     if !args.locals.is_empty() {
         return Ok(args.locals.clone());
     }
     Ok(vec![if server.is_ipv6() { "[::]:0".parse()? } else { "0.0.0.0:0".parse()? }])
-}
-
-/// Attaches a qlog file to a connection when a directory was given.
-pub fn attach_qlog(ep: &mut Endpoint, h: ConnectionHandle, dir: &Option<PathBuf>) {
-    let Some(dir) = dir else { return };
-    let Some(c) = ep.connection_mut(h) else { return };
-    let vantage = if c.side().is_client() { "client" } else { "server" };
-    match QlogFile::create(dir, &c.orig_dst_cid().to_string(), vantage) {
-        Ok(f) => c.set_qlog(Box::new(f)),
-        Err(e) => tracing::warn!(%e, "cannot create qlog file"),
-    }
 }
 
 /// Makes a qlog file in `dir` (if any) for each connection an endpoint creates, named after
