@@ -178,7 +178,10 @@ def parse_mpq(out):
     def name(t):
         if t["role"] == "path":
             return "mpq-path-%d" % t["path_id"]
-        return "mpq-shard-%d" % t["shard"] if t["role"] == "shard" else "main"
+        if t["role"] == "shard":
+            return "mpq-shard-%d" % t["shard"]
+        # (The application's thread: the rest of the client's CPU, since stop 38.)
+        return "application" if t["role"] == "application" else "main"
     threads = {name(t): t["cpu_s"] for t in j.get("threads", [])}
     share, per_thread = path_share(threads)
     return j["bytes"], j["duration_s"], {"paths_used": used, "client_path_share": share,

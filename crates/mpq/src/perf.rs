@@ -177,7 +177,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
                 "rx_datagrams": rx_datagrams,
                 "tx_calls": tx_calls,
                 "paths": paths,
-                "threads": crate::report::threads_json(&threads),
+                "threads": threads_json(&threads, cpu),
             });
             println!("{out}");
         } else {
@@ -216,7 +216,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             o.insert("multipath".into(), json!(app.multipath));
             o.insert("zero_rtt".into(), json!(app.zero_rtt.name()));
             o.insert("paths".into(), json!(paths));
-            o.insert("threads".into(), json!(crate::report::threads_json(&threads)));
+            o.insert("threads".into(), json!(threads_json(&threads, cpu)));
         }
         if args.json {
             println!("{out}");
@@ -253,7 +253,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
             "idle_connections_lost": idle_lost,
             "tx_calls": tx_calls,
             "paths": paths,
-            "threads": crate::report::threads_json(&threads),
+            "threads": threads_json(&threads, cpu),
         });
         println!("{out}");
     } else {
@@ -268,6 +268,9 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         }
         crate::report::print_paths(stats, secs);
         crate::report::print_threads(&threads, secs);
+        if threads.len() > 1 {
+            println!("  application thread: CPU {:.0} %", 100.0 * application_cpu(&threads, cpu) / secs);
+        }
     }
     // After the summary, so that its statistics show what happened.
     path_result(&app)
@@ -300,6 +303,20 @@ pub(crate) fn endpoint_threads(ep: mpq_api::Endpoint) -> Vec<mpq_io::path_thread
         }
         None => Vec::new(),
     }
+}
+
+/// The CPU seconds of the process's threads that are not the runtime's: the application's
+/// (the executor of the measurement's tasks), out of the process's `cpu`.
+fn application_cpu(threads: &[mpq_io::path_threads::ThreadReport], cpu: f64) -> f64 {
+    (cpu - threads.iter().map(|t| t.cpu.as_secs_f64()).sum::<f64>()).max(0.0)
+}
+
+/// The JSON `threads` of a run: the runtime's threads, then the application's (role
+/// `application`: the rest of the process's `cpu`).
+pub(crate) fn threads_json(threads: &[mpq_io::path_threads::ThreadReport], cpu: f64) -> Vec<serde_json::Value> {
+    let mut out = crate::report::threads_json(threads);
+    out.push(json!({"role": "application", "cpu_s": application_cpu(threads, cpu)}));
+    out
 }
 
 /// The datagrams received and the send calls made, over every thread.

@@ -100,7 +100,7 @@ pub fn client(args: &PerfClientArgs, config: ClientConfig, duration: Option<Dura
             // Every connection's paths, shard by shard (each `shards` entry has its own).
             "paths": outcomes.iter().flat_map(|o| crate::report::paths_json(&o.stats)).collect::<Vec<_>>(),
             "shards": per_shard,
-            "threads": crate::report::threads_json(&threads),
+            "threads": crate::perf::threads_json(&threads, cpu),
         });
         println!("{out}");
     } else {

@@ -195,9 +195,11 @@ fn sharded_perf_splits_the_bytes_over_its_connections() {
     let shards = summary["shards"].as_array().expect("shards");
     let bytes: Vec<u64> = shards.iter().map(|s| s["bytes"].as_u64().unwrap_or(0)).collect();
     assert_eq!(bytes, [10_000_001, 10_000_000, 10_000_000], "{summary}");
+    // The runtime's three shard threads, then the application's (the rest of the CPU).
     let threads = summary["threads"].as_array().expect("threads");
-    assert_eq!(threads.len(), 3);
-    assert!(threads.iter().enumerate().all(|(k, t)| t["role"] == "shard" && t["shard"] == k), "{summary}");
+    assert_eq!(threads.len(), 4, "{summary}");
+    assert!(threads[..3].iter().enumerate().all(|(k, t)| t["role"] == "shard" && t["shard"] == k), "{summary}");
+    assert!(threads[3]["role"] == "application" && threads[3]["cpu_s"].as_f64().is_some(), "{summary}");
 }
 
 /// HTTP/3 in the application API's shard runtime: `mpq server --http3 --shard 2` serves
