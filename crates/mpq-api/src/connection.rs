@@ -189,10 +189,7 @@ impl Connection {
             (_, st) => return Err(gone(st.map(|s| &*s))),
         };
         match config {
-            Some(config) => {
-                g.managers_due.kick(self.h);
-                g.managers.insert(self.h, (gen, PathManager::new(config)))
-            }
+            Some(config) => g.managers.insert(self.h, (gen, PathManager::new(config))),
             None => g.managers.remove(&self.h),
         };
         Ok(())

@@ -41,9 +41,6 @@ pub(crate) struct ApiDriver {
     pub managers: HashMap<ConnectionHandle, (u64, PathManager)>,
     /// The connections whose address watch must run (an event, or its next check).
     watches_due: Due,
-    /// The connections whose path manager must run (a path event, the handshake's
-    /// confirmation, a new manager, or a retry's time).
-    pub managers_due: Due,
     /// Tests: the runtime thread panics at its next round.
     #[cfg(test)]
     pub boom: bool,
@@ -111,7 +108,6 @@ impl ApiDriver {
             bound: Vec::new(),
             managers: HashMap::new(),
             watches_due: Due::default(),
-            managers_due: Due::default(),
             #[cfg(test)]
             boom: false,
             next_gen: 1,
@@ -151,25 +147,23 @@ impl ApiDriver {
     }
 
     /// Runs the path managers (opening the paths that are missing once multipath is in
-    /// use); forgets those of connections that are gone or closed.
+    /// use); forgets those of connections that are gone or closed (every wake: only the
+    /// connections given a manager have one, so idle single-path connections cost nothing
+    /// here).
     fn manage_paths(&mut self, now: Instant) {
-        for h in self.managers_due.take(now) {
-            let Some((gen, m)) = self.managers.get_mut(&h) else { continue };
-            let ours = self.conns.get(&h).is_some_and(|st| st.gen == *gen);
-            match self.endpoint.connection_mut(h) {
+        let ApiDriver { endpoint, conns, managers, .. } = self;
+        managers.retain(|&h, (gen, m)| {
+            let ours = conns.get(&h).is_some_and(|st| st.gen == *gen);
+            match endpoint.connection_mut(h) {
                 Some(c) if ours && !c.is_closed() => {
                     if c.is_multipath() && m.pairs().len() > 1 {
                         m.poll(now, c);
                     }
-                    if let Some(t) = m.poll_timeout() {
-                        self.managers_due.at(t, h);
-                    }
+                    true
                 }
-                _ => {
-                    self.managers.remove(&h);
-                }
+                _ => false,
             }
-        }
+        });
     }
 
     /// A new connection under handle `h`: a fresh state; returns its generation.
@@ -197,7 +191,6 @@ impl ApiDriver {
                 Event::HandshakeConfirmed => {
                     // (Multipath is usable, and the addresses can be checked.)
                     self.watches_due.kick(h);
-                    self.managers_due.kick(h);
                     st.confirmed = true;
                     st.wake_general();
                 }
@@ -219,7 +212,6 @@ impl ApiDriver {
                         w.on_event(&pe);
                         self.watches_due.kick(h);
                     }
-                    self.managers_due.kick(h);
                     if let Some((_, m)) = self.managers.get_mut(&h).filter(|(gen, _)| *gen == st.gen) {
                         m.on_event(now, &pe);
                     }
@@ -231,9 +223,8 @@ impl ApiDriver {
                     st.wake_general();
                 }
                 Event::ConnectionLost(e) => {
-                    // (Their jobs find the connection closed and forget it.)
+                    // (Its watch finds the connection closed and goes.)
                     self.watches_due.kick(h);
-                    self.managers_due.kick(h);
                     // (The protocol's connection is still there, draining: its figures now
                     // are its figures at the end.)
                     st.at_close = self.endpoint.connection(h).map(|c| crate::connection::FinalReport {
@@ -288,7 +279,8 @@ impl EndpointApp for ApiDriver {
     }
 
     fn app_timeout(&mut self) -> Option<Instant> {
-        [self.watches_due.next(), self.managers_due.next()].into_iter().flatten().min()
+        let managers = self.managers.values().filter_map(|(_, m)| m.poll_timeout());
+        managers.chain(self.watches_due.next()).min()
     }
 
     /// Every waiting future wakes, and finds [`crate::Error::RuntimeFailed`].
