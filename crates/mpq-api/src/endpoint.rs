@@ -128,7 +128,7 @@ impl Endpoint {
                     .chain(&bound[..start])
                     .map(|a| {
                         let r = if server {
-                            UdpSocket::bind_shared(*a)
+                            UdpSocket::join_shared(*a)
                         } else {
                             UdpSocket::bind(SocketAddr::new(a.ip(), 0))
                         };

@@ -378,7 +378,7 @@ mod tests {
     fn shard_one_gets_all(steered: bool) -> u64 {
         let first = UdpSocket::bind_shared("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = first.local_addr();
-        let second = UdpSocket::bind_shared(addr).unwrap();
+        let second = UdpSocket::join_shared(addr).unwrap();
         let clock = Clock::new();
         let received = Arc::new(AtomicUsize::new(0));
         let clients: Vec<_> = (0..32).map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).collect();

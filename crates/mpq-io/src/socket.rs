@@ -8,6 +8,15 @@ use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState};
 /// Socket buffer size requested from the kernel: enough for a few GSO bursts at 10 Gbit/s.
 const SOCKET_BUFFER: usize = 8 << 20;
 
+/// When a socket turns SO_REUSEPORT on: never, before its bind (to join a bound address), or
+/// after it (to hold an address alone and let the process's own sockets join it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reuse {
+    Never,
+    Before,
+    After,
+}
+
 /// A non-blocking UDP socket registered with mio, sending with GSO and receiving with GRO.
 pub struct UdpSocket {
     io: mio::net::UdpSocket,
@@ -24,14 +33,33 @@ impl std::fmt::Debug for UdpSocket {
 impl UdpSocket {
     /// Binds `addr` (port 0 picks one).
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
-        Self::open(addr, false, None)
+        Self::open(addr, Reuse::Never, None)
     }
 
-    /// Binds `addr` with SO_REUSEPORT, so that sockets connected to one peer each can share
-    /// the address with it ([`UdpSocket::bind_connected`]): the runtime with a thread per
-    /// path listens this way.
+    /// Binds `addr` for the sockets of this process to share: alone, like [`UdpSocket::bind`]
+    /// (an address some other socket holds fails with `AddrInUse`, and port 0 picks a port
+    /// nobody uses), then with SO_REUSEPORT turned on, so that sockets connected to one peer
+    /// each ([`UdpSocket::bind_connected`]) or other shards ([`UdpSocket::join_shared`]) can
+    /// share the address with it: the runtime with a thread per path and the shard runtime
+    /// listen this way.
+    ///
+    /// SO_REUSEPORT is set after the bind because Linux's UDP port search for port 0 skips
+    /// only ports held by sockets it could not share with: a socket asking for port 0 with
+    /// SO_REUSEPORT set can be given the port of any other SO_REUSEPORT socket of the same
+    /// user, and the two then split each other's datagrams (21 of a thousand such binds on
+    /// this machine). Two tests' servers on one port once answered
+    /// each other's handshakes with the other's certificate.
     pub fn bind_shared(addr: SocketAddr) -> io::Result<Self> {
-        Self::open(addr, true, None)
+        Self::open(addr, Reuse::After, None)
+    }
+
+    /// Binds `addr` with SO_REUSEPORT, joining the socket bound there by
+    /// [`UdpSocket::bind_shared`]: another shard's listener on the same address.
+    pub fn join_shared(addr: SocketAddr) -> io::Result<Self> {
+        if addr.port() == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "joining needs the port of a bound socket"));
+        }
+        Self::open(addr, Reuse::Before, None)
     }
 
     /// A socket for one path: bound to `local` (shared with the listener bound there by
@@ -40,17 +68,17 @@ impl UdpSocket {
     /// rather than to the listener (Linux prefers the connected socket of a SO_REUSEPORT
     /// group for its 4-tuple).
     pub fn bind_connected(local: SocketAddr, remote: SocketAddr) -> io::Result<Self> {
-        Self::open(local, true, Some(remote))
+        Self::open(local, Reuse::Before, Some(remote))
     }
 
-    fn open(addr: SocketAddr, reuse_port: bool, connect: Option<SocketAddr>) -> io::Result<Self> {
+    fn open(addr: SocketAddr, reuse: Reuse, connect: Option<SocketAddr>) -> io::Result<Self> {
         let domain = socket2::Domain::for_address(addr);
         let sock = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
         if addr.is_ipv6() {
             // Dual-stack on the wildcard address; failures only mean v6-only.
             let _ = sock.set_only_v6(false);
         }
-        if reuse_port {
+        if reuse == Reuse::Before {
             #[cfg(unix)]
             sock.set_reuse_port(true)?;
         }
@@ -58,6 +86,10 @@ impl UdpSocket {
         let _ = sock.set_recv_buffer_size(SOCKET_BUFFER);
         let _ = sock.set_send_buffer_size(SOCKET_BUFFER);
         sock.bind(&addr.into())?;
+        if reuse == Reuse::After {
+            #[cfg(unix)]
+            sock.set_reuse_port(true)?;
+        }
         if let Some(remote) = connect {
             sock.connect(&remote.into())?;
         }
@@ -298,5 +330,28 @@ mod tests {
         assert_eq!(got.len(), 11);
         assert_eq!(got.concat(), payload);
         assert!(got[..10].iter().all(|d| d.len() == 1200));
+    }
+
+    /// Sockets bound shared on port 0 each get a port of their own (a thousand at once:
+    /// with SO_REUSEPORT set before the bind, about twenty of them shared a port), an
+    /// address held by one is refused to another, and the process's own sockets join it.
+    #[test]
+    fn shared_sockets_hold_their_port_alone_until_joined() {
+        let held: Vec<UdpSocket> =
+            (0..1000).map(|_| UdpSocket::bind_shared("127.0.0.1:0".parse().unwrap()).expect("bind")).collect();
+        let ports: std::collections::HashSet<u16> = held.iter().map(|s| s.local_addr().port()).collect();
+        assert_eq!(ports.len(), held.len(), "ports given twice");
+        let addr = held[0].local_addr();
+        let taken = UdpSocket::bind_shared(addr).expect_err("a held address");
+        assert_eq!(taken.kind(), io::ErrorKind::AddrInUse);
+        assert_eq!(UdpSocket::bind(addr).expect_err("a held address").kind(), io::ErrorKind::AddrInUse);
+        let joined = UdpSocket::join_shared(addr).expect("a shard joins");
+        assert_eq!(joined.local_addr(), addr);
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        UdpSocket::bind_connected(addr, peer.local_addr().unwrap()).expect("a path's socket joins");
+        assert_eq!(
+            UdpSocket::join_shared("127.0.0.1:0".parse().unwrap()).expect_err("port 0").kind(),
+            io::ErrorKind::InvalidInput
+        );
     }
 }
