@@ -229,12 +229,7 @@ impl Measurement<'_> {
         let mut i = 0;
         while i < tasks.len() {
             let tick = report.0 + Duration::from_secs(1);
-            let wake = match (deadline, self.progress) {
-                (Some(d), true) => Some(d.min(tick)),
-                (Some(d), false) => Some(d),
-                (None, true) => Some(tick),
-                (None, false) => None,
-            };
+            let wake = [deadline, self.progress.then_some(tick)].into_iter().flatten().min();
             let done = match wake {
                 Some(at) => tokio::time::timeout_at(at.into(), &mut tasks[i]).await.ok(),
                 None => Some((&mut tasks[i]).await),
