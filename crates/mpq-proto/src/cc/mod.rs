@@ -54,8 +54,10 @@ pub trait CongestionController: Send + fmt::Debug {
     /// A packet sent at `sent_time` carrying `bytes` was acknowledged.
     fn on_ack(&mut self, now: Instant, sent_time: Instant, bytes: u64, rtt: &RttEstimator, app_limited: bool);
     /// Packets were lost; the newest of them was sent at `sent_time` (RFC 9002 §7.3.2:
-    /// one reduction per recovery period).
-    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, is_persistent: bool, lost_bytes: u64);
+    /// one reduction per recovery period). Returns true when this was a congestion event,
+    /// i.e. the window was reduced: the loss started a recovery period, or was persistent
+    /// congestion; losses of packets sent before the current recovery period began are not.
+    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, is_persistent: bool, lost_bytes: u64) -> bool;
     /// Congestion window in bytes.
     fn window(&self) -> u64;
     /// Slow start threshold in bytes (`u64::MAX` before the first loss).

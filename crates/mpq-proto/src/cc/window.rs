@@ -159,8 +159,9 @@ impl<A: Algorithm> CongestionController for A {
         }
     }
 
-    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, is_persistent: bool, _lost_bytes: u64) {
-        if self.core_mut().start_recovery(now, sent_time) {
+    fn on_congestion_event(&mut self, now: Instant, sent_time: Instant, is_persistent: bool, _lost_bytes: u64) -> bool {
+        let reduced = self.core_mut().start_recovery(now, sent_time);
+        if reduced {
             self.reduce();
         }
         if is_persistent {
@@ -169,6 +170,7 @@ impl<A: Algorithm> CongestionController for A {
             core.window = core.minimum();
             self.on_persistent_congestion();
         }
+        reduced || is_persistent
     }
 
     fn window(&self) -> u64 {

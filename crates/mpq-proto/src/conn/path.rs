@@ -30,7 +30,8 @@ pub struct PathStats {
     pub lost_packets: u64,
     /// Bytes in packets declared lost.
     pub lost_bytes: u64,
-    /// Congestion events (loss episodes).
+    /// Congestion events: reductions of the congestion window (one per recovery period,
+    /// RFC 9002 §7.3.2, however many packets it lost; persistent congestion counts too).
     pub congestion_events: u64,
     /// Smoothed RTT in milliseconds.
     pub rtt_ms: f64,

@@ -51,8 +51,10 @@ impl PathState {
             }
         }
         if let Some(sent) = largest_sent_time {
-            self.stats.congestion_events += 1;
-            self.cc.on_congestion_event(now, sent, persistent, lost_bytes);
+            // Losses within a recovery period are part of the event that began it.
+            if self.cc.on_congestion_event(now, sent, persistent, lost_bytes) {
+                self.stats.congestion_events += 1;
+            }
         }
     }
 
@@ -74,7 +76,37 @@ impl PathState {
     /// The congestion event of newly CE-marked packets (see [`PathState::on_ack_ecn`]).
     pub(crate) fn on_ce(&mut self, now: Instant, sent: Instant, newly_ce: u64) {
         self.stats.ecn_ce += newly_ce;
-        self.stats.congestion_events += 1;
-        self.cc.on_congestion_event(now, sent, false, 0);
+        if self.cc.on_congestion_event(now, sent, false, 0) {
+            self.stats.congestion_events += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::conn::TransportConfig;
+
+    /// Losses count as one congestion event per recovery period (RFC 9002 §7.3.2): more
+    /// losses of packets sent before the window was reduced neither reduce it again nor
+    /// count; a loss of a packet sent after the reduction does both.
+    #[test]
+    fn losses_in_one_recovery_period_are_one_congestion_event() {
+        let at = |ms: u64| Instant::ZERO + Duration::from_millis(ms);
+        let mut p = PathState::new(0, "127.0.0.1:1".parse().expect("addr"), &TransportConfig::default(), true);
+        let sent = |ms: u64| SentPacket::eliciting(at(ms), 1200, SentFrames::default());
+        p.bytes_in_flight = 10 * 1200;
+        p.on_packets_lost(at(100), &[(1, sent(10)), (2, sent(11))], false);
+        let (window, events) = (p.cc.window(), p.stats.congestion_events);
+        assert_eq!((p.stats.lost_packets, events), (2, 1));
+        for (pn, ms) in [(3, 12), (4, 13), (5, 99)] {
+            p.on_packets_lost(at(100 + pn), &[(pn, sent(ms))], false);
+        }
+        assert_eq!((p.stats.lost_packets, p.stats.congestion_events, p.cc.window()), (5, 1, window));
+        p.on_packets_lost(at(300), &[(6, sent(150))], false);
+        assert_eq!(p.stats.congestion_events, 2);
+        assert!(p.cc.window() < window, "a loss after the recovery period began reduces again");
     }
 }
