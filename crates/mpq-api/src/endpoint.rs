@@ -204,6 +204,13 @@ impl Endpoint {
         Ok(Self { inner: shards[0].clone(), shards, next: Arc::new(AtomicUsize::new(0)) })
     }
 
+    /// The runtime's threads alive now, over every shard: each shard's own thread and, with
+    /// [`Threads::PerPath`], a thread per path of its connections (a connection's path
+    /// threads end soon after it is gone).
+    pub fn runtime_threads(&self) -> usize {
+        self.shards.iter().map(|s| s.rt.threads()).sum()
+    }
+
     /// The number of shards (1 unless [`Threads::Shards`]).
     pub fn shard_count(&self) -> usize {
         self.shards.len()

@@ -296,6 +296,46 @@ fn a_closed_connection_keeps_its_final_report() {
     }
 }
 
+/// A connection's path threads end once it is gone, at both ends, with nothing else
+/// happening on the endpoint (a server's used to wait, sockets and all, until the next
+/// connection woke them).
+#[test]
+#[allow(clippy::disallowed_methods)] // (the wait's bound is wall-clock time)
+fn path_threads_end_with_their_connection() {
+    log();
+    let transport =
+        TransportConfig { max_idle_timeout: IDLE, initial_max_path_id: Some(8), ..TransportConfig::default() };
+    let (client_cfg, server_cfg) = mpq_proto::testing::configs(transport);
+    let options = Options { threads: Threads::PerPath, ..Options::default() };
+    let server = Endpoint::server(&[addr("127.0.0.1:0")], server_cfg, options.clone()).expect("server");
+    let server_addr = server.local_addrs()[0];
+    let accepting = {
+        let server = server.clone();
+        std::thread::spawn(move || {
+            let conn = server.accept().wait().expect("a connection");
+            echo_streams(conn.clone());
+            conn.closed().wait();
+            // (Kept: dropping a handle, like any call into the runtime, wakes its threads.)
+            conn
+        })
+    };
+    let (ep, conn) = client(Threads::PerPath, 2, server_addr, &client_cfg);
+    let data = pattern(100_000, 5);
+    assert!(echo(&conn, &data) == data, "echo differs");
+    assert_eq!((ep.runtime_threads(), server.runtime_threads()), (3, 3), "the runtime's thread and one per path");
+    conn.close(0, b"");
+    let _closed = accepting.join().expect("server side");
+    ep.wait_idle().wait();
+    // Bounded: the connections drain in three PTOs (milliseconds on loopback) and their
+    // threads end at the wake that follows; the server's application makes no call that
+    // would wake them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while (ep.runtime_threads(), server.runtime_threads()) != (1, 1) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!((ep.runtime_threads(), server.runtime_threads()), (1, 1), "path threads outlived their connection");
+}
+
 /// A path manager set on a client's connection opens the second address pair's path by
 /// itself once multipath is in use, and opens one again after the path is abandoned.
 #[test]

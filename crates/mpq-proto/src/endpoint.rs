@@ -144,7 +144,8 @@ pub struct Endpoint {
     /// Endpoint-generated datagrams (Version Negotiation, Stateless Reset).
     responses: VecDeque<(Option<SocketAddr>, SocketAddr, Vec<u8>)>,
     /// Connections with path threads that something happened to since the runtime last
-    /// asked ([`Endpoint::poll_path_thread_wake`]): their threads may have work.
+    /// asked ([`Endpoint::poll_path_thread_wake`]): their threads may have work, or end
+    /// (the connection was removed).
     path_thread_wakes: VecDeque<ConnectionHandle>,
     /// Server: Retry, tokens and handshake limits.
     guard: retry::ServerGuard,
@@ -581,6 +582,11 @@ impl Endpoint {
             self.reset_tokens.remove(idx);
             self.schedule.forget(idx);
             self.live -= 1;
+            // Its path threads wait for their sockets and timers: the runtime wakes them to
+            // see that it is gone and end, sockets and all.
+            if slot.path_threads && !self.path_thread_wakes.contains(&ConnectionHandle(idx)) {
+                self.path_thread_wakes.push_back(ConnectionHandle(idx));
+            }
             // Drained connections can still hold unread events: the app already saw Drained.
             self.free.push(idx);
         }

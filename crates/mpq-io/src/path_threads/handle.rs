@@ -96,6 +96,12 @@ impl<D: EndpointDriver + 'static> Runtime<D> {
         self.shared.listeners.iter().map(UdpSocket::local_addr).collect()
     }
 
+    /// The run's threads alive now: its own and one per path that has a thread (a path's
+    /// thread ends soon after its connection is gone).
+    pub fn threads(&self) -> usize {
+        self.shared.threads.load(Ordering::Relaxed)
+    }
+
     /// Whether the run is over (stopped, or ended by the driver or an I/O error).
     pub fn is_stopped(&self) -> bool {
         self.shared.stopping() || self.thread.as_ref().is_none_or(JoinHandle::is_finished)

@@ -405,7 +405,15 @@ pub(super) fn wake_for_timers(ep: &mut Endpoint, workers: &[WorkerSlot], conn: C
 /// path thread at the calling thread's next round: `Shared::app_kick`.)
 pub(super) fn wake_for(ep: &mut Endpoint, workers: &[WorkerSlot], me: Option<&Worker>, busy: bool) {
     while let Some(h) = ep.poll_path_thread_wake() {
-        let Some(conn) = ep.connection(h) else { continue };
+        let Some(conn) = ep.connection(h) else {
+            // The connection is gone (drained, or removed at once): its threads end when
+            // they see it, which a thread waiting for its socket or a timer does only if
+            // woken (it used to stay, socket and all, until something else woke it).
+            for s in workers.iter().filter(|s| s.conn == h) {
+                s.ctl.wake();
+            }
+            continue;
+        };
         let own = me.filter(|w| w.conn == h);
         for s in workers.iter().filter(|s| s.conn == h) {
             match own {

@@ -25,7 +25,9 @@ impl Endpoint {
 
     /// A connection with path threads that something happened to (a datagram, a timer,
     /// the application) since it was last returned, found by [`Endpoint::poll_transmit`]:
-    /// its threads may have work. Call after `poll_transmit` returned `None`.
+    /// its threads may have work. Also a connection that was removed (its handle no longer
+    /// names it, or names a new connection): its threads should end. Call after
+    /// `poll_transmit` returned `None`.
     pub fn poll_path_thread_wake(&mut self) -> Option<ConnectionHandle> {
         self.path_thread_wakes.pop_front()
     }
