@@ -47,8 +47,7 @@ impl UdpSocket {
     /// only ports held by sockets it could not share with: a socket asking for port 0 with
     /// SO_REUSEPORT set can be given the port of any other SO_REUSEPORT socket of the same
     /// user, and the two then split each other's datagrams (21 of a thousand such binds on
-    /// this machine). Two tests' servers on one port once answered
-    /// each other's handshakes with the other's certificate.
+    /// this machine; two tests' servers on one port once answered each other's handshakes).
     pub fn bind_shared(addr: SocketAddr) -> io::Result<Self> {
         Self::open(addr, Reuse::After, None)
     }
