@@ -12,12 +12,12 @@
 
 use std::ops::Range;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use smallvec::SmallVec;
 
 use crate::coding::Reader;
 use crate::frame::{frame_type as ft, AckFrame, Frame, StreamFrame};
-use crate::stream::Backing;
+use crate::stream::{Backing, BufferSlice};
 use crate::time::Instant;
 use crate::types::StreamId;
 
@@ -72,8 +72,26 @@ pub(crate) struct WalkedStream {
     pub fin: bool,
     /// Where the data lies in the packet's payload.
     pub range: Range<usize>,
-    /// The data, copied out of the datagram when the packet was opened (`recv_arena.rs`).
-    pub data: Option<(BytesMut, Backing)>,
+    /// Where the path copied the data in its run's buffers when it opened the packet
+    /// (`recv_arena.rs`).
+    pub in_run: Option<super::recv_arena::InRun>,
+    /// The data in that buffer, once the run has ended ([`OwnFrames::attach_run`]).
+    pub data: Option<BufferSlice>,
+}
+
+impl OwnFrames {
+    /// The run this packet was opened in ended with `bufs` as its buffers: the STREAM frames
+    /// whose data the path copied there get their slices of them.
+    pub(crate) fn attach_run(&mut self, bufs: &[(Bytes, Backing)]) {
+        for item in &mut self.items {
+            if let Walked::Stream(s) = item {
+                if let Some(at) = s.in_run.take() {
+                    s.data = super::recv_arena::RecvArena::slice(bufs, at);
+                    debug_assert!(s.data.is_some(), "a frame's data outside its run's buffers");
+                }
+            }
+        }
+    }
 }
 
 impl PathState {
@@ -130,6 +148,7 @@ impl PathState {
                         offset: f.offset,
                         fin: f.fin,
                         range: end - f.data.len()..end,
+                        in_run: None,
                         data: None,
                     }));
                 }

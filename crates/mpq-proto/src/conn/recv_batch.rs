@@ -109,6 +109,8 @@ pub(super) enum NotOpened {
 pub(super) struct OpenRun {
     pub(super) half: PathHalf,
     pub(super) seat: Seat,
+    /// Where the run's first packet is in the batch's opened packets.
+    pub(super) first: usize,
 }
 
 /// The last destination CID seen in the batch and its path (most batches are one path).
@@ -158,13 +160,13 @@ impl Connection {
         let mut left: usize = datagrams.iter().map(|d| d.len()).sum();
         for d in datagrams.iter_mut() {
             if self.shared.state == State::Drained {
-                self.end_run(&mut run);
+                self.end_run(&mut run, &mut opened);
                 return;
             }
             let d: &mut [u8] = d;
             let hint = left;
             left -= d.len();
-            match self.open(now, &lease, &mut route, &mut run, (local, remote, ecn), (d, hint)) {
+            match self.open(now, &lease, &mut route, (&mut run, &mut opened), (local, remote, ecn), (d, hint)) {
                 Ok(o) => {
                     super::touch!(self, recv_opened);
                     self.shared.stats.rx_datagrams += 1;
@@ -175,7 +177,7 @@ impl Connection {
                 Err(NotOpened::Dropped) => self.shared.stats.rx_datagrams += 1,
                 Err(NotOpened::General) => {
                     super::touch!(self, recv_general);
-                    self.end_run(&mut run);
+                    self.end_run(&mut run, &mut opened);
                     self.apply_opened(now, ecn_bits, &mut opened);
                     self.handle_datagram_one(now, local, remote, ecn, d);
                     // The general path may have changed what the batch relied on: the routes,
@@ -189,22 +191,27 @@ impl Connection {
                 }
                 Err(NotOpened::Error(e)) => {
                     self.shared.stats.rx_datagrams += 1;
-                    self.end_run(&mut run);
+                    self.end_run(&mut run, &mut opened);
                     self.apply_opened(now, ecn_bits, &mut opened);
                     self.host().close_with_error(now, e);
                 }
             }
         }
-        self.end_run(&mut run);
+        self.end_run(&mut run, &mut opened);
         self.apply_opened(now, ecn_bits, &mut opened);
         self.after_datagrams(now);
     }
 
-    /// The path that opened the last run of datagrams comes back: it publishes what its
-    /// work changed and is checked in.
-    pub(super) fn end_run(&mut self, run: &mut Option<OpenRun>) {
-        if let Some(OpenRun { mut half, seat }) = run.take() {
-            half.path.recv_arena.release();
+    /// The path that opened the last run of datagrams comes back: the stream data it copied
+    /// goes to the run's packets (from `opened[first..]`), and it publishes what its work
+    /// changed and is checked in.
+    pub(super) fn end_run(&mut self, run: &mut Option<OpenRun>, opened: &mut [Opened<'_>]) {
+        if let Some(OpenRun { mut half, seat, first }) = run.take() {
+            half.path.recv_arena.finish(|bufs| {
+                for o in opened.iter_mut().skip(first) {
+                    o.own.attach_run(bufs);
+                }
+            });
             seat.give_back(self.paths.board_mut(), &half.path);
             self.paths.check_in(half);
         }
@@ -240,7 +247,7 @@ impl Connection {
         now: Instant,
         lease: &RecvLease,
         route: &mut Option<Route>,
-        run: &mut Option<OpenRun>,
+        (run, opened): (&mut Option<OpenRun>, &mut OpenedBatch<'_>),
         (local, remote, ecn): (SocketAddr, SocketAddr, Option<u8>),
         (d, hint): (&mut [u8], usize),
     ) -> Result<OpenedAt, NotOpened> {
@@ -274,7 +281,7 @@ impl Connection {
             return Err(NotOpened::General);
         }
         if run.as_ref().is_some_and(|o| o.half.slot != r.slot) {
-            self.end_run(run);
+            self.end_run(run, opened);
         }
         if run.is_none() {
             if self.paths.get(r.slot).is_none_or(|p| p.id != r.path_id) {
@@ -283,9 +290,9 @@ impl Connection {
             super::touch!(self, recv_seats);
             let seat = Seat::take(self.paths.board(), r.slot);
             let half = self.paths.check_out(r.slot).ok_or(NotOpened::General)?;
-            *run = Some(OpenRun { half, seat });
+            *run = Some(OpenRun { half, seat, first: opened.len() });
         }
-        let Some(OpenRun { half, seat }) = run.as_mut() else { return Err(NotOpened::General) };
+        let Some(OpenRun { half, seat, .. }) = run.as_mut() else { return Err(NotOpened::General) };
         let (pn, payload, own) = half.path.open_packet(now, lease, (remote, ecn), d, seat, hint)?;
         Ok(OpenedAt { path_id: r.path_id, pn, payload, dcid, own })
     }
@@ -361,7 +368,7 @@ impl PathState {
             let plaintext = &d[payload.clone()];
             for item in &mut own.items {
                 if let Walked::Stream(s) = item {
-                    s.data = Some(self.recv_arena.take(&plaintext[s.range.clone()], hint));
+                    s.in_run = Some(self.recv_arena.take(&plaintext[s.range.clone()], hint));
                 }
             }
             // Nothing the shared side does with the packet can fail but its STREAM frames,

@@ -83,7 +83,7 @@ impl RecvRun {
     /// how many are handled (opened or dropped); pass the same slice to
     /// [`Connection::end_recv_run`].
     pub fn open(&mut self, now: Instant, datagrams: &mut [&mut [u8]]) -> usize {
-        let Some(OpenRun { half, seat }) = self.run.as_mut() else { return self.outcomes.len() };
+        let Some(OpenRun { half, seat, .. }) = self.run.as_mut() else { return self.outcomes.len() };
         let start = self.outcomes.len();
         // Bytes of the datagrams not opened yet: how much stream data the run may still bring.
         let mut left: usize = datagrams.iter().skip(start).map(|d| d.len()).sum();
@@ -114,8 +114,16 @@ impl RecvRun {
                 }
             }
         }
-        // The path holds no buffer between runs (`recv_arena.rs`).
-        half.path.recv_arena.release();
+        // The run's stream data goes to its packets; the path holds no buffer between runs
+        // (`recv_arena.rs`).
+        let outcomes = &mut self.outcomes[start..];
+        half.path.recv_arena.finish(|bufs| {
+            for o in outcomes {
+                if let Outcome::Opened(o) = o {
+                    o.own.attach_run(bufs);
+                }
+            }
+        });
         self.outcomes.len()
     }
 }
@@ -141,7 +149,7 @@ impl Connection {
         let seat = Seat::take(self.paths.board(), slot);
         let half = self.paths.check_out(slot)?;
         Some(RecvRun {
-            run: Some(OpenRun { half, seat }),
+            run: Some(OpenRun { half, seat, first: 0 }),
             lease,
             remote,
             ecn,
@@ -158,7 +166,8 @@ impl Connection {
     /// path's peer) the run did not handle go the general way.
     pub fn end_recv_run(&mut self, now: Instant, local: SocketAddr, mut run: RecvRun, datagrams: &mut [&mut [u8]]) {
         let ecn = run.ecn;
-        self.end_run(&mut run.run);
+        // (`RecvRun::open` gave the run's stream data to its packets.)
+        self.end_run(&mut run.run, &mut []);
         // Mail that came for the path while it was out.
         self.deliver_mail_or_close(now);
         super::touch!(self, recv_batches);

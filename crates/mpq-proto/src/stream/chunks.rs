@@ -36,6 +36,44 @@ impl Backing {
     }
 }
 
+/// Received stream data where its path copied it (`conn/recv_arena.rs`): the buffer of the
+/// run of packets it came in, which the run's frames share, and this data's place in it.
+#[derive(Debug, Clone)]
+pub struct BufferSlice {
+    /// The whole buffer.
+    pub buf: Bytes,
+    /// Where the data lies in it.
+    pub range: std::ops::Range<usize>,
+    /// The buffer's identity and size.
+    pub backing: Backing,
+}
+
+impl BufferSlice {
+    /// Bytes of data.
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    /// True for no data (a frame carrying only a FIN).
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+
+    /// Whether `next` is the data right after this one in the same buffer. (The same
+    /// identity is the same buffer: an address is not reused while this slice holds it.)
+    pub fn is_continued_by(&self, next: &Self) -> bool {
+        self.backing == next.backing && self.range.end == next.range.start
+    }
+
+    /// The data alone, as a chunk of the buffer (no copy, no reference count touched).
+    pub fn into_bytes(self) -> Bytes {
+        let mut b = self.buf;
+        b.truncate(self.range.end);
+        bytes::Buf::advance(&mut b, self.range.start);
+        b
+    }
+}
+
 /// Beyond this many chunks, their average size must stay above [`MIN_AVERAGE_CHUNK`].
 const SMALL_CHUNKS_ALLOWED: usize = 64;
 /// Chunks smaller than this on average cost more in bookkeeping (a B-tree entry and a

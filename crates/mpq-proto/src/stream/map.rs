@@ -3,13 +3,12 @@
 
 use std::collections::VecDeque;
 
-use bytes::BytesMut;
 use rustc_hash::FxHashMap;
 
 mod app;
 mod transmit;
 
-use super::chunks::Backing;
+use super::chunks::BufferSlice;
 use super::flow::{RecvCredit, SendCredit};
 use super::recv::{RecvState, RecvStream};
 use super::recv_store::StreamData;
@@ -104,8 +103,7 @@ pub struct Streams {
 struct PendingPiece {
     id: StreamId,
     offset: u64,
-    data: BytesMut,
-    backing: Backing,
+    data: BufferSlice,
 }
 
 impl Streams {
@@ -340,25 +338,21 @@ impl Streams {
         &mut self,
         id: StreamId,
         offset: u64,
-        (data, backing): (BytesMut, Backing),
+        data: BufferSlice,
         fin: bool,
     ) -> Result<(), TransportError> {
         if !self.receive_data(id, offset, StreamData::Deferred(data.len()), fin)? {
             return Ok(());
         }
         if let Some(p) = self.pending.as_mut() {
-            let continues = p.id == id
-                && p.offset + p.data.len() as u64 == offset
-                && p.backing == backing
-                && p.data.as_ptr() as usize + p.data.len() == data.as_ptr() as usize;
-            if continues {
+            if p.id == id && p.offset + p.data.len() as u64 == offset && p.data.is_continued_by(&data) {
                 // The next bytes of the same buffer: joined without a copy.
-                p.data.unsplit(data);
+                p.data.range.end = data.range.end;
                 return Ok(());
             }
         }
         self.flush_pieces();
-        self.pending = Some(PendingPiece { id, offset, data, backing });
+        self.pending = Some(PendingPiece { id, offset, data });
         Ok(())
     }
 
@@ -373,7 +367,8 @@ impl Streams {
     pub fn flush_pieces(&mut self) {
         let Some(p) = self.pending.take() else { return };
         let Some(r) = self.streams.get_mut(&p.id).and_then(|s| s.recv.as_mut()) else { return };
-        r.store(p.offset, StreamData::Shared(p.data.freeze(), p.backing));
+        let backing = p.data.backing;
+        r.store(p.offset, StreamData::Shared(p.data.into_bytes(), backing));
         self.after_recv(p.id);
     }
 

@@ -20,7 +20,7 @@ mod send_buffer;
 #[cfg(test)]
 mod tests;
 
-pub use chunks::Backing;
+pub use chunks::{Backing, BufferSlice};
 pub use flow::{RecvCredit, SendCredit};
 pub use lease::{BatchData, DataLease};
 pub use map::Streams;

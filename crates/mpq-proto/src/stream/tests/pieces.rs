@@ -1,20 +1,21 @@
 //! Stream data its path copied when it opened the packets (`Streams::on_stream_piece`):
 //! checked frame by frame, stored once per run of consecutive pieces of one buffer.
 
-use bytes::BytesMut;
+use bytes::Bytes;
 
 use super::*;
 
 /// A buffer cut into consecutive pieces, as a path's arena hands them out for a run.
-fn pieces(data: &[u8], cut: usize) -> (Vec<BytesMut>, Backing) {
-    let mut buf = BytesMut::with_capacity(data.len());
-    let backing = Backing { id: buf.as_ptr() as usize, len: buf.capacity() };
+fn pieces(data: &[u8], cut: usize) -> Vec<BufferSlice> {
+    let buf = Bytes::copy_from_slice(data);
+    let backing = Backing { id: buf.as_ptr() as usize, len: buf.len() };
     let mut out = Vec::new();
+    let mut at = 0;
     for c in data.chunks(cut) {
-        buf.extend_from_slice(c);
-        out.push(buf.split());
+        out.push(BufferSlice { buf: buf.clone(), range: at..at + c.len(), backing });
+        at += c.len();
     }
-    (out, backing)
+    out
 }
 
 fn read_all(s: &mut Streams, id: StreamId) -> Vec<u8> {
@@ -33,12 +34,12 @@ fn consecutive_pieces_are_stored_as_one_chunk() {
     let (_, mut s) = pair(&StreamsConfig::default());
     let id = cid(Dir::Uni, 0);
     let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
-    let (ps, backing) = pieces(&data, 1400);
+    let ps = pieces(&data, 1400);
     let mut at = 0u64;
     let n = ps.len();
     for (k, p) in ps.into_iter().enumerate() {
         let len = p.len() as u64;
-        s.on_stream_piece(id, at, (p, backing), k + 1 == n).expect("in the window");
+        s.on_stream_piece(id, at, p, k + 1 == n).expect("in the window");
         at += len;
     }
     // Nothing is readable until the held-back data is stored.
@@ -58,18 +59,18 @@ fn pieces_of_other_buffers_or_offsets_are_not_joined_but_all_arrive() {
     let (_, mut s) = pair(&StreamsConfig::default());
     let id = cid(Dir::Uni, 0);
     let data: Vec<u8> = (0..9000u32).map(|i| (i * 13) as u8).collect();
-    let (a, ba) = pieces(&data[..3000], 1000);
-    let (b, bb) = pieces(&data[3000..6000], 1000);
-    let (c, bc) = pieces(&data[6000..], 1000);
+    let a = pieces(&data[..3000], 1000);
+    let b = pieces(&data[3000..6000], 1000);
+    let c = pieces(&data[6000..], 1000);
     // Out of order and from three buffers: c, then a, then b.
     for (k, p) in c.into_iter().enumerate() {
-        s.on_stream_piece(id, 6000 + 1000 * k as u64, (p, bc), k == 2).expect("ok");
+        s.on_stream_piece(id, 6000 + 1000 * k as u64, p, k == 2).expect("ok");
     }
     for (k, p) in a.into_iter().enumerate() {
-        s.on_stream_piece(id, 1000 * k as u64, (p, ba), false).expect("ok");
+        s.on_stream_piece(id, 1000 * k as u64, p, false).expect("ok");
     }
     for (k, p) in b.into_iter().enumerate() {
-        s.on_stream_piece(id, 3000 + 1000 * k as u64, (p, bb), false).expect("ok");
+        s.on_stream_piece(id, 3000 + 1000 * k as u64, p, false).expect("ok");
     }
     s.flush_pieces();
     assert_eq!(read_all(&mut s, id), data);
@@ -81,13 +82,13 @@ fn a_piece_beyond_the_window_fails_at_its_frame() {
     let (_, mut s) = pair(&cfg);
     let id = cid(Dir::Uni, 0);
     let data = vec![5u8; 4000];
-    let (ps, backing) = pieces(&data, 1000);
+    let ps = pieces(&data, 1000);
     let mut it = ps.into_iter();
     for k in 0..3u64 {
-        s.on_stream_piece(id, 1000 * k, (it.next().expect("piece"), backing), false).expect("within the window");
+        s.on_stream_piece(id, 1000 * k, it.next().expect("piece"), false).expect("within the window");
     }
     // The fourth frame is the one beyond MAX_STREAM_DATA (RFC 9000 §4.1).
-    let e = s.on_stream_piece(id, 3000, (it.next().expect("piece"), backing), false).expect_err("beyond");
+    let e = s.on_stream_piece(id, 3000, it.next().expect("piece"), false).expect_err("beyond");
     assert_eq!(e.code, Code::FLOW_CONTROL_ERROR);
     s.flush_pieces();
     assert_eq!(read_all(&mut s, id), vec![5u8; 3000], "the three accepted frames' data");
@@ -97,11 +98,11 @@ fn a_piece_beyond_the_window_fails_at_its_frame() {
 fn a_reset_drops_data_held_back_before_it() {
     let (_, mut s) = pair(&StreamsConfig::default());
     let id = cid(Dir::Uni, 0);
-    let (ps, backing) = pieces(&[1u8; 2000], 1000);
+    let ps = pieces(&[1u8; 2000], 1000);
     let mut at = 0;
     for p in ps {
         let len = p.len() as u64;
-        s.on_stream_piece(id, at, (p, backing), false).expect("ok");
+        s.on_stream_piece(id, at, p, false).expect("ok");
         at += len;
     }
     // As the receive batch does before any other frame.
