@@ -137,8 +137,9 @@ Made by <code>mpq lab report</code> {}.</p>",
         let _ = writeln!(
             o,
             "<p id=\"repetitions\">Each scenario ran {} times (repetitions, each with its own seed): figures and \
-tables show per-scenario medians over the repetitions (goodput, EBen, completion time); a run counts as failed \
-if any repetition failed, and the failed runs below list every repetition.</p>",
+tables show per-scenario medians over the repetitions (goodput, completion time) and the EBen of the median runs \
+(the multipath run's median goodput against each baseline's, as seed 002 analysed its repetitions); a run counts \
+as failed if any repetition failed, and the failed runs below list every repetition.</p>",
             m.repetitions
         );
     }
