@@ -150,6 +150,9 @@ pub(crate) struct AbandonOrder {
     pub error_code: u64,
 }
 
+/// Most ranges of packet numbers a path remembers as copied onto a faster path.
+pub(crate) const MAX_REINJECTED_RANGES: usize = 64;
+
 /// "Give the path in `to` copies of what is stuck on you."
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReinjectRequest {
@@ -159,8 +162,20 @@ pub(crate) struct ReinjectRequest {
     pub to_id: u64,
     /// Its RTT.
     pub fast_rtt: Duration,
+    /// The rate it sends at (bytes per second; window over RTT), if known.
+    pub fast_rate: Option<f64>,
     /// Bytes the fast path's window has room for.
     pub budget: usize,
+}
+
+impl ReinjectRequest {
+    /// How long the fast path takes to send `bytes` of copies.
+    fn fast_drain(&self, bytes: u64) -> Duration {
+        match self.fast_rate {
+            Some(r) if r > 0.0 => Duration::from_secs_f64((bytes as f64 / r).min(3600.0)),
+            _ => Duration::ZERO,
+        }
+    }
 }
 
 /// The mail waiting for one path.
@@ -414,6 +429,13 @@ impl PathState {
     /// fast path would deliver clearly earlier, within the request's budget, read from the
     /// path's own ledger; `buffered` says which chunks still wait for acknowledgement.
     /// Returns the chunks and the budget they used.
+    ///
+    /// The newest packets go first: the slow path delivers what it holds in the order it
+    /// sent it, so the copies that gain the most are of its tail, and the fast path copying
+    /// backwards meets the slow path draining forwards. Copying the oldest first (as this
+    /// did before) spent the fast path on data the slow path was about to deliver anyway
+    /// while the tail still waited: a 29 Mbit/s, 190 ms path next to an 82 Mbit/s one
+    /// finished 3 % later than with no copies at all.
     pub(crate) fn reinjection_copies(
         &mut self,
         now: Instant,
@@ -421,33 +443,50 @@ impl PathState {
         buffered: impl Fn(&StreamChunk) -> bool,
     ) -> (Vec<StreamChunk>, usize) {
         let slow_rtt = self.rtt.smoothed();
+        let rate = self.delivery.rate().filter(|r| *r > 0.0);
         let failing = self.potentially_failed;
-        let fast_rtt = req.fast_rtt;
+        // When a copy sent now would be acknowledged, "clearly earlier" by a quarter of the
+        // fast path's RTT; each copy queues behind the ones before it.
+        let fast_ack = now + req.fast_rtt + req.fast_rtt / 4;
+        let mut copied_bytes = 0u64;
         let mut budget = req.budget;
-        let mut last = None;
         let mut chunks = Vec::new();
-        for (pn, p) in self.data.loss.iter_outstanding() {
-            if pn < self.reinjected_below {
-                continue;
+        // Bytes in flight on this path sent up to the packet at hand (inclusive).
+        let mut ahead: u64 =
+            self.data.loss.iter_outstanding().filter(|(_, p)| p.in_flight).map(|(_, p)| u64::from(p.size)).sum();
+        for (pn, p) in self.data.loss.iter_outstanding().rev() {
+            let its_ahead = ahead;
+            if p.in_flight {
+                ahead -= u64::from(p.size);
             }
             if budget == 0 {
                 break;
             }
-            // Only what a copy on the fast path would deliver clearly earlier (by a quarter
-            // of its RTT) than the slow path is expected to.
-            if !failing && now + fast_rtt + fast_rtt / 4 >= p.time_sent + slow_rtt {
+            if self.reinjected.contains(pn) {
                 continue;
             }
-            last = Some(pn);
-            for c in &p.frames.stream {
-                if buffered(c) {
-                    budget = budget.saturating_sub(c.len + 32);
-                    chunks.push(*c);
-                }
+            let bytes: u64 = p.frames.stream.iter().filter(|c| buffered(c)).map(|c| c.len as u64).sum();
+            if bytes == 0 {
+                continue;
             }
+            let copy_acked = fast_ack + req.fast_drain(copied_bytes + bytes);
+            if !failing && copy_acked >= expected_ack(now, p.time_sent, its_ahead, slow_rtt, rate) {
+                // Older packets are expected still earlier.
+                break;
+            }
+            for c in p.frames.stream.iter().filter(|c| buffered(c)) {
+                budget = budget.saturating_sub(c.len + 32);
+                chunks.push(*c);
+            }
+            copied_bytes += bytes;
+            self.reinjected.insert_one(pn);
         }
-        if let Some(l) = last {
-            self.reinjected_below = l + 1;
+        // Forget what left the ledger, and bound the rest: a range forgotten early only
+        // allows a second copy.
+        let oldest = self.data.loss.iter_outstanding().next().map_or(u64::MAX, |(pn, _)| pn);
+        self.reinjected.remove(0..oldest);
+        while self.reinjected.len() > MAX_REINJECTED_RANGES {
+            self.reinjected.pop_min();
         }
         (chunks, req.budget - budget)
     }
@@ -595,4 +634,20 @@ impl Host<'_> {
         }
         Ok(())
     }
+}
+
+/// When the acknowledgement of a packet sent at `sent` on a path is expected, `ahead` bytes
+/// in flight on the path up to and including it: one smoothed RTT after it left, or, when
+/// the path's delivery rate is known, later if the bytes in flight up to it take longer to
+/// be acknowledged at that rate (a path acknowledges what it holds in order, at the rate of
+/// its bottleneck, whether the bytes are still queued or already on their way). The
+/// smoothed RTT lags a queue that is still filling: a packet sent into a 0.5 s queue of a
+/// 2.3 Mbit/s path is acknowledged 0.7 s later while its smoothed RTT says 0.3 s, so a copy
+/// on a fast path that would have arrived first was not sent.
+fn expected_ack(now: Instant, sent: Instant, ahead: u64, srtt: Duration, rate: Option<f64>) -> Instant {
+    let by_rtt = sent + srtt;
+    let Some(rate) = rate else { return by_rtt };
+    // Bounded so that a tiny measured rate cannot overflow the clock.
+    let drain = Duration::from_secs_f64((ahead as f64 / rate).min(3600.0));
+    by_rtt.max(now + drain)
 }

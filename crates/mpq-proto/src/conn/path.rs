@@ -156,6 +156,8 @@ pub(crate) struct PathState {
     pub pacer: Pacer,
     /// Bytes in flight on this path, over every packet number space it carries.
     pub bytes_in_flight: u64,
+    /// The rate its acknowledgements show data arriving at (for reinjection).
+    pub delivery: crate::recovery::delivery::DeliveryRate,
     /// Consecutive PTOs without an acknowledgement (RFC 9002 §6.2.1).
     pub pto_count: u32,
     /// Largest datagram we send on this path: the PLPMTU of its PMTU discovery.
@@ -208,8 +210,9 @@ pub(crate) struct PathState {
     /// The challenge to the previous address after an apparent migration, until answered
     /// or the next migration.
     pub old_challenge: Option<OldPathChallenge>,
-    /// Packets below this number were already copied onto a faster path (reinjection).
-    pub reinjected_below: u64,
+    /// Its packets in flight already copied onto a faster path (reinjection); ranges below
+    /// the oldest packet in flight are dropped, and at most [`MAX_REINJECTED_RANGES`] kept.
+    pub reinjected: crate::range_set::RangeSet,
     /// Bytes of new application data sent (for the schedulers).
     pub data_bytes_sent: u64,
     /// Its packet numbers in the current key phase (RFC 9001 §6; one phase for all paths,
@@ -258,7 +261,8 @@ impl PathState {
             pacing_until: None,
             rebind_from: None,
             old_challenge: None,
-            reinjected_below: 0,
+            reinjected: Default::default(),
+            delivery: Default::default(),
             data_bytes_sent: 0,
             key_marks: Default::default(),
             in_batch: false,

@@ -18,14 +18,17 @@ impl PathState {
     /// Newly acknowledged packets of this path: they leave the flight and grow the window.
     pub(crate) fn on_packets_acked(&mut self, now: Instant, acked: &Packets) {
         let srtt = self.rtt.smoothed();
+        let mut delivered = 0;
         for (_, p) in acked.iter().filter(|(_, p)| p.in_flight) {
             self.bytes_in_flight = self.bytes_in_flight.saturating_sub(u64::from(p.size));
+            delivered += u64::from(p.size);
             // RFC 9002 §7.8: the window grows only on packets of flights it limited, i.e.
             // when it was full within a round trip of the packet's sending; a sender short
             // of data or of flow-control credit does not grow it.
             let app_limited = self.window_full_at.is_none_or(|t| t + srtt < p.time_sent);
             self.cc.on_ack(now, p.time_sent, u64::from(p.size), &self.rtt, app_limited);
         }
+        self.delivery.on_acked(now, delivered, srtt);
     }
 
     /// Packets of this path declared lost: they leave the flight, count in the statistics,

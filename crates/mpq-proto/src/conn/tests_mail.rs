@@ -187,8 +187,16 @@ fn an_abandoned_path_hands_back_its_flight_and_a_late_order_only_extends_its_sta
     assert_eq!(p.discard_at, Some(t1 + order.keep));
 }
 
+fn request(fast_rtt_ms: u64, fast_rate: Option<f64>, budget: usize) -> ReinjectRequest {
+    ReinjectRequest { to: 0, to_id: 0, fast_rtt: Duration::from_millis(fast_rtt_ms), fast_rate, budget }
+}
+
+fn offsets(chunks: &[StreamChunk]) -> Vec<u64> {
+    chunks.iter().map(|c| c.offset).collect()
+}
+
 #[test]
-fn reinjection_copies_what_a_faster_path_delivers_earlier_within_the_budget() {
+fn reinjection_copies_the_newest_first_within_the_budget() {
     let mut slow = path(1);
     for pn in 0..4 {
         slow.data.loss.on_packet_sent(pn, sent(stream_frames(pn * 1000)));
@@ -196,20 +204,74 @@ fn reinjection_copies_what_a_faster_path_delivers_earlier_within_the_budget() {
     // Sent at 0 on a path with the initial RTT (333 ms): a 10 ms path delivers a copy
     // sent at 100 ms clearly earlier.
     let now = Instant::ZERO + Duration::from_millis(100);
-    let req = ReinjectRequest { to: 0, to_id: 0, fast_rtt: Duration::from_millis(10), budget: 2 * 1032 };
-    let unacked = |c: &StreamChunk| c.offset != 1000; // the chunk at 1000 was acknowledged
+    let req = request(10, None, 2 * 1032);
+    let unacked = |c: &StreamChunk| c.offset != 2000; // the chunk at 2000 was acknowledged
     let (chunks, used) = slow.reinjection_copies(now, &req, unacked);
-    assert_eq!(chunks.iter().map(|c| c.offset).collect::<Vec<_>>(), [0, 2000], "skips the acknowledged chunk");
+    assert_eq!(offsets(&chunks), [3000, 1000], "the tail first, skipping the acknowledged chunk");
     assert_eq!(used, 2 * 1032);
-    assert_eq!(slow.reinjected_below, 3);
     // Asked again: only what was not copied yet.
     let (chunks, _) = slow.reinjection_copies(now, &req, unacked);
-    assert_eq!(chunks.iter().map(|c| c.offset).collect::<Vec<_>>(), [3000]);
+    assert_eq!(offsets(&chunks), [0]);
+    assert!(slow.reinjection_copies(now, &req, unacked).0.is_empty(), "everything was copied once");
+    // A packet sent since is copied too.
+    slow.data.loss.on_packet_sent(4, sent(stream_frames(4000)));
+    assert_eq!(offsets(&slow.reinjection_copies(now, &req, unacked).0), [4000]);
     // Nothing that the slow path would deliver about as soon.
     let mut late = path(2);
     late.data.loss.on_packet_sent(0, sent(stream_frames(0)));
     let later = Instant::ZERO + Duration::from_millis(330);
     assert!(late.reinjection_copies(later, &req, |_| true).0.is_empty());
+}
+
+/// A slow path whose queue is still filling: its smoothed RTT says its packets arrive soon,
+/// its delivery rate says the ones at the back of its queue arrive much later. Only with the
+/// rate measured are those copied, and only as many as the fast path delivers first.
+#[test]
+fn reinjection_reads_the_slow_paths_queue_from_its_delivery_rate() {
+    let ms = |v: u64| Instant::ZERO + Duration::from_millis(v);
+    let fill = |p: &mut PathState| {
+        // 40 packets of 1200 bytes sent from 0 to 39 ms.
+        for pn in 0..40 {
+            p.data.loss.on_packet_sent(pn, SentPacket::eliciting(ms(pn), 1200, stream_frames(pn * 1000)));
+        }
+    };
+    let mut slow = path(1);
+    slow.rtt.update(Duration::ZERO, Duration::from_millis(100), Duration::ZERO, false);
+    fill(&mut slow);
+    // At 60 ms a 10 ms path would deliver a copy at 72.5 ms; by its RTT the slow path
+    // delivers everything by 139 ms, so even the newest packets are copied...
+    let req = request(10, None, usize::MAX);
+    let by_rtt = slow.reinjection_copies(ms(60), &req, |_| true).0;
+    assert_eq!(by_rtt.len(), 40);
+    // ...but at 130 ms (a copy at 142.5 ms) it would wait for nothing.
+    let mut slow = path(1);
+    slow.rtt.update(Duration::ZERO, Duration::from_millis(100), Duration::ZERO, false);
+    fill(&mut slow);
+    assert!(slow.reinjection_copies(ms(130), &req, |_| true).0.is_empty());
+    // The same path measured delivering 120 kB/s: its 48 kB in flight are acknowledged in
+    // order over 400 ms, 10 ms per packet, so all but the oldest arrive after a copy would
+    // (130 + 12.5 ms).
+    let mut slow = path(1);
+    slow.rtt.update(Duration::ZERO, Duration::from_millis(100), Duration::ZERO, false);
+    slow.delivery.on_send(ms(0), 0);
+    slow.delivery.on_acked(ms(0), 1, Duration::from_millis(100));
+    slow.delivery.on_acked(ms(100), 12_000, Duration::from_millis(100));
+    assert!((slow.delivery.rate().expect("rate") - 120_010.0).abs() < 1.0);
+    fill(&mut slow);
+    let queued = slow.reinjection_copies(ms(130), &req, |_| true).0;
+    assert_eq!(offsets(&queued), (1..40).rev().map(|pn| pn * 1000).collect::<Vec<_>>());
+    // A fast path of 100 kB/s is busy 10 ms per 1000 bytes of copies: going back from the
+    // tail (packet 39, acknowledged at 530 ms; copy at 152.5 ms), it stops where its copies
+    // would no longer arrive first: after 19 copies (packet 21 at 350 ms; copy at 342.5 ms).
+    let mut slow = path(1);
+    slow.rtt.update(Duration::ZERO, Duration::from_millis(100), Duration::ZERO, false);
+    slow.delivery = Default::default();
+    slow.delivery.on_send(ms(0), 0);
+    slow.delivery.on_acked(ms(0), 1, Duration::from_millis(100));
+    slow.delivery.on_acked(ms(100), 12_000, Duration::from_millis(100));
+    fill(&mut slow);
+    let met = slow.reinjection_copies(ms(130), &request(10, Some(100_000.0), usize::MAX), |_| true).0;
+    assert_eq!(offsets(&met), (21..40).rev().map(|pn| pn * 1000).collect::<Vec<_>>());
 }
 
 fn server(pair: &mut Pair) -> &mut Connection {

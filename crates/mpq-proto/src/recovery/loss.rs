@@ -102,7 +102,7 @@ impl<F> LossDetection<F> {
     }
 
     /// Every packet awaiting acknowledgement, oldest first.
-    pub fn iter_outstanding(&self) -> impl Iterator<Item = (u64, &SentPacket<F>)> {
+    pub fn iter_outstanding(&self) -> impl DoubleEndedIterator<Item = (u64, &SentPacket<F>)> {
         self.sent.iter_range(self.sent.first_pn(), self.sent.end_pn())
     }
 

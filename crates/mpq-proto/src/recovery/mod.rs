@@ -2,6 +2,7 @@
 //! with loss detection, and pacing. All of it is per path and per packet number space, with
 //! no reference to connection-wide state, so a path can live on its own thread.
 
+pub mod delivery;
 pub mod ecn;
 pub mod loss;
 pub mod pacer;

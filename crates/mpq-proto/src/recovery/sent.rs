@@ -102,7 +102,7 @@ impl<F> SentPackets<F> {
     }
 
     /// Packets with numbers in `[from, to)`, ascending.
-    pub fn iter_range(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, &SentPacket<F>)> {
+    pub fn iter_range(&self, from: u64, to: u64) -> impl DoubleEndedIterator<Item = (u64, &SentPacket<F>)> {
         let start = from.saturating_sub(self.base).min(self.slots.len() as u64) as usize;
         let end = to.saturating_sub(self.base).min(self.slots.len() as u64) as usize;
         let base = self.base;

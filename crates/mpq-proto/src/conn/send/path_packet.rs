@@ -536,6 +536,7 @@ impl PathState {
             self.amp_sent += u64::from(size);
         }
         if in_flight {
+            self.delivery.on_send(now, self.bytes_in_flight);
             self.bytes_in_flight += u64::from(size);
             self.cc.on_packet_sent(now, u64::from(size));
             self.pacer.on_sent(now, u64::from(size));

@@ -33,6 +33,8 @@ impl Connection {
             return false;
         }
         let room = self.paths.view(fi).map_or(0, |v| v.cwnd.saturating_sub(v.bytes_in_flight));
+        // What the fast path sends per second: its window per RTT.
+        let fast_rate = self.paths.view(fi).map(|v| v.cwnd as f64 / v.srtt.as_secs_f64().max(1e-6));
         let mut budget = room as usize;
         let mut queued = false;
         for qi in self.paths.slots() {
@@ -56,7 +58,7 @@ impl Connection {
             // hands copies to the fast path's inbox (mail, handled at once here).
             let before = self.paths.inbox(fi).dup_chunks.len();
             let to_id = self.paths.view(fi).map_or(u64::MAX, |v| v.id);
-            self.paths.post(qi).reinject = Some(ReinjectRequest { to: fi, to_id, fast_rtt, budget });
+            self.paths.post(qi).reinject = Some(ReinjectRequest { to: fi, to_id, fast_rtt, fast_rate, budget });
             self.deliver_mail_or_close(now);
             let added = self.paths.inbox(fi).dup_chunks.iter().skip(before);
             let used: usize = added.map(|c| c.len + 32).sum();
