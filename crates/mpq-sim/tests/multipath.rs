@@ -246,19 +246,6 @@ fn a_thin_deep_queued_path_does_not_hold_back_the_end_seed_1() {
     );
 }
 
-/// The copies of a 0.2 Mbit/s path's last packets (1421 bytes of data each: that path's
-/// packets have a shorter header) fit no packet of the fast path whole; they are split
-/// (the download took 2.27 s against 1.80 s on the fast path alone while the first copy
-/// waited at the front of the fast path's inbox for a packet it fit, and every copy behind
-/// it with it).
-#[test]
-fn copies_too_large_for_the_fast_paths_packets_are_split_seed_1() {
-    within_3_percent_of_the_first_link(
-        &["93.112728mbit/3.261ms/queue=1017.952ms", "0.202269mbit/387.659ms/queue=616.847ms"],
-        1,
-    );
-}
-
 /// A 20 MB download over `links` (the first carrying the handshake) ends within 3 % of one
 /// over the first link alone.
 fn within_3_percent_of_the_first_link(links: &[&str], seed: u64) {

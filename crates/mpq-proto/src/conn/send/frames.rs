@@ -229,17 +229,10 @@ impl PathState {
                     host.board.inbox_mut(host.slot).dup_chunks.pop_front();
                     continue;
                 }
-                let Some(c) = dup_piece(c, room(buf)) else { break };
-                let inbox = host.board.inbox_mut(host.slot);
-                match inbox.dup_chunks.front_mut() {
-                    Some(front) if front.len > c.len => {
-                        front.offset += c.len as u64;
-                        front.len -= c.len;
-                    }
-                    _ => {
-                        inbox.dup_chunks.pop_front();
-                    }
+                if room(buf) < c.len + frame::MAX_STREAM_HEADER_LEN {
+                    break;
                 }
+                host.board.inbox_mut(host.slot).dup_chunks.pop_front();
                 frame::encode_stream_header(buf, c.id, c.offset, Some(c.len), c.fin);
                 host.copy_chunk(&c, buf);
                 frames.stream.push(c);
@@ -459,52 +452,5 @@ impl ConnShared {
             eliciting = true;
         }
         eliciting
-    }
-}
-
-/// Shortest piece of a copied chunk worth a STREAM frame of its own at the end of a packet.
-const MIN_DUP_PIECE: usize = 64;
-
-/// What of the copied chunk `c` goes into a packet with `room` bytes left: all of it if it
-/// fits with its header, else its first bytes (without FIN) if at least [`MIN_DUP_PIECE`] of
-/// them fit, else nothing (the next packet takes it). A chunk first sent on a path whose
-/// packets carry more (a shorter connection ID or packet number) may fit no packet of this
-/// path whole: sent only whole, it stayed at the front of the inbox forever, and every copy
-/// behind it with it (a 1421-byte chunk against 1437 bytes of room and a worst-case header
-/// of 25 held the end of a download 0.5 s on a 0.2 Mbit/s path).
-fn dup_piece(c: crate::stream::StreamChunk, room: usize) -> Option<crate::stream::StreamChunk> {
-    if frame::stream_header_len(c.id, c.offset, Some(c.len)) + c.len <= room {
-        return Some(c);
-    }
-    let fits = room.saturating_sub(frame::stream_header_len(c.id, c.offset, Some(c.len)));
-    (fits >= MIN_DUP_PIECE).then_some(crate::stream::StreamChunk { len: fits.min(c.len), fin: false, ..c })
-}
-
-#[cfg(test)]
-mod dup_piece_tests {
-    use super::*;
-    use crate::stream::StreamChunk;
-    use crate::types::StreamId;
-
-    fn chunk(len: usize, fin: bool) -> StreamChunk {
-        StreamChunk { id: StreamId(0), offset: 19_859_823, len, fin }
-    }
-
-    /// A chunk goes whole when it fits with its real header (here 8 bytes: type, stream ID,
-    /// a 4-byte offset, a 2-byte length), not only with the worst-case 25.
-    #[test]
-    fn a_chunk_that_fits_with_its_header_goes_whole() {
-        assert_eq!(dup_piece(chunk(1421, true), 1429), Some(chunk(1421, true)));
-        assert_eq!(dup_piece(chunk(0, true), 8), Some(chunk(0, true)));
-    }
-
-    /// A chunk too large for the room is split: the piece that fits, without FIN; a piece
-    /// smaller than the minimum waits for the next packet.
-    #[test]
-    fn a_chunk_too_large_is_split_and_keeps_its_fin_for_the_rest() {
-        assert_eq!(dup_piece(chunk(1421, true), 1428), Some(chunk(1420, false)));
-        assert_eq!(dup_piece(chunk(1421, false), 8 + MIN_DUP_PIECE), Some(chunk(MIN_DUP_PIECE, false)));
-        assert_eq!(dup_piece(chunk(1421, false), 8 + MIN_DUP_PIECE - 1), None);
-        assert_eq!(dup_piece(chunk(1421, false), 0), None);
     }
 }
