@@ -434,8 +434,8 @@ impl PathState {
     /// sent it, so the copies that gain the most are of its tail, and the fast path copying
     /// backwards meets the slow path draining forwards. Copying the oldest first (as this
     /// did before) spent the fast path on data the slow path was about to deliver anyway
-    /// while the tail still waited: a 29 Mbit/s, 190 ms path next to an 82 Mbit/s one
-    /// finished 3 % later than with no copies at all.
+    /// while the tail still waited: with the rate-based timing below, a 29 Mbit/s, 190 ms
+    /// path next to an 82 Mbit/s one finished 3 % later than with the smoothed RTT's.
     pub(crate) fn reinjection_copies(
         &mut self,
         now: Instant,
