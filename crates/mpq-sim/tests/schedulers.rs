@@ -192,10 +192,14 @@ fn pinned_streams_stay_on_their_path() {
     let split = |r: &Run| {
         let t1 = r.server_events(|e| *e == PathEvent::Validated { id: 1 })[0].0;
         let frames = stream_frames(&r.server_qlog);
-        let mut seen = std::collections::HashSet::new();
+        // A stream's new data goes out in offset order: a frame is a first transmission
+        // when it ends beyond all the stream sent before (copies and their pieces do not).
+        let mut sent_to = std::collections::HashMap::<u64, u64>::new();
         let mut out = std::collections::BTreeMap::<u64, [u64; 4]>::new();
         for f in &frames {
-            let first = seen.insert((f.stream, f.offset, f.len));
+            let end = sent_to.entry(f.stream).or_default();
+            let first = f.offset + f.len > *end;
+            *end = (*end).max(f.offset + f.len);
             if f.at < t1 {
                 continue;
             }

@@ -43,6 +43,8 @@ pub struct PathStats {
     pub bytes_in_flight: u64,
     /// Probe timeouts that fired.
     pub pto_count: u64,
+    /// PINGs sent because the peer went silent on the path while heard on another.
+    pub liveness_probes: u64,
     /// PATH_ACK frames this path carried for packets of other paths.
     pub acks_for_other_paths: u64,
     /// ACK and PATH_ACK frames sent in this path's packets (its own and those it carried for

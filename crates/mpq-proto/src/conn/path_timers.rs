@@ -12,6 +12,15 @@ use crate::types::SpaceId;
 
 use super::board::Seat;
 use super::multipath::DEAD_PATH_PTOS;
+
+/// PTOs of silence on a path, while the peer is heard on another, after which a client
+/// sends a PING on it. A client behind a NAT that rebinds (RFC 9000 §9.3) learns nothing
+/// from the path: the peer's packets go to the old mapping and are dropped, and the client
+/// of a download sends on the path only in reply to them, so the server would learn of the
+/// new address only when some flow-control update happened to take the path, and
+/// otherwise abandon it after `DEAD_PATH_PTOS`. The PING takes the new mapping, and the
+/// server answers there (RFC 9000 §9.3). Two PTOs come well before the server's fourth.
+pub(crate) const LIVENESS_PTOS: u32 = 2;
 use super::path::{PathPhase, PathState};
 use super::path_ack::PacketFates;
 
@@ -134,6 +143,24 @@ impl PathState {
         }
         let t = self.data.loss.time_of_last_ack_eliciting()?;
         Some((t + self.pto(max_ack_delay), PathTimer::Pto))
+    }
+
+    /// When to probe this path's liveness, and since when the peer has been silent on it:
+    /// it is open and validated, nothing ack-eliciting of ours is in flight on it (else its
+    /// PTO probes it), and neither we nor the peer used it for `LIVENESS_PTOS` PTOs. The
+    /// caller sends the PING only while the peer is heard on another path since then.
+    pub(crate) fn liveness_probe_at(&self, max_ack_delay: Duration) -> Option<(Instant, Instant)> {
+        if self.phase != PathPhase::Active
+            || !self.validated
+            || self.potentially_failed
+            || self.data.probes > 0
+            || self.data.loss.has_ack_eliciting_in_flight()
+        {
+            return None;
+        }
+        let heard = self.last_recv?;
+        let silent_since = self.data.loss.time_of_last_ack_eliciting().map_or(heard, |s| s.max(heard));
+        Some((silent_since, silent_since + LIVENESS_PTOS * (self.pto_base() + max_ack_delay)))
     }
 
     /// The congestion window has room for a full packet (whatever the pacer says).
@@ -270,6 +297,36 @@ mod tests {
         p.last_recv = Some(Instant::ZERO + Duration::from_millis(5));
         let v = pto(&mut p, true, &mut board);
         assert!(v.newly_failed.is_none() && !p.potentially_failed);
+    }
+
+    #[test]
+    fn a_silent_path_is_probed_two_ptos_after_it_was_last_used() {
+        let ms = |n| Instant::ZERO + Duration::from_millis(n);
+        let mad = Duration::from_millis(25);
+        let mut p = path(true);
+        p.phase = PathPhase::Active;
+        assert_eq!(p.liveness_probe_at(mad), None, "never heard from");
+        p.last_recv = Some(ms(100));
+        let interval = LIVENESS_PTOS * (p.pto_base() + mad);
+        assert_eq!(p.liveness_probe_at(mad), Some((ms(100), ms(100) + interval)));
+        // Something ack-eliciting of ours in flight: its PTO watches the path.
+        send_chunk(&mut p, 150, 0);
+        assert_eq!(p.liveness_probe_at(mad), None);
+        // Acknowledged: silence counts from our last packet.
+        let acked = p.data.loss.on_ack_received(std::iter::once(0..1), Duration::ZERO, ms(190), &mut p.rtt, mad, true);
+        assert!(acked.is_ok());
+        assert!(!p.data.loss.has_ack_eliciting_in_flight());
+        let interval = LIVENESS_PTOS * (p.pto_base() + mad);
+        assert_eq!(p.liveness_probe_at(mad), Some((ms(150), ms(150) + interval)));
+        // A probe already due, a potentially failed path, a path not validated: none.
+        p.data.probes = 1;
+        assert_eq!(p.liveness_probe_at(mad), None);
+        p.data.probes = 0;
+        p.potentially_failed = true;
+        assert_eq!(p.liveness_probe_at(mad), None);
+        p.potentially_failed = false;
+        p.validated = false;
+        assert_eq!(p.liveness_probe_at(mad), None);
     }
 
     #[test]

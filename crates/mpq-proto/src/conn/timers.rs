@@ -127,6 +127,7 @@ impl Connection {
                 }
             }
             merge(p.discard_at);
+            merge(self.liveness_probe_deadline(j));
         }
         if shared {
             merge(self.shared.key_discard_at);
@@ -175,6 +176,7 @@ impl Connection {
             }
         }
         self.path_validation_timers(now);
+        self.liveness_probe_timers(now);
         self.preferred_probe_timer(now);
         if let Some((t, space)) = self.handshake_loss_deadline() {
             if now >= t {
@@ -200,6 +202,33 @@ impl Connection {
         for pi in self.paths.slots() {
             if self.paths.get(pi).is_some_and(|p| p.discard_at.is_some_and(|t| now >= t)) {
                 self.discard_path(now, pi);
+            }
+        }
+    }
+
+    /// When a client probes path `pi`'s liveness
+    /// ([`PathState::liveness_probe_at`](super::path::PathState)): only with multipath, once
+    /// the handshake is confirmed, and while another path heard from the peer after this one
+    /// went silent (a connection quiet on every path is left to the idle timeout).
+    fn liveness_probe_deadline(&self, pi: usize) -> Option<Instant> {
+        if self.shared.side != Side::Client || !self.shared.mp.enabled || !self.shared.handshake_confirmed {
+            return None;
+        }
+        let (silent_since, at) = self.paths.get(pi)?.liveness_probe_at(self.shared.peer_max_ack_delay())?;
+        let heard_elsewhere =
+            self.paths.enumerate().any(|(j, q)| j != pi && q.last_recv.is_some_and(|r| r > silent_since));
+        heard_elsewhere.then_some(at)
+    }
+
+    /// Liveness probes that are due: one PING each (sent like a PTO probe, outside the
+    /// congestion window).
+    fn liveness_probe_timers(&mut self, now: Instant) {
+        for pi in self.paths.slots() {
+            if self.liveness_probe_deadline(pi).is_some_and(|t| now >= t) {
+                let p = &mut self.paths[pi];
+                p.data.probes = 1;
+                p.stats.liveness_probes += 1;
+                tracing::debug!(id = p.id, "liveness probe of a silent path");
             }
         }
     }

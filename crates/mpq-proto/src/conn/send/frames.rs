@@ -4,6 +4,7 @@
 //! the batch's lease (or one by one through the host).
 
 use crate::frame::{self, Frame};
+use crate::stream::StreamChunk;
 use crate::time::Instant;
 
 use super::super::mail::AckCarried;
@@ -229,14 +230,21 @@ impl PathState {
                     host.board.inbox_mut(host.slot).dup_chunks.pop_front();
                     continue;
                 }
-                if room(buf) < c.len + frame::MAX_STREAM_HEADER_LEN {
+                let Some(piece) = dup_piece(&c, room(buf)) else { break };
+                let queue = &mut host.board.inbox_mut(host.slot).dup_chunks;
+                if piece.len == c.len {
+                    queue.pop_front();
+                } else if let Some(front) = queue.front_mut() {
+                    // The rest waits for the next packet.
+                    *front = StreamChunk { offset: c.offset + piece.len as u64, len: c.len - piece.len, ..c };
+                }
+                frame::encode_stream_header(buf, piece.id, piece.offset, Some(piece.len), piece.fin);
+                host.copy_chunk(&piece, buf);
+                frames.stream.push(piece);
+                out.eliciting = true;
+                if piece.len < c.len {
                     break;
                 }
-                host.board.inbox_mut(host.slot).dup_chunks.pop_front();
-                frame::encode_stream_header(buf, c.id, c.offset, Some(c.len), c.fin);
-                host.copy_chunk(&c, buf);
-                frames.stream.push(c);
-                out.eliciting = true;
             }
         }
         // DATAGRAM frames (RFC 9221 §5: congestion controlled, so within the window): those
@@ -452,5 +460,62 @@ impl ConnShared {
             eliciting = true;
         }
         eliciting
+    }
+}
+
+/// Smallest piece of a redundant copy worth a STREAM frame of its own: below it the copy
+/// waits for the next packet.
+const MIN_DUP_PIECE: usize = 64;
+
+/// What of the copy `c` a packet with `room` bytes left carries: all of it when it fits
+/// with its real header, else its first bytes if at least [`MIN_DUP_PIECE`] fit (without
+/// the FIN, which goes with the last byte). A copy is a chunk of a packet of another path,
+/// whose MTU or ACK frames may leave more room than this one's: split, it does not wait at
+/// the head of the queue for a packet it can never fit.
+fn dup_piece(c: &StreamChunk, room: usize) -> Option<StreamChunk> {
+    if frame::stream_header_len(c.id, c.offset, Some(c.len)) + c.len <= room {
+        return Some(*c);
+    }
+    // The piece's length field is no longer than the whole's.
+    let header = frame::stream_header_len(c.id, c.offset, Some(c.len));
+    let len = room.checked_sub(header).filter(|&l| l >= MIN_DUP_PIECE && l < c.len)?;
+    Some(StreamChunk { len, fin: false, ..*c })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::StreamId;
+
+    fn chunk(offset: u64, len: usize, fin: bool) -> StreamChunk {
+        StreamChunk { id: StreamId(3), offset, len, fin }
+    }
+
+    #[test]
+    fn a_copy_that_fits_goes_whole_with_its_real_header() {
+        let c = chunk(70_000, 1_200, true);
+        // Type, stream ID (1 byte), offset (4), length (2).
+        let header = 1 + 1 + 4 + 2;
+        assert_eq!(frame::stream_header_len(c.id, c.offset, Some(c.len)), header);
+        assert_eq!(dup_piece(&c, header + 1_200), Some(c));
+    }
+
+    #[test]
+    fn a_copy_too_long_for_the_packet_is_split_without_its_fin() {
+        let c = chunk(70_000, 1_200, true);
+        let piece = dup_piece(&c, 1_000).expect("a piece fits");
+        assert_eq!(piece, chunk(70_000, 1_000 - 8, false));
+        // The piece and its header fill the room exactly.
+        assert_eq!(frame::stream_header_len(piece.id, piece.offset, Some(piece.len)) + piece.len, 1_000);
+    }
+
+    #[test]
+    fn no_piece_below_the_minimum() {
+        let c = chunk(70_000, 1_200, false);
+        assert_eq!(dup_piece(&c, 8 + MIN_DUP_PIECE - 1), None);
+        assert_eq!(dup_piece(&c, 8 + MIN_DUP_PIECE).map(|p| p.len), Some(MIN_DUP_PIECE));
+        assert_eq!(dup_piece(&c, 3), None);
+        // A FIN-only copy needs only its header.
+        assert_eq!(dup_piece(&chunk(5, 0, true), 4), Some(chunk(5, 0, true)));
     }
 }
