@@ -201,6 +201,11 @@ pub(crate) struct PathState {
     pub window_full_at: Option<Instant>,
     /// Last time a packet arrived on this path.
     pub last_recv: Option<Instant>,
+    /// Last time an ack-eliciting 1-RTT packet arrived on this path: the peer sent
+    /// something of its own, not just acknowledgements.
+    pub last_eliciting_recv: Option<Instant>,
+    /// When the last liveness probe was sent (`path_timers.rs`): one per silence.
+    pub liveness_probed_at: Option<Instant>,
     /// When an abandoned path's state is dropped.
     pub discard_at: Option<Instant>,
     /// We sent (or queued) our PATH_ABANDON for it.
@@ -258,6 +263,8 @@ impl PathState {
             peer_backup: false,
             potentially_failed: false,
             last_recv: None,
+            last_eliciting_recv: None,
+            liveness_probed_at: None,
             discard_at: None,
             abandon_sent: false,
             pacing_until: None,

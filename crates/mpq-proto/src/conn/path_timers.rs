@@ -63,7 +63,8 @@ impl PathState {
     /// The probe timeout of the data space fired (RFC 9002 §6.2.4): backoff and two probes.
     /// With multipath and another path working (`others_work`), a path that showed no sign
     /// of life since the probed packet left is potentially failed, and after
-    /// `DEAD_PATH_PTOS` timeouts dead. Publishes the path's view.
+    /// `DEAD_PATH_PTOS` timeouts dead, if data (not just PINGs) is in flight on it.
+    /// Publishes the path's view.
     pub(crate) fn on_pto(&mut self, others_work: bool, seat: &mut Seat) -> PtoVerdict {
         self.pto_count += 1;
         self.stats.pto_count += 1;
@@ -73,7 +74,12 @@ impl PathState {
         // base size then (RFC 8899 §4.3).
         let change = self.pmtud.on_pto(self.pto_count);
         verdict.mtu_updated = self.apply_pmtu(change);
-        if others_work {
+        // Only data of ours that does not get through says the path failed. A PING alone (a
+        // liveness or PMTU probe) says nothing: its acknowledgement may be due on another
+        // path (PATH_ACKs on the lowest-RTT one) that itself failed, and then the path that
+        // works was the one declared failed, and abandoned.
+        let carries_data = self.data.loss.iter_outstanding().any(|(_, p)| p.in_flight && p.frames.carries_data());
+        if others_work && carries_data {
             // Packets still arriving on the path since the probed one was sent: it is slow
             // or its ACKs are queued, not dead.
             let sent = self.data.loss.time_of_last_ack_eliciting();
@@ -146,12 +152,17 @@ impl PathState {
     }
 
     /// When to probe this path's liveness, and since when the peer has been silent on it:
-    /// it is open and validated, nothing ack-eliciting of ours is in flight on it (else its
-    /// PTO probes it), and neither we nor the peer used it for `LIVENESS_PTOS` PTOs. The
-    /// caller sends the PING only while the peer is heard on another path since then.
+    /// it is open and validated, the peer sent something ack-eliciting on it since the last
+    /// probe (one probe per silence: a standby path the peer does not use is not probed
+    /// again and again), nothing ack-eliciting of ours is in flight on it (else its PTO
+    /// probes it), and neither we nor the peer used it for `LIVENESS_PTOS` PTOs. The caller
+    /// sends the PING only while the peer is heard on another path since then.
     pub(crate) fn liveness_probe_at(&self, max_ack_delay: Duration) -> Option<(Instant, Instant)> {
+        let used_since_probe =
+            self.last_eliciting_recv.is_some_and(|r| self.liveness_probed_at.is_none_or(|probed| probed < r));
         if self.phase != PathPhase::Active
             || !self.validated
+            || !used_since_probe
             || self.potentially_failed
             || self.data.probes > 0
             || self.data.loss.has_ack_eliciting_in_flight()
@@ -289,6 +300,27 @@ mod tests {
     }
 
     #[test]
+    fn pings_alone_in_flight_do_not_fail_a_path() {
+        use crate::conn::space::SentFrames;
+        use crate::recovery::sent::SentPacket;
+        let mut board = Board::default();
+        let mut p = path(true);
+        board.publish(0, p.view());
+        // A liveness PING whose acknowledgement may be due on another, failed, path.
+        let pn = p.data.take_pn();
+        p.data.loss.on_packet_sent(pn, SentPacket::eliciting(Instant::ZERO, 40, SentFrames::default()));
+        p.bytes_in_flight += 40;
+        for _ in 0..DEAD_PATH_PTOS + 1 {
+            let v = pto(&mut p, true, &mut board);
+            assert!(v.newly_failed.is_none() && !v.dead, "PTO {}", p.pto_count);
+        }
+        assert!(!p.potentially_failed);
+        // Data in flight does say it.
+        send_chunk(&mut p, 1, 0);
+        assert!(pto(&mut p, true, &mut board).newly_failed.is_some());
+    }
+
+    #[test]
     fn a_path_hearing_from_its_peer_is_slow_not_failed() {
         let mut board = Board::default();
         let mut p = path(true);
@@ -307,6 +339,8 @@ mod tests {
         p.phase = PathPhase::Active;
         assert_eq!(p.liveness_probe_at(mad), None, "never heard from");
         p.last_recv = Some(ms(100));
+        assert_eq!(p.liveness_probe_at(mad), None, "only ACKs heard");
+        p.last_eliciting_recv = Some(ms(100));
         let interval = LIVENESS_PTOS * (p.pto_base() + mad);
         assert_eq!(p.liveness_probe_at(mad), Some((ms(100), ms(100) + interval)));
         // Something ack-eliciting of ours in flight: its PTO watches the path.
@@ -325,6 +359,12 @@ mod tests {
         p.potentially_failed = true;
         assert_eq!(p.liveness_probe_at(mad), None);
         p.potentially_failed = false;
+        // Probed once: not again until the peer uses the path again.
+        p.liveness_probed_at = Some(ms(400));
+        assert_eq!(p.liveness_probe_at(mad), None);
+        p.last_eliciting_recv = Some(ms(500));
+        p.last_recv = Some(ms(500));
+        assert!(p.liveness_probe_at(mad).is_some());
         p.validated = false;
         assert_eq!(p.liveness_probe_at(mad), None);
     }

@@ -556,6 +556,9 @@ impl Host<'_> {
         ack_eliciting: bool,
         ecn: Option<Ecn>,
     ) {
+        if ack_eliciting && space_id == SpaceId::Data {
+            path.last_eliciting_recv = Some(now);
+        }
         let space = match space_id {
             SpaceId::Data => Some(&mut path.data),
             _ => self.shared.handshake_space_mut(space_id),

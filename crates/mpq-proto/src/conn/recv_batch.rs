@@ -505,6 +505,9 @@ impl Host<'_> {
         match processed {
             Ok(ack_eliciting) => {
                 self.shared.qlog_packet_received(now, Level::OneRtt, o.path_id, o.pn, o.len, o.payload);
+                if ack_eliciting {
+                    path.last_eliciting_recv = Some(now);
+                }
                 if o.own.recorded {
                     // Recorded by its path, whose offer went out at its check-in.
                     return false;

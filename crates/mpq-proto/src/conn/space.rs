@@ -45,6 +45,12 @@ pub(crate) struct RareFrames {
 }
 
 impl SentFrames {
+    /// The packet carries something of the application's or the connection's (STREAM,
+    /// CRYPTO, control or DATAGRAM frames), not just ACKs and a PING.
+    pub fn carries_data(&self) -> bool {
+        !self.stream.is_empty() || self.rare.is_some()
+    }
+
     /// Records a CRYPTO range sent in the packet.
     pub fn push_crypto(&mut self, r: Range<u64>) {
         self.rare.get_or_insert_with(Box::default).crypto.push(r);

@@ -208,15 +208,18 @@ impl Connection {
 
     /// When a client probes path `pi`'s liveness
     /// ([`PathState::liveness_probe_at`](super::path::PathState)): only with multipath, once
-    /// the handshake is confirmed, and while another path heard from the peer after this one
-    /// went silent (a connection quiet on every path is left to the idle timeout).
+    /// the handshake is confirmed, and while the peer sent something ack-eliciting on another
+    /// path after this one went silent (a connection quiet on every path is left to the idle
+    /// timeout).
     fn liveness_probe_deadline(&self, pi: usize) -> Option<Instant> {
         if self.shared.side != Side::Client || !self.shared.mp.enabled || !self.shared.handshake_confirmed {
             return None;
         }
         let (silent_since, at) = self.paths.get(pi)?.liveness_probe_at(self.shared.peer_max_ack_delay())?;
+        // Heard: something ack-eliciting, not just the ACKs of our own PINGs (two idle paths
+        // would otherwise keep probing each other, and the connection would never go idle).
         let heard_elsewhere =
-            self.paths.enumerate().any(|(j, q)| j != pi && q.last_recv.is_some_and(|r| r > silent_since));
+            self.paths.enumerate().any(|(j, q)| j != pi && q.last_eliciting_recv.is_some_and(|r| r > silent_since));
         heard_elsewhere.then_some(at)
     }
 
@@ -227,6 +230,7 @@ impl Connection {
             if self.liveness_probe_deadline(pi).is_some_and(|t| now >= t) {
                 let p = &mut self.paths[pi];
                 p.data.probes = 1;
+                p.liveness_probed_at = Some(now);
                 p.stats.liveness_probes += 1;
                 tracing::debug!(id = p.id, "liveness probe of a silent path");
             }

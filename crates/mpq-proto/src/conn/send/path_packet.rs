@@ -516,6 +516,16 @@ impl PathState {
         if pmtu_probe {
             self.pmtud.on_probe_sent(p.header.pn, u16::try_from(size).unwrap_or(u16::MAX));
         }
+        // The first data after a flight of PINGs alone restarts the PTO backoff. Those PINGs
+        // (liveness or PMTU probes) say nothing of whether the path failed (`on_pto`), but
+        // their PTOs backed its timer off: a request sent on a path that had just died took
+        // two backed-off PTOs to be resent elsewhere instead of one.
+        if self.pto_count > 0
+            && p.frames.carries_data()
+            && !self.data.loss.iter_outstanding().any(|(_, q)| q.in_flight && q.frames.carries_data())
+        {
+            self.pto_count = 0;
+        }
         let sent = SentPacket {
             time_sent: now,
             size,
