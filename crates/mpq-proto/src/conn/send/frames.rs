@@ -473,11 +473,11 @@ const MIN_DUP_PIECE: usize = 64;
 /// whose MTU or ACK frames may leave more room than this one's: split, it does not wait at
 /// the head of the queue for a packet it can never fit.
 fn dup_piece(c: &StreamChunk, room: usize) -> Option<StreamChunk> {
-    if frame::stream_header_len(c.id, c.offset, Some(c.len)) + c.len <= room {
+    // (A piece's length field is no longer than the whole's.)
+    let header = frame::stream_header_len(c.id, c.offset, Some(c.len));
+    if header + c.len <= room {
         return Some(*c);
     }
-    // The piece's length field is no longer than the whole's.
-    let header = frame::stream_header_len(c.id, c.offset, Some(c.len));
     let len = room.checked_sub(header).filter(|&l| l >= MIN_DUP_PIECE && l < c.len)?;
     Some(StreamChunk { len, fin: false, ..*c })
 }
