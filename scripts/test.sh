@@ -6,47 +6,50 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 export CARGO_TERM_COLOR=never
-echo "== cargo fmt --check"
+# Each stage's heading says how long the run has taken so far (where CI time goes).
+stage() { echo "== [$((SECONDS / 60)) min $((SECONDS % 60)) s] $*"; }
+trap 'echo "== [$((SECONDS / 60)) min $((SECONDS % 60)) s] done (exit $?)"' EXIT
+stage "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+stage "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # (The tokio example and the streams' tokio traits are behind mpq-api's `tokio` feature.)
 cargo clippy -p mpq-api --all-targets --features tokio --locked -- -D warnings
-echo "== chromium for the lab report's browser test"
+stage "chromium for the lab report's browser test"
 if scripts/setup-chromium.sh; then
     # Installed: a missing browser is now a failure, not a skip.
     export MPQ_REQUIRE_CHROMIUM=1
 else
     echo "chromium could not be installed: the report's browser test will be skipped"
 fi
-echo "== kernel testbed (network namespaces, TUN) for mpq lab testbed's tests"
+stage "kernel testbed (network namespaces, TUN) for mpq lab testbed's tests"
 if [ "$(id -u)" = 0 ] && [ -e /dev/net/tun ] && command -v ip >/dev/null; then
     # Root with TUN and iproute2: a testbed test that cannot run is now a failure, not a skip.
     export MPQ_REQUIRE_NETNS=1
 else
     echo "not root, or no /dev/net/tun or ip: the testbed tests will be skipped"
 fi
-echo "== perf for the lab's --profile test"
+stage "perf for the lab's --profile test"
 if ! command -v perf >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     apt-get install -y -qq linux-perf >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq linux-perf >/dev/null; } \
         || echo "linux-perf could not be installed: the lab's profile test will fail under MPQ_REQUIRE_NETNS"
 fi
-echo "== OpenSSH's server and client for the lab's SSH-testbed test (sshd in namespaces)"
+stage "OpenSSH's server and client for the lab's SSH-testbed test (sshd in namespaces)"
 if ! [ -x /usr/sbin/sshd ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     # (Not started as a service: the test runs its own sshd in each namespace.)
     apt-get install -y -qq openssh-server openssh-client >/dev/null 2>&1 \
         || { apt-get update -qq && apt-get install -y -qq openssh-server openssh-client >/dev/null; } \
         || echo "openssh-server could not be installed: the SSH-testbed test will fail under MPQ_REQUIRE_NETNS"
 fi
-echo "== cargo test"
+stage "cargo test"
 cargo test --workspace --locked
-echo "== the application API's examples (mpq-api), in both runtimes"
+stage "the application API's examples (mpq-api), in both runtimes"
 cargo run --locked -q -p mpq-api --example echo -- --paths 2 --threads per-path
 cargo run --locked -q -p mpq-api --example echo -- --paths 2 --threads single
 cargo run --locked -q -p mpq-api --features tokio --example tokio_echo
-echo "== fuzz targets (60 s each, corpus in fuzz/corpus)"
+stage "fuzz targets (60 s each, corpus in fuzz/corpus)"
 scripts/fuzz-ci.sh 60
-echo "== release build for interop"
+stage "release build for interop"
 cargo build --release --locked -p mpq
-echo "== interop (aioquic, quic-go, noq multipath, mpq multi-address CLI)"
+stage "interop (aioquic, quic-go, noq multipath, mpq multi-address CLI)"
 MPQ_BIN="$PWD/target/release/mpq" INTEROP_REQUIRE_MPQ=1 interop/run.sh
