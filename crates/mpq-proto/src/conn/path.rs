@@ -43,7 +43,8 @@ pub struct PathStats {
     pub bytes_in_flight: u64,
     /// Probe timeouts that fired.
     pub pto_count: u64,
-    /// PINGs sent because the peer went silent on the path while heard on another.
+    /// Liveness probes (two PINGs each) sent because the peer went silent on the path while
+    /// heard on another.
     pub liveness_probes: u64,
     /// PATH_ACK frames this path carried for packets of other paths.
     pub acks_for_other_paths: u64,
