@@ -24,10 +24,43 @@ pub fn pattern_byte(i: u64) -> u8 {
 }
 
 /// Fills `out` with the pattern starting at offset `start`.
+///
+/// By blocks of 256 offsets, within which the pattern is the offset's low byte XOR a
+/// constant, so that the loop vectorises (the byte-by-byte form was a tenth of a lab
+/// experiment's time, in the client's check and the server's fill).
 pub fn fill_pattern(start: u64, out: &mut [u8]) {
-    for (k, b) in out.iter_mut().enumerate() {
-        *b = pattern_byte(start + k as u64);
+    let mut off = start;
+    let mut rest = out;
+    while !rest.is_empty() {
+        let n = ((256 - (off & 0xff)) as usize).min(rest.len());
+        let (block, tail) = rest.split_at_mut(n);
+        let c = pattern_byte(off) ^ off as u8;
+        let low = off as u8;
+        for (k, b) in block.iter_mut().enumerate() {
+            *b = low.wrapping_add(k as u8) ^ c;
+        }
+        off += n as u64;
+        rest = tail;
     }
+}
+
+/// The offset of the first byte of `data` (which starts at offset `start`) that differs
+/// from the pattern, if one does.
+pub fn pattern_mismatch(start: u64, data: &[u8]) -> Option<u64> {
+    let mut expected = [0u8; 256];
+    let mut done = 0;
+    while done < data.len() {
+        let off = start + done as u64;
+        let n = ((256 - (off & 0xff)) as usize).min(data.len() - done);
+        fill_pattern(off, &mut expected[..n]);
+        let got = &data[done..done + n];
+        if got != &expected[..n] {
+            let k = got.iter().zip(&expected[..n]).position(|(a, b)| a != b).unwrap_or(0);
+            return Some(off + k as u64);
+        }
+        done += n;
+    }
+    None
 }
 
 /// Opens one extra path per (local, remote) address pair once the connection allows it.
@@ -316,11 +349,8 @@ impl crate::quic::SimApp for DownloadClient {
             }
             while t.done_at.is_none() {
                 let Ok(r) = c.read(id, &mut self.buf) else { break };
-                for (k, b) in self.buf[..r.len].iter().enumerate() {
-                    let off = t.received + k as u64;
-                    if self.corrupt_at.is_none() && *b != pattern_byte(off) {
-                        self.corrupt_at = Some(off);
-                    }
+                if self.corrupt_at.is_none() {
+                    self.corrupt_at = pattern_mismatch(t.received, &self.buf[..r.len]);
                 }
                 t.received += r.len as u64;
                 self.received += r.len as u64;
@@ -504,11 +534,8 @@ impl crate::quic::SimApp for ReqRespClient {
                 }
             }
             while let Ok(r) = c.read(id, &mut self.buf) {
-                for (k, b) in self.buf[..r.len].iter().enumerate() {
-                    let off = req.received + k as u64;
-                    if self.corrupt_at.is_none() && *b != pattern_byte(off) {
-                        self.corrupt_at = Some((i, off));
-                    }
+                if self.corrupt_at.is_none() {
+                    self.corrupt_at = pattern_mismatch(req.received, &self.buf[..r.len]).map(|off| (i, off));
                 }
                 req.received += r.len as u64;
                 if r.fin {
@@ -630,6 +657,38 @@ impl crate::quic::SimApp for DownloadServer {
         }
         for k in done {
             self.streams.remove(&k);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The block-wise fill and check agree with the pattern byte by byte, across block
+    /// boundaries and for any start, and the check names the first corrupted offset.
+    #[test]
+    fn block_wise_pattern_matches_the_byte_wise_one() {
+        for start in [0u64, 1, 255, 256, 65_535, 65_536, 16_777_215, 20_000_000 - 700, u64::MAX - 1000] {
+            for len in [0usize, 1, 255, 256, 257, 700, 1000] {
+                let mut out = vec![0u8; len];
+                fill_pattern(start, &mut out);
+                let naive: Vec<u8> = (0..len as u64).map(|k| pattern_byte(start.wrapping_add(k))).collect();
+                assert_eq!(out, naive, "start {start} len {len}");
+                assert_eq!(pattern_mismatch(start, &out), None);
+                for bad in [0, len / 2, len.saturating_sub(1)] {
+                    if bad < len {
+                        let mut corrupt = out.clone();
+                        corrupt[bad] ^= 0x40;
+                        corrupt[len - 1] ^= u8::from(bad < len - 1);
+                        assert_eq!(
+                            pattern_mismatch(start, &corrupt),
+                            Some(start + bad as u64),
+                            "start {start} len {len}"
+                        );
+                    }
+                }
+            }
         }
     }
 }
