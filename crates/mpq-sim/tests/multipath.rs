@@ -246,6 +246,20 @@ fn a_thin_deep_queued_path_does_not_hold_back_the_end_seed_1() {
     );
 }
 
+/// A 0.61 Mbit/s second path whose 0.9 s queue is still filling, next to 97 Mbit/s (a
+/// scenario of seed 002's high-BDP class): its smoothed RTT lags its queue (0.58 s when its
+/// newest packet was 1.0 s from arriving) and its RTT variation swells with the growth, so
+/// comparing smoothed RTTs never found it clearly slower and nothing was copied: 2.22 s
+/// against 1.99 s on the fast path alone. Its bytes in flight over its delivery rate show
+/// the queue, and its tail is copied.
+#[test]
+fn a_path_whose_queue_still_fills_is_copied_from_seed_3() {
+    within_3_percent_of_the_first_link(
+        &["96.739145mbit/39.236ms/queue=1906.42ms", "0.614683mbit/113.221ms/queue=897.414ms"],
+        3,
+    );
+}
+
 /// A 1 Mbit/s second path with a second of queue next to 79 Mbit/s (both over 230 ms, a
 /// scenario of seed 002's high-BDP class): its tail is copied onto the fast path, but a chunk
 /// of one of its packets may not fit a fast-path packet whole (with room kept for the

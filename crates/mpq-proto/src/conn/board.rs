@@ -91,6 +91,9 @@ pub(crate) struct PathView {
     pub remote: std::net::SocketAddr,
     /// Our address on this path, when known.
     pub local: Option<std::net::SocketAddr>,
+    /// Bytes per second its acknowledgements show arriving (`recovery/delivery.rs`), once
+    /// measured.
+    pub delivery_rate: Option<f64>,
 }
 
 impl PathView {
@@ -416,6 +419,7 @@ impl PathState {
             old_challenge: self.old_challenge.map(|c| c.data),
             remote: self.remote,
             local: self.local,
+            delivery_rate: self.delivery.rate(),
         }
     }
 }

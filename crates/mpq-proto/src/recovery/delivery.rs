@@ -4,8 +4,9 @@
 //! Why measured and not `cwnd / srtt`: on a path whose queue is filling, the window grows
 //! faster than the smoothed RTT follows it, so `cwnd / srtt` can overstate what the path
 //! delivers several times (a 2.3 Mbit/s link with a 0.5 s queue showed 5.2 Mbit/s), while
-//! the acknowledgement clock runs at the bottleneck's rate. Reinjection (`conn/mail.rs`)
-//! uses the rate to tell when data queued on a slow path will arrive.
+//! the acknowledgement clock runs at the bottleneck's rate. Reinjection uses the rate to tell
+//! whether a slow path's queue holds data back (`conn/send/reinject.rs`) and when the data
+//! queued on it will arrive (`conn/mail.rs`).
 //!
 //! A measurement window restarts when a packet leaves an idle path (nothing in flight), so
 //! idle time never counts as time the path was delivering. A window in which the sender was
