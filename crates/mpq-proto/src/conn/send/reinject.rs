@@ -47,10 +47,12 @@ impl Connection {
         if !self.can_send_data(now, fi) {
             return false;
         }
-        let room = self.paths.view(fi).map_or(0, |v| v.cwnd.saturating_sub(v.bytes_in_flight));
+        let Some(fast_view) = self.paths.view(fi).copied() else { return false };
+        let room = fast_view.cwnd.saturating_sub(fast_view.bytes_in_flight);
         // What the fast path sends per second: its window per RTT.
-        let fast_rate = self.paths.view(fi).map(|v| v.cwnd as f64 / v.srtt.as_secs_f64().max(1e-6));
-        let fast_view = self.paths.view(fi).copied();
+        let fast_rate = Some(fast_view.cwnd as f64 / fast_view.srtt.as_secs_f64().max(1e-6));
+        // How long what the fast path holds takes to arrive (judged as the slow path is).
+        let fast_queue = queue_delay(&fast_view);
         let mut budget = room as usize;
         let mut queued = false;
         for qi in self.paths.slots() {
@@ -82,11 +84,10 @@ impl Connection {
             // a path the sender leaves short of data (flow control, the application)
             // measures a rate below what it drains, which made two equal 20 Mbit/s, 10 ms
             // paths with 4 ms of jitter copy each other's data in a flow-limited download.
-            let rates_apart = match (qv.delivery_rate, fast_view.and_then(|f| f.delivery_rate)) {
+            let rates_apart = match (qv.delivery_rate, fast_view.delivery_rate) {
                 (Some(slow), Some(fast)) => 2.0 * slow < fast,
                 _ => false,
             };
-            let fast_queue = fast_view.as_ref().map_or(fast_rtt, queue_delay);
             let tail_apart = queue_delay(&qv).saturating_sub(fast_queue);
             let backlogged = rates_apart && tail_apart > fast_queue && tail_apart > 4 * fast_rttvar;
             if !(qv.potentially_failed || clearly_slower || backlogged) {
@@ -95,7 +96,7 @@ impl Connection {
             // The slow path reads its own ledger for what is still in flight on it and
             // hands copies to the fast path's inbox (mail, handled at once here).
             let before = self.paths.inbox(fi).dup_chunks.len();
-            let to_id = self.paths.view(fi).map_or(u64::MAX, |v| v.id);
+            let to_id = fast_view.id;
             self.paths.post(qi).reinject = Some(ReinjectRequest { to: fi, to_id, fast_rtt, fast_rate, budget });
             self.deliver_mail_or_close(now);
             let added = self.paths.inbox(fi).dup_chunks.iter().skip(before);
