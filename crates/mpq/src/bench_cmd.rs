@@ -39,6 +39,16 @@ pub struct BenchArgs {
     /// Repetitions; the thread counts are interleaved within each.
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
+    /// CPUs to pin to, comma-separated: path thread k runs on the k-th (cycling through the
+    /// list), as the per-path runtime's `--cpus` does, and the harness's thread (with one
+    /// thread, the work itself) on the first. Default: every CPU this process may use.
+    #[arg(long, value_delimiter = ',', conflicts_with = "no_pin")]
+    pub cpus: Vec<usize>,
+    /// Leave every thread to the kernel's scheduler (unpinned). Unpinned, two path threads
+    /// woken together often shared one CPU for milliseconds on this 2-vCPU machine, and
+    /// the measured speedup wandered (README).
+    #[arg(long)]
+    pub no_pin: bool,
     /// Check every byte the receiving application reads (outside the timed work).
     #[arg(long)]
     pub verify: bool,
@@ -79,6 +89,8 @@ struct BenchReport {
     paths: usize,
     megabytes: u64,
     reps: usize,
+    /// The CPUs the threads were pinned to (empty: unpinned).
+    cpus: Vec<usize>,
     results: Vec<ThreadsResult>,
 }
 
@@ -101,9 +113,24 @@ struct Sample {
     after: Duration,
 }
 
-fn run_once(work: &str, paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sample> {
+/// One run; with `cpus`, on a thread pinned to the first of them (the harness's thread, and
+/// with one thread the receive or send work itself, then stays on one core as path threads
+/// do).
+fn run_once(work: &str, paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: bool) -> Result<Sample> {
+    let Some(&first) = cpus.first() else { return run_here(work, paths, threads, cpus, bytes, verify) };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            mpq_io::path_threads::pin_current_thread(first);
+            run_here(work, paths, threads, cpus, bytes, verify)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the benchmark's thread panicked")))
+    })
+}
+
+fn run_here(work: &str, paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: bool) -> Result<Sample> {
     Ok(if work == "send" {
-        let r = bench_send::run(paths, threads, bytes, verify)?;
+        let r = bench_send::run(paths, threads, cpus, bytes, verify)?;
         Sample {
             bytes: r.bytes,
             datagrams: r.datagrams,
@@ -113,7 +140,7 @@ fn run_once(work: &str, paths: usize, threads: usize, bytes: u64, verify: bool) 
             after: Duration::ZERO,
         }
     } else {
-        let r = bench_recv::run(paths, threads, bytes, verify)?;
+        let r = bench_recv::run(paths, threads, cpus, bytes, verify)?;
         Sample {
             bytes: r.bytes,
             datagrams: r.datagrams,
@@ -144,12 +171,23 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     if a.reps == 0 || a.megabytes == 0 {
         bail!("--reps and --megabytes must be at least 1");
     }
+    let cpus = if a.no_pin {
+        Vec::new()
+    } else if a.cpus.is_empty() {
+        mpq_io::path_threads::allowed_cpus()
+    } else {
+        let allowed = mpq_io::path_threads::allowed_cpus();
+        if let Some(c) = a.cpus.iter().find(|c| !allowed.contains(c)) {
+            bail!("--cpus: this process may not run on CPU {c} (it may use {allowed:?}); pick from those or pass --no-pin");
+        }
+        a.cpus.clone()
+    };
     let bytes = a.megabytes * 1_000_000;
     let mut runs: Vec<Vec<Sample>> = vec![Vec::new(); a.threads.len()];
     for rep in 0..a.reps {
         for (k, &t) in a.threads.iter().enumerate() {
             eprintln!("rep {}/{}: {work}, {} path(s), {t} thread(s)...", rep + 1, a.reps, a.paths);
-            runs[k].push(run_once(work, a.paths, t, bytes, a.verify)?);
+            runs[k].push(run_once(work, a.paths, t, &cpus, bytes, a.verify)?);
         }
     }
     let share = |d: Duration, r: &Sample| d.as_secs_f64() / r.busy.as_secs_f64().max(1e-9);
@@ -173,14 +211,21 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
             }
         })
         .collect();
-    let report = BenchReport { work, paths: a.paths, megabytes: a.megabytes, reps: a.reps, results };
+    let report = BenchReport { work, paths: a.paths, megabytes: a.megabytes, reps: a.reps, cpus, results };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     println!(
-        "{work} work of one connection over {} path(s), {} MB per run, medians of {}:",
-        report.paths, report.megabytes, report.reps
+        "{work} work of one connection over {} path(s), {} MB per run, medians of {}, {}:",
+        report.paths,
+        report.megabytes,
+        report.reps,
+        if report.cpus.is_empty() {
+            "threads unpinned".to_string()
+        } else {
+            format!("threads pinned to CPUs {:?}", report.cpus)
+        }
     );
     let after = if work == "send" { "" } else { "read+ACKs" };
     println!(

@@ -111,29 +111,136 @@ pub(crate) fn pattern(offset: u64) -> u8 {
     (offset % 251) as u8
 }
 
+/// What the harness tells a path thread.
+enum Order<J> {
+    /// Stay awake for the next job (untimed; see [`PathThreads::wake`]).
+    Wake,
+    /// A round's work, at the protocol time given.
+    Job(mpq_proto::Instant, J),
+}
+
+/// What a path thread answers.
+enum Answer<R> {
+    /// Awake and watching for its job.
+    Awake,
+    /// A job's result.
+    Done(R),
+}
+
 /// Path threads for the whole transfer (a runtime's threads live as long as their paths):
-/// each takes a job per round from its channel and answers on the shared one. `n` of 0
-/// starts none (the single-thread runtime).
-pub(crate) fn spawn_path_threads<'scope, 'env, J: Send + 'scope, R: Send + 'scope>(
-    scope: &'scope std::thread::Scope<'scope, 'env>,
-    n: usize,
-    work: impl Fn(mpq_proto::Instant, J) -> R + Send + Sync + Copy + 'scope,
-) -> (Vec<mpsc::Sender<(mpq_proto::Instant, J)>>, mpsc::Receiver<R>) {
-    let (done_tx, done_rx) = mpsc::channel::<R>();
-    let mut workers = Vec::new();
-    for _ in 0..n {
-        let (tx, rx) = mpsc::channel::<(mpq_proto::Instant, J)>();
-        let done = done_tx.clone();
-        scope.spawn(move || {
-            while let Ok((now, job)) = rx.recv() {
-                if done.send(work(now, job)).is_err() {
-                    break;
+/// each takes a job per round and answers on a shared channel.
+///
+/// Between rounds the threads sleep while the harness does the untimed work (the other
+/// side of the transfer). Waking a sleeping thread on this virtual machine is an interrupt
+/// between vCPUs that at times took 0.5-4 ms, in up to half of the rounds: a round-based
+/// harness's artefact (a runtime's path threads under load are busy on their sockets), and
+/// the noise that dominated the measured scaling. So before each timed round the harness
+/// wakes them ([`PathThreads::wake`], untimed) and they watch for their job, yielding the
+/// CPU between looks, until it comes.
+pub(crate) struct PathThreads<J, R> {
+    orders: Vec<mpsc::Sender<Order<J>>>,
+    answers: mpsc::Receiver<Answer<R>>,
+}
+
+impl<J, R> PathThreads<J, R> {
+    /// Path threads of the transfer: `n` of them, or none (the single-thread runtime).
+    /// Thread `k` is pinned to `cpus[k % cpus.len()]` if `cpus` is not empty.
+    pub(crate) fn spawn<'scope, 'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        n: usize,
+        cpus: &[usize],
+        work: impl Fn(mpq_proto::Instant, J) -> R + Send + Sync + Copy + 'scope,
+    ) -> Self
+    where
+        J: Send + 'scope,
+        R: Send + 'scope,
+    {
+        let (answer_tx, answers) = mpsc::channel::<Answer<R>>();
+        let mut orders = Vec::new();
+        for k in 0..n {
+            let (tx, rx) = mpsc::channel::<Order<J>>();
+            let answer = answer_tx.clone();
+            let cpu = (!cpus.is_empty()).then(|| cpus[k % cpus.len()]);
+            scope.spawn(move || {
+                if let Some(cpu) = cpu {
+                    mpq_io::path_threads::pin_current_thread(cpu);
+                }
+                path_thread(&rx, &answer, work);
+            });
+            orders.push(tx);
+        }
+        Self { orders, answers }
+    }
+
+    /// Number of path threads.
+    pub(crate) fn len(&self) -> usize {
+        self.orders.len()
+    }
+
+    /// True for the single-thread runtime (no path threads).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.orders.is_empty()
+    }
+
+    /// Wakes every path thread and returns once all are awake and watching for their job
+    /// (untimed: call before the round's clock starts).
+    pub(crate) fn wake(&self) -> Result<()> {
+        for o in &self.orders {
+            o.send(Order::Wake).map_err(|_| anyhow::anyhow!("a path thread stopped"))?;
+        }
+        for _ in 0..self.orders.len() {
+            match self.answers.recv().context("a path thread stopped")? {
+                Answer::Awake => {}
+                Answer::Done(_) => bail!("a path thread answered a job it was not given"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives thread `k` its job for the round.
+    pub(crate) fn give(&self, k: usize, now: mpq_proto::Instant, job: J) -> Result<()> {
+        self.orders[k].send(Order::Job(now, job)).map_err(|_| anyhow::anyhow!("a path thread stopped"))
+    }
+
+    /// The next result of a job given this round.
+    pub(crate) fn next_done(&self) -> Result<R> {
+        match self.answers.recv().context("a path thread stopped")? {
+            Answer::Done(r) => Ok(r),
+            Answer::Awake => bail!("a path thread woke without being asked"),
+        }
+    }
+}
+
+/// A path thread's life: sleeps for its orders; once woken, watches for its job without
+/// sleeping (yielding between looks, so the harness's own thread still runs), does it, and
+/// answers. Ends when the harness lets go of its channel.
+fn path_thread<J, R>(
+    orders: &mpsc::Receiver<Order<J>>,
+    answers: &mpsc::Sender<Answer<R>>,
+    work: impl Fn(mpq_proto::Instant, J) -> R,
+) {
+    while let Ok(order) = orders.recv() {
+        let order = match order {
+            Order::Wake => {
+                if answers.send(Answer::Awake).is_err() {
+                    return;
+                }
+                loop {
+                    match orders.try_recv() {
+                        Ok(o) => break o,
+                        Err(mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+                        Err(mpsc::TryRecvError::Disconnected) => return,
+                    }
                 }
             }
-        });
-        workers.push(tx);
+            job => job,
+        };
+        if let Order::Job(now, job) = order {
+            if answers.send(Answer::Done(work(now, job))).is_err() {
+                return;
+            }
+        }
     }
-    (workers, done_rx)
 }
 
 /// Takes the connection's lock as the per-path runtime takes its endpoint's (spinning a
@@ -252,4 +359,55 @@ pub(crate) fn path_transmits(conn: &Mutex<&mut Connection>, now: mpq_proto::Inst
         }
     }
     (building, locked, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each round: the threads are woken, each is given its job, and every result comes
+    /// back once; the threads end when the harness lets go of them.
+    #[test]
+    fn path_threads_take_one_job_per_round_after_waking() {
+        std::thread::scope(|scope| {
+            let threads = PathThreads::spawn(scope, 2, &[], |_now, x: u64| x * 10);
+            assert_eq!(threads.len(), 2);
+            for round in 0..50u64 {
+                threads.wake().expect("woken");
+                threads.give(0, mpq_proto::Instant::ZERO, round).expect("given");
+                threads.give(1, mpq_proto::Instant::ZERO, round + 1000).expect("given");
+                let mut got = vec![threads.next_done().expect("done"), threads.next_done().expect("done")];
+                got.sort_unstable();
+                assert_eq!(got, vec![round * 10, (round + 1000) * 10]);
+            }
+            // A job given without waking is done as well (the thread is asleep, not gone).
+            threads.give(1, mpq_proto::Instant::ZERO, 7).expect("given");
+            assert_eq!(threads.next_done().expect("done"), 70);
+        });
+    }
+
+    /// Pinned threads run where they were pinned (CPU 0 exists everywhere).
+    #[test]
+    fn path_threads_are_pinned_to_the_cpus_given() {
+        std::thread::scope(|scope| {
+            let threads = PathThreads::spawn(scope, 2, &[0], |_now, ()| mpq_io::path_threads::allowed_cpus());
+            threads.wake().expect("woken");
+            for k in 0..2 {
+                threads.give(k, mpq_proto::Instant::ZERO, ()).expect("given");
+            }
+            for _ in 0..2 {
+                assert_eq!(threads.next_done().expect("done"), vec![0]);
+            }
+        });
+    }
+
+    /// No path threads: the single-thread runtime, waking is a no-op.
+    #[test]
+    fn no_path_threads_wake_at_once() {
+        std::thread::scope(|scope| {
+            let threads = PathThreads::spawn(scope, 0, &[], |_now, ()| ());
+            assert!(threads.is_empty());
+            threads.wake().expect("nothing to wake");
+        });
+    }
 }

@@ -21,7 +21,9 @@
 //! [`Connection::read_chunk`], and checks them with `--verify` outside the lock, the
 //! buffers freed there), and whatever else the connection
 //! sends, follow on one thread. The lock is taken as the runtime takes it, spinning a little
-//! before sleeping (`mpq_io::spin_lock`).
+//! before sleeping (`mpq_io::spin_lock`). The path threads are woken before a round's clock
+//! starts and are pinned to CPUs, the harness's thread (and so the one-thread run) to the
+//! first (`PathThreads`).
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -33,7 +35,7 @@ use mpq_proto::testing::Pair;
 use mpq_proto::types::StreamId;
 
 use crate::bench_pair::{
-    lock, path_transmits, spawn_path_threads, take_chunks, verify_chunks, Sent, Setup, StreamFeed, ROUND_STEP,
+    lock, path_transmits, take_chunks, verify_chunks, PathThreads, Sent, Setup, StreamFeed, ROUND_STEP,
 };
 use crate::progress::Stopwatch;
 
@@ -71,7 +73,7 @@ type PathDatagrams = (u64, SocketAddr, SocketAddr, Vec<Vec<u8>>);
 
 /// Runs one transfer of `bytes` over `paths` paths with the server's receive work on
 /// `threads` threads; `verify` checks every byte the application reads.
-pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<RecvRunResult> {
+pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: bool) -> Result<RecvRunResult> {
     let mut s = Setup::new(paths)?;
     let (handle, stream) = (s.server, s.stream);
     let mut server_stream: Option<StreamId> = None;
@@ -82,8 +84,8 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
         // (One thread: the single-thread runtime, no path threads.)
         let path_threads = if threads > 1 { threads } else { 0 };
         let conn_ref = &conn;
-        let (workers, done_rx) =
-            spawn_path_threads(scope, path_threads, move |now, job| open_on_path_thread(conn_ref, now, job));
+        let workers =
+            PathThreads::spawn(scope, path_threads, cpus, move |now, job| open_on_path_thread(conn_ref, now, job));
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
         let mut result = RecvRunResult::default();
@@ -119,7 +121,9 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
                 bail!("the transfer stalled after {read} of {bytes} bytes");
             }
             result.datagrams += count;
-            // The server: everything it does with the round, timed.
+            // The server: everything it does with the round, timed (its path threads are
+            // woken first: see `PathThreads`).
+            workers.wake()?;
             let clock = Stopwatch::start();
             // (The round's buffers are freed after the clock stops: the sender allocated them.)
             let mut spent: Vec<Vec<PathDatagrams>> = Vec::new();
@@ -131,11 +135,11 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Rec
                 for (k, p) in by_path.into_iter().enumerate() {
                     groups[k % workers.len()].push(p);
                 }
-                for (w, g) in workers.iter().zip(groups) {
-                    w.send((round_now, g)).context("a path thread stopped")?;
+                for (k, g) in groups.into_iter().enumerate() {
+                    workers.give(k, round_now, g)?;
                 }
                 for _ in 0..workers.len() {
-                    let (opening, locked, buffers, sent) = done_rx.recv().context("a path thread stopped")?;
+                    let (opening, locked, buffers, sent) = workers.next_done()?;
                     result.open_outside_lock += opening;
                     result.locked += locked;
                     spent.push(buffers);

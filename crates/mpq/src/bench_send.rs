@@ -23,7 +23,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use mpq_proto::types::StreamId;
 
-use crate::bench_pair::{lock, path_transmits, read_stream, spawn_path_threads, Sent, Setup, StreamFeed, ROUND_STEP};
+use crate::bench_pair::{lock, path_transmits, read_stream, PathThreads, Sent, Setup, StreamFeed, ROUND_STEP};
 use crate::progress::Stopwatch;
 
 /// What one measured transfer gave.
@@ -46,7 +46,7 @@ pub struct SendRunResult {
 
 /// Runs one transfer of `bytes` over `paths` paths with the client's send work on
 /// `threads` threads; `verify` checks every byte the server reads.
-pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<SendRunResult> {
+pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: bool) -> Result<SendRunResult> {
     let mut s = Setup::new(paths)?;
     let (server_handle, stream) = (s.server, s.stream);
     let mut server_stream: Option<StreamId> = None;
@@ -59,13 +59,16 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sen
     std::thread::scope(|scope| -> Result<SendRunResult> {
         let path_threads = if threads > 1 { threads } else { 0 };
         let conn_ref = &conn;
-        let (workers, done_rx) =
-            spawn_path_threads(scope, path_threads, move |now, ids: Vec<u64>| path_transmits(conn_ref, now, &ids));
+        let workers = PathThreads::spawn(scope, path_threads, cpus, move |now, ids: Vec<u64>| {
+            path_transmits(conn_ref, now, &ids)
+        });
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
         let mut result = SendRunResult::default();
         let mut idle_rounds = 0;
         while read < bytes {
+            // Path threads woken before the clock starts: see `PathThreads`.
+            workers.wake()?;
             let clock = Stopwatch::start();
             let mut sent: Vec<Sent> = Vec::new();
             {
@@ -84,11 +87,11 @@ pub fn run(paths: usize, threads: usize, bytes: u64, verify: bool) -> Result<Sen
                 for (k, id) in path_ids.iter().enumerate() {
                     groups[k % workers.len()].push(*id);
                 }
-                for (w, g) in workers.iter().zip(groups) {
-                    w.send((now, g)).context("a path thread stopped")?;
+                for (k, g) in groups.into_iter().enumerate() {
+                    workers.give(k, now, g)?;
                 }
                 for _ in 0..workers.len() {
-                    let (building, locked, out) = done_rx.recv().context("a path thread stopped")?;
+                    let (building, locked, out) = workers.next_done()?;
                     result.build_outside_lock += building;
                     result.locked += locked;
                     sent.extend(out);

@@ -16,6 +16,8 @@ fn short_bench(work: &str) {
     assert!(out.status.success(), "mpq bench {work} failed: {stderr}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
     assert_eq!(report["paths"], 2);
+    // Pinned by default, to every CPU the process may use.
+    assert!(report["cpus"].as_array().is_some_and(|c| !c.is_empty()), "{report}");
     assert_eq!(report["work"], work);
     let results = report["results"].as_array().expect("results");
     let threads: Vec<u64> = results.iter().map(|r| r["threads"].as_u64().expect("threads")).collect();
@@ -48,4 +50,28 @@ fn bench_receive_rejects_more_threads_than_paths() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--threads takes counts between 1 and --paths (2)"), "{stderr}");
+}
+
+#[test]
+fn bench_receive_runs_unpinned_with_no_pin() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mpq"))
+        .args(["bench", "receive", "--paths", "2", "--threads", "2", "--megabytes", "1", "--reps", "1"])
+        .args(["--verify", "--json", "--no-pin"])
+        .output()
+        .expect("run mpq");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    assert_eq!(report["cpus"], serde_json::json!([]));
+    assert!(report["results"][0]["gbit_per_s"].as_f64().is_some_and(|g| g > 0.0), "{report}");
+}
+
+#[test]
+fn bench_rejects_a_cpu_the_process_may_not_use() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mpq"))
+        .args(["bench", "send", "--cpus", "0,4000", "--megabytes", "1"])
+        .output()
+        .expect("run mpq");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("this process may not run on CPU 4000"), "{stderr}");
 }

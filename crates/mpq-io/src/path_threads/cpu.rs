@@ -22,6 +22,14 @@ pub fn pin_current_thread(cpu: usize) {
     }
 }
 
+/// The CPUs the calling thread may run on, in order (empty if the kernel does not say).
+pub fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -37,6 +45,20 @@ mod tests {
         std::hint::black_box(x);
         let t1 = thread_cpu_time();
         assert!(t1 > t0, "work: {t0:?} -> {t1:?}");
+    }
+
+    /// The CPUs allowed include the one this thread runs on; pinned to the first of them,
+    /// it is the only one left.
+    #[test]
+    fn allowed_cpus_lists_what_pinning_then_narrows() {
+        std::thread::spawn(|| {
+            let all = allowed_cpus();
+            assert!(!all.is_empty());
+            pin_current_thread(all[0]);
+            assert_eq!(allowed_cpus(), vec![all[0]]);
+        })
+        .join()
+        .expect("thread");
     }
 
     /// A thread pinned to the CPU it may use runs there (CPU 0 exists everywhere).

@@ -30,7 +30,7 @@ use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 
 use crate::{Clock, Driver, LoopStats, UdpSocket};
 
-pub use cpu::{pin_current_thread, thread_cpu_time};
+pub use cpu::{allowed_cpus, pin_current_thread, thread_cpu_time};
 pub use handle::{Runtime, RuntimeGuard};
 
 /// What the runtime with a thread per path drives: a [`Driver`] (an endpoint and its
