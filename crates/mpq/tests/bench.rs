@@ -3,7 +3,12 @@
 //! receive (or send) work runs on one and on two path threads, every byte checked, the JSON
 //! report complete.
 
-use std::process::Command;
+use std::process::{Command, Output};
+
+/// Runs `mpq` with `args`.
+fn mpq(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mpq")).args(args).output().expect("run mpq")
+}
 
 /// Runs `mpq bench WORK` over 2 paths on 1 and 2 threads and checks its report.
 fn short_bench(work: &str) {
@@ -43,10 +48,7 @@ fn bench_send_runs_on_one_and_two_path_threads_and_delivers_every_byte() {
 
 #[test]
 fn bench_receive_rejects_more_threads_than_paths() {
-    let out = Command::new(env!("CARGO_BIN_EXE_mpq"))
-        .args(["bench", "receive", "--paths", "2", "--threads", "1,3"])
-        .output()
-        .expect("run mpq");
+    let out = mpq(&["bench", "receive", "--paths", "2", "--threads", "1,3"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--threads takes counts between 1 and --paths (2)"), "{stderr}");
@@ -54,11 +56,21 @@ fn bench_receive_rejects_more_threads_than_paths() {
 
 #[test]
 fn bench_receive_runs_unpinned_with_no_pin() {
-    let out = Command::new(env!("CARGO_BIN_EXE_mpq"))
-        .args(["bench", "receive", "--paths", "2", "--threads", "2", "--megabytes", "1", "--reps", "1"])
-        .args(["--verify", "--json", "--no-pin"])
-        .output()
-        .expect("run mpq");
+    let out = mpq(&[
+        "bench",
+        "receive",
+        "--paths",
+        "2",
+        "--threads",
+        "2",
+        "--megabytes",
+        "1",
+        "--reps",
+        "1",
+        "--verify",
+        "--json",
+        "--no-pin",
+    ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
     assert_eq!(report["cpus"], serde_json::json!([]));
@@ -67,10 +79,7 @@ fn bench_receive_runs_unpinned_with_no_pin() {
 
 #[test]
 fn bench_rejects_a_cpu_the_process_may_not_use() {
-    let out = Command::new(env!("CARGO_BIN_EXE_mpq"))
-        .args(["bench", "send", "--cpus", "0,4000", "--megabytes", "1"])
-        .output()
-        .expect("run mpq");
+    let out = mpq(&["bench", "send", "--cpus", "0,4000", "--megabytes", "1"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("this process may not run on CPU 4000"), "{stderr}");
