@@ -406,3 +406,29 @@ fn a_held_first_flight_waits_for_the_early_data() {
     c.hold_first_flight(true);
     assert!(!c.first_flight_held(), "a connection that sent cannot be held");
 }
+
+/// A runtime with a thread per path asks each path what it sends
+/// (`poll_path_transmit`): a held first flight sends nothing that way either, and the
+/// connection does not ask to be woken for it; let go, path 0 sends the ClientHello.
+#[test]
+fn a_held_first_flight_is_held_on_the_per_path_entry_too() {
+    let (cc, sc) = zero_rtt_configs(TransportConfig::default());
+    first_connection(&cc, &sc);
+    let mut pair = Pair::from_configs(&cc, sc);
+    let (h, now) = (pair.client_conn, pair.now);
+    let c = pair.client.connection_mut(h).expect("client");
+    c.hold_first_flight(true);
+    let mut buf = Vec::new();
+    assert!(matches!(c.poll_path_transmit(now, 0, &mut buf), PathTransmit::Idle));
+    assert!(buf.is_empty());
+    let id = c.open_stream(Dir::Bi).expect("stream");
+    c.write(id, b"early").expect("write");
+    assert!(!c.wants_to_send(), "a held flight has nothing to wake a path thread for");
+    c.hold_first_flight(false);
+    assert!(c.wants_to_send());
+    match c.poll_path_transmit(now, 0, &mut buf) {
+        PathTransmit::Ready(t) => assert!(t.size >= 1200, "the Initial is padded: {}", t.size),
+        PathTransmit::Batch(_) => {}
+        _ => panic!("the ClientHello should leave once let go"),
+    }
+}

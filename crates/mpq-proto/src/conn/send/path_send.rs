@@ -72,6 +72,10 @@ impl Connection {
             State::Closing { .. } => return self.poll_close(now, buf).map_or(PathTransmit::Idle, PathTransmit::Ready),
             _ => {}
         }
+        if self.shared.zero_rtt.flight_held {
+            // (As in `poll_transmit`: a held first flight waits for the application.)
+            return PathTransmit::Idle;
+        }
         let Some(pi) = self.path_index(path_id) else { return PathTransmit::Gone };
         if let Some(t) = self.before_paths_send(now, buf) {
             return PathTransmit::Ready(t);
@@ -170,7 +174,8 @@ impl Connection {
 
     /// New application data waits to be sent (stream data, DATAGRAM frames, connection-wide
     /// control frames), for a runtime deciding whether to wake path threads.
+    /// False while the first flight is held: nothing leaves before the application lets it.
     pub fn wants_to_send(&self) -> bool {
-        self.wants_to_send_data()
+        !self.shared.zero_rtt.flight_held && self.wants_to_send_data()
     }
 }
