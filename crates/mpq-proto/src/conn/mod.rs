@@ -52,6 +52,7 @@ mod qlog;
 mod recv;
 mod recv_arena;
 mod recv_batch;
+mod recv_join;
 mod recv_run;
 mod reset;
 mod retry;
@@ -116,6 +117,9 @@ pub(crate) struct TouchCounts {
     pub recv_general: u64,
     /// Seats a path took at the board to open a run of datagrams alone.
     pub recv_seats: u64,
+    /// Stream data pieces the shared side checked and kept from packets opened alone
+    /// (fewer than their STREAM frames: a run's frames are joined, `recv_join.rs`).
+    pub recv_stream_pieces: u64,
     /// Send batches that leased the 1-RTT keys.
     pub send_leases: u64,
     /// Send batches a path started alone, holding nothing of the connection

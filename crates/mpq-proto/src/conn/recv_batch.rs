@@ -63,37 +63,37 @@ pub(super) struct OpenedAt {
     pub(super) own: OwnFrames,
 }
 
-impl OpenedAt {
-    /// The opened packet as it lies in its datagram `d`.
-    pub(super) fn in_datagram(self, d: &[u8]) -> Opened<'_> {
-        Opened {
-            path_id: self.path_id,
-            pn: self.pn,
-            payload: &d[self.payload],
-            len: d.len(),
-            dcid: self.dcid,
-            own: self.own,
-        }
+/// The packets opened in a batch, and the datagram each lies in (read-only once opened),
+/// inline up to the largest GRO batch (64 segments), so a batch allocates nothing. The
+/// shared side applies them where they are: an opened packet is large (its path's ACK fates
+/// and STREAM frames inline), and each move of it under the connection's lock cost about
+/// as much as its bookkeeping there.
+#[derive(Default)]
+pub(super) struct OpenedBatch<'a> {
+    pub(super) packets: SmallVec<[OpenedAt; 64]>,
+    pub(super) datagrams: SmallVec<[&'a [u8]; 64]>,
+}
+
+impl<'a> OpenedBatch<'a> {
+    /// Adds packet `o`, opened in datagram `d`.
+    pub(super) fn push(&mut self, o: OpenedAt, d: &'a [u8]) {
+        self.packets.push(o);
+        self.datagrams.push(d);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.packets.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.packets.len()
+    }
+
+    fn clear(&mut self) {
+        self.packets.clear();
+        self.datagrams.clear();
     }
 }
-
-/// A packet opened by its path; its frames wait for the shared side.
-pub(super) struct Opened<'a> {
-    pub(super) path_id: u64,
-    pub(super) pn: u64,
-    /// Plaintext frames.
-    pub(super) payload: &'a [u8],
-    /// The packet's size on the wire (the whole datagram: a short header runs to its end),
-    /// for qlog.
-    pub(super) len: usize,
-    pub(super) dcid: ConnectionId,
-    /// What the path did with its own frames.
-    pub(super) own: OwnFrames,
-}
-
-/// The packets opened in a batch, inline up to the largest GRO batch (64 segments), so a
-/// batch allocates nothing.
-pub(super) type OpenedBatch<'a> = SmallVec<[Opened<'a>; 64]>;
 
 /// Why a datagram left the batch.
 pub(super) enum NotOpened {
@@ -151,7 +151,7 @@ impl Connection {
         };
         super::touch!(self, recv_batches);
         let ecn_bits = ecn.and_then(Ecn::from_bits);
-        let mut opened: OpenedBatch<'_> = SmallVec::new();
+        let mut opened = OpenedBatch::default();
         let mut route: Option<Route> = None;
         // The path opening the current run of datagrams, checked out with its seat (one per
         // run: a GRO batch is usually one path's), back before anything else runs.
@@ -160,7 +160,7 @@ impl Connection {
         let mut left: usize = datagrams.iter().map(|d| d.len()).sum();
         for d in datagrams.iter_mut() {
             if self.shared.state == State::Drained {
-                self.end_run(&mut run, &mut opened);
+                self.end_run(&mut run, &mut opened.packets);
                 return;
             }
             let d: &mut [u8] = d;
@@ -171,13 +171,13 @@ impl Connection {
                     super::touch!(self, recv_opened);
                     self.shared.stats.rx_datagrams += 1;
                     // The datagram is the packet's from now on (read-only).
-                    opened.push(o.in_datagram(d));
+                    opened.push(o, d);
                 }
                 // A duplicate: dropped without a word, as the general path does.
                 Err(NotOpened::Dropped) => self.shared.stats.rx_datagrams += 1,
                 Err(NotOpened::General) => {
                     super::touch!(self, recv_general);
-                    self.end_run(&mut run, &mut opened);
+                    self.end_run(&mut run, &mut opened.packets);
                     self.apply_opened(now, ecn_bits, &mut opened);
                     self.handle_datagram_one(now, local, remote, ecn, d);
                     // The general path may have changed what the batch relied on: the routes,
@@ -191,13 +191,13 @@ impl Connection {
                 }
                 Err(NotOpened::Error(e)) => {
                     self.shared.stats.rx_datagrams += 1;
-                    self.end_run(&mut run, &mut opened);
+                    self.end_run(&mut run, &mut opened.packets);
                     self.apply_opened(now, ecn_bits, &mut opened);
                     self.host().close_with_error(now, e);
                 }
             }
         }
-        self.end_run(&mut run, &mut opened);
+        self.end_run(&mut run, &mut opened.packets);
         self.apply_opened(now, ecn_bits, &mut opened);
         self.after_datagrams(now);
     }
@@ -205,13 +205,14 @@ impl Connection {
     /// The path that opened the last run of datagrams comes back: the stream data it copied
     /// goes to the run's packets (from `opened[first..]`), and it publishes what its work
     /// changed and is checked in.
-    pub(super) fn end_run(&mut self, run: &mut Option<OpenRun>, opened: &mut [Opened<'_>]) {
+    pub(super) fn end_run(&mut self, run: &mut Option<OpenRun>, opened: &mut [OpenedAt]) {
         if let Some(OpenRun { mut half, seat, first }) = run.take() {
             half.path.recv_arena.finish(|bufs| {
                 for o in opened.iter_mut().skip(first) {
                     o.own.attach_run(bufs);
                 }
             });
+            super::recv_join::join_stream_pieces(opened.iter_mut().skip(first).map(|o| &mut o.own));
             seat.give_back(self.paths.board_mut(), &half.path);
             self.paths.check_in(half);
         }
@@ -281,7 +282,7 @@ impl Connection {
             return Err(NotOpened::General);
         }
         if run.as_ref().is_some_and(|o| o.half.slot != r.slot) {
-            self.end_run(run, opened);
+            self.end_run(run, &mut opened.packets);
         }
         if run.is_none() {
             if self.paths.get(r.slot).is_none_or(|p| p.id != r.path_id) {
@@ -389,6 +390,23 @@ impl Connection {
         if opened.is_empty() {
             return;
         }
+        self.apply_opened_in(now, ecn, &mut opened.packets, &opened.datagrams);
+        opened.clear();
+    }
+
+    /// [`Connection::apply_opened`] on packets `opened`, the `k`-th opened in datagram
+    /// `datagrams[k]`.
+    pub(super) fn apply_opened_in(
+        &mut self,
+        now: Instant,
+        ecn: Option<Ecn>,
+        opened: &mut [OpenedAt],
+        datagrams: &[&[u8]],
+    ) {
+        debug_assert_eq!(opened.len(), datagrams.len());
+        if opened.is_empty() {
+            return;
+        }
         super::touch!(self, recv_applies);
         self.shared.idle_anchor = now;
         self.shared.idle_anchor_from_recv = true;
@@ -396,7 +414,7 @@ impl Connection {
         let mut recorded: SmallVec<[usize; 2]> = SmallVec::new();
         // By reference: an opened packet is large (its path's ACK fates inline), and moving
         // each out of the batch cost as much as the packet's stream data copy.
-        for o in opened.iter_mut() {
+        for (o, d) in opened.iter_mut().zip(datagrams) {
             let skip = match self.shared.state {
                 State::Established | State::Handshake => false,
                 State::Closing { .. } => {
@@ -422,7 +440,7 @@ impl Connection {
                 continue;
             };
             let Some((mut host, path)) = self.host_for(pi) else { continue };
-            if host.apply_opened_packet(now, path, pi, o, ecn) && !recorded.contains(&pi) {
+            if host.apply_opened_packet(now, path, pi, (o, d), ecn) && !recorded.contains(&pi) {
                 recorded.push(pi);
             }
             // One thread: what the packet's frames asked of other paths and of the whole
@@ -434,7 +452,6 @@ impl Connection {
         for slot in recorded {
             self.paths.publish_offer(slot);
         }
-        opened.clear();
     }
 }
 
@@ -459,6 +476,7 @@ impl Host<'_> {
                 }
                 Walked::Stream(s) => {
                     let Some(piece) = s.data else { continue };
+                    super::touch!(self, recv_stream_pieces);
                     // Checked now; stored with the frames that continue it
                     // ([`crate::stream::Streams::flush_pieces`]).
                     self.shared
@@ -480,9 +498,10 @@ impl Host<'_> {
         now: Instant,
         path: &mut PathState,
         slot: usize,
-        o: &mut Opened<'_>,
+        (o, d): (&mut OpenedAt, &[u8]),
         ecn: Option<Ecn>,
     ) -> bool {
+        let payload = &d[o.payload.clone()];
         let mut fates = o.own.fates.drain(..);
         self.on_packet_received(now, path, slot);
         self.shared.packets_in_phase += 1;
@@ -500,11 +519,13 @@ impl Host<'_> {
         } else {
             // Whatever these frames do to a stream follows the data held back before them.
             self.shared.streams.flush_pieces();
-            self.process_frames(now, Level::OneRtt, path, slot, &o.dcid, o.payload, Some((o.own.walked, &mut fates)))
+            self.process_frames(now, Level::OneRtt, path, slot, &o.dcid, payload, Some((o.own.walked, &mut fates)))
         };
         match processed {
             Ok(ack_eliciting) => {
-                self.shared.qlog_packet_received(now, Level::OneRtt, o.path_id, o.pn, o.len, o.payload);
+                // (The packet's size on the wire is its datagram's: a short header runs to
+                // the end.)
+                self.shared.qlog_packet_received(now, Level::OneRtt, o.path_id, o.pn, d.len(), payload);
                 if ack_eliciting {
                     path.last_eliciting_recv = Some(now);
                 }

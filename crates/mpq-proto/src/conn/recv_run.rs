@@ -24,21 +24,8 @@ use crate::recovery::received::Ecn;
 use crate::time::Instant;
 
 use super::board::Seat;
-use super::recv_batch::{NotOpened, OpenRun, OpenedAt, OpenedBatch, RecvLease};
+use super::recv_batch::{NotOpened, OpenRun, OpenedAt, RecvLease};
 use super::Connection;
-
-/// What became of one datagram of a run.
-// The opened packet is the usual outcome and is moved once: boxing it would cost an
-// allocation per packet.
-#[allow(clippy::large_enum_variant)]
-enum Outcome {
-    /// Opened by the path; its frames wait for the shared side.
-    Opened(OpenedAt),
-    /// A duplicate, dropped.
-    Dropped,
-    /// A connection error (the connection closes when the run ends).
-    Error(TransportError),
-}
 
 /// One path's run of received datagrams, checked out of its connection to be opened on
 /// another thread. Holds nothing of the connection: it is `Send`. Must go back through
@@ -56,15 +43,22 @@ pub struct RecvRun {
     cids: SmallVec<[ConnectionId; 4]>,
     /// A cleared fixed bit is allowed (we advertised grease_quic_bit, RFC 9287 §3).
     grease_ok: bool,
-    /// What became of each datagram opened so far, in order.
-    outcomes: Vec<Outcome>,
-    /// The run stopped before datagram `outcomes.len()`: it and the rest need the connection.
+    /// The packets opened so far, in order; their frames wait for the shared side.
+    opened: Vec<OpenedAt>,
+    /// The datagram each of `opened` lies in (its index in the run's slice).
+    opened_in: Vec<usize>,
+    /// Datagrams handled so far (opened, dropped as duplicates, or the one in error).
+    handled: usize,
+    /// A connection error in datagram `handled - 1` (the connection closes when the run
+    /// ends, after the packets before it are applied).
+    error: Option<TransportError>,
+    /// The run stopped before datagram `handled`: it and the rest need the connection.
     stopped: bool,
 }
 
 impl std::fmt::Debug for RecvRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecvRun").field("handled", &self.outcomes.len()).field("stopped", &self.stopped).finish()
+        f.debug_struct("RecvRun").field("handled", &self.handled).field("stopped", &self.stopped).finish()
     }
 }
 
@@ -83,11 +77,12 @@ impl RecvRun {
     /// how many are handled (opened or dropped); pass the same slice to
     /// [`Connection::end_recv_run`].
     pub fn open(&mut self, now: Instant, datagrams: &mut [&mut [u8]]) -> usize {
-        let Some(OpenRun { half, seat, .. }) = self.run.as_mut() else { return self.outcomes.len() };
-        let start = self.outcomes.len();
+        let Some(OpenRun { half, seat, .. }) = self.run.as_mut() else { return self.handled };
+        let start = self.handled;
+        let first_new = self.opened.len();
         // Bytes of the datagrams not opened yet: how much stream data the run may still bring.
         let mut left: usize = datagrams.iter().skip(start).map(|d| d.len()).sum();
-        for d in datagrams.iter_mut().skip(start) {
+        for (k, d) in datagrams.iter_mut().enumerate().skip(start) {
             if self.stopped {
                 break;
             }
@@ -104,27 +99,30 @@ impl RecvRun {
             };
             match half.path.open_packet(now, &self.lease, (self.remote, self.ecn), d, seat, hint) {
                 Ok((pn, payload, own)) => {
-                    self.outcomes.push(Outcome::Opened(OpenedAt { path_id: half.path.id, pn, payload, dcid, own }))
+                    self.opened.push(OpenedAt { path_id: half.path.id, pn, payload, dcid, own });
+                    self.opened_in.push(k);
+                    self.handled += 1;
                 }
-                Err(NotOpened::Dropped) => self.outcomes.push(Outcome::Dropped),
+                Err(NotOpened::Dropped) => self.handled += 1,
                 Err(NotOpened::General) => self.stopped = true,
                 Err(NotOpened::Error(e)) => {
-                    self.outcomes.push(Outcome::Error(e));
+                    self.error = Some(e);
+                    self.handled += 1;
                     self.stopped = true;
                 }
             }
         }
         // The run's stream data goes to its packets; the path holds no buffer between runs
         // (`recv_arena.rs`).
-        let outcomes = &mut self.outcomes[start..];
+        let opened = &mut self.opened[first_new..];
         half.path.recv_arena.finish(|bufs| {
-            for o in outcomes {
-                if let Outcome::Opened(o) = o {
-                    o.own.attach_run(bufs);
-                }
+            for o in opened.iter_mut() {
+                o.own.attach_run(bufs);
             }
         });
-        self.outcomes.len()
+        // Here, off the connection's lock, rather than frame by frame under it.
+        super::recv_join::join_stream_pieces(opened.iter_mut().map(|o| &mut o.own));
+        self.handled
     }
 }
 
@@ -155,7 +153,10 @@ impl Connection {
             ecn,
             cids,
             grease_ok: self.shared.config.grease_quic_bit,
-            outcomes: Vec::new(),
+            opened: Vec::new(),
+            opened_in: Vec::new(),
+            handled: 0,
+            error: None,
             stopped: false,
         })
     }
@@ -172,25 +173,24 @@ impl Connection {
         self.deliver_mail_or_close(now);
         super::touch!(self, recv_batches);
         let remote = run.remote;
-        let outcomes = std::mem::take(&mut run.outcomes);
         let ecn_bits = ecn.and_then(Ecn::from_bits);
-        let (done, rest) = datagrams.split_at_mut(outcomes.len().min(datagrams.len()));
-        let mut opened: OpenedBatch<'_> = SmallVec::new();
-        for (outcome, d) in outcomes.into_iter().zip(done.iter()) {
-            self.shared.stats.rx_datagrams += 1;
-            match outcome {
-                Outcome::Opened(o) => {
-                    super::touch!(self, recv_opened);
-                    opened.push(o.in_datagram(d));
-                }
-                Outcome::Dropped => {}
-                Outcome::Error(e) => {
-                    self.apply_opened(now, ecn_bits, &mut opened);
-                    self.host().close_with_error(now, e);
-                }
-            }
+        let (done, rest) = datagrams.split_at_mut(run.handled.min(datagrams.len()));
+        self.shared.stats.rx_datagrams += done.len() as u64;
+        // The opened packets are applied where the run keeps them, each with its datagram
+        // (read-only from now on). (Every index is below `handled`; a shorter slice than
+        // `open` was given would leave the packets past its end unapplied.)
+        let datagrams_of: SmallVec<[&[u8]; 64]> =
+            run.opened_in.iter().map_while(|&k| done.get(k).map(|d| &**d)).collect();
+        let n = datagrams_of.len();
+        #[cfg(debug_assertions)]
+        {
+            self.shared.touches.recv_opened += n as u64;
         }
-        self.apply_opened(now, ecn_bits, &mut opened);
+        self.apply_opened_in(now, ecn_bits, &mut run.opened[..n], &datagrams_of);
+        if let Some(e) = run.error.take() {
+            // (The run stopped at it: every packet opened before it was applied.)
+            self.host().close_with_error(now, e);
+        }
         if rest.is_empty() {
             self.after_datagrams(now);
         } else {

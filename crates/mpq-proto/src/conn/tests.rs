@@ -615,6 +615,10 @@ fn bulk_transfer_meets_the_shared_state_once_per_batch() {
         // Each run of datagrams to one path was opened at one seat taken from the board.
         let seats = rx.recv_seats - before_rx.recv_seats;
         assert!(seats > 0 && seats <= batches + general, "{seats} seats: {what}");
+        // A run's STREAM frames, one stream's consecutive bytes, were joined by the path:
+        // the shared side checked about one piece per run, not one per packet.
+        let pieces = rx.recv_stream_pieces - before_rx.recv_stream_pieces;
+        assert!(pieces > 0 && pieces <= seats + general, "{pieces} stream pieces, {seats} runs: {what}");
         // Only the first packets of a new key phase (and a straggler of the handshake, such
         // as the packet carrying HANDSHAKE_DONE's acknowledgement) went the general way.
         let updates = client(&mut pair).stats().key_updates;

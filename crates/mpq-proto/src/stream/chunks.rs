@@ -133,7 +133,15 @@ pub struct ChunkStore {
     pinned: usize,
     /// Pieces held per buffer.
     backings: FxHashMap<usize, (usize, u32)>,
+    /// The piece list of the last run read to its end, empty, for the next new run: with
+    /// two paths a stream's data arrives as interleaved runs, one new run per batch, and
+    /// each took an allocation under the connection's lock (a path thread's) that the
+    /// reading thread freed. Kept only while small ([`SPARE_MAX`]).
+    spare: Option<VecDeque<Piece>>,
 }
+
+/// The largest piece list (in pieces) kept for reuse: a few kB.
+const SPARE_MAX: usize = 64;
 
 impl ChunkStore {
     /// An empty store whose next byte to read is at `offset`.
@@ -271,7 +279,7 @@ impl ChunkStore {
             r.end += len;
             return;
         }
-        let mut pieces = VecDeque::with_capacity(4);
+        let mut pieces = self.spare.take().unwrap_or_else(|| VecDeque::with_capacity(4));
         pieces.push_back(piece);
         self.runs.insert(at, Run { pieces, len, end: at + len });
     }
@@ -312,7 +320,10 @@ impl ChunkStore {
         };
         run.len -= out.len() as u64;
         if run.pieces.is_empty() {
-            entry.remove();
+            let pieces = entry.remove().pieces;
+            if pieces.capacity() <= SPARE_MAX {
+                self.spare = Some(pieces);
+            }
         }
         if let Some(b) = gone {
             self.pieces -= 1;
@@ -452,5 +463,37 @@ mod tests {
         assert_eq!(s.buffered(), 30);
         assert_eq!(&s.read_chunk(100).expect("data")[..], &data[20..]);
         assert!(s.read_chunk(100).is_none());
+    }
+
+    /// Two paths' data interleaved (a new run per batch): the piece list of a run read to
+    /// its end serves the next new run, and the data comes out whole and in order.
+    #[test]
+    fn a_run_read_to_its_end_lends_its_piece_list_to_the_next() {
+        let data: Vec<u8> = (0..6000u32).map(|i| (i % 251) as u8).collect();
+        let mut s = ChunkStore::default();
+        let mut out = Vec::new();
+        for k in 0..3 {
+            // This round's two batches: the second path's first (a gap), then the first's.
+            let (a, ab) = arena(&data[k * 2000..k * 2000 + 1000]);
+            let (b, bb) = arena(&data[k * 2000 + 1000..k * 2000 + 2000]);
+            s.insert((k * 2000 + 1000) as u64, b, bb);
+            if k > 0 {
+                assert!(s.spare.is_none(), "round {k}: the new run took the spare list");
+            }
+            s.insert((k * 2000) as u64, a, ab);
+            out.extend(read_all(&mut s));
+            assert!(s.spare.is_some(), "round {k}: the runs read to their end leave a list");
+            assert!(s.runs.is_empty());
+        }
+        assert_eq!(out, data);
+        // A list grown past the bound is not kept.
+        let mut s = ChunkStore::default();
+        for k in 0..(2 * SPARE_MAX) {
+            let (b, bb) = arena(&data[k..k + 1]);
+            s.put(k as u64, b, bb);
+        }
+        s.contiguous_end = 2 * SPARE_MAX as u64;
+        assert_eq!(read_all(&mut s).len(), 2 * SPARE_MAX);
+        assert!(s.spare.is_none());
     }
 }
