@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use std::time::Duration;
 
+use crate::bench_copy;
 use crate::bench_recv;
 use crate::bench_send;
 
@@ -79,6 +80,13 @@ struct ThreadsResult {
     after_share: f64,
     /// Every run's goodput, Gbit/s, in order.
     runs_gbit_per_s: Vec<f64>,
+    /// The machine's reference, run right after each run with the same threads on the same
+    /// CPUs: median Gbit/s of copying as many bytes through each path's round-sized
+    /// buffers (`bench_copy.rs`).
+    copy_gbit_per_s: f64,
+    /// The copy reference relative to its first thread count: what the machine's shared
+    /// memory lets a memory-bound job gain from the threads.
+    copy_speedup: f64,
 }
 
 /// The report of `mpq bench receive` or `send`.
@@ -184,21 +192,26 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     };
     let bytes = a.megabytes * 1_000_000;
     let mut runs: Vec<Vec<Sample>> = vec![Vec::new(); a.threads.len()];
+    let mut copies: Vec<Vec<f64>> = vec![Vec::new(); a.threads.len()];
     for rep in 0..a.reps {
         for (k, &t) in a.threads.iter().enumerate() {
             eprintln!("rep {}/{}: {work}, {} path(s), {t} thread(s)...", rep + 1, a.reps, a.paths);
             runs[k].push(run_once(work, a.paths, t, &cpus, bytes, a.verify)?);
+            let (took, _) = bench_copy::copy_run(a.paths, t, &cpus, bytes, bench_copy::PATH_BUFFER);
+            copies[k].push(bytes as f64 * 8.0 / took.as_secs_f64().max(1e-9) / 1e9);
         }
     }
+    let copy_base = median(copies[0].clone());
     let share = |d: Duration, r: &Sample| d.as_secs_f64() / r.busy.as_secs_f64().max(1e-9);
     let gbit = |r: &Sample| r.bytes as f64 * 8.0 / r.busy.as_secs_f64().max(1e-9) / 1e9;
     let base = median(runs[0].iter().map(gbit).collect());
     let results: Vec<ThreadsResult> = a
         .threads
         .iter()
-        .zip(&runs)
-        .map(|(&threads, rs)| {
+        .zip(runs.iter().zip(copies))
+        .map(|(&threads, (rs, cs))| {
             let g = median(rs.iter().map(gbit).collect());
+            let copy = median(cs);
             ThreadsResult {
                 threads,
                 gbit_per_s: g,
@@ -208,6 +221,8 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
                 locked_share: median(rs.iter().map(|r| share(r.locked, r)).collect()),
                 after_share: median(rs.iter().map(|r| share(r.after, r)).collect()),
                 runs_gbit_per_s: rs.iter().map(gbit).collect(),
+                copy_gbit_per_s: copy,
+                copy_speedup: copy / copy_base.max(1e-12),
             }
         })
         .collect();
@@ -229,21 +244,27 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     );
     let after = if work == "send" { "" } else { "read+ACKs" };
     println!(
-        "{:>8} {:>10} {:>12} {:>9} {:>10} {:>8} {:>12}",
-        "threads", "Gbit/s", "packets/s", "speedup", "unlocked", "locked", after
+        "{:>8} {:>10} {:>12} {:>9} {:>10} {:>8} {:>12} {:>10}",
+        "threads", "Gbit/s", "packets/s", "speedup", "unlocked", "locked", after, "copy ref"
     );
     for r in &report.results {
         println!(
-            "{:>8} {:>10.2} {:>12.0} {:>8.2}x {:>9.0}% {:>7.0}% {:>11.0}%",
+            "{:>8} {:>10.2} {:>12.0} {:>8.2}x {:>9.0}% {:>7.0}% {:>11.0}% {:>9.2}x",
             r.threads,
             r.gbit_per_s,
             r.packets_per_s,
             r.speedup,
             r.outside_lock_share * 100.0,
             r.locked_share * 100.0,
-            r.after_share * 100.0
+            r.after_share * 100.0,
+            r.copy_speedup
         );
     }
+    println!(
+        "(copy ref: the machine's reference, run after each run with the same threads on the same CPUs: \
+         the speedup of copying as many bytes through each path's round-sized buffers, a job bound by \
+         the memory the cores share)"
+    );
     if work == "send" {
         println!(
             "(unlocked, locked: time the path threads spent building batches outside the connection's \

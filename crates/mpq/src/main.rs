@@ -10,6 +10,7 @@ mod api_client;
 mod api_paths;
 mod api_runtime;
 mod bench_cmd;
+mod bench_copy;
 mod bench_pair;
 mod bench_recv;
 mod bench_send;

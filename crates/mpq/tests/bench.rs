@@ -1,7 +1,7 @@
 //! `mpq bench receive` and `mpq bench send` in their short form (issue C2 asks CI to catch
 //! breakage of the benchmarks, with no timing assertions): a real two-path transfer whose
 //! receive (or send) work runs on one and on two path threads, every byte checked, the JSON
-//! report complete.
+//! report complete (with the machine's copy reference).
 
 use std::process::{Command, Output};
 
@@ -31,7 +31,11 @@ fn short_bench(work: &str) {
         assert!(r["gbit_per_s"].as_f64().is_some_and(|g| g > 0.0), "{r}");
         assert!(r["packets_per_s"].as_f64().is_some_and(|p| p > 0.0), "{r}");
         assert_eq!(r["runs_gbit_per_s"].as_array().map(Vec::len), Some(1), "{r}");
+        // The machine's copy reference ran beside each thread count.
+        assert!(r["copy_gbit_per_s"].as_f64().is_some_and(|g| g > 0.0), "{r}");
     }
+    assert_eq!(results[0]["copy_speedup"].as_f64(), Some(1.0), "relative to the first count");
+    assert!(results[1]["copy_speedup"].as_f64().is_some_and(|s| s > 0.0), "{}", results[1]);
     // The path threads opened datagrams (or built batches) outside the connection's lock.
     assert!(results[1]["outside_lock_share"].as_f64().is_some_and(|s| s > 0.0), "{}", results[1]);
 }
