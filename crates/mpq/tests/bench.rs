@@ -10,13 +10,30 @@ fn mpq(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mpq")).args(args).output().expect("run mpq")
 }
 
+/// Runs `mpq` with `args`, which it must refuse with a message containing `says`.
+fn refused(args: &[&str], says: &str) {
+    let out = mpq(args);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(says), "{stderr}");
+}
+
 /// Runs `mpq bench WORK` over 2 paths on 1 and 2 threads and checks its report.
 fn short_bench(work: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mpq"))
-        .args(["bench", work, "--paths", "2", "--threads", "1,2", "--megabytes", "3", "--reps", "1"])
-        .args(["--verify", "--json"])
-        .output()
-        .expect("run mpq");
+    let out = mpq(&[
+        "bench",
+        work,
+        "--paths",
+        "2",
+        "--threads",
+        "1,2",
+        "--megabytes",
+        "3",
+        "--reps",
+        "1",
+        "--verify",
+        "--json",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "mpq bench {work} failed: {stderr}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
@@ -52,10 +69,10 @@ fn bench_send_runs_on_one_and_two_path_threads_and_delivers_every_byte() {
 
 #[test]
 fn bench_receive_rejects_more_threads_than_paths() {
-    let out = mpq(&["bench", "receive", "--paths", "2", "--threads", "1,3"]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--threads takes counts between 1 and --paths (2)"), "{stderr}");
+    refused(
+        &["bench", "receive", "--paths", "2", "--threads", "1,3"],
+        "--threads takes counts between 1 and --paths (2)",
+    );
 }
 
 #[test]
@@ -83,8 +100,5 @@ fn bench_receive_runs_unpinned_with_no_pin() {
 
 #[test]
 fn bench_rejects_a_cpu_the_process_may_not_use() {
-    let out = mpq(&["bench", "send", "--cpus", "0,4000", "--megabytes", "1"]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("this process may not run on CPU 4000"), "{stderr}");
+    refused(&["bench", "send", "--cpus", "0,4000", "--megabytes", "1"], "this process may not run on CPU 4000");
 }

@@ -81,10 +81,6 @@ impl<'a> OpenedBatch<'a> {
         self.datagrams.push(d);
     }
 
-    fn is_empty(&self) -> bool {
-        self.packets.is_empty()
-    }
-
     fn len(&self) -> usize {
         self.packets.len()
     }
@@ -387,9 +383,6 @@ impl Connection {
     /// The shared part of the opened packets, in order: their frames, then each packet
     /// recorded for acknowledgement.
     pub(super) fn apply_opened(&mut self, now: Instant, ecn: Option<Ecn>, opened: &mut OpenedBatch<'_>) {
-        if opened.is_empty() {
-            return;
-        }
         self.apply_opened_in(now, ecn, &mut opened.packets, &opened.datagrams);
         opened.clear();
     }
