@@ -12,20 +12,39 @@ use crate::conn::{ClientConfig, ServerConfig, Transmit, TransportConfig};
 use crate::endpoint::{ConnectionHandle, Endpoint, EndpointConfig};
 use crate::time::Instant;
 
+pub mod seeded_tls;
+
 /// ALPN used by tests and the interop tools (HTTP/0.9 of the interop runner).
 pub const TEST_ALPN: &[u8] = b"hq-interop";
 
 /// A self-signed certificate for `localhost`, its key, and matching client and server TLS
-/// configurations (ring provider, TLS 1.3 only).
+/// configurations (the stack's provider, TLS 1.3 only).
 pub fn tls_configs(alpn: &[u8]) -> (Arc<rustls::ClientConfig>, Arc<rustls::ServerConfig>) {
     // Ed25519 with a fixed serial: signatures and certificates have the same size in every
     // run, so simulated runs with the same seed send the same packet sizes.
     let key_pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).expect("key");
-    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
-    params.serial_number = Some(rcgen::SerialNumber::from(1u64));
-    let cert: CertificateDer<'static> = params.self_signed(&key_pair).expect("cert").der().clone();
+    let cert = localhost_certificate(&key_pair);
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_pair.serialize_der()));
     let provider = Arc::new(crate::crypto::backend::default_provider());
+    tls_configs_of(provider, cert, key, alpn)
+}
+
+/// A self-signed certificate of `key_pair` for `localhost`, serial 1 (rcgen's fixed
+/// validity): the same key, the same certificate.
+fn localhost_certificate(key_pair: &rcgen::KeyPair) -> CertificateDer<'static> {
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+    params.serial_number = Some(rcgen::SerialNumber::from(1u64));
+    params.self_signed(key_pair).expect("cert").der().clone()
+}
+
+/// Client and server TLS configurations (TLS 1.3 only) with `provider`, the server with
+/// `cert` and `key`, the client trusting `cert` alone.
+fn tls_configs_of(
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    cert: CertificateDer<'static>,
+    key: PrivateKeyDer<'static>,
+    alpn: &[u8],
+) -> (Arc<rustls::ClientConfig>, Arc<rustls::ServerConfig>) {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert.clone()).expect("root");
     let mut client = rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -43,6 +62,19 @@ pub fn tls_configs(alpn: &[u8]) -> (Arc<rustls::ClientConfig>, Arc<rustls::Serve
     server.alpn_protocols = vec![alpn.to_vec()];
     server.max_early_data_size = 0;
     (Arc::new(client), Arc::new(server))
+}
+
+/// [`configs`] whose TLS draws all its randomness from `seed` ([`seeded_tls`]): the same
+/// seed, the same bytes on the wire. The seed restarts the calling thread's stream, which
+/// the connections made with these configs draw from on whatever thread handshakes. For the
+/// simulator; never for a network.
+pub fn seeded_configs(transport: TransportConfig, seed: u64) -> (ClientConfig, ServerConfig) {
+    seeded_tls::reseed(seed);
+    let (cert, key) = seeded_tls::seeded_certificate();
+    let provider = Arc::new(seeded_tls::seeded_provider());
+    let (c, s) = tls_configs_of(provider, cert, key, TEST_ALPN);
+    let transport = Arc::new(transport);
+    (ClientConfig { tls: c, transport: transport.clone() }, ServerConfig { tls: s, transport })
 }
 
 /// Client and server configs sharing one transport config.

@@ -68,7 +68,7 @@ pub fn topology(links: &[LinkConfig], bottleneck: Option<&Bottleneck>, seed: u64
 /// If `topo` has no competitor path.
 pub fn add_competitor(topo: &mut Topology, seed: u64) -> NodeId {
     let comp = topo.competitor.clone().expect("a shared-bottleneck topology");
-    let (client_cfg, server_cfg) = mpq_proto::testing::configs(TransportConfig::default());
+    let (client_cfg, server_cfg) = mpq_proto::testing::seeded_configs(TransportConfig::default(), seed.wrapping_add(4));
     let ep = |s: u64, cfg| Endpoint::new(EndpointConfig::with_seed(s), cfg);
     let server = QuicNode::new(ep(seed.wrapping_add(3), Some(server_cfg)), DownloadServer::default(), comp.server);
     topo.add_competitor_server(server);

@@ -375,7 +375,7 @@ impl Scenario {
         for &(i, t) in &self.fail {
             topo.fail_path(i, Instant::ZERO + t);
         }
-        let (client_cfg, server_cfg) = mpq_proto::testing::configs(self.transport());
+        let (client_cfg, server_cfg) = mpq_proto::testing::seeded_configs(self.transport(), self.seed);
         let client_ep = Endpoint::new(EndpointConfig::with_seed(self.seed), None);
         let server_ep = Endpoint::new(EndpointConfig::with_seed(self.seed.wrapping_add(1)), Some(server_cfg));
         let mut server = topo.server_node(server_ep, DownloadServer::default());
