@@ -575,8 +575,9 @@ struct Response {
     complete: bool,
     size: u64,
     sent: u64,
-    /// Pattern bytes starting at `chunk_off`, generated once and written as flow control allows.
-    chunk: Vec<u8>,
+    /// Pattern bytes starting at `chunk_off`, generated once and handed to the stream
+    /// without a copy ([`Connection::write_bytes`]) as flow control allows.
+    chunk: bytes::Bytes,
     chunk_off: u64,
 }
 
@@ -639,13 +640,13 @@ impl crate::quic::SimApp for DownloadServer {
             st.size = u64::from_be_bytes(st.header[..8].try_into().unwrap_or([0; 8]));
             while st.sent < st.size {
                 if st.sent >= st.chunk_off + st.chunk.len() as u64 {
-                    let n = (st.size - st.sent).min(64 * 1024) as usize;
-                    st.chunk.resize(n, 0);
+                    let mut chunk = vec![0; (st.size - st.sent).min(64 * 1024) as usize];
+                    fill_pattern(st.sent, &mut chunk);
+                    st.chunk = chunk.into();
                     st.chunk_off = st.sent;
-                    fill_pattern(st.sent, &mut st.chunk);
                 }
                 let from = (st.sent - st.chunk_off) as usize;
-                match c.write(id, &st.chunk[from..]) {
+                match c.write_bytes(id, &st.chunk.slice(from..)) {
                     Ok(0) | Err(_) => break,
                     Ok(w) => st.sent += w as u64,
                 }

@@ -451,22 +451,38 @@ impl PathState {
         let mut copied_bytes = 0u64;
         let mut budget = req.budget;
         let mut chunks = Vec::new();
-        // Bytes in flight on this path sent up to the packet at hand (inclusive).
-        let mut ahead: u64 =
-            self.data.loss.iter_outstanding().filter(|(_, p)| p.in_flight).map(|(_, p)| u64::from(p.size)).sum();
-        for (pn, p) in self.data.loss.iter_outstanding().rev() {
+        // The walk starts below the newest packets when they were all copied before: on
+        // each call it would pass them again (with a lookup each, that was a tenth of a
+        // simulated two-path download), and what they hold is not ahead of older packets.
+        let newest = self.data.loss.iter_outstanding().next_back().map(|(pn, _)| pn);
+        let top = match (self.reinjected.iter().next_back(), newest) {
+            (Some(r), Some(n)) if r.contains(&n) => r.start,
+            _ => u64::MAX,
+        };
+        // Bytes in flight on this path sent up to the packet at hand (inclusive): the
+        // ledger's count, less the skipped tail's.
+        let loss = &self.data.loss;
+        let tail: u64 = loss.iter_outstanding_from(top).map(|(_, p)| p.flight_bytes()).sum();
+        let mut ahead = loss.in_flight_bytes() - tail;
+        debug_assert_eq!(ahead, self.data.loss.iter_outstanding_below(top).map(|(_, p)| p.flight_bytes()).sum::<u64>());
+        // The other copied packets' ranges, walked down alongside the ledger.
+        let mut copied_before = self.reinjected.iter().rev().peekable();
+        let mut copied_now: SmallVec<[u64; 16]> = SmallVec::new();
+        for (pn, p) in self.data.loss.iter_outstanding_below(top).rev() {
             let its_ahead = ahead;
-            if p.in_flight {
-                ahead -= u64::from(p.size);
-            }
+            ahead -= p.flight_bytes();
             if budget == 0 {
                 break;
             }
-            if self.reinjected.contains(pn) {
+            while copied_before.next_if(|r| r.start > pn).is_some() {}
+            if copied_before.peek().is_some_and(|r| r.contains(&pn)) {
                 continue;
             }
             let bytes: u64 = p.frames.stream.iter().filter(|c| buffered(c)).map(|c| c.len as u64).sum();
             if bytes == 0 {
+                // Nothing to copy, now or later (acknowledged data stays so): passed like
+                // a copied packet from now on, so that the copied ranges around it join.
+                copied_now.push(pn);
                 continue;
             }
             let copy_acked = fast_ack + req.fast_drain(copied_bytes + bytes);
@@ -479,6 +495,10 @@ impl PathState {
                 chunks.push(*c);
             }
             copied_bytes += bytes;
+            copied_now.push(pn);
+        }
+        drop(copied_before);
+        for pn in copied_now {
             self.reinjected.insert_one(pn);
         }
         // Forget what left the ledger, and bound the rest: a range forgotten early only

@@ -218,8 +218,9 @@ pub(crate) struct PathState {
     /// The challenge to the previous address after an apparent migration, until answered
     /// or the next migration.
     pub old_challenge: Option<OldPathChallenge>,
-    /// Its packets in flight already copied onto a faster path (reinjection); ranges below
-    /// the oldest packet in flight are dropped, and at most [`MAX_REINJECTED_RANGES`] kept.
+    /// Its packets in flight already copied onto a faster path (reinjection), or passed
+    /// with nothing to copy; ranges below the oldest packet in flight are dropped, and at
+    /// most [`MAX_REINJECTED_RANGES`] kept.
     pub reinjected: crate::range_set::RangeSet,
     /// Bytes of new application data sent (for the schedulers).
     pub data_bytes_sent: u64,

@@ -43,6 +43,8 @@ pub struct LossDetection<F> {
     loss_time: Option<Instant>,
     time_of_last_ack_eliciting: Option<Instant>,
     ack_eliciting_in_flight: u64,
+    /// Bytes of the outstanding packets that count in flight.
+    in_flight_bytes: u64,
     /// Largest packet number sent so far.
     largest_sent: Option<u64>,
 }
@@ -62,6 +64,7 @@ impl<F> LossDetection<F> {
             loss_time: None,
             time_of_last_ack_eliciting: None,
             ack_eliciting_in_flight: 0,
+            in_flight_bytes: 0,
             largest_sent: None,
         }
     }
@@ -72,6 +75,7 @@ impl<F> LossDetection<F> {
             self.time_of_last_ack_eliciting = Some(p.time_sent);
             self.ack_eliciting_in_flight += 1;
         }
+        self.in_flight_bytes += p.flight_bytes();
         self.largest_sent = Some(pn);
         self.sent.insert(pn, p);
     }
@@ -101,9 +105,25 @@ impl<F> LossDetection<F> {
         self.ack_eliciting_in_flight > 0
     }
 
+    /// Bytes of the packets awaiting acknowledgement that count in flight (this space's
+    /// share of the path's bytes in flight).
+    pub fn in_flight_bytes(&self) -> u64 {
+        self.in_flight_bytes
+    }
+
     /// Every packet awaiting acknowledgement, oldest first.
     pub fn iter_outstanding(&self) -> impl DoubleEndedIterator<Item = (u64, &SentPacket<F>)> {
         self.sent.iter_range(self.sent.first_pn(), self.sent.end_pn())
+    }
+
+    /// Packets awaiting acknowledgement numbered from `start`, ascending.
+    pub fn iter_outstanding_from(&self, start: u64) -> impl DoubleEndedIterator<Item = (u64, &SentPacket<F>)> {
+        self.sent.iter_range(start, self.sent.end_pn())
+    }
+
+    /// Packets awaiting acknowledgement numbered below `end`, ascending.
+    pub fn iter_outstanding_below(&self, end: u64) -> impl DoubleEndedIterator<Item = (u64, &SentPacket<F>)> {
+        self.sent.iter_range(self.sent.first_pn(), end.min(self.sent.end_pn()))
     }
 
     /// Packets awaiting acknowledgement.
@@ -116,6 +136,7 @@ impl<F> LossDetection<F> {
         if p.ack_eliciting {
             self.ack_eliciting_in_flight -= 1;
         }
+        self.in_flight_bytes -= p.flight_bytes();
         Some(p)
     }
 
@@ -248,6 +269,7 @@ impl<F> LossDetection<F> {
         self.loss_time = None;
         self.time_of_last_ack_eliciting = None;
         self.ack_eliciting_in_flight = 0;
+        self.in_flight_bytes = 0;
         self.sent.drain()
     }
 }

@@ -25,6 +25,17 @@ pub struct SentPacket<F> {
     pub frames: F,
 }
 
+impl<F> SentPacket<F> {
+    /// Its bytes if it counts in flight, else 0.
+    pub fn flight_bytes(&self) -> u64 {
+        if self.in_flight {
+            u64::from(self.size)
+        } else {
+            0
+        }
+    }
+}
+
 #[cfg(test)]
 impl<F> SentPacket<F> {
     /// Tests: an ack-eliciting packet in flight, of `size` bytes, sent at `time_sent`,
