@@ -28,6 +28,12 @@ pub struct Datagram {
 pub trait Node: Any {
     /// A datagram arrived on one of the node's addresses (`to`), sent from `from`.
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &[u8]);
+    /// [`handle_datagram`](Node::handle_datagram) with a payload the node may change: the
+    /// simulator is done with the datagram, so a node that works on the bytes in place (a
+    /// QUIC endpoint decrypts them there) needs no copy of its own. By default, the same.
+    fn handle_datagram_in_place(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &mut [u8]) {
+        self.handle_datagram(now, from, to, data);
+    }
     /// The node's own timer fired (the instant returned by `poll_timeout` was reached).
     fn handle_timeout(&mut self, now: Instant);
     /// Next datagram the node wants to send, with the local source address chosen by the node.

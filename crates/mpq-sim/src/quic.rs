@@ -117,11 +117,14 @@ impl<A: SimApp> QuicNode<A> {
         }
     }
 
+    /// The application's turn after input. The timer is not re-armed here: the simulator
+    /// drains [`poll_transmit`](Node::poll_transmit) after every input before it reads
+    /// the timer ([`Node`]'s contract), and the drain's last call re-arms it. A second
+    /// reading here was a tenth of a simulated download's instructions.
     fn after_input(&mut self, now: Instant) {
         self.run_hook();
         self.app.poll(now, &mut self.endpoint);
         self.run_hook();
-        self.rearm();
     }
 
     fn rearm(&mut self) {
@@ -150,8 +153,11 @@ impl<A: SimApp> QuicNode<A> {
 
 impl<A: SimApp> Node for QuicNode<A> {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &[u8]) {
-        let mut d = data.to_vec();
-        self.endpoint.handle_datagram(now, to, from, None, &mut d);
+        self.handle_datagram_in_place(now, from, to, &mut data.to_vec());
+    }
+
+    fn handle_datagram_in_place(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &mut [u8]) {
+        self.endpoint.handle_datagram(now, to, from, None, data);
         self.after_input(now);
     }
 
@@ -172,7 +178,8 @@ impl<A: SimApp> Node for QuicNode<A> {
                 None => {
                     // Sending changes timers (PTO, pacing) and may unblock the application
                     // (acknowledged data frees send buffer): let it act, then re-arm once the
-                    // burst is over.
+                    // burst is over. Every drain ends here, so the timer is always fresh
+                    // when the simulator reads it.
                     self.app.poll(now, &mut self.endpoint);
                     self.rearm();
                     if let Some(t) = self.endpoint.poll_transmit(now, &mut self.buf) {

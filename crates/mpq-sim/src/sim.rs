@@ -2,11 +2,12 @@
 
 use std::any::Any;
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use mpq_proto::Instant;
+use rustc_hash::FxHashMap;
 
 use crate::link::{DropReason, Fate, Link, LinkConfig, LinkEvent, LinkStats};
 use crate::nat::{Inbound, Nat, NatId};
@@ -137,10 +138,11 @@ pub struct Simulator {
     seq: u64,
     queue: BinaryHeap<Scheduled>,
     nodes: Vec<NodeSlot>,
-    owners: HashMap<SocketAddr, u32>,
+    // (Fx: looked up once per datagram and never iterated, so the order cannot leak into a run.)
+    owners: FxHashMap<SocketAddr, u32>,
     links: Vec<Link>,
     routes: Vec<Box<[LinkId]>>,
-    route_ids: HashMap<(SocketAddr, SocketAddr), u32>,
+    route_ids: FxHashMap<(SocketAddr, SocketAddr), u32>,
     nats: Vec<Nat>,
     stats: SimStats,
     trace: Fnv,
@@ -155,10 +157,10 @@ impl Simulator {
             seq: 0,
             queue: BinaryHeap::new(),
             nodes: Vec::new(),
-            owners: HashMap::new(),
+            owners: FxHashMap::default(),
             links: Vec::new(),
             routes: Vec::new(),
-            route_ids: HashMap::new(),
+            route_ids: FxHashMap::default(),
             nats: Vec::new(),
             stats: SimStats::default(),
             trace: Fnv(0xcbf2_9ce4_8422_2325),
@@ -510,7 +512,7 @@ impl Simulator {
             return self.record(TRACE_NO_HOST, 0, &pkt);
         };
         self.stats.delivered += 1;
-        self.nodes[node as usize].node.handle_datagram(self.now, pkt.src, pkt.dst, &pkt.data);
+        self.nodes[node as usize].node.handle_datagram_in_place(self.now, pkt.src, pkt.dst, &mut pkt.data);
         self.poll(node);
     }
 }
