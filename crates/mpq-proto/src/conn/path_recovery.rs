@@ -19,6 +19,7 @@ impl PathState {
     pub(crate) fn on_packets_acked(&mut self, now: Instant, acked: &Packets) {
         let srtt = self.rtt.smoothed();
         let mut delivered = 0;
+        let mut window_limited = false;
         for (_, p) in acked.iter().filter(|(_, p)| p.in_flight) {
             self.bytes_in_flight = self.bytes_in_flight.saturating_sub(u64::from(p.size));
             delivered += u64::from(p.size);
@@ -27,8 +28,9 @@ impl PathState {
             // of data or of flow-control credit does not grow it.
             let app_limited = self.window_full_at.is_none_or(|t| t + srtt < p.time_sent);
             self.cc.on_ack(now, p.time_sent, u64::from(p.size), &self.rtt, app_limited);
+            window_limited |= !app_limited;
         }
-        self.delivery.on_acked(now, delivered, srtt);
+        self.delivery.on_acked(now, delivered, srtt, window_limited);
     }
 
     /// Packets of this path declared lost: they leave the flight, count in the statistics,

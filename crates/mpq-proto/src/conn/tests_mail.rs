@@ -254,8 +254,8 @@ fn reinjection_reads_the_slow_paths_queue_from_its_delivery_rate() {
     let mut slow = path(1);
     slow.rtt.update(Duration::ZERO, Duration::from_millis(100), Duration::ZERO, false);
     slow.delivery.on_send(ms(0), 0);
-    slow.delivery.on_acked(ms(0), 1, Duration::from_millis(100));
-    slow.delivery.on_acked(ms(100), 12_000, Duration::from_millis(100));
+    slow.delivery.on_acked(ms(0), 1, Duration::from_millis(100), true);
+    slow.delivery.on_acked(ms(100), 12_000, Duration::from_millis(100), true);
     assert!((slow.delivery.rate().expect("rate") - 120_010.0).abs() < 1.0);
     fill(&mut slow);
     let queued = slow.reinjection_copies(ms(130), &req, |_| true).0;
@@ -267,8 +267,8 @@ fn reinjection_reads_the_slow_paths_queue_from_its_delivery_rate() {
     slow.rtt.update(Duration::ZERO, Duration::from_millis(100), Duration::ZERO, false);
     slow.delivery = Default::default();
     slow.delivery.on_send(ms(0), 0);
-    slow.delivery.on_acked(ms(0), 1, Duration::from_millis(100));
-    slow.delivery.on_acked(ms(100), 12_000, Duration::from_millis(100));
+    slow.delivery.on_acked(ms(0), 1, Duration::from_millis(100), true);
+    slow.delivery.on_acked(ms(100), 12_000, Duration::from_millis(100), true);
     fill(&mut slow);
     let met = slow.reinjection_copies(ms(130), &request(10, Some(100_000.0), usize::MAX), |_| true).0;
     assert_eq!(offsets(&met), (21..40).rev().map(|pn| pn * 1000).collect::<Vec<_>>());

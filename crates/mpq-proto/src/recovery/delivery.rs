@@ -10,8 +10,12 @@
 //!
 //! A measurement window restarts when a packet leaves an idle path (nothing in flight), so
 //! idle time never counts as time the path was delivering. A window in which the sender was
-//! short of data underestimates the rate; callers use it where an underestimate errs on the
-//! safe side.
+//! short of data (every packet acknowledged in it was sent while the congestion window had
+//! room) underestimates the rate: such an "application-limited" sample only ever raises the
+//! estimate, as in BBR's delivery rate estimation (draft-cheng-iccrg-delivery-rate-estimation
+//! §3.3). A handshake path that had carried a request and a few control frames measured
+//! 1.85 kB/s on a 20 Mbit/s link, and reinjection took it for a path whose queue held its
+//! data back.
 
 use std::time::Duration;
 
@@ -30,6 +34,9 @@ pub struct DeliveryRate {
     window: Option<(Instant, u64)>,
     /// The rate of the last complete window, bytes per second.
     rate: Option<f64>,
+    /// A packet acknowledged in the current window was sent while the congestion window
+    /// limited the sender: the window measures the path, not the application.
+    window_limited: bool,
 }
 
 impl DeliveryRate {
@@ -38,12 +45,14 @@ impl DeliveryRate {
     pub fn on_send(&mut self, now: Instant, bytes_in_flight: u64) {
         if bytes_in_flight == 0 {
             self.window = Some((now, self.delivered));
+            self.window_limited = false;
         }
     }
 
     /// `bytes` of in-flight packets were newly acknowledged at `now`; a window of at least
-    /// `srtt` ends here and gives the rate.
-    pub fn on_acked(&mut self, now: Instant, bytes: u64, srtt: Duration) {
+    /// `srtt` ends here and gives the rate. `window_limited`: one of them was sent while the
+    /// congestion window limited the sender.
+    pub fn on_acked(&mut self, now: Instant, bytes: u64, srtt: Duration, window_limited: bool) {
         if bytes == 0 {
             return;
         }
@@ -51,12 +60,18 @@ impl DeliveryRate {
         let Some((start, at_start)) = self.window else {
             // The first acknowledgement of a window starting before anything was sent.
             self.window = Some((now, self.delivered));
+            self.window_limited = false;
             return;
         };
+        self.window_limited |= window_limited;
         let elapsed = now.saturating_duration_since(start);
         if elapsed >= srtt.max(MIN_WINDOW) {
-            self.rate = Some((self.delivered - at_start) as f64 / elapsed.as_secs_f64());
+            let sample = (self.delivered - at_start) as f64 / elapsed.as_secs_f64();
+            if self.window_limited || self.rate.is_some_and(|r| sample > r) {
+                self.rate = Some(sample);
+            }
             self.window = Some((now, self.delivered));
+            self.window_limited = false;
         }
     }
 
@@ -82,13 +97,13 @@ mod tests {
         d.on_send(at(0), 0);
         let srtt = Duration::from_millis(50);
         for k in 1..=4 {
-            d.on_acked(at(10 * k), 1000, srtt);
+            d.on_acked(at(10 * k), 1000, srtt, true);
         }
         assert_eq!(d.rate(), None, "no window of one RTT yet");
-        d.on_acked(at(50), 1000, srtt);
+        d.on_acked(at(50), 1000, srtt, true);
         assert_eq!(d.rate(), Some(100_000.0));
         for k in 6..=10 {
-            d.on_acked(at(10 * k), 1000, srtt);
+            d.on_acked(at(10 * k), 1000, srtt, true);
         }
         assert_eq!(d.rate(), Some(100_000.0));
     }
@@ -100,12 +115,12 @@ mod tests {
         let mut d = DeliveryRate::default();
         let srtt = Duration::from_millis(20);
         d.on_send(at(0), 0);
-        d.on_acked(at(20), 2000, srtt);
+        d.on_acked(at(20), 2000, srtt, true);
         assert_eq!(d.rate(), Some(100_000.0));
         // Idle for a second, then a burst delivered at 50 kB/s.
         d.on_send(at(1020), 0);
         d.on_send(at(1021), 1200);
-        d.on_acked(at(1040), 1000, srtt);
+        d.on_acked(at(1040), 1000, srtt, true);
         assert_eq!(d.rate(), Some(50_000.0));
     }
 
@@ -114,9 +129,31 @@ mod tests {
     #[test]
     fn empty_acknowledgements_change_nothing() {
         let mut d = DeliveryRate::default();
-        d.on_acked(at(5), 0, Duration::from_millis(1));
+        d.on_acked(at(5), 0, Duration::from_millis(1), true);
         assert_eq!((d.rate(), d.window), (None, None));
-        d.on_acked(at(6), 100, Duration::from_millis(1));
+        d.on_acked(at(6), 100, Duration::from_millis(1), true);
         assert_eq!(d.window, Some((at(6), 100)));
+    }
+
+    /// A window in which the sender was short of data measures the application, not the
+    /// path: it sets no first rate and only raises one (a handshake path that carried a
+    /// request and a few control frames measured 1.85 kB/s on a 20 Mbit/s link).
+    #[test]
+    fn application_limited_windows_only_raise_the_rate() {
+        let mut d = DeliveryRate::default();
+        let srtt = Duration::from_millis(10);
+        d.on_send(at(0), 0);
+        d.on_acked(at(10), 100, srtt, false);
+        assert_eq!(d.rate(), None, "an application-limited first window");
+        d.on_acked(at(20), 1000, srtt, true);
+        assert_eq!(d.rate(), Some(100_000.0), "a window the congestion window limited");
+        d.on_acked(at(30), 100, srtt, false);
+        assert_eq!(d.rate(), Some(100_000.0), "a lower application-limited window is ignored");
+        d.on_acked(at(40), 2000, srtt, false);
+        assert_eq!(d.rate(), Some(200_000.0), "a higher one raises the estimate");
+        // One window-limited packet in the window is enough for the sample to count.
+        d.on_acked(at(45), 100, srtt, true);
+        d.on_acked(at(50), 400, srtt, false);
+        assert_eq!(d.rate(), Some(50_000.0));
     }
 }
