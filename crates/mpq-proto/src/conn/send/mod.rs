@@ -123,7 +123,8 @@ impl Connection {
             let at = (self.shared.next_path_cursor + k) % n;
             let pi = slots[at];
             if self.path_has_local_traffic(now, pi) {
-                if let Some(t) = self.write_batch(now, buf, pi, false) {
+                let data = self.handshake_carries_data(pi);
+                if let Some(t) = self.write_batch(now, buf, pi, data) {
                     self.shared.next_path_cursor = (at + 1) % n;
                     return Some(t);
                 }
@@ -193,6 +194,22 @@ impl Connection {
         self.drop_unsendable_pinned_datagrams();
         self.preferred_address_step(now);
         self.poll_off_path(now, buf)
+    }
+
+    /// The handshake's datagrams on path `pi` may carry new data too: it carries the
+    /// handshake spaces and no other path could take the data, so the scheduler has no
+    /// choice to make.
+    ///
+    /// Why: a client's datagram with its Finished also holds an Initial ACK, so it is padded
+    /// to 1200 bytes (RFC 9000 §14.1). Written as path-local traffic without data, the padding
+    /// took the room of the 1-RTT packet with the request and the client's connection IDs,
+    /// and that packet then waited for the pacer: one packet's time at the first RTT sample's
+    /// pace, RTT / 12.5 (25 ms on a 318 ms path). The server's reply waited as long, and so
+    /// did every other path (the server can use one only once it holds the client's
+    /// connection IDs for it), which is what a connection started on its slower path pays.
+    fn handshake_carries_data(&self, pi: usize) -> bool {
+        self.handshake_on(pi)
+            && self.paths.slots().into_iter().all(|q| q == pi || !self.paths.view(q).is_some_and(|v| v.is_active()))
     }
 
     /// Path `pi` has traffic that belongs to it alone.
