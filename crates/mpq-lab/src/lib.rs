@@ -50,6 +50,7 @@ pub mod error;
 pub mod exec;
 pub mod experiment;
 pub mod file;
+pub mod handicap;
 pub mod ifstats;
 pub mod implementation;
 pub mod locate;

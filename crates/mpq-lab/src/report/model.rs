@@ -43,6 +43,9 @@ pub struct SummaryLine {
     pub eben_n: usize,
     /// Share of those with EBen ≥ 0.
     pub eben_nonneg: Option<f64>,
+    /// Share of those with EBen ≥ 0 once credited with the handshake's handicap against the
+    /// best baseline ([`crate::handicap`]): the runs the protocol's rules alone do not explain.
+    pub eben_nonneg_credited: Option<f64>,
     /// Median EBen.
     pub eben_median: Option<f64>,
     /// Lowest EBen and the run that had it.
@@ -394,6 +397,8 @@ fn summary_line(class: &str, variant: &str, mp: &[&Row]) -> SummaryLine {
     let ebens: Vec<(f64, &str)> =
         mp.iter().filter(|r| is_download(r)).filter_map(|r| r.eben.map(|e| (e, r.run_id.as_str()))).collect();
     let values: Vec<f64> = ebens.iter().map(|e| e.0).collect();
+    let credited: Vec<f64> =
+        mp.iter().filter(|r| is_download(r)).filter_map(|r| crate::handicap::credited_eben(r).or(r.eben)).collect();
     let worst = ebens.iter().min_by(|a, b| a.0.total_cmp(&b.0)).map(|&(e, id)| (e, id.to_owned()));
     let completions: Vec<f64> = mp.iter().filter(|r| r.completed).filter_map(|r| r.completion_s).collect();
     SummaryLine {
@@ -403,6 +408,7 @@ fn summary_line(class: &str, variant: &str, mp: &[&Row]) -> SummaryLine {
         failed: mp.iter().filter(|r| why_failed(r).is_some()).count(),
         eben_n: values.len(),
         eben_nonneg: share_at_least(&values, 0.0),
+        eben_nonneg_credited: share_at_least(&credited, 0.0),
         eben_median: median(&values),
         eben_worst: worst,
         completion_median_s: median(&completions),
