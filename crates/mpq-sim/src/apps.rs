@@ -49,6 +49,14 @@ impl PatternRun {
     fn end(self) -> usize {
         self.at + self.len
     }
+
+    /// Writes its bytes into `out` (its length).
+    #[inline]
+    fn fill(self, out: &mut [u8]) {
+        for (k, b) in out.iter_mut().enumerate() {
+            *b = self.byte(k);
+        }
+    }
 }
 
 /// The runs of `len` pattern bytes from offset `start`, in order.
@@ -69,9 +77,7 @@ fn pattern_runs(start: u64, len: usize) -> impl Iterator<Item = PatternRun> {
 /// Fills `out` with the pattern starting at offset `start`.
 pub fn fill_pattern(start: u64, out: &mut [u8]) {
     for run in pattern_runs(start, out.len()) {
-        for (k, b) in out[run.at..run.end()].iter_mut().enumerate() {
-            *b = run.byte(k);
-        }
+        run.fill(&mut out[run.at..run.end()]);
     }
 }
 
@@ -91,9 +97,7 @@ pub fn pattern_mismatch(start: u64, data: &[u8]) -> Option<u64> {
     let mut expected = [0u8; 256];
     for run in pattern_runs(start, data.len()) {
         let expected = &mut expected[..run.len];
-        for (k, b) in expected.iter_mut().enumerate() {
-            *b = run.byte(k);
-        }
+        run.fill(expected);
         let got = &data[run.at..run.end()];
         if got != expected {
             let k = got.iter().zip(expected.iter()).position(|(a, b)| a != b).unwrap_or(0);
