@@ -50,6 +50,11 @@ pub struct BenchArgs {
     /// the measured speedup wandered (README).
     #[arg(long)]
     pub no_pin: bool,
+    /// Receive: GRO batches of 64 datagrams the client sends per path and round at most; the
+    /// receiving application reads, and its ACKs go back, once a round. Smaller rounds keep
+    /// less data between the receive work and the application's read (README).
+    #[arg(long, default_value_t = bench_recv::DEFAULT_ROUND_BATCHES)]
+    pub round_batches: usize,
     /// Check every byte the receiving application reads (outside the timed work).
     #[arg(long)]
     pub verify: bool,
@@ -66,8 +71,13 @@ struct ThreadsResult {
     gbit_per_s: f64,
     /// Median datagrams per second of busy time.
     packets_per_s: f64,
-    /// Goodput relative to the first thread count.
+    /// Goodput relative to the first thread count (ratio of the medians).
     speedup: f64,
+    /// The median over repetitions of this count's run over the first count's run of the
+    /// same repetition: the runs of a repetition follow each other within seconds, so the
+    /// machine's drift over minutes (one thread at anything from 6 to 12 Gbit/s on this
+    /// project's 2-vCPU machine) cancels out of each ratio.
+    paired_speedup: f64,
     /// Median share of the busy time the threads spent outside the connection's lock
     /// (opening datagrams, or building send batches), summed over threads (0 with one
     /// thread).
@@ -99,6 +109,8 @@ struct BenchReport {
     reps: usize,
     /// The CPUs the threads were pinned to (empty: unpinned).
     cpus: Vec<usize>,
+    /// Receive: GRO batches per path and round at most.
+    round_batches: usize,
     results: Vec<ThreadsResult>,
 }
 
@@ -124,21 +136,21 @@ struct Sample {
 /// One run; with `cpus`, on a thread pinned to the first of them (the harness's thread, and
 /// with one thread the receive or send work itself, then stays on one core as path threads
 /// do).
-fn run_once(work: &str, paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: bool) -> Result<Sample> {
-    let Some(&first) = cpus.first() else { return run_here(work, paths, threads, cpus, bytes, verify) };
+fn run_once(work: &str, a: &BenchArgs, threads: usize, cpus: &[usize], bytes: u64) -> Result<Sample> {
+    let Some(&first) = cpus.first() else { return run_here(work, a, threads, cpus, bytes) };
     std::thread::scope(|s| {
         s.spawn(|| {
             mpq_io::path_threads::pin_current_thread(first);
-            run_here(work, paths, threads, cpus, bytes, verify)
+            run_here(work, a, threads, cpus, bytes)
         })
         .join()
         .unwrap_or_else(|_| Err(anyhow::anyhow!("the benchmark's thread panicked")))
     })
 }
 
-fn run_here(work: &str, paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: bool) -> Result<Sample> {
+fn run_here(work: &str, a: &BenchArgs, threads: usize, cpus: &[usize], bytes: u64) -> Result<Sample> {
     Ok(if work == "send" {
-        let r = bench_send::run(paths, threads, cpus, bytes, verify)?;
+        let r = bench_send::run(a.paths, threads, cpus, bytes, a.verify)?;
         Sample {
             bytes: r.bytes,
             datagrams: r.datagrams,
@@ -148,8 +160,13 @@ fn run_here(work: &str, paths: usize, threads: usize, cpus: &[usize], bytes: u64
             after: Duration::ZERO,
         }
     } else {
-        let r = bench_recv::run(paths, threads, cpus, bytes, verify)?;
-        Sample {
+        Sample::from(bench_recv::run(a.paths, threads, cpus, bytes, a.round_batches, a.verify)?)
+    })
+}
+
+impl From<bench_recv::RecvRunResult> for Sample {
+    fn from(r: bench_recv::RecvRunResult) -> Self {
+        Self {
             bytes: r.bytes,
             datagrams: r.datagrams,
             busy: r.busy,
@@ -157,7 +174,7 @@ fn run_here(work: &str, paths: usize, threads: usize, cpus: &[usize], bytes: u64
             locked: r.locked,
             after: r.after,
         }
-    })
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -176,8 +193,8 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     if a.threads.is_empty() || a.threads.iter().any(|&t| t == 0 || t > a.paths) {
         bail!("--threads takes counts between 1 and --paths ({}), e.g. --threads 1,2", a.paths);
     }
-    if a.reps == 0 || a.megabytes == 0 {
-        bail!("--reps and --megabytes must be at least 1");
+    if a.reps == 0 || a.megabytes == 0 || a.round_batches == 0 {
+        bail!("--reps, --megabytes and --round-batches must be at least 1");
     }
     let cpus = if a.no_pin {
         Vec::new()
@@ -193,11 +210,13 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     let bytes = a.megabytes * 1_000_000;
     let mut runs: Vec<Vec<Sample>> = vec![Vec::new(); a.threads.len()];
     let mut copies: Vec<Vec<f64>> = vec![Vec::new(); a.threads.len()];
+    // The copy reference's buffers: a receive round's datagrams on one path.
+    let copy_buffer = bench_recv::round_bytes(a.round_batches);
     for rep in 0..a.reps {
         for (k, &t) in a.threads.iter().enumerate() {
             eprintln!("rep {}/{}: {work}, {} path(s), {t} thread(s)...", rep + 1, a.reps, a.paths);
-            runs[k].push(run_once(work, a.paths, t, &cpus, bytes, a.verify)?);
-            let (took, _) = bench_copy::copy_run(a.paths, t, &cpus, bytes, bench_copy::PATH_BUFFER);
+            runs[k].push(run_once(work, &a, t, &cpus, bytes)?);
+            let (took, _) = bench_copy::copy_run(a.paths, t, &cpus, bytes, copy_buffer);
             copies[k].push(bytes as f64 * 8.0 / took.as_secs_f64().max(1e-9) / 1e9);
         }
     }
@@ -217,6 +236,9 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
                 gbit_per_s: g,
                 packets_per_s: median(rs.iter().map(|r| r.datagrams as f64 / r.busy.as_secs_f64().max(1e-9)).collect()),
                 speedup: g / base.max(1e-12),
+                paired_speedup: median(
+                    rs.iter().zip(&runs[0]).map(|(r, first)| gbit(r) / gbit(first).max(1e-12)).collect(),
+                ),
                 outside_lock_share: median(rs.iter().map(|r| share(r.outside_lock, r)).collect()),
                 locked_share: median(rs.iter().map(|r| share(r.locked, r)).collect()),
                 after_share: median(rs.iter().map(|r| share(r.after, r)).collect()),
@@ -226,7 +248,15 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
             }
         })
         .collect();
-    let report = BenchReport { work, paths: a.paths, megabytes: a.megabytes, reps: a.reps, cpus, results };
+    let report = BenchReport {
+        work,
+        paths: a.paths,
+        megabytes: a.megabytes,
+        reps: a.reps,
+        cpus,
+        round_batches: a.round_batches,
+        results,
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -244,22 +274,24 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     );
     let after = if work == "send" { "" } else { "read+ACKs" };
     println!(
-        "{:>8} {:>10} {:>12} {:>9} {:>10} {:>8} {:>12} {:>10}",
-        "threads", "Gbit/s", "packets/s", "speedup", "unlocked", "locked", after, "copy ref"
+        "{:>8} {:>10} {:>12} {:>9} {:>9} {:>10} {:>8} {:>12} {:>10}",
+        "threads", "Gbit/s", "packets/s", "speedup", "paired", "unlocked", "locked", after, "copy ref"
     );
     for r in &report.results {
         println!(
-            "{:>8} {:>10.2} {:>12.0} {:>8.2}x {:>9.0}% {:>7.0}% {:>11.0}% {:>9.2}x",
+            "{:>8} {:>10.2} {:>12.0} {:>8.2}x {:>8.2}x {:>9.0}% {:>7.0}% {:>11.0}% {:>9.2}x",
             r.threads,
             r.gbit_per_s,
             r.packets_per_s,
             r.speedup,
+            r.paired_speedup,
             r.outside_lock_share * 100.0,
             r.locked_share * 100.0,
             r.after_share * 100.0,
             r.copy_speedup
         );
     }
+    println!("(speedup: of the medians; paired: the median of each repetition's run over its run on the first count)");
     println!(
         "(copy ref: the machine's reference, run after each run with the same threads on the same CPUs: \
          the speedup of copying as many bytes through each path's round-sized buffers, a job bound by \

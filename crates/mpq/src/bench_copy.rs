@@ -15,10 +15,6 @@ use std::time::Duration;
 
 use crate::progress::Stopwatch;
 
-/// Bytes of one path's buffers: a round of the receive benchmark (32 GRO batches of 64
-/// datagrams of about 1.45 kB).
-pub(crate) const PATH_BUFFER: usize = 3 << 20;
-
 /// Copies `bytes` in all, `bytes / paths` for each path through its buffers of `buffer` bytes,
 /// path k's on thread k mod `threads` (pinned to `cpus[k mod len]` unless `cpus` is empty).
 /// Returns the wall time from the threads' common start to the last one's end, and the sum of

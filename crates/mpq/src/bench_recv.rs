@@ -41,11 +41,18 @@ use crate::progress::Stopwatch;
 
 /// Datagrams of one GRO batch at most.
 const GRO_BATCH: usize = 64;
-/// Datagrams a round brings per path at most (8 GRO batches, 0.74 MB): the receiver's
-/// application reads, and its ACKs go back, once a round. Without a cap the client sent a
-/// whole window (18 MB per path) each round, which no receiver that reads as data comes
-/// sees, and the buffers of so much data in flight made the runs' timings wander by 40 %.
-const ROUND_DATAGRAMS_PER_PATH: u64 = 32 * GRO_BATCH as u64;
+/// GRO batches a round brings per path at most by default (`--round-batches`): 2048
+/// datagrams, 3 MB. The receiver's application reads, and its ACKs go back, once a round.
+/// Without a cap the client sent a whole window (18 MB per path) each round, which no
+/// receiver that reads as data comes sees, and the buffers of so much data in flight made the
+/// runs' timings wander by 40 %.
+pub const DEFAULT_ROUND_BATCHES: usize = 32;
+
+/// Bytes of a round's datagrams on one path at most, with `round_batches` GRO batches per
+/// path (datagrams of about 1.45 kB, rounded up): the size of the copy reference's buffers.
+pub fn round_bytes(round_batches: usize) -> usize {
+    round_batches * GRO_BATCH * 1500
+}
 
 /// What one measured transfer gave.
 #[derive(Debug, Clone, Copy, Default)]
@@ -72,8 +79,17 @@ pub struct RecvRunResult {
 type PathDatagrams = (u64, SocketAddr, SocketAddr, Vec<Vec<u8>>);
 
 /// Runs one transfer of `bytes` over `paths` paths with the server's receive work on
-/// `threads` threads; `verify` checks every byte the application reads.
-pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: bool) -> Result<RecvRunResult> {
+/// `threads` threads, rounds of at most `round_batches` GRO batches per path; `verify` checks
+/// every byte the application reads.
+pub fn run(
+    paths: usize,
+    threads: usize,
+    cpus: &[usize],
+    bytes: u64,
+    round_batches: usize,
+    verify: bool,
+) -> Result<RecvRunResult> {
+    let round_datagrams_per_path = (round_batches.max(1) * GRO_BATCH) as u64;
     let mut s = Setup::new(paths)?;
     let (handle, stream) = (s.server, s.stream);
     let mut server_stream: Option<StreamId> = None;
@@ -100,7 +116,7 @@ pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: boo
             let round_now = *now;
             let mut by_path: Vec<PathDatagrams> = Vec::new();
             let mut count = 0;
-            while count < ROUND_DATAGRAMS_PER_PATH * paths as u64 {
+            while count < round_datagrams_per_path * paths as u64 {
                 let Some(t) = client.poll_transmit(round_now, &mut buf) else { break };
                 let seg = t.segment_size.unwrap_or(t.size).max(1);
                 let remote = t.source.unwrap_or(client_addr);
@@ -226,6 +242,8 @@ fn open_on_path_thread(
 ) -> (Duration, Duration, Vec<PathDatagrams>, Vec<Sent>) {
     let (mut opening, mut locked) = (Duration::ZERO, Duration::ZERO);
     let mut held = None;
+    // What is left of the last run, dropped once the lock is released.
+    let mut spent = None;
     for (path_id, local, remote, datagrams) in job.iter_mut() {
         let (path_id, local, remote) = (*path_id, *local, *remote);
         let mut batches: Vec<Vec<&mut [u8]>> =
@@ -243,16 +261,18 @@ fn open_on_path_thread(
             drop(g);
             let opened = Stopwatch::start();
             locked += clock.elapsed();
+            drop(spent.take());
             run.open(now, slices);
             opening += opened.elapsed();
             let applied = Stopwatch::start();
             let mut g = lock(conn);
-            g.end_recv_run(now, local, run, slices);
+            spent = Some(g.end_recv_run(now, local, run, slices));
             held = Some(g);
             locked += applied.elapsed();
         }
     }
     drop(held);
+    drop(spent);
     let ids: Vec<u64> = job.iter().map(|p| p.0).collect();
     let (building, acking, sent) = path_transmits(conn, now, &ids);
     (opening + building, locked + acking, job, sent)

@@ -52,6 +52,8 @@ fn short_bench(work: &str) {
         assert!(r["copy_gbit_per_s"].as_f64().is_some_and(|g| g > 0.0), "{r}");
     }
     assert_eq!(results[0]["copy_speedup"].as_f64(), Some(1.0), "relative to the first count");
+    assert_eq!(results[0]["paired_speedup"].as_f64(), Some(1.0), "each run over itself");
+    assert!(results[1]["paired_speedup"].as_f64().is_some_and(|s| s > 0.0), "{}", results[1]);
     assert!(results[1]["copy_speedup"].as_f64().is_some_and(|s| s > 0.0), "{}", results[1]);
     // The path threads opened datagrams (or built batches) outside the connection's lock.
     assert!(results[1]["outside_lock_share"].as_f64().is_some_and(|s| s > 0.0), "{}", results[1]);
@@ -96,6 +98,30 @@ fn bench_receive_runs_unpinned_with_no_pin() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
     assert_eq!(report["cpus"], serde_json::json!([]));
     assert!(report["results"][0]["gbit_per_s"].as_f64().is_some_and(|g| g > 0.0), "{report}");
+}
+
+/// Smaller rounds (`--round-batches`) still carry every byte, and the report says the size.
+#[test]
+fn bench_receive_takes_the_round_size() {
+    let out = mpq(&[
+        "bench",
+        "receive",
+        "--threads",
+        "1,2",
+        "--megabytes",
+        "2",
+        "--reps",
+        "1",
+        "--round-batches",
+        "2",
+        "--verify",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    assert_eq!(report["round_batches"], 2);
+    assert!(report["results"][1]["gbit_per_s"].as_f64().is_some_and(|g| g > 0.0), "{report}");
+    refused(&["bench", "receive", "--round-batches", "0"], "--round-batches must be at least 1");
 }
 
 #[test]

@@ -164,6 +164,8 @@ fn hand_over<D: EndpointDriver>(
     report: &mut ThreadReport,
 ) {
     let mut held = None;
+    // What is left of the last run, dropped once the lock is released.
+    let mut spent = None;
     while let Some(first) = batch.first() {
         let mut g = match held.take() {
             Some(g) => g,
@@ -192,12 +194,15 @@ fn hand_over<D: EndpointDriver>(
             continue;
         };
         drop(g);
+        drop(spent.take());
         run.open(now, now_part);
         report.runs_opened += 1;
         let mut g = shared.lock(report);
-        g.driver.endpoint().end_recv_run(now, w.conn, local, run, now_part);
+        spent = g.driver.endpoint().end_recv_run(now, w.conn, local, run, now_part);
         held = Some(g);
     }
+    drop(held);
+    drop(spent);
 }
 
 /// The worker's two send buffers: a batch is ended and the next one begun under one take of

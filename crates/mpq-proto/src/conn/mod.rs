@@ -93,7 +93,7 @@ pub use fuzzing::{Footprint, ForgeSlot};
 pub(crate) use handshake::local_transport_params;
 pub use info::HandshakeInfo;
 pub use path::PathStats;
-pub use recv_run::RecvRun;
+pub use recv_run::{RecvRun, SpentRecvRun};
 pub(crate) use retry::AddressTokens;
 pub use send::{PathTransmit, SendBatch};
 pub use zero_rtt::ZeroRttState;

@@ -71,6 +71,21 @@ impl Drop for RecvRun {
     }
 }
 
+/// What is left of a [`RecvRun`] once [`Connection::end_recv_run`] has checked its path back
+/// in: the lists of its opened packets and the keys it leased, nothing of the connection.
+/// Dropping it frees them (and drops its references to the keys, counts every path thread
+/// shares), work the connection's lock need not cover: drop it once the lock is released.
+#[must_use = "drop it once the connection's lock is released (freeing it is work the lock need not cover)"]
+#[derive(Debug)]
+pub struct SpentRecvRun(RecvRun);
+
+impl SpentRecvRun {
+    /// The datagrams the run handled (opened, dropped as duplicates, or the one in error).
+    pub fn handled(&self) -> usize {
+        self.0.handled
+    }
+}
+
 impl RecvRun {
     /// Opens the datagrams of `datagrams` not handled yet, in order, in place, holding
     /// nothing of the connection; stops at the first one that needs the connection. Returns
@@ -164,8 +179,15 @@ impl Connection {
     /// A run comes back: its path is checked in and publishes what its work changed, the
     /// opened packets' frames are applied to the shared side in order, then the datagrams
     /// of `datagrams` (the slice given to [`RecvRun::open`], arrived at `local` from the
-    /// path's peer) the run did not handle go the general way.
-    pub fn end_recv_run(&mut self, now: Instant, local: SocketAddr, mut run: RecvRun, datagrams: &mut [&mut [u8]]) {
+    /// path's peer) the run did not handle go the general way. Returns what is left of the
+    /// run, to be dropped once the connection's lock is released.
+    pub fn end_recv_run(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        mut run: RecvRun,
+        datagrams: &mut [&mut [u8]],
+    ) -> SpentRecvRun {
         let ecn = run.ecn;
         // (`RecvRun::open` gave the run's stream data to its packets.)
         self.end_run(&mut run.run, &mut []);
@@ -196,5 +218,6 @@ impl Connection {
         } else {
             self.handle_datagrams(now, local, remote, ecn, rest);
         }
+        SpentRecvRun(run)
     }
 }

@@ -416,6 +416,6 @@ fn datagram_size_counts_a_checked_out_path() {
     let run = c.begin_recv_run(0, remote, None).expect("path 0 checked out");
     assert_eq!(c.max_datagram_size(None), Some(max));
     assert_eq!(c.send_datagram(&b"while out"[..], None), Ok(()));
-    c.end_recv_run(now, local, run, &mut []);
+    let _spent = c.end_recv_run(now, local, run, &mut []);
     assert_eq!(c.datagram_send_queue_len(), 1);
 }

@@ -90,7 +90,9 @@ fn interleave(other: Other) {
             run.open(now, &mut slices);
             let mut guard = ep.lock().expect("lock");
             let c = guard.connection_mut(h).expect("the connection stays while a path is out");
-            c.end_recv_run(now, dst, run, &mut slices);
+            let spent = c.end_recv_run(now, dst, run, &mut slices);
+            drop(guard);
+            drop(spent);
         }));
     }
     let third = Arc::clone(&ep);

@@ -139,9 +139,12 @@ fn open_on_two_threads(policy: AckPolicy) {
     assert_eq!(counts, sizes, "every datagram opened by its path alone");
     // With the connection again: each run checked in and applied.
     let local = pair.server_addr;
-    for (run, mut datagrams, _) in opened {
+    for (run, mut datagrams, n) in opened {
         let mut slices: Vec<&mut [u8]> = datagrams.iter_mut().map(Vec::as_mut_slice).collect();
-        server(&mut pair).end_recv_run(now, local, run, &mut slices);
+        let spent = server(&mut pair).end_recv_run(now, local, run, &mut slices);
+        // What is left of the run needs nothing of the connection: freed on another thread.
+        let handled = std::thread::spawn(move || spent.handled()).join().expect("dropped elsewhere");
+        assert_eq!(handled, n);
     }
     let s = server(&mut pair);
     let after: Vec<u64> = [0, id].iter().map(|&p| path_stats(s, p).rx_packets).collect();
@@ -172,7 +175,8 @@ fn a_run_stops_where_a_datagram_needs_the_connection() {
     let mut slices: Vec<&mut [u8]> = datagrams.iter_mut().map(Vec::as_mut_slice).collect();
     assert_eq!(run.open(now, &mut slices), 1, "stopped at the unknown CID");
     let local = t.destination;
-    server(&mut pair).end_recv_run(now, local, run, &mut slices);
+    let spent = server(&mut pair).end_recv_run(now, local, run, &mut slices);
+    assert_eq!(spent.handled(), 1, "the run handled the datagram before the unknown CID");
     let s = server(&mut pair);
     // Every real datagram counted once (the one to an unknown CID dropped), in order.
     assert_eq!(path_stats(s, path).rx_packets - before, (datagrams.len() - 1) as u64);
@@ -194,7 +198,7 @@ fn mail_for_a_checked_out_path_waits_for_its_check_in() {
     s.deliver_mail_or_close(now);
     assert!(!s.paths.board().inbox(slot).mail.is_empty(), "the mail waits while the path is out");
     assert!(s.paths.board().mail_waiting_slots().any(|w| w == slot), "still marked");
-    s.end_recv_run(now, local, run, &mut []);
+    let _spent = s.end_recv_run(now, local, run, &mut []);
     assert!(s.paths.board().inbox(slot).mail.is_empty(), "delivered at check-in");
     assert!(!s.paths.has_mail_waiting_here());
 }

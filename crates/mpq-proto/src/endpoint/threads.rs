@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 
-use crate::conn::{PathTransmit, RecvRun, SendBatch, Transmit};
+use crate::conn::{PathTransmit, RecvRun, SendBatch, SpentRecvRun, Transmit};
 use crate::time::Instant;
 
 use super::{ConnectionHandle, Endpoint};
@@ -85,7 +85,8 @@ impl Endpoint {
 
     /// [`crate::conn::Connection::end_recv_run`] on connection `h`. If the connection went
     /// away meanwhile (it cannot while a path is out: runtimes end a run before anything
-    /// else), the run is dropped with it.
+    /// else), the run is dropped with it and `None` returned. What is left of the run is
+    /// for the caller to drop once the endpoint's lock is released.
     pub fn end_recv_run(
         &mut self,
         now: Instant,
@@ -93,14 +94,15 @@ impl Endpoint {
         local: SocketAddr,
         run: RecvRun,
         datagrams: &mut [&mut [u8]],
-    ) {
+    ) -> Option<SpentRecvRun> {
         let Some(slot) = self.connections.get_mut(h.0).and_then(|c| c.as_mut()) else {
             std::mem::forget(run);
-            return;
+            return None;
         };
-        slot.conn.end_recv_run(now, local, run, datagrams);
+        let spent = slot.conn.end_recv_run(now, local, run, datagrams);
         self.after_io(h.0);
         self.schedule.mark_may_send(h.0);
+        Some(spent)
     }
 
     /// [`crate::conn::Connection::poll_path_transmit`] on connection `h` (`Gone` if the
