@@ -133,13 +133,21 @@ pub struct ChunkStore {
     pinned: usize,
     /// Pieces held per buffer.
     backings: FxHashMap<usize, (usize, u32)>,
-    /// The piece list of the last run read to its end, empty, for the next new run: with
-    /// two paths a stream's data arrives as interleaved runs, one new run per batch, and
-    /// each took an allocation under the connection's lock (a path thread's) that the
-    /// reading thread freed. Kept only while small ([`SPARE_MAX`]).
-    spare: Option<VecDeque<Piece>>,
+    /// Empty piece lists of runs read to their end or joined to another, for the next new
+    /// runs: with two paths a stream's data arrives as interleaved runs, one new run per
+    /// batch, and each took an allocation under the connection's lock (a path thread's) that
+    /// another thread freed. At most [`SPARE_LISTS`] lists of at most [`SPARE_MAX`] pieces.
+    spare: Vec<VecDeque<Piece>>,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Pieces moved by [`ChunkStore::join`] on this thread (for tests).
+    static JOIN_MOVES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Empty piece lists kept for reuse at most.
+const SPARE_LISTS: usize = 4;
 /// The largest piece list (in pieces) kept for reuse: a few kB.
 const SPARE_MAX: usize = 64;
 
@@ -182,7 +190,8 @@ impl ChunkStore {
 
     /// Heap memory held: the pinned buffers and the bookkeeping of the pieces and runs.
     pub fn memory(&self) -> usize {
-        self.pinned + self.pieces * 48 + self.runs.len() * (64 + 4 * 48) + self.backings.capacity() * 32
+        let spare: usize = self.spare.iter().map(|l| l.capacity() * 48).sum();
+        self.pinned + self.pieces * 48 + self.runs.len() * (64 + 4 * 48) + self.backings.capacity() * 32 + spare
     }
 
     /// True when holding the data as chunks costs clearly more than a ring would: many small
@@ -263,25 +272,73 @@ impl ChunkStore {
     }
 
     /// Puts `data` at offset `at`, a gap: appended to the run that ends there, else a run of
-    /// its own.
+    /// its own; and a run that starts where the data ends joins it. So the runs are the
+    /// stretches between gaps: with two paths, whose batches interleave and fill each other's
+    /// gaps, a handful instead of one per batch, and every lookup under the connection's lock
+    /// stays in a small map.
     fn put(&mut self, at: u64, data: Bytes, backing: Backing) {
         if data.is_empty() {
             return;
         }
         let len = data.len() as u64;
+        let end = at + len;
         self.held += data.len();
         self.pieces += 1;
         self.pin(backing);
         let piece = Piece { data, backing };
-        if let Some(r) = self.runs.range_mut(..at).next_back().map(|(_, r)| r).filter(|r| r.end == at) {
-            r.pieces.push_back(piece);
-            r.len += len;
-            r.end += len;
-            return;
+        // (A run's key is where it starts, but for the first run read from: `at` is above it.)
+        let next = self.runs.remove(&end);
+        let before = self.runs.range_mut(..at).next_back().map(|(_, r)| r).filter(|r| r.end == at);
+        match (before, next) {
+            (Some(r), next) => {
+                r.pieces.push_back(piece);
+                r.len += len;
+                r.end = end;
+                if let Some(n) = next {
+                    let freed = Self::join(r, n);
+                    self.keep_spare(freed);
+                }
+            }
+            (None, Some(mut n)) => {
+                // The run after the data now starts at it.
+                n.pieces.push_front(piece);
+                n.len += len;
+                self.runs.insert(at, n);
+            }
+            (None, None) => {
+                let mut pieces = self.spare.pop().unwrap_or_else(|| VecDeque::with_capacity(4));
+                pieces.push_back(piece);
+                self.runs.insert(at, Run { pieces, len, end });
+            }
         }
-        let mut pieces = self.spare.take().unwrap_or_else(|| VecDeque::with_capacity(4));
-        pieces.push_back(piece);
-        self.runs.insert(at, Run { pieces, len, end: at + len });
+    }
+
+    /// Joins `next`, which starts where `run` ends, to `run`. The shorter piece list moves
+    /// into the longer, so that a piece moves at most log2(pieces) times however the peer
+    /// orders its data. Returns the list left empty.
+    fn join(run: &mut Run, next: Run) -> VecDeque<Piece> {
+        let Run { pieces: mut moved, len, end } = next;
+        #[cfg(test)]
+        JOIN_MOVES.with(|m| m.set(m.get() + moved.len().min(run.pieces.len())));
+        if run.pieces.len() >= moved.len() {
+            run.pieces.append(&mut moved);
+        } else {
+            while let Some(p) = run.pieces.pop_back() {
+                moved.push_front(p);
+            }
+            std::mem::swap(&mut run.pieces, &mut moved);
+        }
+        run.len += len;
+        run.end = end;
+        moved
+    }
+
+    /// Keeps an emptied piece list for a next new run, if small and there is room.
+    fn keep_spare(&mut self, list: VecDeque<Piece>) {
+        debug_assert!(list.is_empty());
+        if self.spare.len() < SPARE_LISTS && list.capacity() <= SPARE_MAX {
+            self.spare.push(list);
+        }
     }
 
     fn pin(&mut self, b: Backing) {
@@ -321,9 +378,7 @@ impl ChunkStore {
         run.len -= out.len() as u64;
         if run.pieces.is_empty() {
             let pieces = entry.remove().pieces;
-            if pieces.capacity() <= SPARE_MAX {
-                self.spare = Some(pieces);
-            }
+            self.keep_spare(pieces);
         }
         if let Some(b) = gone {
             self.pieces -= 1;
@@ -478,11 +533,11 @@ mod tests {
             let (b, bb) = arena(&data[k * 2000 + 1000..k * 2000 + 2000]);
             s.insert((k * 2000 + 1000) as u64, b, bb);
             if k > 0 {
-                assert!(s.spare.is_none(), "round {k}: the new run took the spare list");
+                assert!(s.spare.is_empty(), "round {k}: the new run took the spare list");
             }
             s.insert((k * 2000) as u64, a, ab);
             out.extend(read_all(&mut s));
-            assert!(s.spare.is_some(), "round {k}: the runs read to their end leave a list");
+            assert_eq!(s.spare.len(), 1, "round {k}: the run read to its end leaves its list");
             assert!(s.runs.is_empty());
         }
         assert_eq!(out, data);
@@ -494,6 +549,70 @@ mod tests {
         }
         s.contiguous_end = 2 * SPARE_MAX as u64;
         assert_eq!(read_all(&mut s).len(), 2 * SPARE_MAX);
-        assert!(s.spare.is_none());
+        assert!(s.spare.is_empty());
+    }
+
+    /// Two paths whose batches interleave and arrive in any order: runs that come to touch
+    /// are joined, so the store holds one run per stretch between gaps (one once every gap
+    /// is filled), and the data comes out whole and in order.
+    #[test]
+    fn runs_that_come_to_touch_are_joined() {
+        let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        let mut s = ChunkStore::default();
+        // Path A carries the even 1000-byte pieces, path B the odd ones; B lags by three.
+        let piece = |k: usize| {
+            let (b, bb) = arena(&data[k * 1000..(k + 1) * 1000]);
+            (k as u64 * 1000, b, bb)
+        };
+        let mut order = Vec::new();
+        for k in 0..20 {
+            order.push(2 * k);
+            if k >= 3 {
+                order.push(2 * (k - 3) + 1);
+            }
+        }
+        order.extend([35, 37, 39]);
+        for (n, &k) in order.iter().enumerate() {
+            let (at, b, bb) = piece(k);
+            s.insert(at, b, bb);
+            // Never more runs than gaps plus one.
+            assert!(s.runs.len() <= s.segments() + 1, "after {} pieces: {} runs", n + 1, s.runs.len());
+        }
+        assert_eq!(s.runs.len(), 1, "every gap filled: one run");
+        assert_eq!(read_all(&mut s), data);
+        // Descending order: each piece starts the run after it, nothing moves.
+        let mut s = ChunkStore::default();
+        JOIN_MOVES.with(|m| m.set(0));
+        for k in (0..40).rev() {
+            let (at, b, bb) = piece(k);
+            s.insert(at, b, bb);
+            assert_eq!(s.runs.len(), 1);
+        }
+        assert_eq!(JOIN_MOVES.with(std::cell::Cell::get), 0);
+        assert_eq!(read_all(&mut s), data);
+    }
+
+    /// However a peer orders its pieces, joining moves the shorter list into the longer, so
+    /// a piece moves at most log2(pieces) times: here every other piece first, then the gaps
+    /// filled from the top down and from the middle out, each join between lists of equal
+    /// length.
+    #[test]
+    fn joining_moves_each_piece_a_logarithmic_number_of_times() {
+        let n = 1usize << 12;
+        let mut s = ChunkStore::default();
+        JOIN_MOVES.with(|m| m.set(0));
+        // Bit-reversed order: each insert joins two runs of equal size once the lower bits
+        // are in, the worst case for joining.
+        let bits = n.trailing_zeros();
+        for k in 0..n {
+            let at = (k.reverse_bits() >> (usize::BITS - bits)) as u64 * 600;
+            let (b, bb) = arena(&[7u8; 600]);
+            s.insert(at, b, bb);
+        }
+        assert_eq!(s.runs.len(), 1);
+        assert_eq!(s.readable(), n * 600);
+        let moves = JOIN_MOVES.with(std::cell::Cell::get);
+        assert!(moves <= n * bits as usize, "{moves} moves for {n} pieces");
+        assert!(moves > 0, "the order did make runs join");
     }
 }
