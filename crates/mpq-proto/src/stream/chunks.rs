@@ -286,8 +286,10 @@ impl ChunkStore {
         self.pieces += 1;
         self.pin(backing);
         let piece = Piece { data, backing };
-        // (A run's key is where it starts, but for the first run read from: `at` is above it.)
-        let next = self.runs.remove(&end);
+        // The run that starts where the data ends, if any: none when the data reaches past
+        // everything held (a path's data in order, the usual case), so no lookup then. (A
+        // run's key is where it starts, but for the first run read from: `at` is above it.)
+        let next = if end < self.max_end { self.runs.remove(&end) } else { None };
         let before = self.runs.range_mut(..at).next_back().map(|(_, r)| r).filter(|r| r.end == at);
         match (before, next) {
             (Some(r), next) => {
