@@ -10,7 +10,9 @@ use serde::Serialize;
 use std::time::Duration;
 
 use crate::bench_copy;
+use crate::bench_pair;
 use crate::bench_recv;
+use crate::bench_seal;
 use crate::bench_send;
 
 /// `mpq bench` subcommands.
@@ -97,6 +99,22 @@ struct ThreadsResult {
     /// The copy reference relative to its first thread count: what the machine's shared
     /// memory lets a memory-bound job gain from the threads.
     copy_speedup: f64,
+    /// Every copy reference's Gbit/s, in order (each right after the run of the same index).
+    copy_runs_gbit_per_s: Vec<f64>,
+    /// The machine's compute reference, run right after each run (after the copy reference)
+    /// with the same threads on the same CPUs: median Gbit/s of sealing as many bytes in
+    /// packets with the suite the connection negotiated, each thread on buffers of its own
+    /// (`bench_seal.rs`).
+    aead_gbit_per_s: f64,
+    /// The AEAD reference relative to its first thread count: what the machine gives work
+    /// that shares nothing between the threads (the receive and send work is mostly AEAD).
+    aead_speedup: f64,
+    /// Every AEAD reference's Gbit/s, in order (each right after the run of the same index).
+    aead_runs_gbit_per_s: Vec<f64>,
+    /// The median over repetitions of this count's run over the AEAD reference's speedup of
+    /// the same repetition (both relative to the first count's): the share of the machine's
+    /// own parallel gain the connection's threads realise.
+    paired_speedup_over_aead: f64,
 }
 
 /// The report of `mpq bench receive` or `send`.
@@ -111,6 +129,8 @@ struct BenchReport {
     cpus: Vec<usize>,
     /// Receive: GRO batches per path and round at most.
     round_batches: usize,
+    /// The cipher suite the connection negotiated, which the AEAD reference seals with.
+    cipher_suite: String,
     results: Vec<ThreadsResult>,
 }
 
@@ -210,6 +230,9 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     let bytes = a.megabytes * 1_000_000;
     let mut runs: Vec<Vec<Sample>> = vec![Vec::new(); a.threads.len()];
     let mut copies: Vec<Vec<f64>> = vec![Vec::new(); a.threads.len()];
+    let mut seals: Vec<Vec<f64>> = vec![Vec::new(); a.threads.len()];
+    let cipher_suite = bench_pair::negotiated_suite_name()?;
+    let suite = bench_seal::suite_named(&cipher_suite)?;
     // The copy reference's buffers: a receive round's datagrams on one path.
     let copy_buffer = bench_recv::round_bytes(a.round_batches);
     for rep in 0..a.reps {
@@ -218,19 +241,23 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
             runs[k].push(run_once(work, &a, t, &cpus, bytes)?);
             let (took, _) = bench_copy::copy_run(a.paths, t, &cpus, bytes, copy_buffer);
             copies[k].push(bytes as f64 * 8.0 / took.as_secs_f64().max(1e-9) / 1e9);
+            let (took, _) = bench_seal::seal_run(&suite, a.paths, t, &cpus, bytes);
+            seals[k].push(bytes as f64 * 8.0 / took.as_secs_f64().max(1e-9) / 1e9);
         }
     }
     let copy_base = median(copies[0].clone());
+    let aead_base = median(seals[0].clone());
     let share = |d: Duration, r: &Sample| d.as_secs_f64() / r.busy.as_secs_f64().max(1e-9);
     let gbit = |r: &Sample| r.bytes as f64 * 8.0 / r.busy.as_secs_f64().max(1e-9) / 1e9;
     let base = median(runs[0].iter().map(gbit).collect());
     let results: Vec<ThreadsResult> = a
         .threads
         .iter()
-        .zip(runs.iter().zip(copies))
-        .map(|(&threads, (rs, cs))| {
+        .zip(runs.iter().zip(copies).zip(&seals))
+        .map(|(&threads, ((rs, cs), ss))| {
             let g = median(rs.iter().map(gbit).collect());
-            let copy = median(cs);
+            let copy = median(cs.clone());
+            let aead = median(ss.clone());
             ThreadsResult {
                 threads,
                 gbit_per_s: g,
@@ -245,6 +272,19 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
                 runs_gbit_per_s: rs.iter().map(gbit).collect(),
                 copy_gbit_per_s: copy,
                 copy_speedup: copy / copy_base.max(1e-12),
+                copy_runs_gbit_per_s: cs,
+                aead_gbit_per_s: aead,
+                aead_speedup: aead / aead_base.max(1e-12),
+                aead_runs_gbit_per_s: ss.clone(),
+                paired_speedup_over_aead: median(
+                    rs.iter()
+                        .zip(&runs[0])
+                        .zip(ss.iter().zip(&seals[0]))
+                        .map(|((r, first), (s, s_first))| {
+                            (gbit(r) / gbit(first).max(1e-12)) / (s / s_first.max(1e-12)).max(1e-12)
+                        })
+                        .collect(),
+                ),
             }
         })
         .collect();
@@ -255,6 +295,7 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
         reps: a.reps,
         cpus,
         round_batches: a.round_batches,
+        cipher_suite,
         results,
     };
     if a.json {
@@ -274,12 +315,22 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     );
     let after = if work == "send" { "" } else { "read+ACKs" };
     println!(
-        "{:>8} {:>10} {:>12} {:>9} {:>9} {:>10} {:>8} {:>12} {:>10}",
-        "threads", "Gbit/s", "packets/s", "speedup", "paired", "unlocked", "locked", after, "copy ref"
+        "{:>8} {:>10} {:>12} {:>9} {:>9} {:>10} {:>8} {:>12} {:>10} {:>10} {:>11}",
+        "threads",
+        "Gbit/s",
+        "packets/s",
+        "speedup",
+        "paired",
+        "unlocked",
+        "locked",
+        after,
+        "copy ref",
+        "AEAD ref",
+        "paired/AEAD"
     );
     for r in &report.results {
         println!(
-            "{:>8} {:>10.2} {:>12.0} {:>8.2}x {:>8.2}x {:>9.0}% {:>7.0}% {:>11.0}% {:>9.2}x",
+            "{:>8} {:>10.2} {:>12.0} {:>8.2}x {:>8.2}x {:>9.0}% {:>7.0}% {:>11.0}% {:>9.2}x {:>9.2}x {:>10.0}%",
             r.threads,
             r.gbit_per_s,
             r.packets_per_s,
@@ -288,7 +339,9 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
             r.outside_lock_share * 100.0,
             r.locked_share * 100.0,
             r.after_share * 100.0,
-            r.copy_speedup
+            r.copy_speedup,
+            r.aead_speedup,
+            r.paired_speedup_over_aead * 100.0
         );
     }
     println!("(speedup: of the medians; paired: the median of each repetition's run over its run on the first count)");
@@ -296,6 +349,13 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
         "(copy ref: the machine's reference, run after each run with the same threads on the same CPUs: \
          the speedup of copying as many bytes through each path's round-sized buffers, a job bound by \
          the memory the cores share)"
+    );
+    println!(
+        "(AEAD ref: the machine's compute reference, run after each run with the same threads on the same \
+         CPUs: the speedup of sealing as many bytes in packets with the connection's suite ({}), each thread \
+         on buffers of its own, nothing shared; paired/AEAD: the median of each repetition's paired speedup \
+         over the AEAD reference's, the share of the machine's parallel gain the threads realise)",
+        report.cipher_suite
     );
     if work == "send" {
         println!(

@@ -106,6 +106,15 @@ impl Setup {
     }
 }
 
+/// The TLS name of the cipher suite the benchmark's connections negotiate (they all use the
+/// same configurations), e.g. `TLS13_AES_256_GCM_SHA384`: what the AEAD reference seals with
+/// (`bench_seal.rs`).
+pub(crate) fn negotiated_suite_name() -> Result<String> {
+    let s = Setup::new(1)?;
+    let info = s.pair.server.connection(s.server).and_then(Connection::handshake_info);
+    Ok(info.context("the in-memory handshake did not complete")?.cipher_suite)
+}
+
 /// The stream's byte at `offset` (checked by the receiver, outside the timed work).
 pub(crate) fn pattern(offset: u64) -> u8 {
     (offset % 251) as u8

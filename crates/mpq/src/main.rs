@@ -13,6 +13,7 @@ mod bench_cmd;
 mod bench_copy;
 mod bench_pair;
 mod bench_recv;
+mod bench_seal;
 mod bench_send;
 mod cli;
 mod client;

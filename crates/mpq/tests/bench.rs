@@ -1,7 +1,7 @@
 //! `mpq bench receive` and `mpq bench send` in their short form (issue C2 asks CI to catch
 //! breakage of the benchmarks, with no timing assertions): a real two-path transfer whose
 //! receive (or send) work runs on one and on two path threads, every byte checked, the JSON
-//! report complete (with the machine's copy reference).
+//! report complete (with the machine's copy and AEAD references).
 
 use std::process::{Command, Output};
 
@@ -50,7 +50,17 @@ fn short_bench(work: &str) {
         assert_eq!(r["runs_gbit_per_s"].as_array().map(Vec::len), Some(1), "{r}");
         // The machine's copy reference ran beside each thread count.
         assert!(r["copy_gbit_per_s"].as_f64().is_some_and(|g| g > 0.0), "{r}");
+        // And the compute reference: sealing with the connection's own suite.
+        assert!(r["aead_gbit_per_s"].as_f64().is_some_and(|g| g > 0.0), "{r}");
+        assert_eq!(r["aead_runs_gbit_per_s"].as_array().map(Vec::len), Some(1), "{r}");
+        assert_eq!(r["copy_runs_gbit_per_s"].as_array().map(Vec::len), Some(1), "{r}");
     }
+    let suite = report["cipher_suite"].as_str().expect("the negotiated suite");
+    assert!(suite.starts_with("TLS13_"), "{suite}");
+    assert_eq!(results[0]["aead_speedup"].as_f64(), Some(1.0), "relative to the first count");
+    assert_eq!(results[0]["paired_speedup_over_aead"].as_f64(), Some(1.0), "each run over itself");
+    assert!(results[1]["aead_speedup"].as_f64().is_some_and(|s| s > 0.0), "{}", results[1]);
+    assert!(results[1]["paired_speedup_over_aead"].as_f64().is_some_and(|s| s > 0.0), "{}", results[1]);
     assert_eq!(results[0]["copy_speedup"].as_f64(), Some(1.0), "relative to the first count");
     assert_eq!(results[0]["paired_speedup"].as_f64(), Some(1.0), "each run over itself");
     assert!(results[1]["paired_speedup"].as_f64().is_some_and(|s| s > 0.0), "{}", results[1]);
