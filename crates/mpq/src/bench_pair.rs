@@ -335,16 +335,71 @@ pub(crate) type Sent = (Transmit, Vec<u8>);
 /// What a path thread did in a round: time building alone, time locked, what it sent.
 pub(crate) type ThreadRound = (Duration, Duration, Vec<Sent>);
 
+/// Capacity of a send buffer: a GSO batch of 64 kB.
+const SEND_BUFFER: usize = 64 * 1024;
+
+/// Send buffers kept from round to round, as a runtime keeps its sockets' buffers.
+///
+/// The harness hands each round's buffers to the server and then back to the pool, and the
+/// pool to the threads with their jobs. Allocating a fresh buffer per batch instead, on a path
+/// thread, to be freed on the harness's thread, made the allocator (mimalloc) take fresh pages
+/// round after round: the kernel zeroing them was 16 % of each send path thread's samples
+/// (`perf record`, 2026-12-01), a cost of the harness's hand-over that one thread, which
+/// allocates and frees on its own thread, paid less of. With the pool it was 8 % (what is
+/// left is the first rounds, while the windows and so the rounds grow); the goodput of
+/// neither thread count moved measurably (three alternated pairs of invocations).
+#[derive(Debug, Default)]
+pub(crate) struct BufferPool(Vec<Vec<u8>>);
+
+impl BufferPool {
+    /// An empty buffer of [`SEND_BUFFER`] bytes' capacity, kept or new.
+    pub(crate) fn take(&mut self) -> Vec<u8> {
+        let mut b = self.0.pop().unwrap_or_else(|| Vec::with_capacity(SEND_BUFFER));
+        b.clear();
+        b
+    }
+
+    /// Keeps `b` for a later batch.
+    pub(crate) fn give(&mut self, b: Vec<u8>) {
+        self.0.push(b);
+    }
+
+    /// Buffers kept.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Splits the pool into `n` about equal pools, one per path thread's job.
+    pub(crate) fn split(&mut self, n: usize) -> Vec<BufferPool> {
+        let mut out: Vec<BufferPool> = (0..n).map(|_| BufferPool::default()).collect();
+        for (i, b) in self.0.drain(..).enumerate() {
+            out[i % n.max(1)].give(b);
+        }
+        out
+    }
+
+    /// Takes every buffer of `other` into this pool.
+    pub(crate) fn absorb(&mut self, other: BufferPool) {
+        self.0.extend(other.0);
+    }
+}
+
 /// A path thread's send work on a round (`mpq bench send`'s data, `mpq bench receive`'s
 /// ACKs): for each of its paths, batches until the path has nothing more to send. A batch built alone is asked for and handed back under the lock
 /// and built without it. Returns the time spent building alone, the time spent taking and
-/// holding the lock, and what was sent.
-pub(crate) fn path_transmits(conn: &Mutex<&mut Connection>, now: mpq_proto::Instant, ids: &[u64]) -> ThreadRound {
+/// holding the lock, and what was sent. Buffers come from `pool` ([`BufferPool`]).
+pub(crate) fn path_transmits(
+    conn: &Mutex<&mut Connection>,
+    now: mpq_proto::Instant,
+    ids: &[u64],
+    pool: &mut BufferPool,
+) -> ThreadRound {
     let (mut building, mut locked) = (Duration::ZERO, Duration::ZERO);
     let mut out = Vec::new();
     for &id in ids {
         loop {
-            let mut buf = Vec::with_capacity(64 * 1024);
+            let mut buf = pool.take();
             let clock = Stopwatch::start();
             let next = lock(conn).poll_path_transmit(now, id, &mut buf);
             locked += clock.elapsed();
@@ -359,10 +414,16 @@ pub(crate) fn path_transmits(conn: &Mutex<&mut Connection>, now: mpq_proto::Inst
                     locked += back.elapsed();
                     match t {
                         Some(t) => t,
-                        None => break,
+                        None => {
+                            pool.give(buf);
+                            break;
+                        }
                     }
                 }
-                PathTransmit::Idle | PathTransmit::Elsewhere(_) | PathTransmit::Gone => break,
+                PathTransmit::Idle | PathTransmit::Elsewhere(_) | PathTransmit::Gone => {
+                    pool.give(buf);
+                    break;
+                }
             };
             out.push((t, buf));
         }
@@ -408,6 +469,30 @@ mod tests {
                 assert_eq!(threads.next_done().expect("done"), vec![0]);
             }
         });
+    }
+
+    /// A pool hands out empty buffers, keeps what it is given, and splits evenly.
+    #[test]
+    fn buffer_pool_reuses_and_splits() {
+        let mut pool = BufferPool::default();
+        let mut b = pool.take();
+        assert!(b.is_empty() && b.capacity() >= SEND_BUFFER);
+        b.extend_from_slice(&[1, 2, 3]);
+        let at = b.as_ptr();
+        pool.give(b);
+        let again = pool.take();
+        assert!(again.is_empty(), "a kept buffer comes back empty");
+        assert_eq!(again.as_ptr(), at, "the same allocation");
+        for _ in 0..5 {
+            pool.give(Vec::with_capacity(8));
+        }
+        let parts = pool.split(2);
+        assert_eq!(pool.len(), 0);
+        assert_eq!(parts.iter().map(BufferPool::len).collect::<Vec<_>>(), [3, 2]);
+        for p in parts {
+            pool.absorb(p);
+        }
+        assert_eq!(pool.len(), 5);
     }
 
     /// No path threads: the single-thread runtime, waking is a no-op.

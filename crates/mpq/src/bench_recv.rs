@@ -35,7 +35,7 @@ use mpq_proto::testing::Pair;
 use mpq_proto::types::StreamId;
 
 use crate::bench_pair::{
-    lock, path_transmits, take_chunks, verify_chunks, PathThreads, Sent, Setup, StreamFeed, ROUND_STEP,
+    lock, path_transmits, take_chunks, verify_chunks, BufferPool, PathThreads, Sent, Setup, StreamFeed, ROUND_STEP,
 };
 use crate::progress::Stopwatch;
 
@@ -100,8 +100,12 @@ pub fn run(
         // (One thread: the single-thread runtime, no path threads.)
         let path_threads = if threads > 1 { threads } else { 0 };
         let conn_ref = &conn;
-        let workers =
-            PathThreads::spawn(scope, path_threads, cpus, move |now, job| open_on_path_thread(conn_ref, now, job));
+        let workers = PathThreads::spawn(scope, path_threads, cpus, move |now, (job, mut pool)| {
+            let done = open_on_path_thread(conn_ref, now, job, &mut pool);
+            (done, pool)
+        });
+        // The path threads' ACK buffers, kept from round to round (`BufferPool`).
+        let mut pool = BufferPool::default();
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
         let mut result = RecvRunResult::default();
@@ -151,11 +155,13 @@ pub fn run(
                 for (k, p) in by_path.into_iter().enumerate() {
                     groups[k % workers.len()].push(p);
                 }
-                for (k, g) in groups.into_iter().enumerate() {
-                    workers.give(k, round_now, g)?;
+                let pools = pool.split(workers.len());
+                for (k, (g, p)) in groups.into_iter().zip(pools).enumerate() {
+                    workers.give(k, round_now, (g, p))?;
                 }
                 for _ in 0..workers.len() {
-                    let (opening, locked, buffers, sent) = workers.next_done()?;
+                    let ((opening, locked, buffers, sent), left) = workers.next_done()?;
+                    pool.absorb(left);
                     result.open_outside_lock += opening;
                     result.locked += locked;
                     spent.push(buffers);
@@ -163,6 +169,7 @@ pub fn run(
                         let seg = t.segment_size.unwrap_or(t.size).max(1);
                         let src = t.source.unwrap_or(server_addr);
                         acks.extend(d[..t.size].chunks(seg).map(|d| (src, t.destination, d.to_vec())));
+                        pool.give(d);
                     }
                 }
             }
@@ -239,6 +246,7 @@ fn open_on_path_thread(
     conn: &Mutex<&mut Connection>,
     now: mpq_proto::Instant,
     mut job: Vec<PathDatagrams>,
+    pool: &mut BufferPool,
 ) -> (Duration, Duration, Vec<PathDatagrams>, Vec<Sent>) {
     let (mut opening, mut locked) = (Duration::ZERO, Duration::ZERO);
     let mut held = None;
@@ -274,6 +282,6 @@ fn open_on_path_thread(
     drop(held);
     drop(spent);
     let ids: Vec<u64> = job.iter().map(|p| p.0).collect();
-    let (building, acking, sent) = path_transmits(conn, now, &ids);
+    let (building, acking, sent) = path_transmits(conn, now, &ids, pool);
     (opening + building, locked + acking, job, sent)
 }

@@ -23,7 +23,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use mpq_proto::types::StreamId;
 
-use crate::bench_pair::{lock, path_transmits, read_stream, PathThreads, Sent, Setup, StreamFeed, ROUND_STEP};
+use crate::bench_pair::{
+    lock, path_transmits, read_stream, BufferPool, PathThreads, Sent, Setup, StreamFeed, ROUND_STEP,
+};
 use crate::progress::Stopwatch;
 
 /// What one measured transfer gave.
@@ -59,9 +61,13 @@ pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: boo
     std::thread::scope(|scope| -> Result<SendRunResult> {
         let path_threads = if threads > 1 { threads } else { 0 };
         let conn_ref = &conn;
-        let workers = PathThreads::spawn(scope, path_threads, cpus, move |now, ids: Vec<u64>| {
-            path_transmits(conn_ref, now, &ids)
-        });
+        let workers =
+            PathThreads::spawn(scope, path_threads, cpus, move |now, (ids, mut pool): (Vec<u64>, BufferPool)| {
+                let round = path_transmits(conn_ref, now, &ids, &mut pool);
+                (round, pool)
+            });
+        // The send buffers, kept from round to round (`BufferPool`).
+        let mut pool = BufferPool::default();
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
         let mut result = SendRunResult::default();
@@ -76,10 +82,11 @@ pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: boo
                 let mut c = lock(&conn);
                 feed.feed(&mut c, stream, bytes);
                 if workers.is_empty() {
-                    let mut buf = Vec::with_capacity(64 * 1024);
+                    let mut buf = pool.take();
                     while let Some(t) = c.poll_transmit(now, &mut buf) {
-                        sent.push((t, std::mem::replace(&mut buf, Vec::with_capacity(64 * 1024))));
+                        sent.push((t, std::mem::replace(&mut buf, pool.take())));
                     }
+                    pool.give(buf);
                 }
             }
             if !workers.is_empty() {
@@ -87,14 +94,16 @@ pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: boo
                 for (k, id) in path_ids.iter().enumerate() {
                     groups[k % workers.len()].push(*id);
                 }
-                for (k, g) in groups.into_iter().enumerate() {
-                    workers.give(k, now, g)?;
+                let pools = pool.split(workers.len());
+                for (k, (g, p)) in groups.into_iter().zip(pools).enumerate() {
+                    workers.give(k, now, (g, p))?;
                 }
                 for _ in 0..workers.len() {
-                    let (building, locked, out) = workers.next_done()?;
+                    let ((building, locked, out), left) = workers.next_done()?;
                     result.build_outside_lock += building;
                     result.locked += locked;
                     sent.extend(out);
+                    pool.absorb(left);
                 }
             }
             result.busy += clock.elapsed();
@@ -106,6 +115,7 @@ pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: boo
                 let mut slices: Vec<&mut [u8]> = data[..t.size].chunks_mut(seg).collect();
                 count += slices.len() as u64;
                 server.handle_datagrams(now, t.destination, src, None, &mut slices);
+                pool.give(data);
             }
             result.datagrams += count;
             idle_rounds = if count == 0 { idle_rounds + 1 } else { 0 };
