@@ -9,11 +9,45 @@
 //! interleaved with the runs (`bench_cmd.rs`): each path has a source and a destination buffer
 //! of a round's size, path k's copies go to thread k mod T, pinned as the path threads are, and
 //! the same number of bytes is copied as the run carries.
+//!
+//! [`timed_on_threads`], the pinned threads that start together, is shared with the AEAD
+//! reference (`bench_seal.rs`).
 
 use std::sync::Barrier;
 use std::time::Duration;
 
 use crate::progress::Stopwatch;
+
+/// Runs `work` on `threads` threads at once, thread t pinned to `cpus[t mod len]` unless
+/// `cpus` is empty: each first makes its state with `prepare(t)` (not timed), all then start
+/// together, and each times its `work`. Returns each thread's time and result, in thread
+/// order (a thread that panicked is left out).
+pub(crate) fn timed_on_threads<S, R: Send>(
+    threads: usize,
+    cpus: &[usize],
+    prepare: impl Fn(usize) -> S + Sync,
+    work: impl Fn(&mut S) -> R + Sync,
+) -> Vec<(Duration, R)> {
+    let start = Barrier::new(threads);
+    let (start, prepare, work) = (&start, &prepare, &work);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    if let Some(&cpu) = (!cpus.is_empty()).then(|| &cpus[t % cpus.len()]) {
+                        mpq_io::path_threads::pin_current_thread(cpu);
+                    }
+                    let mut state = prepare(t);
+                    start.wait();
+                    let clock = Stopwatch::start();
+                    let r = work(&mut state);
+                    (clock.elapsed(), r)
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    })
+}
 
 /// Copies `bytes` in all, `bytes / paths` for each path through its buffers of `buffer` bytes,
 /// path k's on thread k mod `threads` (pinned to `cpus[k mod len]` unless `cpus` is empty).
@@ -22,43 +56,31 @@ use crate::progress::Stopwatch;
 pub(crate) fn copy_run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, buffer: usize) -> (Duration, u64) {
     let threads = threads.clamp(1, paths.max(1));
     let per_path = bytes / paths.max(1) as u64;
-    let start = Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let start = &start;
-                s.spawn(move || {
-                    if let Some(&cpu) = (!cpus.is_empty()).then(|| &cpus[t % cpus.len()]) {
-                        mpq_io::path_threads::pin_current_thread(cpu);
-                    }
-                    // This thread's paths' buffers, written before the clock (the receive
-                    // run's datagrams are written by the client before its clock too).
-                    let mut mine: Vec<(Vec<u8>, Vec<u8>)> = (t..paths)
-                        .step_by(threads)
-                        .map(|k| ((0..buffer).map(|i| (i ^ k) as u8).collect(), vec![0u8; buffer]))
-                        .collect();
-                    start.wait();
-                    let clock = Stopwatch::start();
-                    for (src, dst) in &mut mine {
-                        let mut left = per_path;
-                        while left > 0 {
-                            let n = (left as usize).min(buffer);
-                            dst[..n].copy_from_slice(&src[..n]);
-                            std::hint::black_box(&mut *dst);
-                            left -= n as u64;
-                        }
-                    }
-                    let took = clock.elapsed();
-                    let sum: u64 = mine.iter().map(|(_, d)| d.iter().map(|&b| u64::from(b)).sum::<u64>()).sum();
-                    (took, sum)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .filter_map(|h| h.join().ok())
-            .fold((Duration::ZERO, 0), |(t, s), (dt, ds)| (t.max(dt), s + ds))
-    })
+    let runs = timed_on_threads(
+        threads,
+        cpus,
+        // This thread's paths' buffers, written before the clock (the receive run's
+        // datagrams are written by the client before its clock too).
+        |t| -> Vec<(Vec<u8>, Vec<u8>)> {
+            (t..paths)
+                .step_by(threads)
+                .map(|k| ((0..buffer).map(|i| (i ^ k) as u8).collect(), vec![0u8; buffer]))
+                .collect()
+        },
+        |mine| {
+            for (src, dst) in mine.iter_mut() {
+                let mut left = per_path;
+                while left > 0 {
+                    let n = (left as usize).min(buffer);
+                    dst[..n].copy_from_slice(&src[..n]);
+                    std::hint::black_box(&mut *dst);
+                    left -= n as u64;
+                }
+            }
+            mine.iter().map(|(_, d)| d.iter().map(|&b| u64::from(b)).sum::<u64>()).sum::<u64>()
+        },
+    );
+    runs.into_iter().fold((Duration::ZERO, 0), |(t, s), (dt, ds)| (t.max(dt), s + ds))
 }
 
 #[cfg(test)]

@@ -13,15 +13,14 @@
 //! buffers over and over (they stay in its core's cache), so the only thing the threads share
 //! is the machine.
 
-use std::sync::Barrier;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use mpq_proto::crypto::backend;
-use rustls::quic::{Suite, Version};
+use rustls::quic::{PacketKey, Suite, Version};
 use rustls::Side;
 
-use crate::progress::Stopwatch;
+use crate::bench_copy::timed_on_threads;
 
 /// Bytes of a sealed packet (the benchmark's datagrams: 1452 bytes of UDP payload).
 const PACKET: usize = 1452;
@@ -32,6 +31,9 @@ const HEADER: usize = 13;
 const TAG: usize = 16;
 /// Payload bytes sealed per packet.
 pub(crate) const PAYLOAD: usize = PACKET - HEADER - TAG;
+/// A path's packet key and the packets it seals over and over.
+type PathPackets = (Box<dyn PacketKey>, Vec<Vec<u8>>);
+
 /// Packets each path cycles through (one GRO batch: 93 kB, within a core's L2 cache).
 const POOL: usize = 64;
 
@@ -57,48 +59,36 @@ pub(crate) fn seal_run(suite: &Suite, paths: usize, threads: usize, cpus: &[usiz
     let threads = threads.clamp(1, paths.max(1));
     let per_path = bytes / paths.max(1) as u64;
     let packets = per_path.div_ceil(PAYLOAD as u64);
-    let start = Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let start = &start;
-                s.spawn(move || {
-                    if let Some(&cpu) = (!cpus.is_empty()).then(|| &cpus[t % cpus.len()]) {
-                        mpq_io::path_threads::pin_current_thread(cpu);
-                    }
-                    // This thread's paths: a key (from a connection ID of the path's own)
-                    // and a batch of packets, made before the clock.
-                    let mut mine: Vec<_> = (t..paths)
-                        .step_by(threads)
-                        .map(|k| {
-                            let key = suite.keys(&[k as u8; 8], Side::Client, Version::V1).local.packet;
-                            let pool: Vec<Vec<u8>> =
-                                (0..POOL).map(|i| (0..PACKET).map(|b| (b ^ i ^ k) as u8).collect()).collect();
-                            (key, pool)
-                        })
-                        .collect();
-                    start.wait();
-                    let clock = Stopwatch::start();
-                    let mut tags = 0u64;
-                    for (key, pool) in &mut mine {
-                        for pn in 0..packets {
-                            let packet = &mut pool[pn as usize % POOL];
-                            let (header, rest) = packet.split_at_mut(HEADER);
-                            let payload = &mut rest[..PAYLOAD];
-                            if let Ok(tag) = key.encrypt_in_place(pn, header, payload) {
-                                tags = tags.wrapping_add(tag.as_ref().iter().map(|&b| u64::from(b)).sum::<u64>());
-                            }
-                        }
-                    }
-                    (clock.elapsed(), tags)
+    let runs = timed_on_threads(
+        threads,
+        cpus,
+        // This thread's paths: a key (from a connection ID of the path's own) and a batch of
+        // packets, made before the clock.
+        |t| -> Vec<PathPackets> {
+            (t..paths)
+                .step_by(threads)
+                .map(|k| {
+                    let key = suite.keys(&[k as u8; 8], Side::Client, Version::V1).local.packet;
+                    let pool = (0..POOL).map(|i| (0..PACKET).map(|b| (b ^ i ^ k) as u8).collect()).collect();
+                    (key, pool)
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .filter_map(|h| h.join().ok())
-            .fold((Duration::ZERO, 0u64), |(t, s), (dt, ds)| (t.max(dt), s.wrapping_add(ds)))
-    })
+                .collect()
+        },
+        |mine| {
+            let mut tags = 0u64;
+            for (key, pool) in mine.iter_mut() {
+                for pn in 0..packets {
+                    let packet = &mut pool[pn as usize % POOL];
+                    let (header, rest) = packet.split_at_mut(HEADER);
+                    if let Ok(tag) = key.encrypt_in_place(pn, header, &mut rest[..PAYLOAD]) {
+                        tags = tags.wrapping_add(tag.as_ref().iter().map(|&b| u64::from(b)).sum::<u64>());
+                    }
+                }
+            }
+            tags
+        },
+    );
+    runs.into_iter().fold((Duration::ZERO, 0u64), |(t, s), (dt, ds)| (t.max(dt), s.wrapping_add(ds)))
 }
 
 #[cfg(test)]
