@@ -235,14 +235,14 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     let suite = bench_seal::suite_named(&cipher_suite)?;
     // The copy reference's buffers: a receive round's datagrams on one path.
     let copy_buffer = bench_recv::round_bytes(a.round_batches);
+    // A reference's Gbit/s: the run's bytes over its time.
+    let rate = |took: Duration| bytes as f64 * 8.0 / took.as_secs_f64().max(1e-9) / 1e9;
     for rep in 0..a.reps {
         for (k, &t) in a.threads.iter().enumerate() {
             eprintln!("rep {}/{}: {work}, {} path(s), {t} thread(s)...", rep + 1, a.reps, a.paths);
             runs[k].push(run_once(work, &a, t, &cpus, bytes)?);
-            let (took, _) = bench_copy::copy_run(a.paths, t, &cpus, bytes, copy_buffer);
-            copies[k].push(bytes as f64 * 8.0 / took.as_secs_f64().max(1e-9) / 1e9);
-            let (took, _) = bench_seal::seal_run(&suite, a.paths, t, &cpus, bytes);
-            seals[k].push(bytes as f64 * 8.0 / took.as_secs_f64().max(1e-9) / 1e9);
+            copies[k].push(rate(bench_copy::copy_run(a.paths, t, &cpus, bytes, copy_buffer).0));
+            seals[k].push(rate(bench_seal::seal_run(&suite, a.paths, t, &cpus, bytes).0));
         }
     }
     let copy_base = median(copies[0].clone());
@@ -258,14 +258,14 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
             let g = median(rs.iter().map(gbit).collect());
             let copy = median(cs.clone());
             let aead = median(ss.clone());
+            // Each repetition's run over the first count's run of the same repetition.
+            let paired: Vec<f64> = rs.iter().zip(&runs[0]).map(|(r, first)| gbit(r) / gbit(first).max(1e-12)).collect();
             ThreadsResult {
                 threads,
                 gbit_per_s: g,
                 packets_per_s: median(rs.iter().map(|r| r.datagrams as f64 / r.busy.as_secs_f64().max(1e-9)).collect()),
                 speedup: g / base.max(1e-12),
-                paired_speedup: median(
-                    rs.iter().zip(&runs[0]).map(|(r, first)| gbit(r) / gbit(first).max(1e-12)).collect(),
-                ),
+                paired_speedup: median(paired.clone()),
                 outside_lock_share: median(rs.iter().map(|r| share(r.outside_lock, r)).collect()),
                 locked_share: median(rs.iter().map(|r| share(r.locked, r)).collect()),
                 after_share: median(rs.iter().map(|r| share(r.after, r)).collect()),
@@ -277,12 +277,10 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
                 aead_speedup: aead / aead_base.max(1e-12),
                 aead_runs_gbit_per_s: ss.clone(),
                 paired_speedup_over_aead: median(
-                    rs.iter()
-                        .zip(&runs[0])
+                    paired
+                        .iter()
                         .zip(ss.iter().zip(&seals[0]))
-                        .map(|((r, first), (s, s_first))| {
-                            (gbit(r) / gbit(first).max(1e-12)) / (s / s_first.max(1e-12)).max(1e-12)
-                        })
+                        .map(|(p, (s, s_first))| p / (s / s_first.max(1e-12)).max(1e-12))
                         .collect(),
                 ),
             }
