@@ -94,6 +94,21 @@ pub struct StreamChunk {
     pub fin: bool,
 }
 
+impl StreamChunk {
+    /// Extends this chunk by `next` if `next` continues it: the same stream, the bytes right
+    /// after it, and no FIN before them. Returns whether it did. Acknowledging the extended
+    /// chunk does what acknowledging the two did.
+    pub fn absorb(&mut self, next: &StreamChunk) -> bool {
+        if self.id != next.id || self.fin || self.offset.checked_add(self.len as u64) != Some(next.offset) {
+            return false;
+        }
+        let Some(len) = self.len.checked_add(next.len) else { return false };
+        self.len = len;
+        self.fin = next.fin;
+        true
+    }
+}
+
 /// Something the application should know about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamEvent {

@@ -300,3 +300,70 @@ fn an_earlier_lease_returned_after_a_later_one_resends_its_unused_bytes() {
     assert!(got.last().is_some_and(|&(_, _, fin)| fin), "the FIN goes with the last bytes");
     assert!(!c.has_pending_data(), "{id:?} drained");
 }
+
+/// Chunks that continue each other are absorbed; a gap, another stream or a FIN ends the run.
+#[test]
+fn chunks_absorb_only_what_continues_them() {
+    let (id, other) = (cid(Dir::Uni, 0), cid(Dir::Uni, 1));
+    let mut r = StreamChunk { id, offset: 10, len: 5, fin: false };
+    assert!(r.absorb(&StreamChunk { id, offset: 15, len: 7, fin: false }));
+    assert_eq!(r, StreamChunk { id, offset: 10, len: 12, fin: false });
+    assert!(!r.absorb(&StreamChunk { id, offset: 23, len: 1, fin: false }), "a gap");
+    assert!(!r.absorb(&StreamChunk { id, offset: 21, len: 1, fin: false }), "an overlap");
+    assert!(!r.absorb(&StreamChunk { id: other, offset: 22, len: 1, fin: false }), "another stream");
+    assert!(r.absorb(&StreamChunk { id, offset: 22, len: 0, fin: true }));
+    assert_eq!(r, StreamChunk { id, offset: 10, len: 12, fin: true });
+    assert!(!r.absorb(&StreamChunk { id, offset: 22, len: 0, fin: false }), "after the FIN");
+    let mut huge = StreamChunk { id, offset: 0, len: usize::MAX, fin: false };
+    assert!(!huge.absorb(&StreamChunk { id, offset: usize::MAX as u64, len: 1, fin: false }), "overflow");
+}
+
+proptest! {
+    /// Acknowledging runs of absorbed chunks leaves a stream exactly as acknowledging every
+    /// chunk would: the same events, the same bytes still held, the same end.
+    #[test]
+    fn acknowledging_absorbed_runs_equals_acknowledging_each_chunk(
+        writes in proptest::collection::vec(1usize..3000, 1..6),
+        fin in any::<bool>(),
+        max in 1usize..1500,
+        order in proptest::collection::vec(any::<prop::sample::Index>(), 0..40),
+    ) {
+        let sizes: Vec<(usize, bool)> = writes.iter().map(|&l| (l, false)).collect();
+        let (mut each, id) = table(&sizes, fin);
+        let (mut runs, _) = table(&sizes, fin);
+        let mut chunks = Vec::new();
+        while let Some(c) = each.next_stream_chunk(max) {
+            prop_assert_eq!(runs.next_stream_chunk(max), Some(c));
+            chunks.push(c);
+        }
+        // Acknowledge in an order of the test's choosing: a chosen chunk and the next few
+        // after it, as one ACK of consecutive packets would.
+        let mut acked = vec![false; chunks.len()];
+        for (k, ix) in order.iter().enumerate() {
+            if chunks.is_empty() { break; }
+            let start = ix.index(chunks.len());
+            let picked: Vec<StreamChunk> =
+                (start..chunks.len()).take(1 + k % 4).filter(|&i| !acked[i]).map(|i| chunks[i]).collect();
+            acked.iter_mut().skip(start).take(1 + k % 4).for_each(|a| *a = true);
+            let mut run: Option<StreamChunk> = None;
+            for c in &picked {
+                each.on_stream_chunk_acked(c);
+                if !run.as_mut().is_some_and(|r| r.absorb(c)) {
+                    if let Some(r) = run.replace(*c) { runs.on_stream_chunk_acked(&r); }
+                }
+            }
+            if let Some(r) = run { runs.on_stream_chunk_acked(&r); }
+            let (e1, e2) = (events(&mut each), events(&mut runs));
+            prop_assert_eq!(e1.contains(&StreamEvent::Finished { id }), e2.contains(&StreamEvent::Finished { id }));
+            prop_assert_eq!(each.is_empty(), runs.is_empty());
+        }
+        // What is left to acknowledge, the rest acknowledged one by one at both.
+        for c in chunks.iter().zip(&acked).filter(|(_, a)| !**a).map(|(c, _)| c) {
+            each.on_stream_chunk_acked(c);
+            runs.on_stream_chunk_acked(c);
+        }
+        prop_assert_eq!(events(&mut each).contains(&StreamEvent::Finished { id }), events(&mut runs).contains(&StreamEvent::Finished { id }));
+        prop_assert_eq!(each.is_empty(), runs.is_empty());
+        prop_assert_eq!(each.is_empty(), fin, "every byte acknowledged: the stream ends iff it was finished");
+    }
+}
