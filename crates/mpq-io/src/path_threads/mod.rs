@@ -422,9 +422,10 @@ fn send_on(
 const RX_BUF: usize = 64 * 1024;
 /// Receive batches (recvmmsg calls) per round before sending gets a turn. Small: with more
 /// path threads than cores a thread that finds its socket's queue deep after waiting for a
-/// CPU sends its ACKs and data after two calls, not sixteen; at 8 paths on 2 cores that took
-/// per-path from 0.84x to 0.95x single's goodput and from 1.19x to 1.05x its CPU per GB (11
-/// alternated runs over loopback, 2026-12-01), at 2 paths it changed nothing measurable.
+/// CPU sends its ACKs and data after two calls, not sixteen. At 8 paths on 2 cores, over
+/// loopback on 2026-12-01, that took per-path from 0.84x to 0.95x single's goodput and from
+/// 1.19x to 1.05x its CPU per GB in 11 alternated runs (later series of this build: 0.89-0.92x
+/// and 1.08-1.11x); at 2 paths it changed nothing measurable.
 const RX_BUDGET: usize = 2;
 /// Longest sleep while a send waits for the socket to drain.
 const BLOCKED_WAIT: Duration = Duration::from_millis(5);

@@ -319,8 +319,9 @@ fn chunks_absorb_only_what_continues_them() {
 }
 
 proptest! {
-    /// Acknowledging runs of absorbed chunks leaves a stream exactly as acknowledging every
-    /// chunk would: the same events, the same bytes still held, the same end.
+    /// Acknowledging runs of absorbed chunks leaves a stream as acknowledging every chunk
+    /// would: after each ACK the same events and the same state (ended or not), and the same
+    /// end once everything is acknowledged.
     #[test]
     fn acknowledging_absorbed_runs_equals_acknowledging_each_chunk(
         writes in proptest::collection::vec(1usize..3000, 1..6),
