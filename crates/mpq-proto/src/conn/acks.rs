@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::TransportError;
 use crate::frame::AckFrame;
-use crate::stream::StreamChunk;
+use crate::stream::AckedRun;
 use crate::time::Instant;
 use crate::types::SpaceId;
 
@@ -108,13 +108,11 @@ impl Host<'_> {
         // lease): one acknowledgement per run, not per packet, keeps the send buffer's range
         // set from being searched and rebalanced once per packet when the paths' ACKs arrive
         // out of order.
-        let mut run = None;
+        let mut run = AckedRun::default();
         for (_, p) in fates.acked {
             self.on_frames_acked(fates.space, p.frames, &mut run);
         }
-        if let Some(c) = run {
-            self.shared.streams.on_stream_chunk_acked(&c);
-        }
+        run.finish(&mut self.shared.streams);
         // The acknowledged PATH_ACKs carried for other paths reach them by mail, which the
         // connection delivers after the work at hand.
         for (pn, _) in &fates.lost {
@@ -140,16 +138,11 @@ impl Host<'_> {
         self.shared.streams.set_send_buffer_limit(limit);
     }
 
-    /// The frames of an acknowledged packet. Stream chunks extend `run` when they continue
-    /// it (same stream, the next bytes, no FIN before them), else the run is applied and a
-    /// new one begins; the caller applies the last run.
-    pub(super) fn on_frames_acked(&mut self, space_id: SpaceId, mut frames: SentFrames, run: &mut Option<StreamChunk>) {
+    /// The frames of an acknowledged packet; its stream chunks join `run`, which the caller
+    /// finishes.
+    pub(super) fn on_frames_acked(&mut self, space_id: SpaceId, mut frames: SentFrames, run: &mut AckedRun) {
         for c in &frames.stream {
-            if !run.as_mut().is_some_and(|r| r.absorb(c)) {
-                if let Some(r) = run.replace(*c) {
-                    self.shared.streams.on_stream_chunk_acked(&r);
-                }
-            }
+            run.push(&mut self.shared.streams, c);
         }
         if let Some(crypto) = self.crypto_stream_mut(space_id) {
             for r in frames.crypto() {

@@ -109,6 +109,31 @@ impl StreamChunk {
     }
 }
 
+/// The stream chunks of one ACK's newly acknowledged packets, acknowledged to the stream
+/// table a run at a time: each chunk extends the run when it continues it
+/// ([`StreamChunk::absorb`]), else the run is acknowledged and a new one begins.
+/// [`AckedRun::finish`] acknowledges the last run.
+#[derive(Debug, Default)]
+pub struct AckedRun(Option<StreamChunk>);
+
+impl AckedRun {
+    /// Adds `c`, acknowledging the run it does not continue.
+    pub fn push(&mut self, streams: &mut Streams, c: &StreamChunk) {
+        if !self.0.as_mut().is_some_and(|r| r.absorb(c)) {
+            if let Some(r) = self.0.replace(*c) {
+                streams.on_stream_chunk_acked(&r);
+            }
+        }
+    }
+
+    /// Acknowledges the run that is left.
+    pub fn finish(&mut self, streams: &mut Streams) {
+        if let Some(r) = self.0.take() {
+            streams.on_stream_chunk_acked(&r);
+        }
+    }
+}
+
 /// Something the application should know about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamEvent {

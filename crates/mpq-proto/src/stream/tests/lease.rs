@@ -319,9 +319,9 @@ fn chunks_absorb_only_what_continues_them() {
 }
 
 proptest! {
-    /// Acknowledging runs of absorbed chunks leaves a stream as acknowledging every chunk
-    /// would: after each ACK the same events and the same state (ended or not), and the same
-    /// end once everything is acknowledged.
+    /// Acknowledging runs of absorbed chunks (`AckedRun`) leaves a stream as acknowledging
+    /// every chunk would: after each ACK the same events and the same state (ended or not),
+    /// and the same end once everything is acknowledged.
     #[test]
     fn acknowledging_absorbed_runs_equals_acknowledging_each_chunk(
         writes in proptest::collection::vec(1usize..3000, 1..6),
@@ -346,14 +346,12 @@ proptest! {
             let picked: Vec<StreamChunk> =
                 (start..chunks.len()).take(1 + k % 4).filter(|&i| !acked[i]).map(|i| chunks[i]).collect();
             acked.iter_mut().skip(start).take(1 + k % 4).for_each(|a| *a = true);
-            let mut run: Option<StreamChunk> = None;
+            let mut run = AckedRun::default();
             for c in &picked {
                 each.on_stream_chunk_acked(c);
-                if !run.as_mut().is_some_and(|r| r.absorb(c)) {
-                    if let Some(r) = run.replace(*c) { runs.on_stream_chunk_acked(&r); }
-                }
+                run.push(&mut runs, c);
             }
-            if let Some(r) = run { runs.on_stream_chunk_acked(&r); }
+            run.finish(&mut runs);
             let (e1, e2) = (events(&mut each), events(&mut runs));
             prop_assert_eq!(e1.contains(&StreamEvent::Finished { id }), e2.contains(&StreamEvent::Finished { id }));
             prop_assert_eq!(each.is_empty(), runs.is_empty());
