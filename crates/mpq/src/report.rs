@@ -20,6 +20,8 @@ pub fn final_report(end: &mpq_api::FinalReport) {
         "multipath": end.multipath,
         "key_updates": end.stats.key_updates,
         "reinjected_chunks": end.stats.reinjected_chunks,
+        "copies_acked_first": end.stats.copies_acked_first,
+        "copies_acked_late": end.stats.copies_acked_late,
         "paths": paths_json(&end.stats),
     });
     eprintln!("connection ended: {line}");

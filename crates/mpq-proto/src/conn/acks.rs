@@ -113,6 +113,10 @@ impl Host<'_> {
             self.on_frames_acked(fates.space, p.frames, &mut run);
         }
         run.finish(&mut self.shared.streams);
+        let rtt = self.path_slot(path_id).and_then(|slot| self.view(slot)).map(|v| v.srtt);
+        if let Some(rtt) = rtt {
+            self.shared.copy_feedback.judge(now, rtt);
+        }
         // The acknowledged PATH_ACKs carried for other paths reach them by mail, which the
         // connection delivers after the work at hand.
         for (pn, _) in &fates.lost {
@@ -141,6 +145,21 @@ impl Host<'_> {
     /// The frames of an acknowledged packet; its stream chunks join `run`, which the caller
     /// finishes.
     pub(super) fn on_frames_acked(&mut self, space_id: SpaceId, mut frames: SentFrames, run: &mut AckedRun) {
+        let copies = usize::from(frames.copies);
+        if copies > 0 {
+            // Whether a copy arrived first is read before it is acknowledged, and after the
+            // chunks acknowledged so far are (the run holds them back).
+            run.finish(&mut self.shared.streams);
+            for c in &frames.stream[..copies.min(frames.stream.len())] {
+                let first = !self.shared.streams.chunk_acked(c);
+                self.shared.copy_feedback.on_copy_acked(first);
+                if first {
+                    self.shared.stats.copies_acked_first += 1;
+                } else {
+                    self.shared.stats.copies_acked_late += 1;
+                }
+            }
+        }
         for c in &frames.stream {
             run.push(&mut self.shared.streams, c);
         }

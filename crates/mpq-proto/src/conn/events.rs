@@ -80,6 +80,13 @@ pub struct ConnectionStats {
     pub dropped_packets: u64,
     /// STREAM chunks copied from a slow path onto a faster one (multipath reinjection).
     pub reinjected_chunks: u64,
+    /// Copies of STREAM chunks (reinjected or sent redundantly; counted per packet, as a
+    /// chunk may be copied in pieces) whose acknowledgement acknowledged bytes not
+    /// acknowledged before: they arrived first.
+    pub copies_acked_first: u64,
+    /// Copies of STREAM chunks acknowledged after all their bytes were: the original
+    /// arrived first and the copy was sent for nothing.
+    pub copies_acked_late: u64,
     /// PATHS_BLOCKED frames sent (we wanted a path ID beyond the peer's MAX_PATH_ID).
     pub paths_blocked_sent: u64,
     /// PATHS_BLOCKED frames received.

@@ -247,6 +247,8 @@ pub(crate) struct ConnShared {
     /// Record the STREAM chunks written in this batch (they are copied to other paths).
     collect_chunks: bool,
     batch_chunks: Vec<crate::stream::StreamChunk>,
+    /// Whether copies of stream data arrived first; pauses reinjection while they are late.
+    copy_feedback: send::CopyFeedback,
 
     // ---- connection-wide data ----
     streams: Streams,
@@ -452,6 +454,7 @@ impl Connection {
             sched_snapshots: Vec::new(),
             collect_chunks: false,
             batch_chunks: Vec::new(),
+            copy_feedback: Default::default(),
             #[cfg(test)]
             injected: Vec::new(),
             #[cfg(test)]

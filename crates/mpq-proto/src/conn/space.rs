@@ -25,6 +25,10 @@ const MAX_CRYPTO_BUFFER: u64 = 64 * 1024;
 pub(crate) struct SentFrames {
     /// STREAM chunks.
     pub stream: SmallVec<[StreamChunk; 1]>,
+    /// How many of the first chunks of `stream` are copies of data first sent in another
+    /// packet (reinjection, redundant scheduling): their acknowledgement says whether they
+    /// arrived first (`conn/send/copy_feedback.rs`).
+    pub copies: u16,
     /// ACK / PATH_ACK frames in this packet: (path ID of the acknowledged packets, their
     /// Largest Acknowledged), for ack-of-ack pruning. Initial and Handshake use path 0.
     pub acks: SmallVec<[(u64, u64); 1]>,
@@ -59,6 +63,14 @@ impl SentFrames {
     /// Records a control frame sent in the packet.
     pub fn push_control(&mut self, c: Control) {
         self.rare.get_or_insert_with(Box::default).control.push(c);
+    }
+
+    /// Records a copy of a STREAM chunk first sent in another packet (before any chunk
+    /// sent for the first time or retransmitted in this packet).
+    pub fn push_copy(&mut self, chunk: StreamChunk) {
+        debug_assert_eq!(self.stream.len(), usize::from(self.copies), "copies come first");
+        self.stream.push(chunk);
+        self.copies = self.copies.saturating_add(1);
     }
 
     /// Records a DATAGRAM frame sent in the packet on path `path_id`.
@@ -419,10 +431,12 @@ mod sent_frames_tests {
     use super::*;
 
     /// A sent packet's record is moved per packet (into the ledger, out of it): it must
-    /// stay small. CRYPTO and control frames live behind one pointer.
+    /// stay small. CRYPTO and control frames live behind one pointer. (80 bytes: smallvec's
+    /// `union` feature keeps the two inline vectors without an enum tag each, 88 before the
+    /// count of copies was added.)
     #[test]
     fn sent_packet_records_stay_small() {
-        assert!(std::mem::size_of::<SentFrames>() <= 88, "{}", std::mem::size_of::<SentFrames>());
+        assert!(std::mem::size_of::<SentFrames>() <= 80, "{}", std::mem::size_of::<SentFrames>());
         let mut f = SentFrames::default();
         assert!(f.crypto().is_empty() && f.control().is_empty());
         f.push_crypto(0..10);

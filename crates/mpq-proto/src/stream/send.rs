@@ -220,6 +220,11 @@ impl SendStream {
         false
     }
 
+    /// Whether `len` bytes at `offset` (and the FIN, if `fin`) were acknowledged.
+    pub fn is_acked(&self, offset: u64, len: u64, fin: bool) -> bool {
+        (!fin || self.fin == Fin::Acked) && self.buf.is_acked(offset..offset.saturating_add(len))
+    }
+
     /// Records a loss. Returns true if something must be retransmitted.
     pub fn on_lost(&mut self, offset: u64, len: u64, fin: bool) -> bool {
         if self.reset.is_some() || self.state == SendState::DataRecvd {

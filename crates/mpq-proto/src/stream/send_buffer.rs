@@ -175,6 +175,18 @@ impl SendBuffer {
         offset >= self.base && offset.saturating_add(len) <= self.offset()
     }
 
+    /// Whether every byte of `r` was acknowledged (freed below the base, or acknowledged
+    /// out of order above it).
+    pub fn is_acked(&self, r: Range<u64>) -> bool {
+        // (An empty range, a FIN-only chunk's, has nothing to wait for.)
+        if r.end <= self.base || r.start >= r.end {
+            return true;
+        }
+        let from = r.start.max(self.base);
+        // The acknowledged ranges are disjoint and merged: one of them covers all or none.
+        self.acked.intersecting(from..r.end).next().is_some_and(|a| a.start <= from && a.end >= r.end)
+    }
+
     /// Appends exactly `len` bytes starting at `offset` to `out`.
     pub fn copy(&self, offset: u64, len: usize, out: &mut Vec<u8>) {
         debug_assert!(self.contains(offset, len as u64), "range not buffered");
@@ -293,7 +305,8 @@ mod tests {
 
     proptest! {
         /// Any mix of copied and zero-copy writes, acknowledged in any order, reads back
-        /// exactly what was written, and frees exactly the acknowledged prefix.
+        /// exactly what was written, frees exactly the acknowledged prefix, and says of any
+        /// range whether all of it was acknowledged as the model does.
         #[test]
         fn chunks_read_back_what_was_written(
             writes in proptest::collection::vec((0usize..3000, any::<bool>()), 1..40),
@@ -319,6 +332,9 @@ mod tests {
                 let base = acked.first().filter(|r| r.start == 0).map_or(0, |r| r.end);
                 prop_assert_eq!(b.unacked_len(), total - base);
                 for &(off, n) in &reads {
+                    let r = off..off + n as u64;
+                    let model = r.end <= base || acked.intersecting(r.clone()).map(|x| x.end - x.start).sum::<u64>() == n as u64;
+                    prop_assert_eq!(b.is_acked(r.clone()), model, "{:?} acked {:?}", r, acked);
                     let off = off.clamp(base, total);
                     let n = (n as u64).min(total - off) as usize;
                     let mut out = Vec::new();

@@ -338,3 +338,33 @@ fn send_buffer_limit_widens_but_not_below_the_configured_one() {
     s.set_send_buffer_limit(10);
     assert_eq!(s.send_buffer_limit(), 1000);
 }
+
+/// A copy of a chunk is worth sending while some of it waits for acknowledgement, also when
+/// bytes after it were acknowledged first (they stay buffered above the first gap); once
+/// all of it was acknowledged out of order, a copy would surely arrive late.
+#[test]
+fn chunks_acknowledged_out_of_order_are_not_worth_copying() {
+    let cfg = StreamsConfig::default();
+    let (mut c, _s) = pair(&cfg);
+    let id = c.open(Dir::Uni).unwrap();
+    c.write(id, &[7u8; 3000]).unwrap();
+    c.finish(id).unwrap();
+    let a = c.next_stream_chunk(1000).unwrap();
+    let b = c.next_stream_chunk(1000).unwrap();
+    let last = c.next_stream_chunk(2000).unwrap();
+    assert_eq!((a.offset, b.offset, last.offset, last.fin), (0, 1000, 2000, true));
+    for ch in [&a, &b, &last] {
+        assert!(c.chunk_buffered(ch) && !c.chunk_acked(ch));
+    }
+    c.on_stream_chunk_acked(&b);
+    assert!(c.chunk_acked(&b), "acknowledged above the gap at 0");
+    assert!(!c.chunk_buffered(&b), "still held, but not worth a copy");
+    let half = StreamChunk { offset: 1000, len: 2000, fin: true, ..last };
+    assert!(!c.chunk_acked(&half), "part of it (and the FIN) waits");
+    c.on_stream_chunk_acked(&StreamChunk { fin: false, ..last });
+    assert!(!c.chunk_acked(&last), "the FIN waits");
+    c.on_stream_chunk_acked(&a);
+    assert!(c.chunk_acked(&a) && !c.chunk_buffered(&a), "freed");
+    c.on_stream_chunk_acked(&last);
+    assert!(c.chunk_acked(&last), "the stream is done");
+}

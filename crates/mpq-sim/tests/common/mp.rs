@@ -260,7 +260,11 @@ impl Run {
             a.done_at.map(secs)
         );
         for (who, st) in [("client", self.client_stats()), ("server", self.server_stats())] {
-            let _ = writeln!(s, "{who}: key_updates {} reinjected {}", st.key_updates, st.reinjected_chunks);
+            let _ = writeln!(
+                s,
+                "{who}: key_updates {} reinjected {} copies acked first {} late {}",
+                st.key_updates, st.reinjected_chunks, st.copies_acked_first, st.copies_acked_late
+            );
             for p in &st.paths {
                 let _ = writeln!(
                     s,

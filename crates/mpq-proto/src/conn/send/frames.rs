@@ -240,7 +240,7 @@ impl PathState {
                 }
                 frame::encode_stream_header(buf, piece.id, piece.offset, Some(piece.len), piece.fin);
                 host.copy_chunk(&piece, buf);
-                frames.stream.push(piece);
+                frames.push_copy(piece);
                 out.eliciting = true;
                 if piece.len < c.len {
                     break;

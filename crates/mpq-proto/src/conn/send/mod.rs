@@ -13,9 +13,11 @@ use smallvec::SmallVec;
 
 use super::space::SentFrames;
 use super::{touch, Connection, State, Transmit};
+pub(crate) use copy_feedback::CopyFeedback;
 
 mod alone;
 mod close;
+mod copy_feedback;
 mod frames;
 mod host;
 mod lease;

@@ -55,6 +55,9 @@ impl Connection {
         let fast_queue = queue_delay(&fast_view);
         let mut budget = room as usize;
         let mut queued = false;
+        // While copies arrive late (the paths' estimates said slow where they were not),
+        // only a failing path is copied from (`copy_feedback.rs`).
+        let paused = !self.shared.copy_feedback.allows(now);
         for qi in self.paths.slots() {
             if qi == fi || budget == 0 {
                 continue;
@@ -90,7 +93,7 @@ impl Connection {
             };
             let tail_apart = queue_delay(&qv).saturating_sub(fast_queue);
             let backlogged = rates_apart && tail_apart > fast_queue && tail_apart > 4 * fast_rttvar;
-            if !(qv.potentially_failed || clearly_slower || backlogged) {
+            if !(qv.potentially_failed || (!paused && (clearly_slower || backlogged))) {
                 continue;
             }
             // The slow path reads its own ledger for what is still in flight on it and

@@ -290,12 +290,21 @@ impl Streams {
     }
 
     /// True while every byte of `chunk` is still in its stream's send buffer (not yet
-    /// acknowledged and freed), so that a copy of it can be sent on another path.
+    /// acknowledged and freed) and some of it (or its FIN) waits for acknowledgement, so
+    /// that a copy of it can be sent on another path: a copy of bytes acknowledged out of
+    /// order would arrive late for sure.
     pub fn chunk_buffered(&self, chunk: &StreamChunk) -> bool {
-        self.streams
-            .get(&chunk.id)
-            .and_then(|s| s.send.as_ref())
-            .is_some_and(|send| !send.is_closed() && send.buf.contains(chunk.offset, chunk.len as u64))
+        self.streams.get(&chunk.id).and_then(|s| s.send.as_ref()).is_some_and(|send| {
+            let (offset, len) = (chunk.offset, chunk.len as u64);
+            !send.is_closed() && send.buf.contains(offset, len) && !send.is_acked(offset, len, chunk.fin)
+        })
+    }
+
+    /// Every byte of the chunk (and its FIN) was acknowledged, or the stream no longer
+    /// sends (finished, reset or gone).
+    pub fn chunk_acked(&self, chunk: &StreamChunk) -> bool {
+        let Some(send) = self.streams.get(&chunk.id).and_then(|s| s.send.as_ref()) else { return true };
+        send.is_closed() || send.is_acked(chunk.offset, chunk.len as u64, chunk.fin)
     }
 
     /// A chunk was acknowledged.
