@@ -56,8 +56,9 @@ impl Connection {
         let mut budget = room as usize;
         let mut queued = false;
         // While copies arrive late (the paths' estimates said slow where they were not),
-        // only a failing path is copied from (`copy_feedback.rs`).
-        let paused = !self.shared.copy_feedback.allows(now);
+        // only a failing path is copied from, but for a probe now and then
+        // (`copy_feedback.rs`).
+        let mut allowance = self.shared.copy_feedback.allowance(now);
         for qi in self.paths.slots() {
             if qi == fi || budget == 0 {
                 continue;
@@ -93,17 +94,25 @@ impl Connection {
             };
             let tail_apart = queue_delay(&qv).saturating_sub(fast_queue);
             let backlogged = rates_apart && tail_apart > fast_queue && tail_apart > 4 * fast_rttvar;
-            if !(qv.potentially_failed || (!paused && (clearly_slower || backlogged))) {
+            let failed = qv.potentially_failed;
+            if !(failed || (allowance > 0 && (clearly_slower || backlogged))) {
                 continue;
             }
+            // A probe's copies: about one chunk per packet of the fast path.
+            let per_chunk = usize::from(fast_view.mtu).max(1);
+            let ask = if failed { budget } else { budget.min(allowance.saturating_mul(per_chunk)) };
             // The slow path reads its own ledger for what is still in flight on it and
             // hands copies to the fast path's inbox (mail, handled at once here).
             let before = self.paths.inbox(fi).dup_chunks.len();
             let to_id = fast_view.id;
-            self.paths.post(qi).reinject = Some(ReinjectRequest { to: fi, to_id, fast_rtt, fast_rate, budget });
+            self.paths.post(qi).reinject = Some(ReinjectRequest { to: fi, to_id, fast_rtt, fast_rate, budget: ask });
             self.deliver_mail_or_close(now);
             let added = self.paths.inbox(fi).dup_chunks.iter().skip(before);
-            let used: usize = added.map(|c| c.len + 32).sum();
+            let (n, used) = added.fold((0, 0), |(n, b), c| (n + 1, b + c.len + 32));
+            if !failed {
+                self.shared.copy_feedback.on_copies_queued(now, n);
+                allowance = allowance.saturating_sub(n);
+            }
             queued |= used > 0;
             budget = budget.saturating_sub(used);
         }
