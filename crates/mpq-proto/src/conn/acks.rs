@@ -113,9 +113,12 @@ impl Host<'_> {
             self.on_frames_acked(fates.space, p.frames, &mut run);
         }
         run.finish(&mut self.shared.streams);
-        let rtt = self.path_slot(path_id).and_then(|slot| self.view(slot)).map(|v| v.srtt);
-        if let Some(rtt) = rtt {
-            self.shared.copy_feedback.judge(now, rtt);
+        // (The path's RTT is looked up only when a window of copies is complete: nearly
+        // every ACK carries none.)
+        if self.shared.copy_feedback.window_full() {
+            if let Some(rtt) = self.path_slot(path_id).and_then(|slot| self.view(slot)).map(|v| v.srtt) {
+                self.shared.copy_feedback.judge(now, rtt);
+            }
         }
         // The acknowledged PATH_ACKs carried for other paths reach them by mail, which the
         // connection delivers after the work at hand.

@@ -59,6 +59,11 @@ impl CopyFeedback {
         }
     }
 
+    /// The window holds [`WINDOW`] copies: [`CopyFeedback::judge`] decides something.
+    pub fn window_full(&self) -> bool {
+        self.first + self.late >= WINDOW
+    }
+
     /// Judges the window once it holds [`WINDOW`] copies (after each ACK's packets are
     /// applied): mostly late (under half arrived first) pauses reinjection for 2^level RTTs
     /// and raises the level; at least three quarters first lowers it by one; in between,
@@ -66,10 +71,10 @@ impl CopyFeedback {
     /// still be counted first where path threads apply their ACKs out of step: over 8
     /// equal loopback paths in the per-path runtime 10 to 30 % were.)
     pub fn judge(&mut self, now: Instant, rtt: Duration) {
-        let n = self.first + self.late;
-        if n < WINDOW {
+        if !self.window_full() {
             return;
         }
+        let n = self.first + self.late;
         if self.first * 4 >= 3 * n {
             // One level down per such window, not all the way: where ACKs are applied out of
             // step, a window of late copies can look like this now and then (per-path over 8

@@ -59,6 +59,8 @@ impl Connection {
         // only a failing path is copied from, but for a probe now and then
         // (`copy_feedback.rs`).
         let mut allowance = self.shared.copy_feedback.allowance(now);
+        // A probe's copies: about one chunk per packet of the fast path.
+        let per_chunk = usize::from(fast_view.mtu).max(1);
         for qi in self.paths.slots() {
             if qi == fi || budget == 0 {
                 continue;
@@ -98,8 +100,6 @@ impl Connection {
             if !(failed || (allowance > 0 && (clearly_slower || backlogged))) {
                 continue;
             }
-            // A probe's copies: about one chunk per packet of the fast path.
-            let per_chunk = usize::from(fast_view.mtu).max(1);
             let ask = if failed { budget } else { budget.min(allowance.saturating_mul(per_chunk)) };
             // The slow path reads its own ledger for what is still in flight on it and
             // hands copies to the fast path's inbox (mail, handled at once here).
