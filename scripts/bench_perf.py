@@ -22,8 +22,9 @@ Two comparisons, each in ONE invocation so that both sides see the same machine 
 Every run starts a fresh server. CPU is user + system time of the client (from wait4) plus
 the server (from /proc/PID/stat just before it is stopped), divided by the bytes the client
 received: CPU seconds per GB (1e9 bytes). The summary gives medians over the repetitions and
-ratios of the medians. Absolute figures on a shared 2-core machine move from run to run;
-compare the ratios of one invocation.
+ratios of the medians, then each repetition's ratio to the baseline's run next to it (median
+and quartiles: the spread says how much to trust a difference). Absolute figures on a shared
+2-core machine move from run to run; compare the ratios of one invocation.
 """
 
 import argparse
@@ -231,6 +232,22 @@ def quinn_cmds(quinn, port, secs, work, tag):
     return server, client, parse
 
 
+def quartiles(values):
+    """(first quartile, median, third quartile) of `values` (inclusive method: with two
+    values, their range)."""
+    values = list(values)
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def paired_ratios(runs, base_runs, key):
+    """Each repetition's ratio to the baseline's run of the same repetition: the runs of one
+    repetition are adjacent in time, so the ratio cancels what drifts between repetitions."""
+    return [r[key] / b[key] for r, b in zip(runs, base_runs) if b[key] > 0]
+
+
 def summarise(title, order, results, base):
     print(f"\n== {title}: medians over {len(next(iter(results.values())))} runs")
     print(f"{'':>10} {'Gbit/s':>8} {'CPU-s/GB':>9} {'goodput ratio':>14} {'CPU/GB ratio':>13}   runs (Gbit/s)")
@@ -241,6 +258,14 @@ def summarise(title, order, results, base):
         gr, cr = g / med[base][0], c / med[base][1]
         runs = " ".join(f"{r['gbps']:.2f}" for r in results[k])
         print(f"{k:>10} {g:8.2f} {c:9.3f} {gr:14.2f} {cr:13.2f}   {runs}")
+    # Paired: how far one repetition's ratio strays from the next (this machine's noise).
+    for k in order:
+        if k == base or len(results[k]) < 2:
+            continue
+        gq = quartiles(paired_ratios(results[k], results[base], "gbps"))
+        cq = quartiles(paired_ratios(results[k], results[base], "cpu_s_per_gb"))
+        print(f"{k:>10} paired with {base}, median (quartiles) of the {len(results[k])} repetitions' ratios:"
+              f" goodput {gq[1]:.2f}x ({gq[0]:.2f}-{gq[2]:.2f}), CPU/GB {cq[1]:.2f}x ({cq[0]:.2f}-{cq[2]:.2f})")
     return med
 
 
