@@ -136,7 +136,8 @@ pub struct ChunkStore {
     /// Empty piece lists of runs read to their end or joined to another, for the next new
     /// runs: with two paths a stream's data arrives as interleaved runs, one new run per
     /// batch, and each took an allocation under the connection's lock (a path thread's) that
-    /// another thread freed. At most [`SPARE_LISTS`] lists of at most [`SPARE_MAX`] pieces.
+    /// another thread freed. At most [`SPARE_LISTS`] lists of at most [`SPARE_MAX`] pieces
+    /// in all.
     spare: Vec<VecDeque<Piece>>,
 }
 
@@ -148,8 +149,20 @@ thread_local! {
 
 /// Empty piece lists kept for reuse at most.
 const SPARE_LISTS: usize = 4;
-/// The largest piece list (in pieces) kept for reuse: a few kB.
+/// Pieces' room in all the piece lists kept for reuse, at most: 3 kB. (Counted over all
+/// of them, not per list: four lists of 64 held 12 kB for a stream with nothing in it.)
 const SPARE_MAX: usize = 64;
+/// Room for this many buffers' entries stays in `backings` once it is empty; a table grown
+/// larger (a stream that held many buffers at once) is freed then.
+const BACKINGS_KEPT: usize = 28;
+/// What [`ChunkStore::memory`] counts at most for a store that holds nothing: the spare
+/// piece lists and the empty table of buffers. An idle stream costs no more than that
+/// (the tests check it; the code keeps it by the two bounds above).
+#[cfg(test)]
+pub(crate) const IDLE_MEMORY_MAX: usize = SPARE_MAX * PIECE_COST + BACKINGS_KEPT * BACKING_COST;
+/// Bytes [`ChunkStore::memory`] counts per piece and per entry of the buffer table.
+const PIECE_COST: usize = 48;
+const BACKING_COST: usize = 32;
 
 impl ChunkStore {
     /// An empty store whose next byte to read is at `offset`.
@@ -190,8 +203,12 @@ impl ChunkStore {
 
     /// Heap memory held: the pinned buffers and the bookkeeping of the pieces and runs.
     pub fn memory(&self) -> usize {
-        let spare: usize = self.spare.iter().map(|l| l.capacity() * 48).sum();
-        self.pinned + self.pieces * 48 + self.runs.len() * (64 + 4 * 48) + self.backings.capacity() * 32 + spare
+        let spare: usize = self.spare.iter().map(|l| l.capacity() * PIECE_COST).sum();
+        self.pinned
+            + self.pieces * PIECE_COST
+            + self.runs.len() * (64 + 4 * PIECE_COST)
+            + self.backings.capacity() * BACKING_COST
+            + spare
     }
 
     /// True when holding the data as chunks costs clearly more than a ring would: many small
@@ -338,7 +355,8 @@ impl ChunkStore {
     /// Keeps an emptied piece list for a next new run, if small and there is room.
     fn keep_spare(&mut self, list: VecDeque<Piece>) {
         debug_assert!(list.is_empty());
-        if self.spare.len() < SPARE_LISTS && list.capacity() <= SPARE_MAX {
+        let kept: usize = self.spare.iter().map(VecDeque::capacity).sum();
+        if self.spare.len() < SPARE_LISTS && kept + list.capacity() <= SPARE_MAX {
             self.spare.push(list);
         }
     }
@@ -357,6 +375,9 @@ impl ChunkStore {
             if e.1 == 0 {
                 self.pinned -= e.0;
                 self.backings.remove(&b.id);
+                if self.backings.is_empty() && self.backings.capacity() > BACKINGS_KEPT {
+                    self.backings = FxHashMap::default();
+                }
             }
         }
     }
@@ -552,6 +573,32 @@ mod tests {
         s.contiguous_end = 2 * SPARE_MAX as u64;
         assert_eq!(read_all(&mut s).len(), 2 * SPARE_MAX);
         assert!(s.spare.is_empty());
+    }
+
+    /// A store read to its end after holding many runs and buffers at once keeps at most
+    /// [`IDLE_MEMORY_MAX`]: the spare lists are bounded in all, and a grown table of buffers
+    /// is freed. (Four lists of 64 pieces and a 56-entry table were 5,824 bytes: a
+    /// property test's case, 2026-12-02.)
+    #[test]
+    fn a_drained_store_keeps_only_bounded_bookkeeping() {
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        let mut s = ChunkStore::default();
+        // 100 runs with gaps between them, each of its own buffer, then the gaps.
+        for k in 0..100 {
+            let at = k * 200 + 100;
+            let (b, bb) = arena(&data[at..at + 100]);
+            s.insert(at as u64, b, bb);
+        }
+        assert!(s.backings.capacity() > BACKINGS_KEPT);
+        for k in 0..100 {
+            let at = k * 200;
+            let (b, bb) = arena(&data[at..at + 100]);
+            s.insert(at as u64, b, bb);
+        }
+        assert_eq!(read_all(&mut s), data);
+        assert_eq!((s.buffered(), s.pinned), (0, 0));
+        assert!(s.memory() <= IDLE_MEMORY_MAX, "{} bytes with nothing held", s.memory());
+        assert!(s.spare.iter().map(VecDeque::capacity).sum::<usize>() <= SPARE_MAX);
     }
 
     /// Two paths whose batches interleave and arrive in any order: runs that come to touch
