@@ -179,18 +179,19 @@ impl PathState {
         self.bytes_in_flight + u64::from(self.mtu) <= self.cc.window()
     }
 
-    /// The window has room for a full packet and the pacer (if `pacing`) lets one out now.
-    /// Held back by the pacer, the path notes when to try again and that its window, not
-    /// the application, limits it.
-    pub(crate) fn can_send_data(&mut self, now: Instant, pacing: bool) -> bool {
+    /// The window has room for a full packet and the pacer (if `pacing`, with GSO batches of
+    /// up to that many segments) lets one out now. Held back by the pacer, the path notes
+    /// when to try again and that its window, not the application, limits it.
+    pub(crate) fn can_send_data(&mut self, now: Instant, pacing: Option<usize>) -> bool {
         let mtu = u64::from(self.mtu);
         if !self.window_has_room() {
             return false;
         }
-        if pacing {
+        if let Some(segments) = pacing {
             let srtt = self.rtt.smoothed();
             let first_flight = !self.rtt.has_sample();
-            if let Some(at) = self.pacer.delay(now, mtu, mtu, self.cc.window(), srtt, first_flight) {
+            let batch = super::send::max_batch_segments(segments, mtu as usize) as u64 * mtu;
+            if let Some(at) = self.pacer.delay(now, mtu, mtu, batch, self.cc.window(), srtt, first_flight) {
                 if at > now {
                     self.pacing_until = Some(at);
                     // The pacer spreads the window over the RTT: held back by it, the path
@@ -426,8 +427,8 @@ mod tests {
     #[test]
     fn a_full_window_holds_data_back() {
         let mut p = path(true);
-        assert!(p.can_send_data(Instant::ZERO, false));
+        assert!(p.can_send_data(Instant::ZERO, None));
         p.bytes_in_flight = p.cc.window();
-        assert!(!p.can_send_data(Instant::ZERO, false));
+        assert!(!p.can_send_data(Instant::ZERO, None));
     }
 }

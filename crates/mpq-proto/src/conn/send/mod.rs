@@ -455,7 +455,7 @@ impl Connection {
     /// Congestion window and pacing allow ack-eliciting packets on path `pi` now (probes
     /// ignore both).
     fn can_send_data(&mut self, now: Instant, pi: usize) -> bool {
-        let pacing = self.shared.config.pacing;
+        let pacing = self.shared.config.pacing.then_some(self.shared.config.max_gso_segments);
         match self.paths.get_mut(pi) {
             Some(p) => p.can_send_data(now, pacing),
             // Checked out to its own thread (issue C2): its view tells whether its window

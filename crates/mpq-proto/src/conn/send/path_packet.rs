@@ -120,7 +120,7 @@ impl PathState {
         if limit < MIN_PACKET_ROOM {
             return 0;
         }
-        let cwnd_ok = self.can_send_data(now, side.cfg().pacing);
+        let cwnd_ok = self.can_send_data(now, side.cfg().pacing.then_some(side.cfg().max_gso_segments));
         if !self.wants_send_1rtt(side, now, cwnd_ok, allow_data) {
             return 0;
         }
