@@ -97,10 +97,10 @@ class ThreadSampler(threading.Thread):
 
 
 def path_share(threads):
-    """Share of CPU used by path or shard threads (names mpq-path-N, mpq-shard-K), and each
+    """Share of CPU used by path or shard threads (names mpq-path-N, mpq-paths-K, mpq-shard-K), and each
     one's share."""
     total = sum(threads.values())
-    paths = {k: v for k, v in threads.items() if k.startswith(("mpq-path-", "mpq-shard-"))}
+    paths = {k: v for k, v in threads.items() if k.startswith(("mpq-path-", "mpq-paths-", "mpq-shard-"))}
     if total <= 0:
         return 0.0, {}
     return sum(paths.values()) / total, {k: v / total for k, v in sorted(paths.items())}
@@ -178,7 +178,8 @@ def parse_mpq(out):
     used = sum(1 for p in j["paths"] if p["rx_bytes"] >= 0.05 * j["bytes"] / max(1, len(j["paths"])))
     def name(t):
         if t["role"] == "path":
-            return "mpq-path-%d" % t["path_id"]
+            # (A thread that drove several paths, with --path-threads, is named by them all.)
+            return "mpq-path-" + ",".join(str(p) for p in t.get("paths") or [t["path_id"]])
         if t["role"] == "shard":
             return "mpq-shard-%d" % t["shard"]
         # (The application's thread: the rest of the client's CPU, since stop 38.)
@@ -191,7 +192,12 @@ def parse_mpq(out):
 
 def mpq_cmds(mpq, port, secs, mtu, paths, runtime="single", net=None):
     """Server and client commands: `paths` paths over loopback, or over `net`'s veth pairs."""
-    rt = ["--shard", str(paths)] if runtime == "shard" else ["--threads", runtime]
+    if runtime == "shard":
+        rt = ["--shard", str(paths)]
+    elif runtime.startswith("per-path/"):
+        rt = ["--threads", "per-path", "--path-threads", runtime.split("/", 1)[1]]
+    else:
+        rt = ["--threads", runtime]
     if net is None:
         listen, connect = [f"127.0.0.1:{port}"], f"127.0.0.1:{port}"
         locals_ = [f"127.0.0.{i + 1}:0" for i in range(paths)] if paths > 1 else []
@@ -280,7 +286,8 @@ def main():
     ap.add_argument("--runtimes", default="", help="path counts of the runtime comparison (single"
                     " event loop against a thread per path), e.g. 1,2,4; '' to skip (default)")
     ap.add_argument("--kinds", default="single,per-path", help="runtimes compared by --runtimes, the"
-                    " first the baseline: single, per-path, shard (default: %(default)s)")
+                    " first the baseline: single, per-path, per-path/N (at most N path threads:"
+                    " --path-threads N), shard (default: %(default)s)")
     ap.add_argument("--netns", action="store_true", help="run the runtime comparison over veth pairs"
                     " between two network namespaces (one per path; root) instead of loopback")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each configuration (default: 3)")
@@ -296,8 +303,10 @@ def main():
         raise SystemExit(f"{a.quinn} is not an executable: see scripts/bench-perf.sh for how to build it")
     paths = [int(x) for x in a.paths.split(",") if x]
     kinds = [k for k in a.kinds.split(",") if k]
-    if any(k not in ("single", "per-path", "shard") for k in kinds) or not kinds:
-        raise SystemExit(f"--kinds {a.kinds}: name runtimes among single, per-path, shard")
+    def known(k):
+        return k in ("single", "per-path", "shard") or (k.startswith("per-path/") and k[9:].isdigit() and int(k[9:]) > 0)
+    if not kinds or not all(known(k) for k in kinds):
+        raise SystemExit(f"--kinds {a.kinds}: name runtimes among single, per-path, per-path/N, shard")
     runtimes = [int(x) for x in a.runtimes.split(",") if x]
     net = VethPaths(max(runtimes)) if a.netns and runtimes else None
     work = tempfile.mkdtemp(prefix="bench-perf-")
@@ -318,7 +327,7 @@ def main():
     results = {"quinn": {}, "paths": {}, "runtimes": {}}
     for i, (group, name, rep) in enumerate(plan):
         port = free_port()
-        tag = f"{group}-{name.replace(' ', '')}-{rep}"
+        tag = f"{group}-{name.replace(' ', '').replace('/', '_')}-{rep}"
         if name == "quinn":
             s, c, parse = quinn_cmds(a.quinn, port, a.duration, work, tag)
         elif group == "runtimes":

@@ -41,6 +41,11 @@ pub struct Options {
     pub threads: Threads,
     /// Pin the runtime's threads to these CPUs in turn (empty: no pinning).
     pub cpus: Vec<usize>,
+    /// With [`Threads::PerPath`], at most this many path threads (per shard's runtime):
+    /// paths beyond share them, each new path joining the thread that drives the fewest
+    /// (`None`: a thread per path). For more paths than CPUs
+    /// (`mpq_io::path_threads::PathThreads::path_threads`).
+    pub path_threads: Option<usize>,
     /// Seed of the endpoint's connection IDs and tokens (`None`: drawn from the system).
     pub seed: Option<u64>,
     /// Client connections keep a path alive when the operating system takes its local
@@ -187,6 +192,9 @@ impl Endpoint {
             let mut rt = PathThreads::new(sockets, clock)?.pin_to(shard_cpus(&options.cpus, k, n));
             if options.threads != Threads::PerPath {
                 rt = rt.single_thread();
+            }
+            if let Some(n) = options.path_threads {
+                rt = rt.path_threads(n);
             }
             let mut driver = ApiDriver::new(endpoint);
             if !options.ignore_address_changes {

@@ -28,15 +28,16 @@ pub fn final_report(end: &mpq_api::FinalReport) {
 }
 
 /// Each runtime thread's account for the JSON summaries: `role` (`main`, or `path` for a
-/// path's thread with its `path_id`), `cpu_s`, its socket counters, the batches it opened and
+/// path thread with its `paths` and, when it drove one, its `path_id`), `cpu_s`, its socket counters, the batches it opened and
 /// built without the lock, and how often and how long it waited for the lock.
 pub fn threads_json(threads: &[ThreadReport]) -> Vec<serde_json::Value> {
     threads
         .iter()
         .map(|t| {
             serde_json::json!({
-                "role": if t.path_id.is_some() { "path" } else if t.shard.is_some() { "shard" } else { "main" },
+                "role": if !t.paths.is_empty() { "path" } else if t.shard.is_some() { "shard" } else { "main" },
                 "path_id": t.path_id,
+                "paths": t.paths,
                 "shard": t.shard,
                 "forwarded": t.forwarded,
                 "cpu_s": t.cpu.as_secs_f64(),
@@ -80,6 +81,10 @@ pub fn print_threads(threads: &[ThreadReport], secs: f64) {
         let who = match (t.path_id, t.shard) {
             (Some(p), _) => format!("path {p} thread"),
             (None, Some(k)) => format!("shard {k} thread"),
+            (None, None) if !t.paths.is_empty() => {
+                let ids: Vec<String> = t.paths.iter().map(u64::to_string).collect();
+                format!("paths {} thread", ids.join(","))
+            }
             (None, None) => "main thread".to_string(),
         };
         println!(

@@ -18,9 +18,12 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// The options that select runtime `rt`: `shard-N` is `--shard N`, anything else names a
-/// `--threads` runtime.
+/// The options that select runtime `rt`: `shard-N` is `--shard N`, `per-path/N` is
+/// `--threads per-path --path-threads N`, anything else names a `--threads` runtime.
 fn runtime_args(rt: &str) -> Vec<String> {
+    if let Some(n) = rt.strip_prefix("per-path/") {
+        return vec!["--threads".into(), "per-path".into(), "--path-threads".into(), n.into()];
+    }
     match rt.strip_prefix("shard-") {
         Some(n) => vec!["--shard".into(), n.into()],
         None => vec!["--threads".into(), rt.into()],
@@ -108,6 +111,53 @@ fn per_path_runtime_on_both_sides_over_1_2_4_and_8_paths() {
     for paths in [1, 2, 4, 8] {
         download(&format!("per-path-{paths}"), "per-path", "per-path", paths);
     }
+}
+
+/// Paths sharing path threads (`--path-threads`): two threads for 3 and 8 paths on each
+/// side, and one thread for 4 paths against a thread per path.
+#[test]
+fn per_path_runtime_with_fewer_threads_than_paths() {
+    download("path-threads-2-of-3", "per-path/2", "per-path/2", 3);
+    download("path-threads-2-of-8", "per-path/2", "per-path/2", 8);
+    download("path-threads-1-of-4", "per-path", "per-path/1", 4);
+}
+
+/// `mpq perf client --threads per-path --path-threads 2` over 4 paths: the JSON names two
+/// path threads, each driving two of the four paths, and every byte arrives.
+#[test]
+fn perf_json_names_the_paths_each_shared_path_thread_drove() {
+    let rt = runtime_args("per-path/2");
+    let mut server_args = vec!["perf", "server", "--listen", "127.0.0.1:0", "--scheduler", "round-robin"];
+    server_args.extend(rt.iter().map(String::as_str));
+    let (mut srv, addr) = spawn_listening(&server_args);
+    let total: u64 = 20_000_000;
+    let total_s = total.to_string();
+    let mut args = vec!["perf", "client", "--connect", &addr, "--bytes", &total_s, "--json"];
+    args.extend(["--scheduler", "round-robin", "--max-paths", "4"]);
+    args.extend(rt.iter().map(String::as_str));
+    let locals: Vec<String> = (1..=4).map(|k| format!("127.0.0.{k}:0")).collect();
+    for l in &locals {
+        args.extend(["--local", l.as_str()]);
+    }
+    let got = run_bounded(&args, Duration::from_secs(60), "perf client with two path threads");
+    let _ = srv.kill();
+    let _ = srv.wait();
+    assert!(got.status.success(), "perf client failed: {}", String::from_utf8_lossy(&got.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&got.stdout).expect("JSON");
+    assert_eq!(summary["bytes"].as_u64(), Some(total), "{summary}");
+    let threads = summary["threads"].as_array().expect("threads");
+    let path_threads: Vec<Vec<u64>> = threads
+        .iter()
+        .filter(|t| t["role"] == "path")
+        .map(|t| t["paths"].as_array().expect("paths").iter().map(|p| p.as_u64().expect("id")).collect())
+        .collect();
+    assert_eq!(path_threads.len(), 2, "{summary}");
+    assert!(path_threads.iter().all(|p| p.len() == 2), "{summary}");
+    let mut all: Vec<u64> = path_threads.concat();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 4, "four distinct paths: {summary}");
+    assert!(threads.iter().filter(|t| t["role"] == "path").all(|t| t["path_id"].is_null()), "{summary}");
 }
 
 #[test]

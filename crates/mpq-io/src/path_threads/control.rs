@@ -14,8 +14,8 @@ use mpq_proto::conn::Transmit;
 use mpq_proto::endpoint::ConnectionHandle;
 use quinn_udp::RecvMeta;
 
-use super::worker::{self, Worker};
-use super::{send_on, socket_for, EndpointDriver, Locked, Settings, Shared, ThreadReport, WorkerCtl, WorkerSlot};
+use super::worker::{self, PathThread, Worker};
+use super::{send_on, socket_for, EndpointDriver, Locked, Settings, Shared, ThreadReport, ThreadSlot, WorkerCtl, WorkerSlot};
 use super::{BLOCKED_WAIT, RX_BUDGET, RX_BUF};
 use crate::{Clock, UdpSocket};
 
@@ -35,7 +35,7 @@ pub(super) fn setup<D: EndpointDriver + 'static>(
     }
     let waker = Waker::new(poll.registry(), WAKER)?;
     let shared = Arc::new(Shared {
-        locked: Mutex::new(Locked { driver, workers: Vec::new(), started: 0 }),
+        locked: Mutex::new(Locked { driver, workers: Vec::new(), threads: Vec::new(), started: 0 }),
         clock,
         stop: AtomicBool::new(false),
         listeners: sockets,
@@ -53,6 +53,7 @@ pub(super) fn setup<D: EndpointDriver + 'static>(
             settings.cpus.len()
         },
         threads: std::sync::atomic::AtomicUsize::new(1),
+        max_path_threads: settings.max_path_threads,
         cpus: settings.cpus,
     });
     Ok((shared, poll))
@@ -121,11 +122,11 @@ fn control_loop<D: EndpointDriver + 'static>(
             }
             manage(shared, &mut g)?;
             let blocked = flush(shared, &mut g, &mut tx, &mut pending, report);
-            let Locked { driver, workers, .. } = &mut *g;
+            let Locked { driver, workers, threads, .. } = &mut *g;
             worker::wake_for(driver.endpoint(), workers, None, true);
             if shared.app_kick.swap(false, Ordering::AcqRel) {
-                for w in workers.iter() {
-                    w.ctl.wake();
+                for t in threads.iter() {
+                    t.ctl.wake();
                 }
             }
             let deadline = g.driver.poll_timeout();
@@ -211,14 +212,15 @@ fn flush<D: EndpointDriver>(
     }
 }
 
-/// Collects the threads that ended and starts one for every path that has none; a
+/// Collects the threads that ended and gives a thread to every path that has none; a
 /// connection with path threads is left to them.
 fn manage<D: EndpointDriver + 'static>(shared: &Arc<Shared<D>>, g: &mut Locked<D>) -> io::Result<()> {
+    g.workers.retain(|s| !s.done.load(Ordering::Acquire));
     let mut i = 0;
-    while i < g.workers.len() {
-        if g.workers[i].ctl.done.load(Ordering::Acquire) {
-            let slot = g.workers.remove(i);
-            join(slot);
+    while i < g.threads.len() {
+        if g.threads[i].ctl.done.load(Ordering::Acquire) {
+            let t = g.threads.remove(i);
+            join(t);
         } else {
             i += 1;
         }
@@ -250,9 +252,10 @@ fn manage<D: EndpointDriver + 'static>(shared: &Arc<Shared<D>>, g: &mut Locked<D
     Ok(())
 }
 
-/// Starts the thread of path `path_id` of `conn`, with a socket bound to the path's local
-/// address (the first listening socket's when the path does not name one) and connected to
-/// its peer.
+/// Gives path `path_id` of `conn` a socket bound to the path's local address (the first
+/// listening socket's when the path does not name one) and connected to its peer, and a
+/// thread: one of its own unless [`super::PathThreads::path_threads`] are all started, else
+/// the one that drives the fewest paths.
 fn start_worker<D: EndpointDriver + 'static>(
     shared: &Arc<Shared<D>>,
     g: &mut Locked<D>,
@@ -266,7 +269,7 @@ fn start_worker<D: EndpointDriver + 'static>(
     // On a wildcard address (a client's default socket) the kernel picks the source
     // address by route when the socket connects, as it does for the listening socket's
     // datagrams to that peer.
-    let mut socket = match UdpSocket::bind_connected(local, remote) {
+    let socket = match UdpSocket::bind_connected(local, remote) {
         Ok(s) => {
             let (recv, send) = shared.socket_buffers;
             if recv.is_some() || send.is_some() {
@@ -286,30 +289,53 @@ fn start_worker<D: EndpointDriver + 'static>(
             None
         }
     };
+    let done = Arc::new(AtomicBool::new(false));
+    let w = Worker { conn, path_id, local: named_local, remote, socket, done: done.clone() };
+    // (A thread that found itself without paths has set `quit` under the lock: it ends.)
+    let live = g.threads.iter().filter(|t| !t.ctl.quit.load(Ordering::Acquire));
+    let least = live.clone().min_by_key(|t| t.ctl.paths.load(Ordering::Acquire)).map(|t| t.ctl.clone());
+    let ctl = match (shared.max_path_threads, least) {
+        (Some(max), Some(ctl)) if live.count() >= max => ctl,
+        _ => start_thread(shared, g, path_id)?,
+    };
+    ctl.paths.fetch_add(1, Ordering::AcqRel);
+    ctl.inbox.lock().expect("a path thread's inbox").push(w);
+    ctl.wake_always();
+    g.workers.push(WorkerSlot { conn, path_id, local: named_local, remote, ctl, done });
+    Ok(())
+}
+
+/// Starts a path thread (named for `path_id`, its first path, unless paths share threads).
+fn start_thread<D: EndpointDriver + 'static>(
+    shared: &Arc<Shared<D>>,
+    g: &mut Locked<D>,
+    path_id: u64,
+) -> io::Result<Arc<WorkerCtl>> {
     let poll = Poll::new()?;
-    if let Some(s) = socket.as_mut() {
-        poll.registry().register(s.mio(), Token(0), Interest::READABLE | Interest::WRITABLE)?;
-    }
     let ctl = Arc::new(WorkerCtl::new(Waker::new(poll.registry(), WAKER)?));
     g.started += 1;
     let cpu = (!shared.cpus.is_empty()).then(|| shared.cpus[g.started % shared.cpus.len()]);
-    let w = Worker { conn, path_id, local: named_local, remote, socket, poll, ctl: ctl.clone(), cpu };
+    let name = match shared.max_path_threads {
+        Some(_) => format!("mpq-paths-{}", g.started - 1),
+        None => format!("mpq-path-{path_id}"),
+    };
+    let t = PathThread { poll, ctl: ctl.clone(), cpu };
     let thread_shared = shared.clone();
     let thread_ctl = ctl.clone();
     shared.threads.fetch_add(1, Ordering::Relaxed);
-    let join = std::thread::Builder::new().name(format!("mpq-path-{path_id}")).spawn(move || {
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker::run(&thread_shared, w)));
+    let join = std::thread::Builder::new().name(name).spawn(move || {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker::run(&thread_shared, t)));
         let report = match run {
             Ok(report) => report,
             Err(_) => {
                 // (The panic's message is already on stderr, from the panic hook.)
                 tracing::error!(path = path_id, "a path thread panicked: the runtime stops");
                 thread_shared.fail();
-                ThreadReport { path_id: Some(path_id), ..ThreadReport::default() }
+                ThreadReport::default()
             }
         };
         tracing::debug!(
-            path = path_id,
+            paths = ?report.paths,
             cpu_s = report.cpu.as_secs_f64(),
             runs_opened = report.runs_opened,
             batches_built = report.batches_built,
@@ -326,12 +352,12 @@ fn start_worker<D: EndpointDriver + 'static>(
         thread_ctl.done.store(true, Ordering::Release);
         thread_shared.control.wake_always();
     })?;
-    g.workers.push(WorkerSlot { conn, path_id, local: named_local, remote, ctl, join: Some(join) });
-    Ok(())
+    g.threads.push(ThreadSlot { ctl: ctl.clone(), join: Some(join) });
+    Ok(ctl)
 }
 
 /// Waits for an ended thread; a panic in it goes on here.
-fn join(mut slot: WorkerSlot) {
+fn join(mut slot: ThreadSlot) {
     if let Some(j) = slot.join.take() {
         if let Err(panic) = j.join() {
             std::panic::resume_unwind(panic);
@@ -343,13 +369,14 @@ fn join(mut slot: WorkerSlot) {
 /// their round).
 fn stop_workers<D: EndpointDriver>(shared: &Shared<D>, report: &mut ThreadReport) {
     shared.stop.store(true, Ordering::Release);
-    let slots: Vec<WorkerSlot> = {
+    let slots: Vec<ThreadSlot> = {
         let mut g = shared.lock(report);
-        for s in &g.workers {
-            s.ctl.quit.store(true, Ordering::Release);
-            s.ctl.wake_always();
+        for t in &g.threads {
+            t.ctl.quit.store(true, Ordering::Release);
+            t.ctl.wake_always();
         }
-        std::mem::take(&mut g.workers)
+        g.workers.clear();
+        std::mem::take(&mut g.threads)
     };
     for s in slots {
         join(s);

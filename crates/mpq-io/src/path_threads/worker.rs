@@ -4,10 +4,10 @@
 
 use std::io::IoSliceMut;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use mio::{Events, Poll};
+use mio::{Events, Interest, Poll, Token};
 use mpq_proto::conn::{PathTransmit, Transmit};
 use mpq_proto::endpoint::{ConnectionHandle, Endpoint};
 use quinn_udp::RecvMeta;
@@ -20,7 +20,7 @@ use crate::UdpSocket;
 /// applied, so a longer run would delay the ACKs (a full recvmmsg call can bring 2,000).
 const MAX_RUN: usize = 128;
 
-/// What a worker is given when it starts.
+/// A path given to a thread.
 pub(super) struct Worker {
     pub conn: ConnectionHandle,
     pub path_id: u64,
@@ -29,16 +29,23 @@ pub(super) struct Worker {
     pub local: Option<SocketAddr>,
     /// The path's peer.
     pub remote: SocketAddr,
-    /// The socket connected to the peer, registered with `poll`; `None` if it could not be
-    /// bound (the path's datagrams then reach the listening socket and go the general way).
+    /// The socket connected to the peer; `None` if it could not be bound (the path's
+    /// datagrams then reach the listening socket and go the general way).
     pub socket: Option<UdpSocket>,
+    /// Set (under the lock) when the thread no longer drives the path: its slot's.
+    pub done: Arc<AtomicBool>,
+}
+
+/// What a path thread is given when it starts.
+pub(super) struct PathThread {
     pub poll: Poll,
+    /// How the others reach it; its paths come through its inbox.
     pub ctl: Arc<WorkerCtl>,
     /// CPU to pin to.
     pub cpu: Option<usize>,
 }
 
-/// How a round went.
+/// How a round of one path went.
 #[derive(Default)]
 struct Round {
     /// Datagrams came or went.
@@ -49,53 +56,84 @@ struct Round {
     gone: bool,
 }
 
-/// The worker's loop; returns its report.
-pub(super) fn run<D: EndpointDriver>(shared: &Shared<D>, mut w: Worker) -> ThreadReport {
-    if let Some(cpu) = w.cpu {
+/// A path the thread drives, with its send buffers.
+struct Driven {
+    w: Worker,
+    tx: SendBufs,
+    round: Round,
+}
+
+/// The thread's loop, while it has paths; returns its report.
+pub(super) fn run<D: EndpointDriver>(shared: &Shared<D>, mut t: PathThread) -> ThreadReport {
+    if let Some(cpu) = t.cpu {
         super::pin_current_thread(cpu);
     }
-    let local = w.socket.as_ref().map(UdpSocket::local_addr);
-    let mut report = ThreadReport {
-        path_id: Some(w.path_id),
-        connection: Some(w.conn),
-        addresses: local.map(|l| (l, w.remote)),
-        ..ThreadReport::default()
-    };
+    let mut report = ThreadReport::default();
     let cpu_start = super::cpu::thread_cpu_time();
     super::take_lock_held();
     let mut rx: Vec<Vec<u8>> = (0..quinn_udp::BATCH_SIZE).map(|_| vec![0u8; RX_BUF]).collect();
-    let mut tx = SendBufs::new();
-    // (The endpoint's own datagrams, written while a transmit may wait in `tx`.)
+    let mut paths: Vec<Driven> = Vec::new();
+    // (The endpoint's own datagrams, written while a transmit may wait in a path's buffers.)
     let mut scratch: Vec<u8> = Vec::new();
     let mut events = Events::with_capacity(16);
-    while !shared.stopping() && !w.ctl.quit.load(Ordering::Acquire) {
-        let mut round = Round::default();
-        if let Some(socket) = &w.socket {
-            receive(shared, &w, socket, &mut rx, &mut report, &mut round);
+    let mut tokens = 0;
+    while !shared.stopping() && !t.ctl.quit.load(Ordering::Acquire) {
+        take_paths(&t, &mut paths, &mut tokens, &mut report);
+        for p in &mut paths {
+            p.round = Round::default();
+            if let Some(socket) = &p.w.socket {
+                receive(shared, &p.w, socket, &mut rx, &mut report, &mut p.round);
+            }
+            send(shared, &p.w, &mut p.tx, &mut report, &mut p.round);
         }
-        send(shared, &w, &mut tx, &mut report, &mut round);
-        let deadline = after_round(shared, &w, &mut scratch, &mut report, &mut round);
-        if round.gone {
+        let after = after_round(shared, &t.ctl, &mut paths, &mut scratch, &mut report);
+        if after.end {
             break;
         }
-        if round.busy {
+        if after.busy {
             continue;
         }
-        let mut timeout = deadline.map(|t| shared.clock.until(t));
-        if round.blocked {
+        let mut timeout = after.deadline.map(|d| shared.clock.until(d));
+        if paths.iter().any(|p| p.round.blocked) {
             timeout = Some(timeout.map_or(BLOCKED_WAIT, |t| t.min(BLOCKED_WAIT)));
         }
-        if let Err(e) = w.poll.poll(&mut events, timeout) {
+        if let Err(e) = t.poll.poll(&mut events, timeout) {
             if e.kind() != std::io::ErrorKind::Interrupted {
-                tracing::warn!(%e, path = w.path_id, "a path thread cannot wait for its socket");
+                tracing::warn!(%e, "a path thread cannot wait for its sockets");
                 break;
             }
         }
-        w.ctl.sleeping.store(false, Ordering::Release);
+        t.ctl.sleeping.store(false, Ordering::Release);
     }
+    report.path_id = match report.paths[..] {
+        [one] => Some(one),
+        _ => None,
+    };
     report.cpu = super::cpu::thread_cpu_time().saturating_sub(cpu_start);
     report.lock_held = super::take_lock_held();
     report
+}
+
+/// Takes the paths given to the thread since it last looked, registering their sockets.
+fn take_paths(t: &PathThread, paths: &mut Vec<Driven>, tokens: &mut usize, report: &mut ThreadReport) {
+    let given = std::mem::take(&mut *t.ctl.inbox.lock().expect("a path thread's inbox"));
+    for mut w in given {
+        if let Some(s) = w.socket.as_mut() {
+            if let Err(e) = t.poll.registry().register(s.mio(), Token(*tokens), Interest::READABLE | Interest::WRITABLE)
+            {
+                // Closed, its datagrams reach the listening socket and go the general way.
+                tracing::warn!(%e, path = w.path_id, "a path thread cannot wait for the path's socket");
+                w.socket = None;
+            }
+            *tokens += 1;
+        }
+        if report.paths.is_empty() {
+            report.connection = Some(w.conn);
+            report.addresses = w.socket.as_ref().map(|s| (s.local_addr(), w.remote));
+        }
+        report.paths.push(w.path_id);
+        paths.push(Driven { w, tx: SendBufs::new(), round: Round::default() });
+    }
 }
 
 /// Receives what waits on the path's socket and hands it over, a GRO batch at a time.
@@ -329,22 +367,41 @@ fn transmit<D>(shared: &Shared<D>, w: &Worker, t: &Transmit, buf: &[u8], report:
     send_on(&shared.listeners[i], src_ip, t, buf, &mut report.io)
 }
 
+/// What a thread does after a round.
+struct After {
+    /// The earliest timer of the thread's paths.
+    deadline: Option<mpq_proto::Instant>,
+    /// It goes round again at once.
+    busy: bool,
+    /// It has no paths left: it ends.
+    end: bool,
+}
+
 /// After a round, under the lock: the timers that are due, the application's work, the
-/// endpoint's own datagrams, other threads woken for work this round made for them; says
-/// whether this thread may sleep. Returns the endpoint's next timer.
+/// endpoint's own datagrams, other threads woken for work this round made for them; the
+/// paths that are gone let go; says whether this thread may sleep.
 fn after_round<D: EndpointDriver>(
     shared: &Shared<D>,
-    w: &Worker,
+    ctl: &Arc<WorkerCtl>,
+    paths: &mut Vec<Driven>,
     tx: &mut Vec<u8>,
     report: &mut ThreadReport,
-    round: &mut Round,
-) -> Option<mpq_proto::Instant> {
+) -> After {
     let mut g = shared.lock(report);
     let now = shared.clock.now();
+    let mut conns: smallvec::SmallVec<[ConnectionHandle; 4]> = smallvec::SmallVec::new();
+    for p in paths.iter() {
+        if !conns.contains(&p.w.conn) {
+            conns.push(p.w.conn);
+        }
+    }
     // The endpoint's timers (connection-wide ones, and those of connections without path
-    // threads), then this connection's that are due: this path's, which woke the thread.
+    // threads), then those of this thread's connections that are due: its paths', which
+    // woke the thread.
     g.driver.handle_timeout(now);
-    g.driver.endpoint().handle_connection_timeout(now, w.conn);
+    for &c in &conns {
+        g.driver.endpoint().handle_connection_timeout(now, c);
+    }
     if g.driver.on_wake(now).is_break() {
         shared.stop.store(true, Ordering::Release);
         shared.control.wake_always();
@@ -356,41 +413,69 @@ fn after_round<D: EndpointDriver>(
     }
     let Locked { driver, workers, .. } = &mut *g;
     let ep = driver.endpoint();
-    // This thread waits for its path's timers; the calling thread for the endpoint's.
-    let deadline = ep.poll_path_timeout(w.conn, w.path_id);
-    wake_for(ep, workers, Some(w), round.busy);
-    wake_for_timers(ep, workers, w.conn, Some(w.path_id));
-    let Some(conn) = ep.connection(w.conn) else {
-        round.gone = true;
-        shared.control.wake_always();
-        return deadline;
-    };
-    // Gone, or moved to another 4-tuple (a new worker with a socket for it takes over).
-    let paths = conn.path_addresses();
-    if !paths.iter().any(|(id, local, remote)| *id == w.path_id && *remote == w.remote && *local == w.local) {
-        round.gone = true;
+    let mut busy = paths.iter().any(|p| p.round.busy);
+    wake_for(ep, workers, Some(ctl), busy);
+    for &c in &conns {
+        wake_for_timers(ep, workers, c, Some(ctl));
     }
-    let mine = workers.iter().filter(|s| s.conn == w.conn && !s.ctl.done.load(Ordering::Acquire)).count();
-    if round.gone || mine != paths.len() {
-        shared.control.wake_always();
+    // This thread waits for its paths' timers; the calling thread for the endpoint's.
+    let mut deadline: Option<mpq_proto::Instant> = None;
+    for p in paths.iter_mut() {
+        let w = &p.w;
+        match ep.connection(w.conn) {
+            None => {
+                p.round.gone = true;
+                shared.control.wake_always();
+            }
+            Some(conn) => {
+                // Gone, or moved to another 4-tuple (a worker with a socket for it takes
+                // over).
+                let addrs = conn.path_addresses();
+                if !addrs.iter().any(|(id, local, remote)| *id == w.path_id && *remote == w.remote && *local == w.local)
+                {
+                    p.round.gone = true;
+                }
+                let mine = workers.iter().filter(|s| s.conn == w.conn && !s.done.load(Ordering::Acquire)).count();
+                if p.round.gone || mine != addrs.len() {
+                    shared.control.wake_always();
+                }
+            }
+        }
+        if p.round.gone {
+            w.done.store(true, Ordering::Release);
+            ctl.paths.fetch_sub(1, Ordering::AcqRel);
+        } else if let Some(t) = ep.poll_path_timeout(w.conn, w.path_id) {
+            deadline = Some(deadline.map_or(t, |d| d.min(t)));
+        }
+    }
+    paths.retain(|p| !p.round.gone);
+    // (Paths are given to a thread under the lock: none can come after this look.)
+    if paths.is_empty() && ctl.inbox.lock().expect("a path thread's inbox").is_empty() {
+        ctl.quit.store(true, Ordering::Release);
+        return After { deadline, busy, end: true };
     }
     // (A wake that came during the round means work may have come after this thread
     // looked for it: one more round.)
-    if w.ctl.kicked.swap(false, Ordering::AcqRel) {
-        round.busy = true;
+    if ctl.kicked.swap(false, Ordering::AcqRel) {
+        busy = true;
     }
-    if !round.busy {
-        w.ctl.sleep_until.store(deadline.map_or(u64::MAX, mpq_proto::Instant::as_nanos), Ordering::Release);
-        w.ctl.sleeping.store(true, Ordering::Release);
+    if !busy {
+        ctl.sleep_until.store(deadline.map_or(u64::MAX, mpq_proto::Instant::as_nanos), Ordering::Release);
+        ctl.sleeping.store(true, Ordering::Release);
     }
-    deadline
+    After { deadline, busy, end: false }
 }
 
-/// Wakes the sleeping threads of connection `conn` (but `me`'s) whose path's next timer
-/// came before the one they sleep until: a round of another thread (an ACK, a loss, a
-/// packet sent) moved it. Called under the lock after a round that touched the connection.
-pub(super) fn wake_for_timers(ep: &mut Endpoint, workers: &[WorkerSlot], conn: ConnectionHandle, me: Option<u64>) {
-    for s in workers.iter().filter(|s| s.conn == conn && Some(s.path_id) != me) {
+/// Wakes the sleeping threads of connection `conn` (but thread `me`) whose path's next
+/// timer came before the one they sleep until: a round of another thread (an ACK, a loss,
+/// a packet sent) moved it. Called under the lock after a round that touched the connection.
+pub(super) fn wake_for_timers(
+    ep: &mut Endpoint,
+    workers: &[WorkerSlot],
+    conn: ConnectionHandle,
+    me: Option<&Arc<WorkerCtl>>,
+) {
+    for s in workers.iter().filter(|s| s.conn == conn && !me.is_some_and(|m| Arc::ptr_eq(m, &s.ctl))) {
         if !s.ctl.sleeping.load(Ordering::Acquire) {
             continue;
         }
@@ -403,29 +488,40 @@ pub(super) fn wake_for_timers(ep: &mut Endpoint, workers: &[WorkerSlot], conn: C
 
 /// Wakes the sleeping threads that may have work after a round of thread `me` (`None`: the
 /// calling thread of the run): of each connection something happened to, every thread if
-/// the calling thread did it, and else (the connection's own path thread) those whose path
-/// has window for the data that waits. A thread of the same connection needs no more: a
-/// path's own datagrams wake its own thread, and a path whose timer the round moved earlier
-/// is woken by [`wake_for_timers`]. (What the calling thread receives and what application threads do wakes every
-/// path thread at the calling thread's next round: `Shared::app_kick`.)
-pub(super) fn wake_for(ep: &mut Endpoint, workers: &[WorkerSlot], me: Option<&Worker>, busy: bool) {
+/// a thread that drives none of its paths did it, and else (a thread of one of the
+/// connection's paths) those whose path has window for the data that waits. A thread of the
+/// same connection needs no more: a path's own datagrams wake its own thread, and a path
+/// whose timer the round moved earlier is woken by [`wake_for_timers`]. (What the calling
+/// thread receives and what application threads do wakes every path thread at the calling
+/// thread's next round: `Shared::app_kick`.)
+pub(super) fn wake_for(ep: &mut Endpoint, workers: &[WorkerSlot], me: Option<&Arc<WorkerCtl>>, busy: bool) {
+    // A thread of several paths is woken once: a second wake would find it awake and make it
+    // go round once more for nothing (`WorkerCtl::kicked`).
+    let mut woken: smallvec::SmallVec<[*const WorkerCtl; 8]> = smallvec::SmallVec::new();
+    let mut wake = |ctl: &Arc<WorkerCtl>| {
+        let p = Arc::as_ptr(ctl);
+        if !woken.contains(&p) {
+            woken.push(p);
+            ctl.wake();
+        }
+    };
     while let Some(h) = ep.poll_path_thread_wake() {
         let Some(conn) = ep.connection(h) else {
             // The connection is gone (drained, or removed at once): its threads end when
             // they see it, which a thread waiting for its socket or a timer does only if
             // woken (it used to stay, socket and all, until something else woke it).
             for s in workers.iter().filter(|s| s.conn == h) {
-                s.ctl.wake();
+                wake(&s.ctl);
             }
             continue;
         };
-        let own = me.filter(|w| w.conn == h);
+        let own = me.filter(|m| workers.iter().any(|s| s.conn == h && Arc::ptr_eq(m, &s.ctl)));
         for s in workers.iter().filter(|s| s.conn == h) {
             match own {
-                None => s.ctl.wake(),
-                Some(w) if s.path_id != w.path_id => {
+                None => wake(&s.ctl),
+                Some(m) if !Arc::ptr_eq(m, &s.ctl) => {
                     if busy && conn.wants_to_send() && conn.path_window_open(s.path_id) {
-                        s.ctl.wake();
+                        wake(&s.ctl);
                     }
                 }
                 Some(_) => {}
