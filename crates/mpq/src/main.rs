@@ -50,7 +50,9 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 fn tune_allocator() {
     // SAFETY: sets an option's default before it is read; mimalloc allows this at any time.
     #[allow(unsafe_code)]
-    unsafe { libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, 10_000) };
+    unsafe {
+        libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, 10_000)
+    };
 }
 
 fn main() {

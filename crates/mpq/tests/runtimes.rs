@@ -122,6 +122,18 @@ fn per_path_runtime_with_fewer_threads_than_paths() {
     download("path-threads-1-of-4", "per-path", "per-path/1", 4);
 }
 
+/// Runs `mpq perf client` with `args` against the server `srv` (stopped after), checks that
+/// it succeeded and received `total` bytes, and returns its JSON summary.
+fn perf_summary(mut srv: std::process::Child, args: &[&str], what: &str, total: u64) -> serde_json::Value {
+    let got = run_bounded(args, Duration::from_secs(60), what);
+    let _ = srv.kill();
+    let _ = srv.wait();
+    assert!(got.status.success(), "{what} failed: {}", String::from_utf8_lossy(&got.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&got.stdout).expect("JSON");
+    assert_eq!(summary["bytes"].as_u64(), Some(total), "{summary}");
+    summary
+}
+
 /// `mpq perf client --threads per-path --path-threads 2` over 4 paths: the JSON names two
 /// path threads, each driving two of the four paths, and every byte arrives.
 #[test]
@@ -129,7 +141,7 @@ fn perf_json_names_the_paths_each_shared_path_thread_drove() {
     let rt = runtime_args("per-path/2");
     let mut server_args = vec!["perf", "server", "--listen", "127.0.0.1:0", "--scheduler", "round-robin"];
     server_args.extend(rt.iter().map(String::as_str));
-    let (mut srv, addr) = spawn_listening(&server_args);
+    let (srv, addr) = spawn_listening(&server_args);
     let total: u64 = 20_000_000;
     let total_s = total.to_string();
     let mut args = vec!["perf", "client", "--connect", &addr, "--bytes", &total_s, "--json"];
@@ -139,12 +151,7 @@ fn perf_json_names_the_paths_each_shared_path_thread_drove() {
     for l in &locals {
         args.extend(["--local", l.as_str()]);
     }
-    let got = run_bounded(&args, Duration::from_secs(60), "perf client with two path threads");
-    let _ = srv.kill();
-    let _ = srv.wait();
-    assert!(got.status.success(), "perf client failed: {}", String::from_utf8_lossy(&got.stderr));
-    let summary: serde_json::Value = serde_json::from_slice(&got.stdout).expect("JSON");
-    assert_eq!(summary["bytes"].as_u64(), Some(total), "{summary}");
+    let summary = perf_summary(srv, &args, "perf client with two path threads", total);
     let threads = summary["threads"].as_array().expect("threads");
     let path_threads: Vec<Vec<u64>> = threads
         .iter()
@@ -233,15 +240,10 @@ fn sharded_client_fetches_its_share_on_each_connection() {
 /// of its own; the JSON has each shard's account and thread.
 #[test]
 fn sharded_perf_splits_the_bytes_over_its_connections() {
-    let (mut srv, addr) = spawn_listening(&["perf", "server", "--listen", "127.0.0.1:0", "--shard", "2"]);
+    let (srv, addr) = spawn_listening(&["perf", "server", "--listen", "127.0.0.1:0", "--shard", "2"]);
     let total: u64 = 30_000_001;
     let args = ["perf", "client", "--connect", &addr, "--shard", "3", "--bytes", &total.to_string(), "--json"];
-    let got = run_bounded(&args, Duration::from_secs(60), "sharded perf client");
-    let _ = srv.kill();
-    let _ = srv.wait();
-    assert!(got.status.success(), "perf client failed: {}", String::from_utf8_lossy(&got.stderr));
-    let summary: serde_json::Value = serde_json::from_slice(&got.stdout).expect("JSON");
-    assert_eq!(summary["bytes"].as_u64(), Some(total), "{summary}");
+    let summary = perf_summary(srv, &args, "sharded perf client", total);
     let shards = summary["shards"].as_array().expect("shards");
     let bytes: Vec<u64> = shards.iter().map(|s| s["bytes"].as_u64().unwrap_or(0)).collect();
     assert_eq!(bytes, [10_000_001, 10_000_000, 10_000_000], "{summary}");

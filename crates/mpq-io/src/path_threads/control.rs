@@ -15,7 +15,9 @@ use mpq_proto::endpoint::ConnectionHandle;
 use quinn_udp::RecvMeta;
 
 use super::worker::{self, PathThread, Worker};
-use super::{send_on, socket_for, EndpointDriver, Locked, Settings, Shared, ThreadReport, ThreadSlot, WorkerCtl, WorkerSlot};
+use super::{
+    send_on, socket_for, EndpointDriver, Locked, Settings, Shared, ThreadReport, ThreadSlot, WorkerCtl, WorkerSlot,
+};
 use super::{BLOCKED_WAIT, RX_BUDGET, RX_BUF};
 use crate::{Clock, UdpSocket};
 

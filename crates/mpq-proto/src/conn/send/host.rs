@@ -74,7 +74,8 @@ impl SendHost<'_> {
         if !quiet_now || !path.in_batch || path.data.single.is_some() {
             return None;
         }
-        let data_ok = allow_data && path.can_send_data(now, shared.config.pacing.then_some(shared.config.max_gso_segments));
+        let data_ok =
+            allow_data && path.can_send_data(now, shared.config.pacing.then_some(shared.config.max_gso_segments));
         let own_traffic = path.data.ack_pending
             || path.data.probes > 0
             || path.challenge.is_some_and(|c| c.send_pending)
