@@ -18,6 +18,34 @@ fn at(ip: std::net::Ipv4Addr, port: u16) -> SocketAddr {
 }
 
 /// The RTT the link model gives a probe of `payload` UDP bytes on a symmetric `spec`.
+/// These tests measure the emulator's timing: they run one at a time, since an emulator
+/// carrying another test's 100 Mbit/s on the same two cores delays this one's packets.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // (A test that failed holding it poisons it; the next may still run.)
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs a measurement of the emulator up to [`ATTEMPTS`] times, on a fresh testbed each,
+/// until one passes; the last attempt's failure is the test's. The emulator, the probes and
+/// whatever else runs share two cores of a virtual machine, and a stall of the machine
+/// shows in a rate, an RTT or a gap as if the emulator had made it: on 2026-12-02, with the
+/// tests one at a time, one run in three failed one of these checks (a median RTT of 36-43
+/// ms against 30.1 modelled, a rate more than 3 % off, losses outside the outage's gap) and
+/// the next run passed it. An emulator that gets a figure wrong fails every attempt.
+fn in_attempts(once: fn()) {
+    for attempt in 1..ATTEMPTS {
+        if std::panic::catch_unwind(once).is_ok() {
+            return;
+        }
+        eprintln!("attempt {attempt} of {ATTEMPTS} failed (above): measuring again on a fresh testbed");
+    }
+    once();
+}
+
+/// See [`in_attempts`].
+const ATTEMPTS: usize = 3;
+
 fn model_rtt_ms(spec: &str, payload: usize) -> f64 {
     let c: LinkConfig = spec.parse().unwrap();
     (c.delay * 2 + c.serialization_time(payload + probe::UDP_OVERHEAD) * 2).as_secs_f64() * 1e3
@@ -28,6 +56,11 @@ fn two_paths_deliver_the_configured_rtt_loss_and_rate() {
     if !available() {
         return;
     }
+    let _alone = one_at_a_time();
+    in_attempts(two_paths_deliver_the_configured_rtt_loss_and_rate_once);
+}
+
+fn two_paths_deliver_the_configured_rtt_loss_and_rate_once() {
     const P0: &str = "100mbit/20ms/queue=20ms";
     // Path 1 loses 5 % client to server only.
     const P1: &str = "20mbit/40ms/loss=5%|20mbit/40ms";
@@ -104,6 +137,11 @@ fn a_scripted_outage_drops_what_is_sent_during_it() {
     if !available() {
         return;
     }
+    let _alone = one_at_a_time();
+    in_attempts(a_scripted_outage_drops_what_is_sent_during_it_once);
+}
+
+fn a_scripted_outage_drops_what_is_sent_during_it_once() {
     // 10 ms RTT, no rate limit; path 0 down from 1 s to 2 s after the emulator started.
     let tb = Testbed::up(&name("outage"), &["--link", "inf/10ms", "--event", "0@1s:down", "--event", "0@2s:up"]);
     let started = tb.json["started_unix_ns"].as_u64().unwrap();
@@ -151,6 +189,11 @@ fn a_shared_bottleneck_carries_every_path_and_the_competitor_at_its_rate_and_del
     if !available() {
         return;
     }
+    let _alone = one_at_a_time();
+    in_attempts(a_shared_bottleneck_carries_every_path_and_the_competitor_at_its_rate_and_delay_once);
+}
+
+fn a_shared_bottleneck_carries_every_path_and_the_competitor_at_its_rate_and_delay_once() {
     // Two fast access links into a 20 Mbit/s bottleneck; the competitor's path crosses the
     // bottleneck alone.
     const BN: &str = "20mbit/20ms/queue=20ms";
