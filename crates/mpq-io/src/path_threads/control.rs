@@ -293,12 +293,16 @@ fn start_worker<D: EndpointDriver + 'static>(
     };
     let done = Arc::new(AtomicBool::new(false));
     let w = Worker { conn, path_id, local: named_local, remote, socket, done: done.clone() };
-    // (A thread that found itself without paths has set `quit` under the lock: it ends.)
-    let live = g.threads.iter().filter(|t| !t.ctl.quit.load(Ordering::Acquire));
-    let least = live.clone().min_by_key(|t| t.ctl.paths.load(Ordering::Acquire)).map(|t| t.ctl.clone());
-    let ctl = match (shared.max_path_threads, least) {
-        (Some(max), Some(ctl)) if live.count() >= max => ctl,
-        _ => start_thread(shared, g, path_id)?,
+    // Once the most threads run, the one with the fewest paths. (A thread that found itself
+    // without paths has set `quit` under the lock: it ends.)
+    let joined = shared.max_path_threads.and_then(|max| {
+        let live: Vec<&ThreadSlot> = g.threads.iter().filter(|t| !t.ctl.quit.load(Ordering::Acquire)).collect();
+        let least = live.iter().min_by_key(|t| t.ctl.paths.load(Ordering::Acquire));
+        least.filter(|_| live.len() >= max).map(|t| t.ctl.clone())
+    });
+    let ctl = match joined {
+        Some(ctl) => ctl,
+        None => start_thread(shared, g, path_id)?,
     };
     ctl.paths.fetch_add(1, Ordering::AcqRel);
     ctl.inbox.lock().expect("a path thread's inbox").push(w);

@@ -105,24 +105,19 @@ impl Pacer {
         let capacity = Self::capacity(rate, mtu, window);
         self.refill(now, rate, capacity, mtu, first_flight);
         let packet = bytes.min(capacity) as f64;
-        let need = if capacity >= batch.max(bytes) {
-            // A fast pace: a packet goes within a batch the bucket held when it began.
-            if self.burst_left >= bytes && self.tokens >= packet {
-                return None;
-            }
-            self.burst_left = 0;
-            if self.tokens >= batch as f64 {
+        let fast = capacity >= batch.max(bytes);
+        // At a fast pace a packet goes within a batch the bucket held when it began.
+        if fast && self.burst_left >= bytes && self.tokens >= packet {
+            return None;
+        }
+        self.burst_left = 0;
+        let need = if fast { batch as f64 } else { packet };
+        if self.tokens >= need {
+            if fast {
                 self.burst_left = batch;
-                return None;
             }
-            batch as f64
-        } else {
-            self.burst_left = 0;
-            if self.tokens >= packet {
-                return None;
-            }
-            packet
-        };
+            return None;
+        }
         let missing = need - self.tokens;
         let wait = Duration::from_secs_f64(missing / rate);
         Some(now + wait.max(Duration::from_micros(1)))
