@@ -114,7 +114,11 @@ build_rust_peer() {  # $1: the peer's directory name under interop/ (its binary 
         log "cargo not found (needed to build interop/$1)"; exit 1
     fi
     log "building $1 (cargo build --release --locked)"
-    "$CARGO" build --release --locked --quiet --manifest-path "$dir/Cargo.toml"
+    # One target directory for both peers: they pin the same tokio, rustls, ring and clap,
+    # which are then compiled once (the second peer took 25 s instead of about 80).
+    CARGO_TARGET_DIR="$HERE/target/rust-peers" "$CARGO" build --release --locked --quiet --manifest-path "$dir/Cargo.toml"
+    mkdir -p "$(dirname "$bin")"
+    cp "$HERE/target/rust-peers/release/$1" "$bin"
     echo "$want" > "$stamp"
 }
 if wants noq; then build_rust_peer noq-peer; fi

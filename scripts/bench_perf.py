@@ -192,12 +192,18 @@ def parse_mpq(out):
 
 def mpq_cmds(mpq, port, secs, mtu, paths, runtime="single", net=None):
     """Server and client commands: `paths` paths over loopback, or over `net`'s veth pairs."""
+    pin = []
+    if runtime.endswith("+pinned"):
+        # Every thread pinned, in turn, to one of this machine's CPUs (`--cpus 0,1,...`).
+        runtime = runtime[: -len("+pinned")]
+        pin = ["--cpus", ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))]
     if runtime == "shard":
         rt = ["--shard", str(paths)]
     elif runtime.startswith("per-path/"):
         rt = ["--threads", "per-path", "--path-threads", runtime.split("/", 1)[1]]
     else:
         rt = ["--threads", runtime]
+    rt += pin
     if net is None:
         listen, connect = [f"127.0.0.1:{port}"], f"127.0.0.1:{port}"
         locals_ = [f"127.0.0.{i + 1}:0" for i in range(paths)] if paths > 1 else []
@@ -287,7 +293,8 @@ def main():
                     " event loop against a thread per path), e.g. 1,2,4; '' to skip (default)")
     ap.add_argument("--kinds", default="single,per-path", help="runtimes compared by --runtimes, the"
                     " first the baseline: single, per-path, per-path/N (at most N path threads:"
-                    " --path-threads N), shard (default: %(default)s)")
+                    " --path-threads N), shard; any of them +pinned (every thread pinned to a CPU"
+                    " in turn: --cpus 0,1,...) (default: %(default)s)")
     ap.add_argument("--netns", action="store_true", help="run the runtime comparison over veth pairs"
                     " between two network namespaces (one per path; root) instead of loopback")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each configuration (default: 3)")
@@ -304,9 +311,10 @@ def main():
     paths = [int(x) for x in a.paths.split(",") if x]
     kinds = [k for k in a.kinds.split(",") if k]
     def known(k):
+        k = k[: -len("+pinned")] if k.endswith("+pinned") else k
         return k in ("single", "per-path", "shard") or (k.startswith("per-path/") and k[9:].isdigit() and int(k[9:]) > 0)
     if not kinds or not all(known(k) for k in kinds):
-        raise SystemExit(f"--kinds {a.kinds}: name runtimes among single, per-path, per-path/N, shard")
+        raise SystemExit(f"--kinds {a.kinds}: name runtimes among single, per-path, per-path/N, shard, each optionally +pinned")
     runtimes = [int(x) for x in a.runtimes.split(",") if x]
     net = VethPaths(max(runtimes)) if a.netns and runtimes else None
     work = tempfile.mkdtemp(prefix="bench-perf-")

@@ -323,10 +323,15 @@ fn seed001_rates_short_form_compares_quic_and_tcp_with_each_cipher() {
         let g = r["goodput_bps"].as_f64().unwrap();
         assert!(g > 50e6 && g <= 100.5e6, "{r}");
         assert!(r["cpu_server_s"].as_f64().unwrap() > 0.0, "{r}");
-        // The client interface's counters, trimmed: headers included (more than the
-        // goodput), the link's rate at most (its Ethernet headers allowed for).
+        // The client interface's counters over the run less its first and last second:
+        // headers included, the link's rate at most (its Ethernet headers allowed for).
+        // mpq paces, so that middle runs at its average and the headers put it above the
+        // goodput; the kernel's TCP does not, and a loss recovery in the middle can put it
+        // below the whole run's average (2026-12-02: 70.8 against 74.7 Mbit/s after 26
+        // drops), so it is held to 80 % of it.
         let t = r["throughput_bps"].as_f64().unwrap();
-        assert!(t > 0.95 * g && t < 102e6, "{r}");
+        let least = if r["transport"] == "quic" { 0.95 } else { 0.8 };
+        assert!(t > least * g && t < 102e6, "{r}");
     }
 }
 
