@@ -30,6 +30,7 @@ and quartiles: the spread says how much to trust a difference). Absolute figures
 import argparse
 import json
 import os
+import shlex
 import signal
 import socket
 import statistics
@@ -190,8 +191,9 @@ def parse_mpq(out):
                                          "client_path_threads": per_thread}
 
 
-def mpq_cmds(mpq, port, secs, mtu, paths, runtime="single", net=None):
-    """Server and client commands: `paths` paths over loopback, or over `net`'s veth pairs."""
+def mpq_cmds(mpq, port, secs, mtu, paths, runtime="single", net=None, extra=()):
+    """Server and client commands: `paths` paths over loopback, or over `net`'s veth pairs;
+    `extra` arguments given to both."""
     pin = []
     if runtime.endswith("+pinned"):
         # Every thread pinned, in turn, to one of this machine's CPUs (`--cpus 0,1,...`).
@@ -212,10 +214,10 @@ def mpq_cmds(mpq, port, secs, mtu, paths, runtime="single", net=None):
         listen = [f"{net.server_addr(k)}:{port}" for k in range(1, paths + 1)]
         connect, others = listen[0], listen[1:]
         locals_ = [f"{net.client_addr(k)}:0" for k in range(1, paths + 1)]
-    server = [mpq, "perf", "server", "--mtu", str(mtu), *rt]
+    server = [mpq, "perf", "server", "--mtu", str(mtu), *rt, *extra]
     for a in listen:
         server += ["--listen", a]
-    client = [mpq, "perf", "client", "--connect", connect, "--duration", str(secs), "--mtu", str(mtu), "--json", *rt]
+    client = [mpq, "perf", "client", "--connect", connect, "--duration", str(secs), "--mtu", str(mtu), "--json", *rt, *extra]
     for a in locals_:
         client += ["--local", a]
     for a in others:
@@ -300,6 +302,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each configuration (default: 3)")
     ap.add_argument("--duration", type=int, default=15, help="seconds per run (default: 15)")
     ap.add_argument("--mtu", type=int, default=1452, help="mpq's UDP payload size (default: 1452)")
+    ap.add_argument("--mpq-args", default="", help="more options for both ends of every run of the"
+                    " runtime comparison, e.g. '--rcvbuf 1048576' (default: none)")
     ap.add_argument("--json", help="also write every run and the medians to this file")
     a = ap.parse_args()
     if not os.access(a.mpq, os.X_OK):
@@ -340,7 +344,7 @@ def main():
             s, c, parse = quinn_cmds(a.quinn, port, a.duration, work, tag)
         elif group == "runtimes":
             n, rt = name.split()
-            s, c = mpq_cmds(a.mpq, port, a.duration, a.mtu, int(n[:-1]), rt, net)
+            s, c = mpq_cmds(a.mpq, port, a.duration, a.mtu, int(n[:-1]), rt, net, shlex.split(a.mpq_args))
             parse = parse_mpq
         else:
             n = 1 if group == "quinn" else int(name.split()[0])

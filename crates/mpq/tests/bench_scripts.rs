@@ -83,7 +83,8 @@ fn runtime_comparison(extra: &[&str]) {
 
 #[test]
 fn bench_perf_compares_every_runtime_kind_over_loopback() {
-    runtime_comparison(&[]);
+    // (With more options for both ends, as `--mpq-args` passes them.)
+    runtime_comparison(&["--mpq-args", "--rcvbuf 1048576 --cc cubic"]);
 }
 
 #[test]
