@@ -134,24 +134,30 @@ fn perf_summary(mut srv: std::process::Child, args: &[&str], what: &str, total: 
     summary
 }
 
+/// `mpq perf` of `total` bytes over `paths` loopback paths (client addresses 127.0.0.1,
+/// 127.0.0.2, ...), both ends in runtime `rt` with the round-robin scheduler: the client's
+/// JSON summary, every byte arrived.
+fn perf_over_paths(rt: &str, paths: usize, total: u64, what: &str) -> serde_json::Value {
+    let rt = runtime_args(rt);
+    let mut server_args = vec!["perf", "server", "--listen", "127.0.0.1:0", "--scheduler", "round-robin"];
+    server_args.extend(rt.iter().map(String::as_str));
+    let (srv, addr) = spawn_listening(&server_args);
+    let (total_s, max) = (total.to_string(), paths.to_string());
+    let mut args = vec!["perf", "client", "--connect", &addr, "--bytes", &total_s, "--json"];
+    args.extend(["--scheduler", "round-robin", "--max-paths", &max]);
+    args.extend(rt.iter().map(String::as_str));
+    let locals: Vec<String> = (1..=paths).map(|k| format!("127.0.0.{k}:0")).collect();
+    for l in &locals {
+        args.extend(["--local", l.as_str()]);
+    }
+    perf_summary(srv, &args, what, total)
+}
+
 /// `mpq perf client --threads per-path --path-threads 2` over 4 paths: the JSON names two
 /// path threads, each driving two of the four paths, and every byte arrives.
 #[test]
 fn perf_json_names_the_paths_each_shared_path_thread_drove() {
-    let rt = runtime_args("per-path/2");
-    let mut server_args = vec!["perf", "server", "--listen", "127.0.0.1:0", "--scheduler", "round-robin"];
-    server_args.extend(rt.iter().map(String::as_str));
-    let (srv, addr) = spawn_listening(&server_args);
-    let total: u64 = 20_000_000;
-    let total_s = total.to_string();
-    let mut args = vec!["perf", "client", "--connect", &addr, "--bytes", &total_s, "--json"];
-    args.extend(["--scheduler", "round-robin", "--max-paths", "4"]);
-    args.extend(rt.iter().map(String::as_str));
-    let locals: Vec<String> = (1..=4).map(|k| format!("127.0.0.{k}:0")).collect();
-    for l in &locals {
-        args.extend(["--local", l.as_str()]);
-    }
-    let summary = perf_summary(srv, &args, "perf client with two path threads", total);
+    let summary = perf_over_paths("per-path/2", 4, 20_000_000, "perf client with two path threads");
     let threads = summary["threads"].as_array().expect("threads");
     let path_threads: Vec<Vec<u64>> = threads
         .iter()
@@ -175,16 +181,8 @@ fn perf_json_names_the_paths_each_shared_path_thread_drove() {
 /// of six. With turns as now, the most uneven of 22 runs was 24 % / 76 %.)
 #[test]
 fn a_thread_of_two_paths_lets_both_carry_their_share() {
-    let rt = runtime_args("per-path/1");
-    let mut server_args = vec!["perf", "server", "--listen", "127.0.0.1:0", "--scheduler", "round-robin"];
-    server_args.extend(rt.iter().map(String::as_str));
-    let (srv, addr) = spawn_listening(&server_args);
     let total: u64 = 400_000_000;
-    let total_s = total.to_string();
-    let mut args = vec!["perf", "client", "--connect", &addr, "--bytes", &total_s, "--json"];
-    args.extend(["--scheduler", "round-robin", "--max-paths", "2", "--local", "127.0.0.1:0", "--local", "127.0.0.2:0"]);
-    args.extend(rt.iter().map(String::as_str));
-    let summary = perf_summary(srv, &args, "perf client with one path thread for two paths", total);
+    let summary = perf_over_paths("per-path/1", 2, total, "perf client with one path thread for two paths");
     let shares: Vec<f64> = summary["paths"]
         .as_array()
         .expect("paths")
