@@ -191,14 +191,23 @@ def parse_mpq(out):
                                          "client_path_threads": per_thread}
 
 
+def split_runtime(kind):
+    """A runtime kind as (runtime, pinned): `per-path/2+pinned` is ("per-path/2", True)."""
+    return (kind[: -len("+pinned")], True) if kind.endswith("+pinned") else (kind, False)
+
+
+def known_runtime(kind):
+    """Whether `kind` names a runtime: single, per-path, per-path/N, shard, optionally +pinned."""
+    rt, _ = split_runtime(kind)
+    return rt in ("single", "per-path", "shard") or (rt.startswith("per-path/") and rt[9:].isdigit() and int(rt[9:]) > 0)
+
+
 def mpq_cmds(mpq, port, secs, mtu, paths, runtime="single", net=None, extra=()):
     """Server and client commands: `paths` paths over loopback, or over `net`'s veth pairs;
     `extra` arguments given to both."""
-    pin = []
-    if runtime.endswith("+pinned"):
-        # Every thread pinned, in turn, to one of this machine's CPUs (`--cpus 0,1,...`).
-        runtime = runtime[: -len("+pinned")]
-        pin = ["--cpus", ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))]
+    runtime, pinned = split_runtime(runtime)
+    # Every thread pinned, in turn, to one of this machine's CPUs (`--cpus 0,1,...`).
+    pin = ["--cpus", ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))] if pinned else []
     if runtime == "shard":
         rt = ["--shard", str(paths)]
     elif runtime.startswith("per-path/"):
@@ -314,10 +323,7 @@ def main():
         raise SystemExit(f"{a.quinn} is not an executable: see scripts/bench-perf.sh for how to build it")
     paths = [int(x) for x in a.paths.split(",") if x]
     kinds = [k for k in a.kinds.split(",") if k]
-    def known(k):
-        k = k[: -len("+pinned")] if k.endswith("+pinned") else k
-        return k in ("single", "per-path", "shard") or (k.startswith("per-path/") and k[9:].isdigit() and int(k[9:]) > 0)
-    if not kinds or not all(known(k) for k in kinds):
+    if not kinds or not all(known_runtime(k) for k in kinds):
         raise SystemExit(f"--kinds {a.kinds}: name runtimes among single, per-path, per-path/N, shard, each optionally +pinned")
     runtimes = [int(x) for x in a.runtimes.split(",") if x]
     net = VethPaths(max(runtimes)) if a.netns and runtimes else None

@@ -31,7 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_perf import free_port, mpq_cmds, wait_port  # noqa: E402
+from bench_perf import free_port, known_runtime, mpq_cmds, wait_port  # noqa: E402
 from netns_paths import VethPaths  # noqa: E402
 
 # Seed 000 (mcMPQUIC), measured speed-up of one connection over its paths, each path on a
@@ -70,8 +70,7 @@ def main():
     ap.add_argument("--mtu", type=int, default=1452)
     ap.add_argument("--out", help="keep perf.data and logs here (default: a temporary directory)")
     a = ap.parse_args()
-    rt = a.runtime[: -len("+pinned")] if a.runtime.endswith("+pinned") else a.runtime
-    if not (rt in ("single", "per-path", "shard") or (rt.startswith("per-path/") and rt[9:].isdigit())):
+    if not known_runtime(a.runtime):
         raise SystemExit(f"--runtime {a.runtime}: single, per-path, per-path/N or shard, optionally +pinned")
     if not shutil.which("perf"):
         raise SystemExit("perf is not installed (apt-get install linux-perf)")

@@ -24,16 +24,9 @@ fn script(name: &str, args: &[&str]) -> Output {
         .expect("python3 runs")
 }
 
-/// The tests measure: one at a time, so that none shares the CPUs with another.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// This test's turn (a test that failed holding it does not stop the others).
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 #[path = "common/testbed.rs"]
 mod testbed;
+use testbed::one_at_a_time;
 
 /// Whether network namespaces can be made here (root, iproute2; a failure instead under
 /// `MPQ_REQUIRE_NETNS`, which the test command sets).

@@ -8,15 +8,7 @@ use std::path::Path;
 #[path = "common/testbed.rs"]
 mod testbed;
 
-use testbed::{available, check_cores, mpq};
-
-/// The tests take turns: each run measures real transfers, which a second run at the same
-/// time would slow down.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use testbed::{available, check_cores, mpq, one_at_a_time};
 
 fn rows(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()

@@ -11,19 +11,10 @@ use mpq_sim::LinkConfig;
 #[path = "common/testbed.rs"]
 mod testbed;
 
-use testbed::{available, name, Testbed};
+use testbed::{available, name, one_at_a_time, Testbed};
 
 fn at(ip: std::net::Ipv4Addr, port: u16) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(ip, port))
-}
-
-/// The RTT the link model gives a probe of `payload` UDP bytes on a symmetric `spec`.
-/// These tests measure the emulator's timing: they run one at a time, since an emulator
-/// carrying another test's 100 Mbit/s on the same two cores delays this one's packets.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    // (A test that failed holding it poisons it; the next may still run.)
-    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Runs a measurement of the emulator up to [`ATTEMPTS`] times, on a fresh testbed each,
@@ -46,6 +37,9 @@ fn in_attempts(once: fn()) {
 /// See [`in_attempts`].
 const ATTEMPTS: usize = 3;
 
+/// The RTT the link model gives a probe of `payload` UDP bytes on a symmetric `spec`. (These
+/// tests run one at a time: an emulator carrying another test's 100 Mbit/s on the same two
+/// cores delays this one's packets.)
 fn model_rtt_ms(spec: &str, payload: usize) -> f64 {
     let c: LinkConfig = spec.parse().unwrap();
     (c.delay * 2 + c.serialization_time(payload + probe::UDP_OVERHEAD) * 2).as_secs_f64() * 1e3

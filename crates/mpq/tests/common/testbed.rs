@@ -32,6 +32,14 @@ pub fn available() -> bool {
     }
 }
 
+/// This test's turn among the file's measuring tests: real transfers and the emulator's
+/// timing share the machine's two cores, and a second test at the same time would slow them
+/// down. (A test that failed holding the turn poisons it; the next may still run.)
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A testbed name unique to this process and test.
 pub fn name(short: &str) -> String {
     format!("t{}-{short}", std::process::id())
