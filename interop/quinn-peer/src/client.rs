@@ -35,7 +35,7 @@ pub struct Opts {
     resume: bool,
     /// As --resume, with the second connection's requests in 0-RTT.
     #[arg(long = "0rtt")]
-    zero_rtt: bool,
+    pub zero_rtt: bool,
     /// Offer only TLS_CHACHA20_POLY1305_SHA256.
     #[arg(long)]
     chacha20: bool,
