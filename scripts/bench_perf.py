@@ -10,7 +10,8 @@ Two comparisons, each in ONE invocation so that both sides see the same machine 
   127.0.0.1, 127.0.0.2, ...), the server's scheduler round-robin so that every path carries
   data. Runs alternate 1, 2, 4, 1, 2, 4, ...
 * ``runtimes``: the same paths driven by one event loop (``--threads single``), by a
-  thread per path (``--threads per-path``) and, with ``--kinds single,per-path,shard``, by N
+  thread per path up to the CPUs' count (``--threads per-path``; ``per-path/paths`` for a
+  thread per path however many, ``per-path/N`` for at most N) and, with ``--kinds single,per-path,shard``, by N
   independent single-path connections on a thread each (``--shard N``, seed 000's
   shardQUIC), the same runtime at both ends, runs alternating single, per-path, shard, ...;
   besides goodput and CPU per GB it reports what share of each endpoint's CPU its path (or
@@ -98,10 +99,10 @@ class ThreadSampler(threading.Thread):
 
 
 def path_share(threads):
-    """Share of CPU used by path or shard threads (names mpq-path-N, mpq-paths-K, mpq-shard-K), and each
+    """Share of CPU used by path or shard threads (names mpq-path-N, mpq-shard-K), and each
     one's share."""
     total = sum(threads.values())
-    paths = {k: v for k, v in threads.items() if k.startswith(("mpq-path-", "mpq-paths-", "mpq-shard-"))}
+    paths = {k: v for k, v in threads.items() if k.startswith(("mpq-path-", "mpq-shard-"))}
     if total <= 0:
         return 0.0, {}
     return sum(paths.values()) / total, {k: v / total for k, v in sorted(paths.items())}
@@ -197,9 +198,13 @@ def split_runtime(kind):
 
 
 def known_runtime(kind):
-    """Whether `kind` names a runtime: single, per-path, per-path/N, shard, optionally +pinned."""
+    """Whether `kind` names a runtime: single, per-path, per-path/N (N path threads, or
+    `paths` for a thread per path, `cores` the default), shard, optionally +pinned."""
     rt, _ = split_runtime(kind)
-    return rt in ("single", "per-path", "shard") or (rt.startswith("per-path/") and rt[9:].isdigit() and int(rt[9:]) > 0)
+    if rt.startswith("per-path/"):
+        n = rt[len("per-path/"):]
+        return n in ("paths", "cores") or (n.isdigit() and int(n) > 0)
+    return rt in ("single", "per-path", "shard")
 
 
 def mpq_cmds(mpq, port, secs, mtu, paths, runtime="single", net=None, extra=()):
@@ -303,8 +308,9 @@ def main():
     ap.add_argument("--runtimes", default="", help="path counts of the runtime comparison (single"
                     " event loop against a thread per path), e.g. 1,2,4; '' to skip (default)")
     ap.add_argument("--kinds", default="single,per-path", help="runtimes compared by --runtimes, the"
-                    " first the baseline: single, per-path, per-path/N (at most N path threads:"
-                    " --path-threads N), shard; any of them +pinned (every thread pinned to a CPU"
+                    " first the baseline: single, per-path (path threads up to the CPUs' count),"
+                    " per-path/N (at most N path threads: --path-threads N; per-path/paths: a thread"
+                    " per path), shard; any of them +pinned (every thread pinned to a CPU"
                     " in turn: --cpus 0,1,...) (default: %(default)s)")
     ap.add_argument("--netns", action="store_true", help="run the runtime comparison over veth pairs"
                     " between two network namespaces (one per path; root) instead of loopback")
@@ -324,7 +330,7 @@ def main():
     paths = [int(x) for x in a.paths.split(",") if x]
     kinds = [k for k in a.kinds.split(",") if k]
     if not kinds or not all(known_runtime(k) for k in kinds):
-        raise SystemExit(f"--kinds {a.kinds}: name runtimes among single, per-path, per-path/N, shard, each optionally +pinned")
+        raise SystemExit(f"--kinds {a.kinds}: name runtimes among single, per-path, per-path/N, per-path/paths, shard, each optionally +pinned")
     runtimes = [int(x) for x in a.runtimes.split(",") if x]
     net = VethPaths(max(runtimes)) if a.netns and runtimes else None
     work = tempfile.mkdtemp(prefix="bench-perf-")

@@ -64,14 +64,14 @@ def main():
     ap.add_argument("--paths", type=int, default=8)
     ap.add_argument("--duration", type=int, default=8)
     ap.add_argument("--runtime", default="per-path",
-                    help="single, per-path, per-path/N (at most N path threads) or shard, any of them +pinned"
+                    help="single, per-path, per-path/N (at most N path threads; per-path/paths: a thread per path) or shard, any of them +pinned"
                     " (every thread pinned to a CPU in turn: --cpus 0,1,...) (default: %(default)s)")
     ap.add_argument("--netns", action="store_true", help="veth pairs between namespaces (root)")
     ap.add_argument("--mtu", type=int, default=1452)
     ap.add_argument("--out", help="keep perf.data and logs here (default: a temporary directory)")
     a = ap.parse_args()
     if not known_runtime(a.runtime):
-        raise SystemExit(f"--runtime {a.runtime}: single, per-path, per-path/N or shard, optionally +pinned")
+        raise SystemExit(f"--runtime {a.runtime}: single, per-path, per-path/N, per-path/paths or shard, optionally +pinned")
     if not shutil.which("perf"):
         raise SystemExit("perf is not installed (apt-get install linux-perf)")
     if not os.access(a.mpq, os.X_OK):

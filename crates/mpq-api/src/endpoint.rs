@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use mpq_io::path_threads::{PathThreads, Runtime, RuntimeGuard, ThreadReport};
+use mpq_io::path_threads::{PathThreadLimit, PathThreads, Runtime, RuntimeGuard, ThreadReport};
 use mpq_io::{Clock, UdpSocket};
 use mpq_proto::conn::{ClientConfig, ServerConfig};
 use mpq_proto::endpoint::EndpointConfig;
@@ -41,11 +41,10 @@ pub struct Options {
     pub threads: Threads,
     /// Pin the runtime's threads to these CPUs in turn (empty: no pinning).
     pub cpus: Vec<usize>,
-    /// With [`Threads::PerPath`], at most this many path threads (per shard's runtime):
-    /// paths beyond share them, each new path joining the thread that drives the fewest
-    /// (`None`: a thread per path). For more paths than CPUs
-    /// (`mpq_io::path_threads::PathThreads::path_threads`).
-    pub path_threads: Option<usize>,
+    /// With [`Threads::PerPath`], how many threads the paths get: by default as many as
+    /// the CPUs the endpoint may use, paths beyond sharing them, each new path joining the
+    /// thread that drives the fewest ([`PathThreadLimit`]).
+    pub path_threads: PathThreadLimit,
     /// Seed of the endpoint's connection IDs and tokens (`None`: drawn from the system).
     pub seed: Option<u64>,
     /// Client connections keep a path alive when the operating system takes its local
@@ -193,9 +192,7 @@ impl Endpoint {
             if options.threads != Threads::PerPath {
                 rt = rt.single_thread();
             }
-            if let Some(n) = options.path_threads {
-                rt = rt.path_threads(n);
-            }
+            rt = rt.path_thread_limit(options.path_threads);
             let mut driver = ApiDriver::new(endpoint);
             if !options.ignore_address_changes {
                 driver.set_bound(rt.local_addrs());

@@ -45,6 +45,8 @@ pub use endpoint::{Endpoint, Options, Threads};
 pub use error::Error;
 pub use stream::{RecvStream, SendStream};
 
+/// How many threads the paths get in the per-path runtime ([`Options::path_threads`]).
+pub use mpq_io::path_threads::PathThreadLimit;
 /// Per-thread figures of a runtime.
 pub use mpq_io::path_threads::ThreadReport;
 /// The protocol's configuration and statistics types, as the API takes and returns them.

@@ -10,7 +10,10 @@ use common::{addr, echo, echo_streams};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use mpq_api::{ClientConfig, Connection, ConnectionError, Endpoint, Error, Options, Threads, TransportConfig, Wait};
+use mpq_api::{
+    ClientConfig, Connection, ConnectionError, Endpoint, Error, Options, PathThreadLimit, Threads, TransportConfig,
+    Wait,
+};
 
 const RUNTIMES: [Threads; 3] = [Threads::Single, Threads::PerPath, Threads::Shards(2)];
 
@@ -60,8 +63,13 @@ fn pattern(len: usize, salt: u8) -> Vec<u8> {
 
 /// A client over `paths` loopback addresses, connected, with every extra path validated.
 fn client(threads: Threads, paths: u8, server: SocketAddr, cfg: &ClientConfig) -> (Endpoint, Connection) {
+    client_with(Options { threads, ..Options::default() }, paths, server, cfg)
+}
+
+/// [`client`] with these options.
+fn client_with(options: Options, paths: u8, server: SocketAddr, cfg: &ClientConfig) -> (Endpoint, Connection) {
     let locals: Vec<SocketAddr> = (1..=paths).map(|k| addr(&format!("127.0.0.{k}:0"))).collect();
-    let ep = Endpoint::client(&locals, Options { threads, ..Options::default() }).expect("client endpoint");
+    let ep = Endpoint::client(&locals, options).expect("client endpoint");
     let conn = ep.connect(server, "localhost", cfg).expect("connect").wait().expect("handshake");
     for &local in &ep.local_addrs()[1..] {
         conn.add_path(Some(local), server, false).wait().expect("a validated path");
@@ -86,13 +94,46 @@ fn echo_is_byte_exact_over_1_2_and_4_paths_in_both_runtimes() {
             ep.wait_idle().wait();
             drop(conn);
             let reports = ep.shutdown().expect("the last handle").expect("a clean stop");
-            let path_threads = reports.iter().filter(|r| r.path_id.is_some()).count();
+            let driving: Vec<&Vec<u64>> = reports.iter().map(|r| &r.paths).filter(|p| !p.is_empty()).collect();
             match threads {
-                Threads::Single | Threads::Shards(_) => assert_eq!(path_threads, 0),
+                Threads::Single | Threads::Shards(_) => assert!(driving.is_empty(), "{driving:?}"),
                 Threads::PerPath => {
-                    assert!(path_threads >= usize::from(paths), "{paths} paths, {path_threads} threads")
+                    // Every path had a thread; a thread of its own up to the CPUs' count.
+                    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+                    assert!(ids.iter().all(|id| driving.iter().any(|p| p.contains(id))), "{ids:?} {driving:?}");
+                    assert!(driving.len() <= cores, "{cores} CPUs: {driving:?}");
+                    assert!(driving.len() >= usize::from(paths).min(cores), "{paths} paths: {driving:?}");
                 }
             }
+        }
+    }
+}
+
+/// The path threads' limit ([`PathThreadLimit`]): by default paths share as many threads as
+/// there are CPUs, `PerPath` gives each its own, `Most(1)` puts all on one; every way the
+/// echo is byte-exact.
+#[test]
+fn the_path_thread_limit_sets_how_many_threads_four_paths_get() {
+    log();
+    let transport = TransportConfig { initial_max_path_id: Some(8), ..TransportConfig::default() };
+    let (server, cfg, _serving) = echo_server(Threads::Single, transport);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    for (limit, want) in
+        [(PathThreadLimit::Cores, cores.min(4)), (PathThreadLimit::PerPath, 4), (PathThreadLimit::Most(1), 1)]
+    {
+        let options = Options { threads: Threads::PerPath, path_threads: limit, ..Options::default() };
+        let (ep, conn) = client_with(options, 4, server, &cfg);
+        let data = pattern(2_000_000, 4);
+        assert!(echo(&conn, &data) == data, "{limit:?}: the echo differs");
+        let ids = conn.path_ids().expect("paths");
+        conn.close(0, b"done");
+        ep.wait_idle().wait();
+        drop(conn);
+        let reports = ep.shutdown().expect("the last handle").expect("a clean stop");
+        let driving: Vec<&Vec<u64>> = reports.iter().map(|r| &r.paths).filter(|p| !p.is_empty()).collect();
+        assert_eq!(driving.len(), want, "{limit:?}: {driving:?}");
+        for id in &ids {
+            assert_eq!(driving.iter().filter(|p| p.contains(id)).count(), 1, "{limit:?}: path {id} in {driving:?}");
         }
     }
 }

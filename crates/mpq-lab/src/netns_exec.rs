@@ -138,6 +138,11 @@ pub(crate) fn protocol_args(exp: &Experiment, run: &RunSpec) -> Vec<String> {
         // One single-path connection per path (each from its own address, so over its own
         // path), the server sharded alike.
         "shard" => a.extend(["--shard".into(), run.path_indices.len().to_string()]),
+        // A thread per path however many (seed 000's mcMPQUIC), unless the run's options
+        // say otherwise: mpq's default stops at the CPUs' count.
+        "per-path" if !run.options.split_whitespace().any(|o| o.starts_with("--path-threads")) => {
+            a.extend(["--threads".into(), "per-path".into(), "--path-threads".into(), "paths".into()])
+        }
         rt => a.extend(["--threads".into(), rt.to_owned()]),
     }
     if let Some(n) = run.ack_ranges {

@@ -746,6 +746,31 @@ topology:
         }
     }
 
+    /// The lab's per-path runtime is a thread per path however many (seed 000's mcMPQUIC),
+    /// unless the run's options set the path threads themselves; single is one loop.
+    #[test]
+    fn the_per_path_runtime_asks_for_a_thread_per_path_unless_the_options_say_otherwise() {
+        let yaml = TWO_PATHS_NETNS.replace(
+            "transport: [quic, mptcp-tls]",
+            "transport: [quic], runtime: [single, per-path], options: ['', '--path-threads 1']",
+        );
+        let (exp, p) = plan(&yaml);
+        let mp: Vec<&RunSpec> = p.scenarios[0].runs.iter().filter(|r| r.role == Role::Multipath).collect();
+        assert_eq!(mp.len(), 2 * 2 * 2, "initial paths x runtimes x option sets");
+        for r in mp {
+            let args = crate::netns_exec::protocol_args(&exp, r).join(" ");
+            let expect = match (r.runtime.as_str(), r.options.is_empty()) {
+                ("per-path", true) => "--threads per-path --path-threads paths",
+                ("per-path", false) => "--threads per-path",
+                _ => "--threads single",
+            };
+            assert!(args.contains(expect), "{}: {args}", r.id);
+            // Once: the runtime's, or the options' (which every runtime gets).
+            let once = r.runtime == "per-path" || !r.options.is_empty();
+            assert_eq!(args.matches("--path-threads").count(), usize::from(once), "{}: {args}", r.id);
+        }
+    }
+
     #[test]
     fn kernel_cc_names_the_kernels_congestion_control_in_its_runs() {
         let (exp, p) = plan(&format!("kernel_cc: cubic\n{TWO_PATHS_NETNS}"));

@@ -27,7 +27,7 @@ pub fn endpoint(
             (None, Threads::PerPath) => mpq_api::Threads::PerPath,
         },
         cpus: common.cpus.clone(),
-        path_threads: common.path_threads.map(|n| n as usize),
+        path_threads: common.path_threads,
         seed: None,
         // A client follows its local address changes, as `mpq client` does.
         ignore_address_changes: false,

@@ -172,11 +172,13 @@ pub struct Common {
     /// net.core.wmem_max allows).
     #[arg(long, value_name = "BYTES")]
     pub sndbuf: Option<usize>,
-    /// With --threads per-path: at most N path threads per endpoint, each new path joining
-    /// the thread that drives the fewest (default: a thread per path). For more paths than
-    /// cores, where a thread per path costs CPU in switches and cache misses.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub path_threads: Option<u64>,
+    /// With --threads per-path: how many path threads the endpoint's paths share: `cores`
+    /// (as many as the CPUs it may use, or those of --cpus), `paths` (a thread per path,
+    /// however many) or a number. Past the limit, each new path joins the thread that
+    /// drives the fewest: with more paths than cores, a thread per path costs CPU in
+    /// switches and cache misses.
+    #[arg(long, value_name = "N|cores|paths", default_value = "cores")]
+    pub path_threads: mpq_io::path_threads::PathThreadLimit,
     /// Pin the runtime's threads to these CPUs in turn, e.g. 0,1: the main thread to the
     /// first, each path thread (or shard) to the next (cycling).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]

@@ -40,7 +40,7 @@ fn runtime_comparison(extra: &[&str]) {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let json = dir.path().join("bench.json");
-    let kinds = ["single", "per-path", "per-path/1", "shard", "per-path+pinned"];
+    let kinds = ["single", "per-path", "per-path/1", "shard", "per-path/paths+pinned"];
     let mut args = vec!["--paths", "", "--runtimes", "2", "--reps", "1", "--duration", "2"];
     let kinds_arg = kinds.join(",");
     args.extend(["--kinds", &kinds_arg, "--json", json.to_str().expect("a UTF-8 path")]);
@@ -68,6 +68,9 @@ fn runtime_comparison(extra: &[&str]) {
     // One path thread drove both paths of each endpoint with --path-threads 1.
     let one = &runs["2p per-path/1"][0];
     assert_eq!(one["server_path_threads"].as_object().map(|t| t.len()), Some(1), "{one}");
+    // And a thread each with --path-threads paths.
+    let each = &runs["2p per-path/paths+pinned"][0];
+    assert_eq!(each["server_path_threads"].as_object().map(|t| t.len()), Some(2), "{each}");
     let medians = &report["medians"]["runtimes"];
     assert_eq!(medians.as_object().map(|m| m.len()), Some(kinds.len()), "{medians}");
     let stdout = String::from_utf8_lossy(&out.stdout);

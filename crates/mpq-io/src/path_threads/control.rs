@@ -36,6 +36,13 @@ pub(super) fn setup<D: EndpointDriver + 'static>(
         poll.registry().register(s.mio(), Token(i), Interest::READABLE | Interest::WRITABLE)?;
     }
     let waker = Waker::new(poll.registry(), WAKER)?;
+    // The CPUs the runtime may use: the pinned ones (each counted once), else those the
+    // process may run on (affinity, cgroup quota).
+    let cores = if settings.cpus.is_empty() {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    } else {
+        settings.cpus.iter().collect::<std::collections::BTreeSet<_>>().len()
+    };
     let shared = Arc::new(Shared {
         locked: Mutex::new(Locked { driver, workers: Vec::new(), threads: Vec::new(), started: 0 }),
         clock,
@@ -49,13 +56,9 @@ pub(super) fn setup<D: EndpointDriver + 'static>(
         no_gro: settings.no_gro,
         app_kick: AtomicBool::new(false),
         lock_spin: settings.lock_spin,
-        cores: if settings.cpus.is_empty() {
-            std::thread::available_parallelism().map_or(1, usize::from)
-        } else {
-            settings.cpus.len()
-        },
+        cores,
         threads: std::sync::atomic::AtomicUsize::new(1),
-        max_path_threads: settings.max_path_threads,
+        max_path_threads: settings.path_threads.resolve(cores),
         cpus: settings.cpus,
     });
     Ok((shared, poll))
@@ -321,10 +324,8 @@ fn start_thread<D: EndpointDriver + 'static>(
     let ctl = Arc::new(WorkerCtl::new(Waker::new(poll.registry(), WAKER)?));
     g.started += 1;
     let cpu = (!shared.cpus.is_empty()).then(|| shared.cpus[g.started % shared.cpus.len()]);
-    let name = match shared.max_path_threads {
-        Some(_) => format!("mpq-paths-{}", g.started - 1),
-        None => format!("mpq-path-{path_id}"),
-    };
+    // (Named for its first path: more may join it once the threads are at their limit.)
+    let name = format!("mpq-path-{path_id}");
     let t = PathThread { poll, ctl: ctl.clone(), cpu };
     let thread_shared = shared.clone();
     let thread_ctl = ctl.clone();

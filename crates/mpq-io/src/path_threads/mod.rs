@@ -10,10 +10,10 @@
 //! of connections and paths not yet given a thread, the endpoint's own answers), starts a
 //! worker for every new path and ends the workers of paths that are gone.
 //!
-//! With [`PathThreads::path_threads`] the paths share at most that many threads (a thread
-//! then drives several paths' sockets, each path as above): with more paths than cores,
-//! a thread per path means every path's batches wait for a CPU and each switch evicts the
-//! others' buffers from the caches.
+//! The paths get at most as many threads as the runtime has CPUs ([`PathThreadLimit`]);
+//! paths beyond share them (a thread then drives several paths' sockets, each path as
+//! above): with more paths than cores, a thread per path means every path's batches wait
+//! for a CPU and each switch evicts the others' buffers from the caches.
 //!
 //! A worker sleeps only when its round did nothing; before it sleeps it says so under the
 //! lock, so a thread that later makes work for its path (data to send while the path's
@@ -23,6 +23,7 @@
 mod control;
 mod cpu;
 mod handle;
+mod limit;
 mod worker;
 
 use std::io;
@@ -37,6 +38,7 @@ use crate::{Clock, Driver, LoopStats, UdpSocket};
 
 pub use cpu::{allowed_cpus, pin_current_thread, thread_cpu_time};
 pub use handle::{Runtime, RuntimeGuard};
+pub use limit::PathThreadLimit;
 
 /// What the runtime with a thread per path drives: a [`Driver`] (an endpoint and its
 /// application, as for the single-thread loop) that also gives access to its endpoint.
@@ -106,8 +108,8 @@ struct Settings {
     no_gro: bool,
     /// How long a thread spins for a held lock before sleeping (`None`: automatic).
     lock_spin: Option<Duration>,
-    /// Most threads for paths (`None`: one per path).
-    max_path_threads: Option<usize>,
+    /// Most threads for paths.
+    path_threads: PathThreadLimit,
 }
 
 impl std::fmt::Debug for PathThreads {
@@ -167,13 +169,15 @@ impl PathThreads {
     }
 
     /// At most `n` threads for paths (at least 1), shared by every connection of the
-    /// endpoint: a new path gets a thread of its own while there are fewer, else joins the
-    /// thread that drives the fewest paths. By default every path has a thread of its own.
-    /// Fewer threads than paths is for more paths than CPUs: a thread per path then makes
-    /// every path's batch wait for a CPU, and each switch costs the others' cached buffers
-    /// (at 8 paths on 2 cores, 9-10 % more CPU per byte than the single-thread runtime).
-    pub fn path_threads(mut self, n: usize) -> Self {
-        self.settings.max_path_threads = Some(n.max(1));
+    /// endpoint: [`PathThreadLimit::Most`].
+    pub fn path_threads(self, n: usize) -> Self {
+        self.path_thread_limit(PathThreadLimit::Most(n))
+    }
+
+    /// How many threads the paths of every connection of the endpoint share (by default
+    /// [`PathThreadLimit::Cores`]).
+    pub fn path_thread_limit(mut self, limit: PathThreadLimit) -> Self {
+        self.settings.path_threads = limit;
         self
     }
 
@@ -236,7 +240,7 @@ struct Shared<D> {
     cores: usize,
     /// The runtime's threads now: the calling thread and the live path threads.
     threads: std::sync::atomic::AtomicUsize,
-    /// [`PathThreads::path_threads`].
+    /// The most path threads ([`PathThreadLimit::resolve`]; `None`: a thread per path).
     max_path_threads: Option<usize>,
 }
 
