@@ -66,6 +66,11 @@ struct Driven {
     round: Round,
     /// The path may have more to send this round (its last turn's batch spent its budget).
     sending: bool,
+    /// Its socket's poll token.
+    token: Option<Token>,
+    /// Its socket may hold datagrams: set when registered and by each readiness event, cleared
+    /// when a receive finds it empty. (Only a thread of several paths reads it: see `run`.)
+    readable: bool,
 }
 
 /// The thread's loop, while it has paths; returns its report.
@@ -100,9 +105,23 @@ pub(super) fn run<D: EndpointDriver>(shared: &Shared<D>, mut t: PathThread) -> T
         }
         loop {
             let mut more = false;
+            // A thread of several paths asks the poll which sockets have datagrams, once a
+            // turn, and receives on those: a receive on each path each turn found most of
+            // them empty (over 8 loopback paths with 2 threads, the sender made 59,000
+            // receive calls in 3 s, now 18,000 and 14,000 polls; one loop makes 1,400; no
+            // change in goodput or CPU per byte that this machine resolves). A thread of
+            // one path receives each round, as cheap as asking.
+            if paths.len() > 1
+                && poll_ready(&mut t.poll, &mut events, Some(std::time::Duration::ZERO), &mut paths).is_err()
+            {
+                // (The sleeping poll below reports it.) Meanwhile every socket is tried.
+                paths.iter_mut().for_each(|p| p.readable = true);
+            }
             for p in &mut paths {
                 if let Some(socket) = &p.w.socket {
-                    receive(shared, &p.w, socket, &mut rx, &mut report, &mut p.round);
+                    if p.readable || budget.is_none() {
+                        p.readable = receive(shared, &p.w, socket, &mut rx, &mut report, &mut p.round);
+                    }
                 }
                 if p.sending {
                     p.sending = send(shared, &p.w, &mut p.tx, budget, &mut report, &mut p.round);
@@ -124,11 +143,9 @@ pub(super) fn run<D: EndpointDriver>(shared: &Shared<D>, mut t: PathThread) -> T
         if paths.iter().any(|p| p.round.blocked) {
             timeout = Some(timeout.map_or(BLOCKED_WAIT, |t| t.min(BLOCKED_WAIT)));
         }
-        if let Err(e) = t.poll.poll(&mut events, timeout) {
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                tracing::warn!(%e, "a path thread cannot wait for its sockets");
-                break;
-            }
+        if let Err(e) = poll_ready(&mut t.poll, &mut events, timeout, &mut paths) {
+            tracing::warn!(%e, "a path thread cannot wait for its sockets");
+            break;
         }
         t.ctl.sleeping.store(false, Ordering::Release);
     }
@@ -139,6 +156,28 @@ pub(super) fn run<D: EndpointDriver>(shared: &Shared<D>, mut t: PathThread) -> T
     report.cpu = super::cpu::thread_cpu_time().saturating_sub(cpu_start);
     report.lock_held = super::take_lock_held();
     report
+}
+
+/// Waits up to `timeout` for the paths' sockets (or the thread's waker) and marks the paths
+/// whose sockets became readable. (Epoll is edge-triggered: each datagram's arrival is an
+/// event, so a socket left with datagrams is only one whose last receive stopped on its
+/// budget, and `receive` then says it is still readable.)
+fn poll_ready(
+    poll: &mut Poll,
+    events: &mut Events,
+    timeout: Option<std::time::Duration>,
+    paths: &mut [Driven],
+) -> std::io::Result<()> {
+    match poll.poll(events, timeout) {
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(()),
+        r => r?,
+    }
+    for e in events.iter().filter(|e| e.is_readable() || e.is_read_closed() || e.is_error()) {
+        if let Some(p) = paths.iter_mut().find(|p| p.token == Some(e.token())) {
+            p.readable = true;
+        }
+    }
+    Ok(())
 }
 
 /// Takes the paths given to the thread since it last looked, registering their sockets.
@@ -159,11 +198,13 @@ fn take_paths(t: &PathThread, paths: &mut Vec<Driven>, tokens: &mut usize, repor
             report.addresses = w.socket.as_ref().map(|s| (s.local_addr(), w.remote));
         }
         report.paths.push(w.path_id);
-        paths.push(Driven { w, tx: SendBufs::new(), round: Round::default(), sending: false });
+        let token = w.socket.as_ref().map(|_| Token(*tokens - 1));
+        paths.push(Driven { w, tx: SendBufs::new(), round: Round::default(), sending: false, token, readable: true });
     }
 }
 
-/// Receives what waits on the path's socket and hands it over, a GRO batch at a time.
+/// Receives what waits on the path's socket and hands it over, a GRO batch at a time; true
+/// if the socket may hold more (it stopped on its budget, or on an error).
 fn receive<D: EndpointDriver>(
     shared: &Shared<D>,
     w: &Worker,
@@ -171,7 +212,7 @@ fn receive<D: EndpointDriver>(
     rx: &mut [Vec<u8>],
     report: &mut ThreadReport,
     round: &mut Round,
-) {
+) -> bool {
     let mut meta = [RecvMeta::default(); quinn_udp::BATCH_SIZE];
     let local = socket.local_addr();
     for _ in 0..RX_BUDGET {
@@ -180,13 +221,15 @@ fn receive<D: EndpointDriver>(
             match socket.recv(&mut slices, &mut meta) {
                 Ok(n) => n,
                 Err(e) => {
+                    // (An ICMP error on a connected socket, say: datagrams may still wait
+                    // behind it, so the socket is tried again next turn.)
                     tracing::debug!(%e, path = w.path_id, "receive failed");
-                    0
+                    return true;
                 }
             }
         };
         if n == 0 {
-            return;
+            return false; // Empty (WouldBlock): the next datagram's arrival is an event.
         }
         round.busy = true;
         report.io.rx_calls += 1;
@@ -212,6 +255,7 @@ fn receive<D: EndpointDriver>(
             hand_over(shared, w, local, remote, ecn, &mut run, report);
         }
     }
+    true
 }
 
 /// One run of datagrams from `remote` with one ECN codepoint: the leading datagrams with the
