@@ -19,7 +19,8 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// The options that select runtime `rt`: `shard-N` is `--shard N`, `per-path/N` is
-/// `--threads per-path --path-threads N`, anything else names a `--threads` runtime.
+/// `--threads per-path --path-threads N` (N a number, `paths` or `cores`), anything else
+/// names a `--threads` runtime.
 fn runtime_args(rt: &str) -> Vec<String> {
     if let Some(n) = rt.strip_prefix("per-path/") {
         return vec!["--threads".into(), "per-path".into(), "--path-threads".into(), n.into()];
@@ -106,20 +107,23 @@ fn download_checked(name: &str, server_rt: &str, client_rt: &str, paths: usize, 
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// A thread per path however many (`--path-threads paths`), on both sides.
 #[test]
 fn per_path_runtime_on_both_sides_over_1_2_4_and_8_paths() {
     for paths in [1, 2, 4, 8] {
-        download(&format!("per-path-{paths}"), "per-path", "per-path", paths);
+        download(&format!("per-path-{paths}"), "per-path/paths", "per-path/paths", paths);
     }
 }
 
 /// Paths sharing path threads (`--path-threads`): two threads for 3 and 8 paths on each
-/// side, and one thread for 4 paths against a thread per path.
+/// side, one thread for 4 paths against a thread per path, and the default (as many threads
+/// as CPUs) for 8 paths.
 #[test]
 fn per_path_runtime_with_fewer_threads_than_paths() {
     download("path-threads-2-of-3", "per-path/2", "per-path/2", 3);
     download("path-threads-2-of-8", "per-path/2", "per-path/2", 8);
-    download("path-threads-1-of-4", "per-path", "per-path/1", 4);
+    download("path-threads-1-of-4", "per-path/paths", "per-path/1", 4);
+    download("path-threads-cores-of-8", "per-path", "per-path", 8);
 }
 
 /// Runs `mpq perf client` with `args` against the server `srv` (stopped after), checks that
