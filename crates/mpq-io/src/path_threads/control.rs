@@ -259,7 +259,7 @@ fn manage<D: EndpointDriver + 'static>(shared: &Arc<Shared<D>>, g: &mut Locked<D
 
 /// Gives path `path_id` of `conn` a socket bound to the path's local address (the first
 /// listening socket's when the path does not name one) and connected to its peer, and a
-/// thread: one of its own unless [`super::PathThreads::path_threads`] are all started, else
+/// thread: one of its own unless the most ([`super::PathThreadLimit`]) are started, else
 /// the one that drives the fewest paths.
 fn start_worker<D: EndpointDriver + 'static>(
     shared: &Arc<Shared<D>>,

@@ -168,12 +168,6 @@ impl PathThreads {
         self
     }
 
-    /// At most `n` threads for paths (at least 1), shared by every connection of the
-    /// endpoint: [`PathThreadLimit::Most`].
-    pub fn path_threads(self, n: usize) -> Self {
-        self.path_thread_limit(PathThreadLimit::Most(n))
-    }
-
     /// How many threads the paths of every connection of the endpoint share (by default
     /// [`PathThreadLimit::Cores`]).
     pub fn path_thread_limit(mut self, limit: PathThreadLimit) -> Self {

@@ -98,7 +98,8 @@ pub(super) fn run<D: EndpointDriver>(shared: &Shared<D>, mut t: PathThread) -> T
         // path kept in slow start by the few packets it got); and turns of sending alone
         // left one path's ACKs unread while the other sent, its RTT samples grew to 6 ms
         // against 1 ms, its pace with them, and it carried 3 % in one run of six.
-        let budget = if paths.len() > 1 { Some(SHARED_SEND_BUDGET) } else { None };
+        let several = paths.len() > 1;
+        let budget = several.then_some(SHARED_SEND_BUDGET);
         for p in &mut paths {
             p.round = Round::default();
             p.sending = true;
@@ -111,15 +112,13 @@ pub(super) fn run<D: EndpointDriver>(shared: &Shared<D>, mut t: PathThread) -> T
             // receive calls in 3 s, now 18,000 and 14,000 polls; one loop makes 1,400; no
             // change in goodput or CPU per byte that this machine resolves). A thread of
             // one path receives each round, as cheap as asking.
-            if paths.len() > 1
-                && poll_ready(&mut t.poll, &mut events, Some(std::time::Duration::ZERO), &mut paths).is_err()
-            {
+            if several && poll_ready(&mut t.poll, &mut events, Some(std::time::Duration::ZERO), &mut paths).is_err() {
                 // (The sleeping poll below reports it.) Meanwhile every socket is tried.
                 paths.iter_mut().for_each(|p| p.readable = true);
             }
             for p in &mut paths {
                 if let Some(socket) = &p.w.socket {
-                    if p.readable || budget.is_none() {
+                    if p.readable || !several {
                         p.readable = receive(shared, &p.w, socket, &mut rx, &mut report, &mut p.round);
                     }
                 }
@@ -184,12 +183,15 @@ fn poll_ready(
 fn take_paths(t: &PathThread, paths: &mut Vec<Driven>, tokens: &mut usize, report: &mut ThreadReport) {
     let given = std::mem::take(&mut *t.ctl.inbox.lock().expect("a path thread's inbox"));
     for mut w in given {
+        let mut token = None;
         if let Some(s) = w.socket.as_mut() {
-            if let Err(e) = t.poll.registry().register(s.mio(), Token(*tokens), Interest::READABLE | Interest::WRITABLE)
-            {
-                // Closed, its datagrams reach the listening socket and go the general way.
-                tracing::warn!(%e, path = w.path_id, "a path thread cannot wait for the path's socket");
-                w.socket = None;
+            match t.poll.registry().register(s.mio(), Token(*tokens), Interest::READABLE | Interest::WRITABLE) {
+                Ok(()) => token = Some(Token(*tokens)),
+                Err(e) => {
+                    // Closed, its datagrams reach the listening socket and go the general way.
+                    tracing::warn!(%e, path = w.path_id, "a path thread cannot wait for the path's socket");
+                    w.socket = None;
+                }
             }
             *tokens += 1;
         }
@@ -198,7 +200,6 @@ fn take_paths(t: &PathThread, paths: &mut Vec<Driven>, tokens: &mut usize, repor
             report.addresses = w.socket.as_ref().map(|s| (s.local_addr(), w.remote));
         }
         report.paths.push(w.path_id);
-        let token = w.socket.as_ref().map(|_| Token(*tokens - 1));
         paths.push(Driven { w, tx: SendBufs::new(), round: Round::default(), sending: false, token, readable: true });
     }
 }
