@@ -1,11 +1,6 @@
 //! The `mpq` command-line tool: file server and client (HTTP/0.9), perf tool, simulator, lab.
 
-/// mimalloc instead of the system allocator: the application's threads fill stream buffers
-/// that the runtime's threads free once acknowledged, and glibc's malloc answered that by
-/// shrinking and regrowing its heap (brk, page faults) on every buffer: see docs/runtimes.md.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
+mod allocator;
 mod api_client;
 mod api_paths;
 mod api_runtime;
@@ -39,24 +34,8 @@ mod tls;
 
 use clap::Parser;
 
-/// mimalloc's `mi_option_purge_delay` (its `mi_option_e` in mimalloc.h, v2 and v3).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Memory a thread freed goes back to the system after 10 s unused, not mimalloc's 1 s: with
-/// a thread per path, buffers one thread fills and another frees left pages empty long
-/// enough to be purged and faulted in again (transparent huge pages: 2 MB zeroed each), 1,000
-/// to 1,800 faults in 3 s of an 8-path transfer, 4 % of its cycles; with 10 s, one.
-/// `MIMALLOC_PURGE_DELAY` still overrides it.
-fn tune_allocator() {
-    // SAFETY: sets an option's default before it is read; mimalloc allows this at any time.
-    #[allow(unsafe_code)]
-    unsafe {
-        libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, 10_000)
-    };
-}
-
 fn main() {
-    tune_allocator();
+    allocator::tune();
     let args = cli::Cli::parse();
     let verbose = match &args.command {
         cli::Command::Server(a) => a.common.verbose,
@@ -65,6 +44,10 @@ fn main() {
         cli::Command::Perf(cli::PerfCommand::Client(a)) => a.common.verbose,
         cli::Command::Sim(_) | cli::Command::Lab(_) | cli::Command::Bench(_) => 0,
     };
+    if matches!(args.command, cli::Command::Server(_) | cli::Command::Client(_) | cli::Command::Perf(_)) {
+        // An endpoint on real sockets (not the simulator's one process: `allocator.rs`).
+        allocator::small_pages();
+    }
     let level = match verbose {
         0 => "warn",
         1 => "debug",

@@ -428,3 +428,37 @@ fn client_resumes_with_0rtt() {
         );
     }
 }
+
+/// The process runs without transparent huge pages (`allocator.rs`: a first touch of a
+/// 2 MB region zeroed all of it, doubling a sender's peak memory), unless
+/// `MIMALLOC_ALLOW_THP=1` asks for them; the kernel's account of the process says which.
+#[test]
+fn the_process_runs_without_transparent_huge_pages_unless_asked() {
+    let thp_enabled = |allow: Option<&str>| {
+        let mut cmd = mpq();
+        cmd.args(["perf", "server", "--listen", "127.0.0.1:0"]);
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+        match allow {
+            Some(v) => cmd.env("MIMALLOC_ALLOW_THP", v),
+            None => cmd.env_remove("MIMALLOC_ALLOW_THP"),
+        };
+        let mut server = cmd.spawn().expect("spawn server");
+        // Listening: `main` has run its start.
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut line).unwrap();
+        assert!(line.starts_with("listening on"), "{line}");
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.id())).expect("/proc/PID/status");
+        let _ = server.kill();
+        let _ = server.wait();
+        let field =
+            status.lines().find_map(|l| l.strip_prefix("THP_enabled:")).expect("THP_enabled in /proc/PID/status");
+        field.trim() == "1"
+    };
+    if !std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s.contains("THP_enabled:")) {
+        eprintln!("this kernel does not report THP_enabled (Linux < 5.0): nothing to check");
+        return;
+    }
+    assert!(!thp_enabled(None), "huge pages on by default");
+    assert!(!thp_enabled(Some("0")));
+    assert!(thp_enabled(Some("1")), "MIMALLOC_ALLOW_THP=1 keeps them");
+}
