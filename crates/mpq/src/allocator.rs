@@ -30,10 +30,10 @@ pub fn tune() {
 /// huge pages had been 3 % of the per-path sender's cycles, mostly in its first second.
 /// 5 s transfers over 8 paths, paired medians of 5: +1 % goodput and -2 % CPU per GB (both
 /// runtimes); 15 s transfers, 1 or 4 paths: no difference beyond the noise. Not for `mpq
-/// sim`, whose one process ran 5-7 % slower on small pages (README). `MIMALLOC_ALLOW_THP=1`
-/// keeps them.
+/// sim`, whose one process ran 5-7 % slower on small pages (README). With
+/// `MIMALLOC_ALLOW_THP` set, mimalloc decides (1 keeps them, 0 turns them off itself).
 pub fn small_pages() {
-    if std::env::var_os("MIMALLOC_ALLOW_THP").is_none_or(|v| v == "0") {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
         // SAFETY: prctl with integer arguments only; it changes the process's THP policy
         // (faults to come, in every mapping) and nothing Rust relies on. A kernel without
         // it (EINVAL) just keeps huge pages.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use process::{mpq, run_bounded, spawn_listening, wait_bounded};
+use process::{listening, mpq, run_bounded, spawn_listening, wait_bounded};
 
 /// Runs `mpq` with `args` (no stdin), bounded by `limit`; returns (exit success, stderr, time).
 fn run(args: &[&str], limit: Duration) -> (bool, String, Duration) {
@@ -437,16 +437,12 @@ fn the_process_runs_without_transparent_huge_pages_unless_asked() {
     let thp_enabled = |allow: Option<&str>| {
         let mut cmd = mpq();
         cmd.args(["perf", "server", "--listen", "127.0.0.1:0"]);
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
         match allow {
             Some(v) => cmd.env("MIMALLOC_ALLOW_THP", v),
             None => cmd.env_remove("MIMALLOC_ALLOW_THP"),
         };
-        let mut server = cmd.spawn().expect("spawn server");
         // Listening: `main` has run its start.
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut line).unwrap();
-        assert!(line.starts_with("listening on"), "{line}");
+        let (mut server, _) = listening(cmd);
         let status = std::fs::read_to_string(format!("/proc/{}/status", server.id())).expect("/proc/PID/status");
         let _ = server.kill();
         let _ = server.wait();

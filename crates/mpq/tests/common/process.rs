@@ -40,13 +40,16 @@ pub fn run_bounded<S: AsRef<std::ffi::OsStr>>(args: &[S], limit: Duration, what:
 /// Starts `mpq` with `args` (a server) and reads its first line, `listening on ADDR`;
 /// returns the process and the address.
 pub fn spawn_listening(args: &[&str]) -> (Child, String) {
-    let mut server = mpq()
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn server");
+    let mut cmd = mpq();
+    cmd.args(args);
+    listening(cmd)
+}
+
+/// [`spawn_listening`] for a server command the caller set up (its arguments, its
+/// environment).
+pub fn listening(mut cmd: Command) -> (Child, String) {
+    let mut server =
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn server");
     let mut line = String::new();
     BufReader::new(server.stdout.take().expect("stdout")).read_line(&mut line).expect("listening line");
     let addr = line.trim().strip_prefix("listening on ").expect("listening on ADDR").to_string();
