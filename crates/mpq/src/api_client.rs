@@ -114,14 +114,21 @@ pub fn run(args: ClientArgs) -> Result<()> {
     let count = downloads.len();
     let timeout = Duration::from_secs(args.timeout);
     let run = Run { ep: &ep, server, host: &first.host, config: &config, args: &args, bar: &bar, protocol };
+    let mut signals = crate::api_runtime::stop_signals(&executor)?;
     let outcome = executor.block_on(async {
-        match tokio::time::timeout(timeout, run.fetch_all(downloads)).await {
-            Ok(r) => r,
-            Err(_) => Err(anyhow!("timed out after {} s (--timeout)", args.timeout)),
+        match signals.or_stop(tokio::time::timeout(timeout, run.fetch_all(downloads))).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(_)) => Ok(Err(anyhow!("timed out after {} s (--timeout)", args.timeout))),
+            Err(stop) => {
+                // (HTTP/3's close without error, RFC 9114 §8.1; hq-interop defines no code.)
+                let code = if protocol == Protocol::H3 { 0x100 } else { 0 };
+                signals.close(&ep, code, b"interrupted").await;
+                Err(crate::stop_signal::Interrupted(stop))
+            }
         }
     });
     bar.finish_and_clear();
-    let outcome = outcome.map_err(|e| anyhow!("download failed: {e}"))?;
+    let outcome = outcome?.map_err(|e| anyhow!("download failed: {e}"))?;
     eprintln!("{}", crate::progress::summary(outcome.bytes, started.elapsed(), count));
     if args.json {
         let secs = outcome.secs.max(1e-9);

@@ -18,6 +18,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve files over HTTP/0.9 (ALPN hq-interop), or HTTP/3 with --http3.
+    ///
+    /// Runs until Ctrl-C, SIGTERM or SIGHUP, which close every connection (each client
+    /// learns why) and wait at most 3 s for them to drain before the server exits.
     Server(ServerArgs),
     /// Download URLs over HTTP/0.9 (ALPN hq-interop), or HTTP/3 with --http3.
     Client(ClientArgs),
@@ -43,6 +46,9 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum PerfCommand {
     /// Answer perf clients with as much data as they ask for.
+    ///
+    /// Runs until Ctrl-C, SIGTERM or SIGHUP, which close every connection (each client
+    /// learns why) and wait at most 3 s for them to drain before the server exits.
     Server(PerfServerArgs),
     /// Connect to a perf server and measure goodput.
     Client(PerfClientArgs),

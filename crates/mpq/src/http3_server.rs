@@ -14,7 +14,7 @@ use crate::cli::ServerArgs;
 /// How much of a file one DATA frame carries.
 const CHUNK: usize = 256 * 1024;
 
-/// Runs the HTTP/3 file server until killed.
+/// Runs the HTTP/3 file server until Ctrl-C or SIGTERM (`stop_signal`).
 pub fn run(args: ServerArgs) -> Result<()> {
     crate::server::serve(args, mpq_h3::ALPN, serve_connection)
 }

@@ -29,6 +29,7 @@ mod runner;
 mod server;
 mod sim_cmd;
 mod stdout;
+mod stop_signal;
 mod testbed_cmd;
 mod tls;
 
@@ -69,6 +70,10 @@ fn main() {
         cli::Command::Bench(c) => bench_cmd::run(c),
     };
     if let Err(e) = result {
+        if let Some(stop_signal::Interrupted(stop)) = e.downcast_ref::<stop_signal::Interrupted>() {
+            eprintln!("{e}");
+            std::process::exit(stop.exit_status());
+        }
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }

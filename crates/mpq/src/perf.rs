@@ -115,17 +115,30 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         one_path: false,
     };
     let launched = crate::perf_client::now();
+    let mut signals = crate::api_runtime::stop_signals(&executor)?;
     let outcome = executor.block_on(async {
-        let idle = crate::perf_client::open_idle(&ep, &config, args.connect, args.idle_connections).await;
-        let measured = match &idle {
-            Ok(_) => m.run().await,
-            Err(e) => Err(anyhow::anyhow!("{e}")),
+        let run = async {
+            let idle = crate::perf_client::open_idle(&ep, &config, args.connect, args.idle_connections).await;
+            let measured = match &idle {
+                Ok(_) => m.run().await,
+                Err(e) => Err(anyhow::anyhow!("{e}")),
+            };
+            let idle_lost = idle.map_or(0, |l| l.iter().filter(|c| c.final_report().is_some()).count());
+            (measured, idle_lost)
         };
-        let idle_lost = idle.map_or(0, |l| l.iter().filter(|c| c.final_report().is_some()).count());
-        close_endpoint(&ep).await;
-        measured.map(|m| (m, idle_lost))
+        match signals.or_stop(run).await {
+            Ok((measured, idle_lost)) => {
+                close_endpoint(&ep).await;
+                Ok(measured.map(|m| (m, idle_lost)))
+            }
+            Err(stop) => {
+                signals.close(&ep, 0, b"interrupted").await;
+                Err(crate::stop_signal::Interrupted(stop))
+            }
+        }
     });
     drop(executor);
+    let outcome = outcome?;
     let threads = endpoint_threads(ep);
     let cpu = cpu_seconds() - cpu0;
     let (app, idle_lost) = outcome.map_err(|e| anyhow::anyhow!("perf run failed: {e}"))?;

@@ -237,12 +237,17 @@ impl Measurement<'_> {
             let now = now();
             match done {
                 Some(Ok(Ok(()))) => i += 1,
+                // (Task i has ended either way: it is not among those aborted and awaited
+                // below, where awaiting it again panicked, "JoinHandle polled after
+                // completion", whenever the server closed the connection mid-run.)
                 Some(Ok(Err(e))) => {
                     failure = Some(self.lost(e));
+                    i += 1;
                     break;
                 }
                 Some(Err(e)) => {
                     failure = Some(anyhow!("a stream's task: {e}"));
+                    i += 1;
                     break;
                 }
                 None => {}

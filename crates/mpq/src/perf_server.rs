@@ -27,7 +27,8 @@ const RECV_QUEUE_BYTES: usize = 64 << 20;
 /// Datagrams read on one connection: (count, payload bytes).
 type DatagramCount = Arc<Mutex<(u64, u64)>>;
 
-/// Runs the perf server until killed.
+/// Runs the perf server until Ctrl-C or SIGTERM (which close its connections first:
+/// `stop_signal`).
 pub fn server(args: PerfServerArgs) -> Result<()> {
     if args.transport != crate::cli::Transport::Quic {
         return crate::perf_tcp::server(args);
@@ -49,9 +50,16 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
         println!("listening on {addr}");
     }
     let _ = std::io::stdout().flush();
+    let mut signals = crate::api_runtime::stop_signals(&executor)?;
     executor.block_on(async move {
-        while let Some(conn) = ep.accept().await {
-            tokio::spawn(serve_connection(conn));
+        let accepting = async {
+            while let Some(conn) = ep.accept().await {
+                tokio::spawn(serve_connection(conn));
+            }
+        };
+        if let Err(stop) = signals.or_stop(accepting).await {
+            eprintln!("{}: closing the connections and stopping", stop.name());
+            signals.close(&ep, 0, b"server shutting down").await;
         }
     });
     Ok(())

@@ -48,13 +48,22 @@ pub fn client(args: &PerfClientArgs, config: ClientConfig, duration: Option<Dura
         })
         .collect();
     let cpu0 = cpu_seconds();
+    let mut signals = crate::api_runtime::stop_signals(&executor)?;
     let done = executor.block_on(async {
         // (In order: the k-th connection made is shard k's.)
-        let done = crate::api_client::join_all(shards.iter().map(|m| m.run()).collect()).await;
-        crate::perf::close_endpoint(&ep).await;
-        done
+        match signals.or_stop(crate::api_client::join_all(shards.iter().map(|m| m.run()).collect())).await {
+            Ok(done) => {
+                crate::perf::close_endpoint(&ep).await;
+                Ok(done)
+            }
+            Err(stop) => {
+                signals.close(&ep, 0, b"interrupted").await;
+                Err(crate::stop_signal::Interrupted(stop))
+            }
+        }
     });
     drop(executor);
+    let done = done?;
     drop(shards);
     let threads = crate::perf::endpoint_threads(ep);
     let cpu = cpu_seconds() - cpu0;

@@ -20,6 +20,9 @@ const CHUNK: usize = 256 * 1024;
 /// not a GET).
 const NOT_FOUND: u64 = 0x10;
 
+/// HTTP/3's H3_NO_ERROR (RFC 9114 §8.1): the code of a server's close when it stops.
+const H3_NO_ERROR: u64 = 0x100;
+
 /// Maps a request path to a file under `root`, refusing anything that climbs out of it.
 pub(crate) fn resolve(root: &Path, request: &str) -> Option<PathBuf> {
     let rel = Path::new(request.trim_start_matches('/'));
@@ -129,7 +132,8 @@ pub(crate) fn check_root(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Runs the file server until killed.
+/// Runs the file server until Ctrl-C or SIGTERM (which close its connections first:
+/// `stop_signal`).
 pub fn run(args: ServerArgs) -> Result<()> {
     if args.http3 {
         return crate::http3_server::run(args);
@@ -137,7 +141,7 @@ pub fn run(args: ServerArgs) -> Result<()> {
     serve(args, b"hq-interop", serve_connection)
 }
 
-/// A file server of `alpn` on the application API until killed: the endpoint the options
+/// A file server of `alpn` on the application API until a stop signal (`stop_signal`): the endpoint the options
 /// ask for, and `answer` in a task for every connection it accepts, with the served root.
 pub(crate) fn serve<F, Fut>(args: ServerArgs, alpn: &[u8], answer: F) -> Result<()>
 where
@@ -156,9 +160,18 @@ where
     }
     let _ = std::io::stdout().flush();
     let root = Arc::new(args.root);
+    let mut signals = crate::api_runtime::stop_signals(&executor)?;
+    // (HTTP/3's code for a close without error, RFC 9114 §8.1; hq-interop defines none.)
+    let code = if alpn == mpq_h3::ALPN { H3_NO_ERROR } else { 0 };
     executor.block_on(async move {
-        while let Some(conn) = ep.accept().await {
-            tokio::spawn(answer(conn, root.clone()));
+        let accepting = async {
+            while let Some(conn) = ep.accept().await {
+                tokio::spawn(answer(conn, root.clone()));
+            }
+        };
+        if let Err(stop) = signals.or_stop(accepting).await {
+            eprintln!("{}: closing the connections and stopping", stop.name());
+            signals.close(&ep, code, b"server shutting down").await;
         }
     });
     Ok(())

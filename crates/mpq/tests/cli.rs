@@ -458,3 +458,119 @@ fn the_process_runs_without_transparent_huge_pages_unless_asked() {
     assert!(!thp_enabled(Some("0")));
     assert!(thp_enabled(Some("1")), "MIMALLOC_ALLOW_THP=1 keeps them");
 }
+
+/// Waits (at most 20 s) until a qlog file of `dir` whose name ends with `suffix` records
+/// the confirmed handshake (connectivity events are flushed as they happen); returns it.
+#[allow(clippy::disallowed_methods)] // a wall-clock bound on a real process
+fn qlog_with_handshake(dir: &std::path::Path, suffix: &str) -> PathBuf {
+    let start = std::time::Instant::now();
+    loop {
+        let found = std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).find(|p| {
+            p.to_string_lossy().ends_with(suffix)
+                && std::fs::read_to_string(p).is_ok_and(|s| s.contains("\"handshake_confirmed\""))
+        });
+        if let Some(p) = found {
+            return p;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "no {suffix} qlog with a confirmed handshake in {dir:?}");
+        // Polling a file another process writes: nothing notifies of its content.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every record of a qlog file (JSON-SEQ): each must parse, the last one included.
+fn qlog_records(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).expect("qlog file");
+    text.split('\x1e')
+        .filter(|r| !r.trim().is_empty())
+        .map(|r| serde_json::from_str(r).unwrap_or_else(|e| panic!("a record of {path:?} does not parse ({e}): {r}")))
+        .collect()
+}
+
+/// The `connectivity:connection_closed` events of a qlog file's records.
+fn closes(records: &[serde_json::Value]) -> Vec<&serde_json::Value> {
+    records.iter().filter(|r| r["name"] == "connectivity:connection_closed").map(|r| &r["data"]).collect()
+}
+
+/// Sends `child` the signal `name` (`TERM`, `INT`) with kill(1) (no unsafe code here).
+fn signal(child: &std::process::Child, name: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -{name} {}", child.id());
+}
+
+/// Killed, a server sent its clients nothing (they waited for their idle timeout) and lost
+/// the end of its qlog files. SIGTERM closes its connections: the client learns at once why,
+/// the server's qlog ends with the close, and the server exits with success.
+#[test]
+fn sigterm_stops_a_server_cleanly() {
+    let qlog = scratch("stop-server");
+    let (server, addr) =
+        spawn_listening(&["perf", "server", "--listen", "127.0.0.1:0", "--qlog-dir", qlog.to_str().expect("utf-8")]);
+    // A run far longer than the test, which only the server's close can end this soon.
+    let client = mpq()
+        .args(["perf", "client", "--connect", &addr, "--duration", "120", "--idle-timeout", "60", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn client");
+    let server_qlog = qlog_with_handshake(&qlog, "_server.sqlog");
+    signal(&server, "TERM");
+    let (out, took) = wait_bounded(server, Duration::from_secs(20), "the stopped server");
+    let server_err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "server exit {:?}: {server_err}", out.status);
+    assert!(server_err.contains("SIGTERM: closing the connections"), "{server_err}");
+    assert!(!server_err.contains("panicked"), "{server_err}");
+    assert!(took < Duration::from_secs(10), "the server took {took:?} to stop");
+    let (out, took) = wait_bounded(client, Duration::from_secs(30), "the client of the stopped server");
+    let client_err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "the client's run cannot have succeeded: {client_err}");
+    // (A stream's task that failed used to be awaited twice: a panic.)
+    assert!(!client_err.contains("panicked"), "{client_err}");
+    assert!(client_err.contains("server shutting down"), "the client does not say why: {client_err}");
+    assert!(took < Duration::from_secs(10), "the client took {took:?} to learn of the close");
+    let records = qlog_records(&server_qlog);
+    let closed = closes(&records);
+    assert!(
+        closed.iter().any(|c| c["owner"] == "local" && c["reason"] == "server shutting down"),
+        "the server's qlog does not end with its close: {closed:?}"
+    );
+    let _ = std::fs::remove_dir_all(&qlog);
+}
+
+/// Ctrl-C on a client mid-transfer: its connection is closed (the server learns why), its
+/// qlog is complete, and it exits with 130, as a shell reports a process SIGINT ended.
+#[test]
+fn ctrl_c_stops_a_client_cleanly() {
+    let qlog = scratch("stop-client");
+    let (server, addr) = spawn_listening(&["perf", "server", "--listen", "127.0.0.1:0"]);
+    let client = mpq()
+        .args(["perf", "client", "--connect", &addr, "--duration", "120", "--qlog-dir", qlog.to_str().expect("utf-8")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn client");
+    let client_qlog = qlog_with_handshake(&qlog, "_client.sqlog");
+    signal(&client, "INT");
+    let (out, took) = wait_bounded(client, Duration::from_secs(20), "the interrupted client");
+    let client_err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(130), "{client_err}");
+    assert!(client_err.contains("interrupted by SIGINT"), "{client_err}");
+    assert!(took < Duration::from_secs(10), "the client took {took:?} to stop");
+    let records = qlog_records(&client_qlog);
+    assert!(
+        closes(&records).iter().any(|c| c["owner"] == "local" && c["reason"] == "interrupted"),
+        "the client's qlog does not end with its close"
+    );
+    // The server saw the client's close, not an idle timeout: its connection-ended line says
+    // so (read once the server is stopped in turn).
+    signal(&server, "TERM");
+    let (out, _) = wait_bounded(server, Duration::from_secs(20), "the server");
+    let server_err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(server_err.contains("connection ended") && server_err.contains("interrupted"), "{server_err}");
+    let _ = std::fs::remove_dir_all(&qlog);
+}
