@@ -64,7 +64,9 @@ fn poll_stream<T>(
     };
     let (c, st) = conn.parts(&mut g);
     let (Some(c), Some(st)) = (c, st) else {
-        return Poll::Ready(Err(Error::Gone));
+        // Drained and gone, its state may still say why it closed (a reader that came
+        // after the drain was told only "gone").
+        return Poll::Ready(Err(crate::connection::gone(conn.parts(&mut g).1.map(|s| &*s))));
     };
     if let Some(e) = &st.error {
         return Poll::Ready(Err(Error::Closed(e.clone())));

@@ -296,6 +296,45 @@ fn resets_closes_and_a_closed_endpoint_are_reported() {
     assert!(server.accept().wait().is_none(), "a closed endpoint accepts nothing");
 }
 
+/// A stream call made after the connection closed and drained (its protocol state gone)
+/// still says why it closed: it answered "the connection is gone" instead whenever the
+/// reading task came late, e.g. a sharded `mpq client` stopped by its server.
+#[test]
+fn calls_after_the_drain_still_say_why_the_connection_closed() {
+    log();
+    for threads in RUNTIMES {
+        let transport = TransportConfig { max_idle_timeout: IDLE, ..TransportConfig::default() };
+        let (client_cfg, server_cfg) = mpq_proto::testing::configs(transport);
+        let server = Endpoint::server(&[addr("127.0.0.1:0")], server_cfg, Options { threads, ..Options::default() })
+            .expect("server");
+        let server_addr = server.local_addrs()[0];
+        let (ep, conn) = client(threads, 1, server_addr, &client_cfg);
+        let (mut send, mut recv) = conn.open_bi().wait().expect("open_bi");
+        send.write_all(b"hello").wait().expect("write");
+        let accepted = server.accept().wait().expect("a connection");
+        let (_, mut theirs) = accepted.accept_bi().wait().expect("the client's stream");
+        let mut hello = [0u8; 5];
+        let mut got = 0;
+        while got < hello.len() {
+            got += theirs.read(&mut hello[got..]).wait().expect("read").expect("not the stream's end");
+        }
+        accepted.close(9, b"going away");
+        let why = |e: &Error| matches!(e, Error::Closed(ConnectionError::ApplicationClosed { code: 9, .. }));
+        let closed = conn.closed().wait();
+        assert!(why(&closed), "{threads:?}: {closed:?}");
+        // Drained: the connection's protocol state is gone from the endpoint.
+        ep.wait_idle().wait();
+        let mut buf = [0u8; 16];
+        let read = recv.read(&mut buf).wait();
+        assert!(read.as_ref().is_err_and(why), "{threads:?}: read after the drain: {read:?}");
+        let write = send.write_all(b"more").wait();
+        assert!(write.as_ref().is_err_and(why), "{threads:?}: write after the drain: {write:?}");
+        let open = conn.open_uni().wait();
+        assert!(open.as_ref().is_err_and(why), "{threads:?}: open after the drain: {:?}", open.err());
+        server.close(0, b"");
+    }
+}
+
 /// A server's connection, once the client closed it, reports why and its figures then
 /// (`final_report`: the peer, multipath, both paths' bytes); none while it is open.
 #[test]
