@@ -29,8 +29,9 @@ pub(crate) struct ApiDriver {
     /// Server connections still in their handshake.
     pub handshaking: Vec<ConnectionHandle>,
     pub accept_wakers: Vec<Waker>,
-    /// The endpoint no longer accepts connections.
-    pub closed: bool,
+    /// The endpoint no longer accepts connections: the application's error code and reason
+    /// of [`crate::Endpoint::close`], with which a connection that comes after is closed.
+    pub closed: Option<(u64, Vec<u8>)>,
     /// Client connections following the operating system's changes of their local
     /// addresses (`mpq_io::address_watch`), with the endpoint's bound addresses (empty: none
     /// follows).
@@ -103,7 +104,7 @@ impl ApiDriver {
             incoming: VecDeque::new(),
             handshaking: Vec::new(),
             accept_wakers: Vec::new(),
-            closed: false,
+            closed: None,
             watches: HashMap::new(),
             bound: Vec::new(),
             managers: HashMap::new(),
@@ -179,6 +180,15 @@ impl ApiDriver {
     fn dispatch(&mut self, now: Instant) {
         while let Some(h) = self.endpoint.accept() {
             self.fresh(h);
+            if let Some((code, reason)) = &self.closed {
+                // A client that came after the close is closed as the others were: it would
+                // otherwise complete its handshake, never be accepted, and learn nothing
+                // until its idle timeout.
+                if let Some(c) = self.endpoint.connection_mut(h) {
+                    c.close(now, *code, reason);
+                }
+                continue;
+            }
             self.handshaking.push(h);
         }
         while let Some((h, ev)) = self.endpoint.poll_event() {

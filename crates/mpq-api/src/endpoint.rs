@@ -269,7 +269,7 @@ impl Endpoint {
         let inner = &self.shards[self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len()];
         let now = inner.now();
         let mut g = inner.lock()?;
-        if g.closed {
+        if g.closed.is_some() {
             return Err(Error::EndpointClosed);
         }
         let h = g.endpoint.connect(now, config, remote, server_name).map_err(|e| Error::Connect(e.to_string()))?;
@@ -304,7 +304,7 @@ impl Endpoint {
             let now = inner.now();
             // (A failed runtime has nothing left to close.)
             let Ok(mut g) = inner.lock() else { continue };
-            g.closed = true;
+            g.closed = Some((error_code, reason.to_vec()));
             for h in g.endpoint.handles() {
                 if let Some(c) = g.endpoint.connection_mut(h) {
                     c.close(now, error_code, reason);
@@ -407,7 +407,7 @@ impl Future for Accept {
                 self.next = k + 1;
                 return Poll::Ready(Some(Connection::new(inner, h, gen)));
             }
-            if g.closed {
+            if g.closed.is_some() {
                 closed += 1;
                 continue;
             }

@@ -335,6 +335,36 @@ fn calls_after_the_drain_still_say_why_the_connection_closed() {
     }
 }
 
+/// A client that connects after the server's endpoint was closed is told so at once, instead
+/// of completing a handshake nobody accepts and learning nothing until its idle timeout (a
+/// stopping `mpq server` drains for up to 3 s, and clients kept coming).
+#[test]
+fn a_closed_server_turns_new_clients_away() {
+    log();
+    for threads in RUNTIMES {
+        let transport = TransportConfig { max_idle_timeout: IDLE, ..TransportConfig::default() };
+        let (client_cfg, server_cfg) = mpq_proto::testing::configs(transport);
+        let server = Endpoint::server(&[addr("127.0.0.1:0")], server_cfg, Options { threads, ..Options::default() })
+            .expect("server");
+        let server_addr = server.local_addrs()[0];
+        server.close(0, b"shutting down");
+        let ep = Endpoint::client(&[addr("127.0.0.1:0")], Options { threads, ..Options::default() }).expect("client");
+        // (Closed during its handshake, the client sees the transport's APPLICATION_ERROR,
+        // RFC 9000 §10.2.3; after it, the application's close.)
+        let why = match ep.connect(server_addr, "localhost", &client_cfg).expect("connect").wait() {
+            Ok(conn) => conn.closed().wait(),
+            Err(e) => e,
+        };
+        assert!(
+            matches!(
+                why,
+                Error::Closed(ConnectionError::ConnectionClosed(_) | ConnectionError::ApplicationClosed { .. })
+            ),
+            "{threads:?}: {why:?}"
+        );
+    }
+}
+
 /// A server's connection, once the client closed it, reports why and its figures then
 /// (`final_report`: the peer, multipath, both paths' bytes); none while it is open.
 #[test]

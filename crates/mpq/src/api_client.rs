@@ -114,7 +114,7 @@ pub fn run(args: ClientArgs) -> Result<()> {
     let count = downloads.len();
     let timeout = Duration::from_secs(args.timeout);
     let run = Run { ep: &ep, server, host: &first.host, config: &config, args: &args, bar: &bar, protocol };
-    let mut signals = crate::api_runtime::stop_signals(&executor)?;
+    let mut signals = crate::api_runtime::stop_signals()?;
     let outcome = executor.block_on(async {
         match signals.or_stop(tokio::time::timeout(timeout, run.fetch_all(downloads))).await {
             Ok(Ok(r)) => Ok(r),

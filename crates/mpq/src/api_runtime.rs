@@ -40,13 +40,13 @@ pub fn endpoint(
 }
 
 /// The executor of the API's futures: one thread, with timers (the API's futures are woken
-/// by mpq's runtime threads, which do the protocol's work) and signals (`stop_signal`).
+/// by mpq's runtime threads, which do the protocol's work, and stop signals by their own:
+/// `stop_signal`).
 pub fn executor() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread().enable_time().enable_io().build()?)
+    Ok(tokio::runtime::Builder::new_current_thread().enable_time().build()?)
 }
 
-/// Listens for the stop signals (`stop_signal`) in `executor`'s context.
-pub fn stop_signals(executor: &tokio::runtime::Runtime) -> Result<crate::stop_signal::StopSignals> {
-    let _in = executor.enter();
-    crate::stop_signal::StopSignals::listen().map_err(|e| anyhow::anyhow!("cannot listen for Ctrl-C and SIGTERM: {e}"))
+/// Catches the stop signals (`stop_signal`) from now on.
+pub fn stop_signals() -> Result<crate::stop_signal::StopSignals> {
+    crate::stop_signal::StopSignals::listen().map_err(|e| anyhow::anyhow!("cannot catch Ctrl-C and SIGTERM: {e}"))
 }

@@ -47,8 +47,9 @@ pub enum Command {
 pub enum PerfCommand {
     /// Answer perf clients with as much data as they ask for.
     ///
-    /// Runs until Ctrl-C, SIGTERM or SIGHUP, which close every connection (each client
-    /// learns why) and wait at most 3 s for them to drain before the server exits.
+    /// Runs until Ctrl-C, SIGTERM or SIGHUP, which close every QUIC connection (each client
+    /// learns why) and wait at most 3 s for them to drain before the server exits (the
+    /// kernel's transports, --transport tcp-tls|mptcp-tls, end at once).
     Server(PerfServerArgs),
     /// Connect to a perf server and measure goodput.
     Client(PerfClientArgs),

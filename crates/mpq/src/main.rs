@@ -70,11 +70,12 @@ fn main() {
         cli::Command::Bench(c) => bench_cmd::run(c),
     };
     if let Err(e) = result {
+        // (Written without `eprintln!`, which panics if stderr's reader is gone.)
         if let Some(stop_signal::Interrupted(stop)) = e.downcast_ref::<stop_signal::Interrupted>() {
-            eprintln!("{e}");
+            stop_signal::note(format_args!("{e}"));
             std::process::exit(stop.exit_status());
         }
-        eprintln!("error: {e:#}");
+        stop_signal::note(format_args!("error: {e:#}"));
         std::process::exit(1);
     }
 }

@@ -115,7 +115,7 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         one_path: false,
     };
     let launched = crate::perf_client::now();
-    let mut signals = crate::api_runtime::stop_signals(&executor)?;
+    let mut signals = crate::api_runtime::stop_signals()?;
     let outcome = executor.block_on(async {
         let run = async {
             let idle = crate::perf_client::open_idle(&ep, &config, args.connect, args.idle_connections).await;

@@ -46,11 +46,12 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
     let ep = crate::api_runtime::endpoint(&args.listen, Some(ServerConfig { tls, transport }), &args.common)?;
     ep.set_max_connections(usize::try_from(args.max_connections).unwrap_or(usize::MAX))?;
     ep.set_retry_mode(args.retry)?;
+    // (Caught before the server says it listens: a script may signal it as soon as it does.)
+    let mut signals = crate::api_runtime::stop_signals()?;
     for addr in ep.local_addrs() {
         println!("listening on {addr}");
     }
     let _ = std::io::stdout().flush();
-    let mut signals = crate::api_runtime::stop_signals(&executor)?;
     executor.block_on(async move {
         let accepting = async {
             while let Some(conn) = ep.accept().await {
@@ -58,7 +59,7 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
             }
         };
         if let Err(stop) = signals.or_stop(accepting).await {
-            eprintln!("{}: closing the connections and stopping", stop.name());
+            crate::stop_signal::note(format_args!("{}: closing the connections and stopping", stop.name()));
             signals.close(&ep, 0, b"server shutting down").await;
         }
     });

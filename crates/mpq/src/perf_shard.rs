@@ -48,7 +48,7 @@ pub fn client(args: &PerfClientArgs, config: ClientConfig, duration: Option<Dura
         })
         .collect();
     let cpu0 = cpu_seconds();
-    let mut signals = crate::api_runtime::stop_signals(&executor)?;
+    let mut signals = crate::api_runtime::stop_signals()?;
     let done = executor.block_on(async {
         // (In order: the k-th connection made is shard k's.)
         match signals.or_stop(crate::api_client::join_all(shards.iter().map(|m| m.run()).collect())).await {

@@ -155,12 +155,13 @@ where
     let executor = crate::api_runtime::executor()?;
     let ep = crate::api_runtime::endpoint(&listen_addrs(&args), Some(ServerConfig { tls, transport }), &args.common)?;
     ep.set_retry_mode(args.retry)?;
+    // (Caught before the server says it listens: a script may signal it as soon as it does.)
+    let mut signals = crate::api_runtime::stop_signals()?;
     for addr in ep.local_addrs() {
         println!("listening on {addr}");
     }
     let _ = std::io::stdout().flush();
     let root = Arc::new(args.root);
-    let mut signals = crate::api_runtime::stop_signals(&executor)?;
     // (HTTP/3's code for a close without error, RFC 9114 §8.1; hq-interop defines none.)
     let code = if alpn == mpq_h3::ALPN { H3_NO_ERROR } else { 0 };
     executor.block_on(async move {
@@ -170,7 +171,7 @@ where
             }
         };
         if let Err(stop) = signals.or_stop(accepting).await {
-            eprintln!("{}: closing the connections and stopping", stop.name());
+            crate::stop_signal::note(format_args!("{}: closing the connections and stopping", stop.name()));
             signals.close(&ep, code, b"server shutting down").await;
         }
     });

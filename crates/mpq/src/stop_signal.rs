@@ -4,25 +4,32 @@
 //! Killed, an endpoint sent its peers nothing: they waited for their idle timeout (30 s by
 //! default) to learn the connection was gone, and each connection's qlog file lost what its
 //! buffer still held, usually the end of the trace and with it the close. Stopped by a
-//! signal, the endpoint closes every connection (a CONNECTION_CLOSE each, RFC 9000 §10.2)
-//! and waits for them to drain, a few seconds at most; a drained connection is dropped, and
-//! its qlog file with it, flushed. A second signal during that wait ends the process at once.
+//! signal while it works, the endpoint closes every connection (a CONNECTION_CLOSE each,
+//! RFC 9000 §10.2) and waits for them to drain, a few seconds at most; a drained connection
+//! is dropped, and its qlog file with it, flushed. A second signal ends the process at once,
+//! and so does a signal that comes when no work is waiting for one (a client printing its
+//! results): what the signal's default action did.
 //!
-//! Listening replaces the signals' default action for the rest of the process, and also
-//! for a process started in the background by a shell that ignores SIGINT for it (before,
-//! such a server could only be stopped by SIGTERM or SIGKILL).
+//! The signals are caught on a thread of their own (`signal-hook`), which wakes the
+//! command's future: the executor itself stays one thread with timers, with nothing to
+//! poll. A signal the process was started with ignored stays ignored: `nohup` ignores
+//! SIGHUP, and a shell script's background job SIGINT (stop such a server with SIGTERM).
 
 use std::future::{poll_fn, Future};
+use std::io::Write;
 use std::pin::pin;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-
-use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// How long a stopping endpoint waits at most for its connections to drain. (Draining lasts
 /// three PTOs, RFC 9000 §10.2: tens of milliseconds on a LAN, a second on a slow path; a
 /// peer that stopped answering is not waited for longer than this.)
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(3);
+
+/// The signals that stop a command.
+const STOP_SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 /// A stop signal that came, by its number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,38 +66,77 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
-/// The stop signals, listened for.
-pub struct StopSignals(Vec<(Signal, i32)>);
+/// Writes `line` to stderr, ignoring failure: on the way out the reader may be gone (a
+/// `| tee` that Ctrl-C ended too, a terminal that hung up), and `eprintln!` would panic
+/// there, before the connections are closed.
+pub fn note(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// What the signal thread and the command's future share.
+#[derive(Default)]
+struct Board {
+    /// The first stop signal that came (0: none yet).
+    came: AtomicI32,
+    /// A future waits for it ([`StopSignals::or_stop`]).
+    armed: AtomicBool,
+    /// That future's waker.
+    waker: Mutex<Option<Waker>>,
+}
+
+/// The stop signals, caught.
+pub struct StopSignals {
+    board: Arc<Board>,
+    /// The signal already reported to the command (a second one ends the process).
+    reported: Option<Stop>,
+}
 
 impl StopSignals {
-    /// Listens for SIGINT, SIGTERM and SIGHUP from now on. Called inside the executor (its
-    /// I/O driver delivers them: `api_runtime::executor`).
+    /// Catches the stop signals from now on (those not ignored when the process started).
     pub fn listen() -> std::io::Result<Self> {
-        let kinds = [
-            (SignalKind::interrupt(), libc::SIGINT),
-            (SignalKind::terminate(), libc::SIGTERM),
-            (SignalKind::hangup(), libc::SIGHUP),
-        ];
-        let mut signals = Vec::with_capacity(kinds.len());
-        for (kind, n) in kinds {
-            signals.push((signal(kind)?, n));
-        }
-        Ok(Self(signals))
+        let wanted: Vec<i32> = STOP_SIGNALS.into_iter().filter(|&s| !ignored(s)).collect();
+        let mut signals = signal_hook::iterator::Signals::new(&wanted)?;
+        let board = Arc::new(Board::default());
+        let seen = board.clone();
+        std::thread::Builder::new().name("mpq-signals".into()).spawn(move || {
+            for sig in signals.forever() {
+                let first = seen.came.compare_exchange(0, sig, Ordering::AcqRel, Ordering::Acquire).is_ok();
+                if !first || !seen.armed.load(Ordering::Acquire) {
+                    note(format_args!("{}: stopping at once", Stop(sig).name()));
+                    std::process::exit(Stop(sig).exit_status());
+                }
+                if let Some(w) = seen.waker.lock().ok().and_then(|mut w| w.take()) {
+                    w.wake();
+                }
+            }
+        })?;
+        Ok(Self { board, reported: None })
     }
 
-    /// The first signal that came since the last look, if any (else `cx` is woken at the next).
+    /// The first stop signal, once (`cx` is woken when it comes).
     fn poll_stop(&mut self, cx: &mut Context<'_>) -> Poll<Stop> {
-        for (s, n) in &mut self.0 {
-            // (`None`: the executor is going away; nothing more will come on it.)
-            if let Poll::Ready(Some(())) = s.poll_recv(cx) {
-                return Poll::Ready(Stop(*n));
+        if self.reported.is_some() {
+            // (A second signal ends the process from the signal thread.)
+            return Poll::Pending;
+        }
+        // The waker first, then the look: a signal in between still wakes it.
+        if let Ok(mut w) = self.board.waker.lock() {
+            *w = Some(cx.waker().clone());
+        }
+        match self.board.came.load(Ordering::Acquire) {
+            0 => Poll::Pending,
+            sig => {
+                self.reported = Some(Stop(sig));
+                Poll::Ready(Stop(sig))
             }
         }
-        Poll::Pending
     }
 
     /// `work`'s output, or the stop signal that came before it ended (`work` is dropped).
+    /// Only while this waits does a first signal stop the work rather than the process.
     pub async fn or_stop<F: Future>(&mut self, work: F) -> Result<F::Output, Stop> {
+        let board = self.board.clone();
+        let _armed = Armed::new(&board);
         let mut work = pin!(work);
         poll_fn(|cx| {
             if let Poll::Ready(v) = work.as_mut().poll(cx) {
@@ -106,15 +152,59 @@ impl StopSignals {
     /// process at once.
     pub async fn close(&mut self, ep: &mpq_api::Endpoint, code: u64, reason: &[u8]) {
         ep.close(code, reason);
-        match self.or_stop(tokio::time::timeout(DRAIN_LIMIT, ep.wait_idle())).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => {
-                tracing::warn!("connections still draining after {DRAIN_LIMIT:?}: stopping without them");
-            }
-            Err(again) => {
-                eprintln!("{} again: stopping at once", again.name());
-                std::process::exit(again.exit_status());
-            }
+        if tokio::time::timeout(DRAIN_LIMIT, ep.wait_idle()).await.is_err() {
+            tracing::warn!("connections still draining after {DRAIN_LIMIT:?}: stopping without them");
         }
+    }
+}
+
+/// While it lives, a first signal is the waiting future's to report.
+struct Armed<'a>(&'a Board);
+
+impl<'a> Armed<'a> {
+    fn new(board: &'a Board) -> Self {
+        board.armed.store(true, Ordering::Release);
+        Self(board)
+    }
+}
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        self.0.armed.store(false, Ordering::Release);
+    }
+}
+
+/// Whether the process started with `sig` ignored (it then stays so).
+fn ignored(sig: i32) -> bool {
+    #[allow(unsafe_code)]
+    // SAFETY: `sigaction` with a null new action only writes the current one into `old`, a
+    // valid, writable `struct sigaction` (all zeros is a valid value of it).
+    let (rc, old) = unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        let rc = libc::sigaction(sig, std::ptr::null(), &mut old);
+        (rc, old)
+    };
+    rc == 0 && old.sa_sigaction == libc::SIG_IGN
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_statuses_are_the_shells() {
+        assert_eq!(Stop(libc::SIGINT).exit_status(), 130);
+        assert_eq!(Stop(libc::SIGTERM).exit_status(), 143);
+        assert_eq!(Stop(libc::SIGINT).name(), "SIGINT");
+    }
+
+    #[test]
+    fn a_signal_reported_once_is_not_reported_again() {
+        let mut s = StopSignals { board: Arc::new(Board::default()), reported: None };
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(s.poll_stop(&mut cx).is_pending());
+        s.board.came.store(libc::SIGTERM, Ordering::Release);
+        assert_eq!(s.poll_stop(&mut cx), Poll::Ready(Stop(libc::SIGTERM)));
+        assert!(s.poll_stop(&mut cx).is_pending(), "the same signal reported twice");
     }
 }

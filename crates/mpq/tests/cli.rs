@@ -492,13 +492,50 @@ fn closes(records: &[serde_json::Value]) -> Vec<&serde_json::Value> {
     records.iter().filter(|r| r["name"] == "connectivity:connection_closed").map(|r| &r["data"]).collect()
 }
 
-/// Sends `child` the signal `name` (`TERM`, `INT`) with kill(1) (no unsafe code here).
-fn signal(child: &std::process::Child, name: &str) {
+/// Sends process `pid` the signal `name` (`TERM`, `INT`) with kill(1) (no unsafe code here).
+fn signal(pid: u32, name: &str) {
     let ok = std::process::Command::new("kill")
-        .args([&format!("-{name}"), &child.id().to_string()])
+        .args([&format!("-{name}"), &pid.to_string()])
         .status()
         .is_ok_and(|s| s.success());
-    assert!(ok, "kill -{name} {}", child.id());
+    assert!(ok, "kill -{name} {pid}");
+}
+
+/// A child killed when dropped: a failed assertion leaves no 120 s client or server behind.
+struct Reaped(Option<std::process::Child>);
+
+impl Reaped {
+    fn pid(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+
+    /// Waits for it (see `wait_bounded`).
+    fn wait(mut self, limit: Duration, what: &str) -> (std::process::Output, Duration) {
+        wait_bounded(self.0.take().expect("running"), limit, what)
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `mpq perf client` to `addr` for 120 s (far longer than a test: only a close ends it this
+/// soon), with `extra` arguments.
+fn long_client(addr: &str, extra: &[&str]) -> Reaped {
+    let child = mpq()
+        .args(["perf", "client", "--connect", addr, "--duration", "120", "--idle-timeout", "60"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn client");
+    Reaped(Some(child))
 }
 
 /// Killed, a server sent its clients nothing (they waited for their idle timeout) and lost
@@ -509,23 +546,17 @@ fn sigterm_stops_a_server_cleanly() {
     let qlog = scratch("stop-server");
     let (server, addr) =
         spawn_listening(&["perf", "server", "--listen", "127.0.0.1:0", "--qlog-dir", qlog.to_str().expect("utf-8")]);
-    // A run far longer than the test, which only the server's close can end this soon.
-    let client = mpq()
-        .args(["perf", "client", "--connect", &addr, "--duration", "120", "--idle-timeout", "60", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn client");
+    let server = Reaped(Some(server));
+    let client = long_client(&addr, &["--json"]);
     let server_qlog = qlog_with_handshake(&qlog, "_server.sqlog");
-    signal(&server, "TERM");
-    let (out, took) = wait_bounded(server, Duration::from_secs(20), "the stopped server");
+    signal(server.pid(), "TERM");
+    let (out, took) = server.wait(Duration::from_secs(20), "the stopped server");
     let server_err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "server exit {:?}: {server_err}", out.status);
     assert!(server_err.contains("SIGTERM: closing the connections"), "{server_err}");
     assert!(!server_err.contains("panicked"), "{server_err}");
     assert!(took < Duration::from_secs(10), "the server took {took:?} to stop");
-    let (out, took) = wait_bounded(client, Duration::from_secs(30), "the client of the stopped server");
+    let (out, took) = client.wait(Duration::from_secs(30), "the client of the stopped server");
     let client_err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success(), "the client's run cannot have succeeded: {client_err}");
     // (A stream's task that failed used to be awaited twice: a panic.)
@@ -547,16 +578,11 @@ fn sigterm_stops_a_server_cleanly() {
 fn ctrl_c_stops_a_client_cleanly() {
     let qlog = scratch("stop-client");
     let (server, addr) = spawn_listening(&["perf", "server", "--listen", "127.0.0.1:0"]);
-    let client = mpq()
-        .args(["perf", "client", "--connect", &addr, "--duration", "120", "--qlog-dir", qlog.to_str().expect("utf-8")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn client");
+    let server = Reaped(Some(server));
+    let client = long_client(&addr, &["--qlog-dir", qlog.to_str().expect("utf-8")]);
     let client_qlog = qlog_with_handshake(&qlog, "_client.sqlog");
-    signal(&client, "INT");
-    let (out, took) = wait_bounded(client, Duration::from_secs(20), "the interrupted client");
+    signal(client.pid(), "INT");
+    let (out, took) = client.wait(Duration::from_secs(20), "the interrupted client");
     let client_err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(130), "{client_err}");
     assert!(client_err.contains("interrupted by SIGINT"), "{client_err}");
@@ -568,9 +594,30 @@ fn ctrl_c_stops_a_client_cleanly() {
     );
     // The server saw the client's close, not an idle timeout: its connection-ended line says
     // so (read once the server is stopped in turn).
-    signal(&server, "TERM");
-    let (out, _) = wait_bounded(server, Duration::from_secs(20), "the server");
+    signal(server.pid(), "TERM");
+    let (out, _) = server.wait(Duration::from_secs(20), "the server");
     let server_err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(server_err.contains("connection ended") && server_err.contains("interrupted"), "{server_err}");
     let _ = std::fs::remove_dir_all(&qlog);
+}
+
+/// A signal the server was started with ignored stays ignored (`nohup` ignores SIGHUP, so
+/// that the server outlives the terminal): SIGHUP then SIGTERM, and only SIGTERM stops it.
+/// (Both are pending before it looks; the kernel delivers the lower number, SIGHUP, first.)
+#[test]
+fn a_server_started_under_nohup_ignores_sighup() {
+    if std::process::Command::new("nohup").arg("true").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        eprintln!("no nohup(1) here: nothing to check");
+        return;
+    }
+    let mut cmd = std::process::Command::new("nohup");
+    cmd.args([env!("CARGO_BIN_EXE_mpq"), "perf", "server", "--listen", "127.0.0.1:0"]);
+    let (server, _) = listening(cmd);
+    let server = Reaped(Some(server));
+    signal(server.pid(), "HUP");
+    signal(server.pid(), "TERM");
+    let (out, _) = server.wait(Duration::from_secs(20), "the server under nohup");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+    assert!(err.contains("SIGTERM: closing") && !err.contains("SIGHUP"), "{err}");
 }
