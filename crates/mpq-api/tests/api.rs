@@ -296,6 +296,17 @@ fn resets_closes_and_a_closed_endpoint_are_reported() {
     assert!(server.accept().wait().is_none(), "a closed endpoint accepts nothing");
 }
 
+/// A server endpoint in runtime `threads` that does nothing by itself (the test accepts),
+/// its address, and a client configuration for it; idle timeout [`IDLE`].
+fn bare_server(threads: Threads) -> (Endpoint, SocketAddr, ClientConfig) {
+    let transport = TransportConfig { max_idle_timeout: IDLE, ..TransportConfig::default() };
+    let (client_cfg, server_cfg) = mpq_proto::testing::configs(transport);
+    let server = Endpoint::server(&[addr("127.0.0.1:0")], server_cfg, Options { threads, ..Options::default() })
+        .expect("server");
+    let server_addr = server.local_addrs()[0];
+    (server, server_addr, client_cfg)
+}
+
 /// A stream call made after the connection closed and drained (its protocol state gone)
 /// still says why it closed: it answered "the connection is gone" instead whenever the
 /// reading task came late, e.g. a sharded `mpq client` stopped by its server.
@@ -303,11 +314,7 @@ fn resets_closes_and_a_closed_endpoint_are_reported() {
 fn calls_after_the_drain_still_say_why_the_connection_closed() {
     log();
     for threads in RUNTIMES {
-        let transport = TransportConfig { max_idle_timeout: IDLE, ..TransportConfig::default() };
-        let (client_cfg, server_cfg) = mpq_proto::testing::configs(transport);
-        let server = Endpoint::server(&[addr("127.0.0.1:0")], server_cfg, Options { threads, ..Options::default() })
-            .expect("server");
-        let server_addr = server.local_addrs()[0];
+        let (server, server_addr, client_cfg) = bare_server(threads);
         let (ep, conn) = client(threads, 1, server_addr, &client_cfg);
         let (mut send, mut recv) = conn.open_bi().wait().expect("open_bi");
         send.write_all(b"hello").wait().expect("write");
@@ -342,11 +349,7 @@ fn calls_after_the_drain_still_say_why_the_connection_closed() {
 fn a_closed_server_turns_new_clients_away() {
     log();
     for threads in RUNTIMES {
-        let transport = TransportConfig { max_idle_timeout: IDLE, ..TransportConfig::default() };
-        let (client_cfg, server_cfg) = mpq_proto::testing::configs(transport);
-        let server = Endpoint::server(&[addr("127.0.0.1:0")], server_cfg, Options { threads, ..Options::default() })
-            .expect("server");
-        let server_addr = server.local_addrs()[0];
+        let (server, server_addr, client_cfg) = bare_server(threads);
         server.close(0, b"shutting down");
         let ep = Endpoint::client(&[addr("127.0.0.1:0")], Options { threads, ..Options::default() }).expect("client");
         // (Closed during its handshake, the client sees the transport's APPLICATION_ERROR,
