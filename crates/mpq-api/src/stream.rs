@@ -62,11 +62,11 @@ fn poll_stream<T>(
         Ok(g) => g,
         Err(e) => return Poll::Ready(Err(e)),
     };
-    let (c, st) = conn.parts(&mut g);
-    let (Some(c), Some(st)) = (c, st) else {
+    let (c, st) = match conn.parts(&mut g) {
+        (Some(c), Some(st)) => (c, st),
         // Drained and gone, its state may still say why it closed (a reader that came
         // after the drain was told only "gone").
-        return Poll::Ready(Err(crate::connection::gone(conn.parts(&mut g).1.map(|s| &*s))));
+        (_, st) => return Poll::Ready(Err(crate::connection::gone(st.map(|s| &*s)))),
     };
     if let Some(e) = &st.error {
         return Poll::Ready(Err(Error::Closed(e.clone())));

@@ -119,12 +119,12 @@ pub fn run(args: ClientArgs) -> Result<()> {
         match signals.or_stop(tokio::time::timeout(timeout, run.fetch_all(downloads))).await {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(_)) => Ok(Err(anyhow!("timed out after {} s (--timeout)", args.timeout))),
-            Err(stop) => {
-                // (HTTP/3's close without error, RFC 9114 §8.1; hq-interop defines no code.)
-                let code = if protocol == Protocol::H3 { 0x100 } else { 0 };
-                signals.close(&ep, code, b"interrupted").await;
-                Err(crate::stop_signal::Interrupted(stop))
-            }
+            Err(stop) => Err(crate::stop_signal::interrupted(
+                &ep,
+                crate::stop_signal::close_code(protocol == Protocol::H3),
+                stop,
+            )
+            .await),
         }
     });
     bar.finish_and_clear();

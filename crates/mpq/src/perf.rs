@@ -128,13 +128,10 @@ pub fn client(args: PerfClientArgs) -> Result<()> {
         };
         match signals.or_stop(run).await {
             Ok((measured, idle_lost)) => {
-                close_endpoint(&ep).await;
+                crate::stop_signal::close_and_drain(&ep, 0, b"done").await;
                 Ok(measured.map(|m| (m, idle_lost)))
             }
-            Err(stop) => {
-                signals.close(&ep, 0, b"interrupted").await;
-                Err(crate::stop_signal::Interrupted(stop))
-            }
+            Err(stop) => Err(crate::stop_signal::interrupted(&ep, 0, stop).await),
         }
     });
     drop(executor);
@@ -296,13 +293,6 @@ fn path_result(m: &Measured) -> Result<()> {
         Some(e) => bail!("{e}"),
         None => Ok(()),
     }
-}
-
-/// Closes every connection of the endpoint and waits (a few seconds at most) until their
-/// peers know, so that a server counts no connection as lost at the end of a run.
-pub(crate) async fn close_endpoint(ep: &mpq_api::Endpoint) {
-    ep.close(0, b"done");
-    let _ = tokio::time::timeout(Duration::from_secs(3), ep.wait_idle()).await;
 }
 
 /// Stops the endpoint's runtime: its threads' figures (none if a handle was still held,

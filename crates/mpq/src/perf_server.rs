@@ -52,17 +52,9 @@ pub fn server(args: PerfServerArgs) -> Result<()> {
         println!("listening on {addr}");
     }
     let _ = std::io::stdout().flush();
-    executor.block_on(async move {
-        let accepting = async {
-            while let Some(conn) = ep.accept().await {
-                tokio::spawn(serve_connection(conn));
-            }
-        };
-        if let Err(stop) = signals.or_stop(accepting).await {
-            crate::stop_signal::note(format_args!("{}: closing the connections and stopping", stop.name()));
-            signals.close(&ep, 0, b"server shutting down").await;
-        }
-    });
+    executor.block_on(signals.serve(&ep, crate::stop_signal::close_code(false), |conn| {
+        tokio::spawn(serve_connection(conn));
+    }));
     Ok(())
 }
 

@@ -53,13 +53,10 @@ pub fn client(args: &PerfClientArgs, config: ClientConfig, duration: Option<Dura
         // (In order: the k-th connection made is shard k's.)
         match signals.or_stop(crate::api_client::join_all(shards.iter().map(|m| m.run()).collect())).await {
             Ok(done) => {
-                crate::perf::close_endpoint(&ep).await;
+                crate::stop_signal::close_and_drain(&ep, 0, b"done").await;
                 Ok(done)
             }
-            Err(stop) => {
-                signals.close(&ep, 0, b"interrupted").await;
-                Err(crate::stop_signal::Interrupted(stop))
-            }
+            Err(stop) => Err(crate::stop_signal::interrupted(&ep, 0, stop).await),
         }
     });
     drop(executor);

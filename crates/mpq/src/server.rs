@@ -20,9 +20,6 @@ const CHUNK: usize = 256 * 1024;
 /// not a GET).
 const NOT_FOUND: u64 = 0x10;
 
-/// HTTP/3's H3_NO_ERROR (RFC 9114 §8.1): the code of a server's close when it stops.
-const H3_NO_ERROR: u64 = 0x100;
-
 /// Maps a request path to a file under `root`, refusing anything that climbs out of it.
 pub(crate) fn resolve(root: &Path, request: &str) -> Option<PathBuf> {
     let rel = Path::new(request.trim_start_matches('/'));
@@ -162,19 +159,10 @@ where
     }
     let _ = std::io::stdout().flush();
     let root = Arc::new(args.root);
-    // (HTTP/3's code for a close without error, RFC 9114 §8.1; hq-interop defines none.)
-    let code = if alpn == mpq_h3::ALPN { H3_NO_ERROR } else { 0 };
-    executor.block_on(async move {
-        let accepting = async {
-            while let Some(conn) = ep.accept().await {
-                tokio::spawn(answer(conn, root.clone()));
-            }
-        };
-        if let Err(stop) = signals.or_stop(accepting).await {
-            crate::stop_signal::note(format_args!("{}: closing the connections and stopping", stop.name()));
-            signals.close(&ep, code, b"server shutting down").await;
-        }
-    });
+    let code = crate::stop_signal::close_code(alpn == mpq_h3::ALPN);
+    executor.block_on(signals.serve(&ep, code, |conn| {
+        tokio::spawn(answer(conn, root.clone()));
+    }));
     Ok(())
 }
 

@@ -12,7 +12,7 @@
 //!
 //! The signals are caught on a thread of their own (`signal-hook`), which wakes the
 //! command's future: the executor itself stays one thread with timers, with nothing to
-//! poll. A signal the process was started with ignored stays ignored: `nohup` ignores
+//! poll. A second signal while the connections drain ends the process from that thread. A signal the process was started with ignored stays ignored: `nohup` ignores
 //! SIGHUP, and a shell script's background job SIGINT (stop such a server with SIGTERM).
 
 use std::future::{poll_fn, Future};
@@ -147,14 +147,45 @@ impl StopSignals {
         .await
     }
 
-    /// Closes every connection of `ep` with the application's `code` and `reason`, and waits
-    /// (at most [`DRAIN_LIMIT`]) for them to drain; another stop signal meanwhile ends the
-    /// process at once.
-    pub async fn close(&mut self, ep: &mpq_api::Endpoint, code: u64, reason: &[u8]) {
-        ep.close(code, reason);
-        if tokio::time::timeout(DRAIN_LIMIT, ep.wait_idle()).await.is_err() {
-            tracing::warn!("connections still draining after {DRAIN_LIMIT:?}: stopping without them");
+    /// A server's life: `serve` each connection `ep` accepts until a stop signal, then close
+    /// every connection with `code` ([`close_code`]) and "server shutting down" and drain.
+    pub async fn serve(&mut self, ep: &mpq_api::Endpoint, code: u64, mut serve: impl FnMut(mpq_api::Connection)) {
+        let accepting = async {
+            while let Some(conn) = ep.accept().await {
+                serve(conn);
+            }
+        };
+        if let Err(stop) = self.or_stop(accepting).await {
+            note(format_args!("{}: closing the connections and stopping", stop.name()));
+            close_and_drain(ep, code, b"server shutting down").await;
         }
+    }
+}
+
+/// A client's work stopped by `stop`: its connections closed with `code` ([`close_code`])
+/// and "interrupted", and drained; the error `main` exits with.
+pub async fn interrupted(ep: &mpq_api::Endpoint, code: u64, stop: Stop) -> Interrupted {
+    close_and_drain(ep, code, b"interrupted").await;
+    Interrupted(stop)
+}
+
+/// The application error code of a close without error: HTTP/3's H3_NO_ERROR (RFC 9114
+/// §8.1) over `h3`, else 0 (hq-interop and perf define none).
+pub fn close_code(h3: bool) -> u64 {
+    if h3 {
+        h3::error::Code::H3_NO_ERROR.value()
+    } else {
+        0
+    }
+}
+
+/// Closes every connection of `ep` with the application's `code` and `reason`, and waits
+/// (at most [`DRAIN_LIMIT`]) for them to drain, so that the peers learn of the close (and
+/// a server counts no connection as lost at the end of a perf run).
+pub async fn close_and_drain(ep: &mpq_api::Endpoint, code: u64, reason: &[u8]) {
+    ep.close(code, reason);
+    if tokio::time::timeout(DRAIN_LIMIT, ep.wait_idle()).await.is_err() {
+        tracing::warn!("connections still draining after {DRAIN_LIMIT:?}: stopping without them");
     }
 }
 
