@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -320,6 +321,8 @@ def main():
     ap.add_argument("--mpq-args", default="", help="more options for both ends of every run of the"
                     " runtime comparison, e.g. '--rcvbuf 1048576' (default: none)")
     ap.add_argument("--json", help="also write every run and the medians to this file")
+    ap.add_argument("--logs", help="keep every run's server and client logs in this directory"
+                    " (default: a temporary directory, removed at the end unless a run failed)")
     a = ap.parse_args()
     if not os.access(a.mpq, os.X_OK):
         raise SystemExit(f"{a.mpq} is not an executable: build it (cargo build --release -p mpq) or pass --mpq")
@@ -333,7 +336,26 @@ def main():
         raise SystemExit(f"--kinds {a.kinds}: name runtimes among single, per-path, per-path/N, per-path/paths, shard, each optionally +pinned")
     runtimes = [int(x) for x in a.runtimes.split(",") if x]
     net = VethPaths(max(runtimes)) if a.netns and runtimes else None
-    work = tempfile.mkdtemp(prefix="bench-perf-")
+    if a.logs:
+        os.makedirs(a.logs, exist_ok=True)
+    work = a.logs or tempfile.mkdtemp(prefix="bench-perf-")
+    try:
+        run_plan(a, paths, kinds, runtimes, net, work)
+    except BaseException:
+        # (A failed run's message names its log: keep them.)
+        print(f"\nlogs: {work}", file=sys.stderr)
+        raise
+    finally:
+        if net:
+            net.close()
+    if a.logs:
+        print(f"\nlogs: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_plan(a, paths, kinds, runtimes, net, work):
+    """Runs every comparison asked for, interleaved, and prints (and writes) the report."""
     report = {"duration_s": a.duration, "reps": a.reps, "runs": {}, "medians": {}}
 
     plan = []
@@ -405,9 +427,6 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)
-    if net:
-        net.close()
-    print(f"\nlogs: {work}")
 
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ def main():
                     " (every thread pinned to a CPU in turn: --cpus 0,1,...) (default: %(default)s)")
     ap.add_argument("--netns", action="store_true", help="veth pairs between namespaces (root)")
     ap.add_argument("--mtu", type=int, default=1452)
-    ap.add_argument("--out", help="keep perf.data and logs here (default: a temporary directory)")
+    ap.add_argument("--out", help="keep perf.data and logs here (default: a temporary directory,"
+                    " removed at the end unless the run failed)")
     a = ap.parse_args()
     if not known_runtime(a.runtime):
         raise SystemExit(f"--runtime {a.runtime}: single, per-path, per-path/N, per-path/paths or shard, optionally +pinned")
@@ -78,6 +79,31 @@ def main():
         raise SystemExit(f"{a.mpq} is not an executable: build it (cargo build --release -p mpq) or pass --mpq")
     out = a.out or tempfile.mkdtemp(prefix="profile-runtime-")
     os.makedirs(out, exist_ok=True)
+    try:
+        profile(a, out)
+    except BaseException:
+        # (Keep what a failed run recorded.)
+        print(f"\nperf data and logs: {out}", file=sys.stderr)
+        raise
+    if a.out:
+        print(f"\nperf data and logs: {out}")
+    else:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def perf_child(pid, limit_s=10.0):
+    """The pid of the process `perf record` (pid `pid`) started, once it has started."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+        if children:
+            return int(children[0])
+        time.sleep(0.01)
+    raise SystemExit(f"perf record (pid {pid}) started no server within {limit_s:.0f} s")
+
+
+def profile(a, out):
+    """Profiles one transfer into `out` and prints the report."""
     net = VethPaths(a.paths) if a.netns else None
     port = free_port()
     server, client = mpq_cmds(os.path.abspath(a.mpq), port, a.duration, a.mtu, a.paths, a.runtime, net)
@@ -85,9 +111,10 @@ def main():
     cdata = os.path.join(out, "client.perf.data")
 
     def recorded(cmd, path):
-        # perf runs inside the namespace, around mpq.
+        # perf runs inside the namespace, around mpq. (--no-buildid-cache: perf would copy
+        # the binary into ~/.debug on every run and never remove it.)
         i = cmd.index(os.path.abspath(a.mpq))
-        return cmd[:i] + ["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", path, "--"] + cmd[i:]
+        return cmd[:i] + ["perf", "record", "-q", "-N", "-e", "cpu-clock", "-g", "-o", path, "--"] + cmd[i:]
 
     # -v: the server logs each path thread's account as it ends.
     server = recorded(server, data) + ["-v"]
@@ -96,16 +123,14 @@ def main():
     srv = subprocess.Popen(server, stdout=open(slog, "wb"), stderr=subprocess.STDOUT)
     try:
         # perf's child is the server: wait for the port in its namespace.
-        time.sleep(0.5)
-        children = subprocess.run(["pgrep", "-P", str(srv.pid)], capture_output=True, text=True).stdout.split()
-        wait_port(int(children[0]) if children else srv.pid, port)
+        wait_port(perf_child(srv.pid), port)
         res = subprocess.run(client, capture_output=True, text=True)
         if res.returncode != 0:
             raise SystemExit(f"client failed: {res.stderr[-2000:]}")
         summary = json.loads(res.stdout.strip().splitlines()[-1])
-        # The server's path threads end (and log their accounts) when the connection closes.
-        time.sleep(1.0)
     finally:
+        # The server stops cleanly on SIGINT: its path threads have logged their accounts
+        # (when the connection closed) before it exits.
         subprocess.run(["pkill", "-INT", "-P", str(srv.pid)])
         try:
             srv.wait(30)
@@ -133,7 +158,6 @@ def main():
         proj = " | ".join(f"{amdahl(s, n):.2f}x" for n in (2, 4, 8, 16))
         print(f"| {name} | {cpu:.2f} | {held:.2f} | {s:.3f} | {proj} |")
     print("\nseed 000's measured mcMPQUIC curve: " + ", ".join(f"{v}x at {k} paths" for k, v in SEED000.items()))
-    print(f"\nperf data and logs: {out}")
 
 
 if __name__ == "__main__":

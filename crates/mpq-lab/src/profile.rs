@@ -115,8 +115,10 @@ pub struct Recorder {
 impl Recorder {
     /// Starts recording every CPU into `data`.
     pub fn system_wide(data: &Path) -> Result<Recorder, String> {
+        // --no-buildid-cache: the report reads the binaries where they are; perf's default
+        // copies every binary it sees into ~/.debug, tens of MB a build, and never removes them.
         let child = Command::new("perf")
-            .args(["record", "-a", "-e", "cpu-clock", "-g", "--quiet", "-o"])
+            .args(["record", "-a", "-e", "cpu-clock", "-g", "--quiet", "--no-buildid-cache", "-o"])
             .arg(data)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -4,6 +4,8 @@
 
 #[path = "common/process.rs"]
 mod process;
+#[path = "common/scratch.rs"]
+mod scratch;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
@@ -11,6 +13,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use process::{listening, mpq, run_bounded, spawn_listening, wait_bounded};
+use scratch::Scratch;
 
 /// Runs `mpq` with `args` (no stdin), bounded by `limit`; returns (exit success, stderr, time).
 fn run(args: &[&str], limit: Duration) -> (bool, String, Duration) {
@@ -35,11 +38,9 @@ fn silent_port() -> (UdpSocket, SocketAddr) {
     (s, a)
 }
 
-/// A scratch directory of this test process.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mpq-cli-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
+/// A scratch directory of this test, removed when dropped.
+fn scratch(name: &str) -> Scratch {
+    scratch::scratch("cli-test", name)
 }
 
 /// Used to hang: after the idle timeout the event loop waited with no timer at all.
@@ -126,7 +127,8 @@ fn server_refuses_a_missing_root() {
         run(&["server", "--listen", "127.0.0.1:0", "--root", "/nonexistent/mpq-root"], Duration::from_secs(10));
     assert!(!ok);
     assert!(stderr.contains("--root /nonexistent/mpq-root: no such directory"), "{stderr}");
-    let file = scratch("root-file").join("f");
+    let dir = scratch("root-file");
+    let file = dir.join("f");
     std::fs::write(&file, b"x").expect("write");
     let (ok, stderr, _) =
         run(&["server", "--listen", "127.0.0.1:0", "--root", file.to_str().expect("utf-8")], Duration::from_secs(10));
@@ -201,8 +203,6 @@ fn versions_flags_negotiate_quic_v2() {
     handshake_outcome("v2-only", &["--quic-version", "v2"], &["--quic-version", "v2"], "QUIC v2");
 }
 
-/// Starts a server (`mpq ARGS`), waits for its "listening on ADDR" line and returns it with
-/// ADDR; its stderr stays piped for the test to read.
 /// Runs `mpq server -v` and `mpq client -v` with extra arguments; both handshake lines must
 /// name `version` and the rest of the negotiation.
 fn handshake_outcome(name: &str, server_args: &[&str], client_args: &[&str], version: &str) {
@@ -569,7 +569,6 @@ fn sigterm_stops_a_server_cleanly() {
         closed.iter().any(|c| c["owner"] == "local" && c["reason"] == "server shutting down"),
         "the server's qlog does not end with its close: {closed:?}"
     );
-    let _ = std::fs::remove_dir_all(&qlog);
 }
 
 /// Ctrl-C on a client mid-transfer: its connection is closed (the server learns why), its
@@ -598,7 +597,6 @@ fn ctrl_c_stops_a_client_cleanly() {
     let (out, _) = server.wait(Duration::from_secs(20), "the server");
     let server_err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(server_err.contains("connection ended") && server_err.contains("interrupted"), "{server_err}");
-    let _ = std::fs::remove_dir_all(&qlog);
 }
 
 /// A signal the server was started with ignored stays ignored (`nohup` ignores SIGHUP, so

@@ -9,6 +9,8 @@
 
 #[path = "common/netns.rs"]
 mod netns;
+#[path = "common/scratch.rs"]
+mod scratch;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -61,7 +63,7 @@ fn pattern(len: usize) -> Vec<u8> {
 #[allow(clippy::disallowed_methods)] // wall-clock bounds on real processes
 fn download_survives_a_dead_path(ns: &Netns, threads: &str) {
     let (client_ns, server_ns) = (ns.name(0), ns.name(1));
-    let dir = std::env::temp_dir().join(format!("mpq-kill-{}-{threads}", std::process::id()));
+    let dir = scratch::scratch("kill", threads);
     let (root, out) = (dir.join("root"), dir.join("out"));
     std::fs::create_dir_all(&root).expect("root");
     std::fs::create_dir_all(&out).expect("out");
@@ -149,7 +151,6 @@ fn download_survives_a_dead_path(ns: &Netns, threads: &str) {
     let fetched = std::fs::read(out.join("big.bin")).expect("downloaded file");
     assert!(fetched == body, "{threads}: {} bytes fetched of {}, or contents differ", fetched.len(), body.len());
     assert!(killed_at < body.len() as u64, "{threads}: the path died after the download had arrived");
-    let _ = std::fs::remove_dir_all(&dir);
     // Bring the link back for the next runtime.
     assert!(exec_in(client_ns, &["ip", "link", "set", "mpqk2", "up"]));
 }

@@ -5,17 +5,17 @@
 
 #[path = "common/process.rs"]
 mod process;
+#[path = "common/scratch.rs"]
+mod scratch;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use process::{run_bounded, spawn_listening};
+use scratch::Scratch;
 
-/// A scratch directory of this test process.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mpq-runtime-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
+/// A scratch directory of this test, removed when dropped.
+fn scratch(name: &str) -> Scratch {
+    scratch::scratch("runtime-test", name)
 }
 
 /// The options that select runtime `rt`: `shard-N` is `--shard N`, `per-path/N` is
@@ -103,8 +103,6 @@ fn download_checked(name: &str, server_rt: &str, client_rt: &str, paths: usize, 
     assert!(active >= paths.min(2), "{name}: {active} paths validated: {summary}");
     let used = all.iter().filter(|p| p["rx_bytes"].as_u64().unwrap_or(0) > 20_000).count();
     assert!(!require_use || used >= paths.min(2), "{name}: {used} paths carried data: {summary}");
-    let _ = std::fs::remove_dir_all(&root);
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// A thread per path however many (`--path-threads paths`), on both sides.
@@ -260,8 +258,6 @@ fn sharded_client_fetches_its_share_on_each_connection() {
         assert_eq!(summary["connections"], 2, "{name}: {summary}");
         assert_eq!(summary["paths"].as_array().map(Vec::len), Some(2), "{name}: one path each: {summary}");
         assert_eq!(summary["bytes"].as_u64(), Some(bodies.iter().map(|b| b.len() as u64).sum()));
-        let _ = std::fs::remove_dir_all(&root);
-        let _ = std::fs::remove_dir_all(&out);
     }
 }
 
@@ -321,7 +317,6 @@ fn http3_over_the_apis_shards() {
             let fetched = std::fs::read(out.join(format!("f{i}.bin"))).expect("downloaded file");
             assert!(fetched == *b, "{name}: f{i}.bin differs ({} bytes of {})", fetched.len(), b.len());
         }
-        let _ = std::fs::remove_dir_all(&out);
         let stdout = String::from_utf8_lossy(&got.stdout).into_owned();
         stdout.lines().find_map(|l| serde_json::from_str(l).ok()).expect("JSON summary")
     };
@@ -339,5 +334,4 @@ fn http3_over_the_apis_shards() {
     }
     let _ = srv.kill();
     let _ = srv.wait();
-    let _ = std::fs::remove_dir_all(&root);
 }

@@ -31,8 +31,10 @@ impl<'a> HostRecording<'a> {
     /// Starts `perf record` on `remote`'s host into `dir/perf.data` (its pid in
     /// `dir/perf.pid`) and waits, bounded, until it writes.
     pub fn start(remote: &'a Remote, dir: &str) -> Result<HostRecording<'a>, String> {
+        // --no-buildid-cache: the report runs there, on the binaries where they are; perf's
+        // default would copy each one into the host's ~/.debug and keep it.
         let script = format!(
-            "cd {dir} && (perf record -a -e cpu-clock -g --quiet -o perf.data > logs/perf-record.log 2>&1 & echo $! > perf.pid) && \
+            "cd {dir} && (perf record -a -e cpu-clock -g --quiet --no-buildid-cache -o perf.data > logs/perf-record.log 2>&1 & echo $! > perf.pid) && \
              i=0; while [ ! -s perf.data ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; [ -s perf.data ] || {{ cat logs/perf-record.log; exit 1; }}"
         );
         let rec = HostRecording { remote, dir: dir.to_owned(), done: false };
