@@ -3,8 +3,9 @@ RFC 9000 §9), mpq against mpq in two network namespaces (marker `mpq`; needs ro
 The certificate names 127.0.0.1, not 10.77.0.1: the client runs with --insecure.
 
 A veth pair joins a client namespace (10.77.0.2/24) and a server namespace (10.77.0.1/24);
-tbf on the server's side holds the download to 50 Mbit/s so that it lasts a few seconds. Once
-the client has written 2 MB of the file, the test gives the client's interface 10.77.0.3 and
+tbf on the server's side holds the download of 10 MiB to 30 Mbit/s so that it lasts about
+3 s (the client checks its addresses every 250 ms). Once the client has written 2 MB of the
+file, the test gives the client's interface 10.77.0.3 and
 takes 10.77.0.2 away, as a DHCP renewal with a new lease would. The client, bound to the
 wildcard address, must notice that the address its path sends from is gone, and move the
 path to the one the routing table now picks: without multipath a migration (new connection
@@ -38,7 +39,7 @@ from test_interop import (  # noqa: F401  (logdir, start_server, tls_files, www 
 
 pytestmark = pytest.mark.mpq
 
-FILE = "50mb.bin"
+FILE = "10mb.bin"
 # Enough of the file that the handshake is long confirmed when the address changes.
 CHANGE_AFTER_BYTES = 2_000_000
 TIMEOUT = 60.0
@@ -69,7 +70,7 @@ def namespaces():
             ["ip", "netns", "exec", cns, "sysctl", "-qw", f"net.ipv4.conf.{cif}.promote_secondaries=1"], check=True
         )
         subprocess.run(
-            ["tc", "-n", sns, "qdisc", "add", "dev", sif, "root", "tbf", "rate", "50mbit", "burst", "64kb", "latency", "50ms"],
+            ["tc", "-n", sns, "qdisc", "add", "dev", sif, "root", "tbf", "rate", "30mbit", "burst", "64kb", "latency", "50ms"],
             check=True,
         )
         yield cns, sns, cif
