@@ -42,11 +42,15 @@ if ! [ -x /usr/sbin/sshd ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 
         || echo "openssh-server could not be installed: the SSH-testbed test will fail under MPQ_REQUIRE_NETNS"
 fi
 stage "cargo test"
-cargo test --workspace --locked
+# (With mpq-api's `tokio` feature, as clippy ran: the tokio example is built too, and the
+# examples' binaries below are this build's.)
+cargo test --workspace --locked --features mpq-api/tokio
 stage "the application API's examples (mpq-api), in both runtimes"
-cargo run --locked -q -p mpq-api --example echo -- --paths 2 --threads per-path
-cargo run --locked -q -p mpq-api --example echo -- --paths 2 --threads single
-cargo run --locked -q -p mpq-api --features tokio --example tokio_echo
+# (Run from target/debug/examples, where `cargo test` left them: `cargo run -p mpq-api`
+# resolves other features than the workspace's and rebuilt for 50 s.)
+target/debug/examples/echo --paths 2 --threads per-path
+target/debug/examples/echo --paths 2 --threads single
+target/debug/examples/tokio_echo
 # (30 s per target from the committed corpus catches regressions; scripts/fuzz-long.sh
 # explores.)
 stage "fuzz targets (30 s each, corpus in fuzz/corpus)"
