@@ -273,7 +273,7 @@ fn key_updates_cross_a_multipath_transfer() {
 }
 
 /// Shares a connection's qlog with the test.
-struct SharedLog(std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>);
+pub(super) struct SharedLog(pub(super) std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>);
 
 impl crate::qlog::QlogSink for SharedLog {
     fn emit(&mut self, time: Instant, name: &'static str, data: serde_json::Value) {

@@ -63,10 +63,15 @@ fn v1_client_offering_v2_is_upgraded_by_a_server_preferring_v2() {
 fn upgraded_connection_transfers_through_key_updates() {
     // Key updates derive the next keys with v2's "quicv2 ku" label (RFC 9369 §3.3.2); a
     // client upgraded from v1 derives them itself (crypto::version_keys): both sides agree.
-    let client_t = TransportConfig { key_update_interval: 200, ..TransportConfig::default() };
-    let server_t = TransportConfig { key_update_interval: 200, ..server_cfg(&[VERSION_2, VERSION_1], true) };
+    // (Updates are three PTOs apart, RFC 9001 §6.5: a short PTO lets the transfer cross
+    // several.)
+    let max_ack_delay = Duration::from_millis(1);
+    let client_t = TransportConfig { key_update_interval: 200, max_ack_delay, ..TransportConfig::default() };
+    let server_t =
+        TransportConfig { key_update_interval: 200, max_ack_delay, ..server_cfg(&[VERSION_2, VERSION_1], true) };
     let mut pair = Pair::asymmetric(client_t, server_t);
-    run_upload(&mut pair, 600_000, Duration::from_secs(30));
+    pair.latency = Duration::from_millis(1);
+    run_upload(&mut pair, 20_000_000, Duration::from_secs(30));
     let c = client(&mut pair);
     assert_eq!(c.shared.version.current, VERSION_2);
     assert!(c.shared.one_rtt.as_ref().is_some_and(|k| k.current().epoch >= 2), "key updates happened");

@@ -85,6 +85,11 @@ impl PathKeyMarks {
         self.epoch = epoch;
     }
 
+    /// Whether a packet was authenticated on this path under the remote key of `epoch`.
+    pub fn heard_in(&self, epoch: u64) -> bool {
+        self.epoch == epoch && self.first_remote_pn.is_some()
+    }
+
     /// Packet `pn` authenticated under the current remote key of `epoch` (see
     /// [`OneRttKeys::on_remote_authenticated_path`]): a path records it without the
     /// connection's key state. KEY_UPDATE_ERROR when the previous key already opened a

@@ -693,11 +693,14 @@ impl Connection {
             return;
         }
         // RFC 10069 §2.5: three of the largest PTOs after the previous
-        // update was acknowledged (RFC 9001 §6.5 asks the same of one path). The first
-        // update (from the handshake's phase) has no previous one to wait for.
+        // update was acknowledged; RFC 9001 §6.5 asks the same of one path ("Failing to
+        // allow sufficient time could lead to packets being discarded": ngtcp2 could not
+        // open our packets of an update 7 ms after the previous one, when single-path
+        // connections did not wait). The first update (from the handshake's phase) has no
+        // previous one to wait for.
         let settle = 3 * self.max_pto();
         let first = self.shared.one_rtt.as_ref().is_some_and(|k| k.current().epoch == 0);
-        let settled = first || self.shared.phase_acked_at.is_none_or(|t| now >= t + settle) || !self.shared.mp.enabled;
+        let settled = first || self.shared.phase_acked_at.is_none_or(|t| now >= t + settle);
         let Some(keys) = self.shared.one_rtt.as_mut() else { return };
         let interval = self.shared.config.key_update_interval.max(1);
         let due = self.shared.packets_in_phase >= interval || keys.should_update();
