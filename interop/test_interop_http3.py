@@ -76,7 +76,17 @@ class Case:
     # mpq in the API's shard runtime (--shard N): a server's shards share its port, a
     # client opens one connection per shard and hands the URLs out.
     shard: int = 0
+    # More options for the client's and the server's command (implementation-specific).
+    client_args: tuple[str, ...] = ()
+    server_args: tuple[str, ...] = ()
+    # A regular expression the mpq side's output must match (its -v log and its JSON
+    # summary: the client's output, or the server's stderr).
+    mpq_shows: str | None = None
 
+
+# ngtcp2 (GnuTLS) offering only ChaCha20-Poly1305, and how mpq's -v handshake line names it.
+CHACHA20_ONLY = "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+CHACHA20-POLY1305"
+CHACHA20_SHOWN = r"handshake complete: .*TLS13_CHACHA20_POLY1305_SHA256"
 
 CASES = [Case("http3", c, s) for c, s in (
     ("mpq", "mpq"),
@@ -94,6 +104,22 @@ CASES = [Case("http3", c, s) for c, s in (
     Case("http3_preferred_address", "mpq", "ngtcp2", files=("small.bin", "50mb.bin"), preferred=True),
     Case("http3_preferred_address", "mpq", "mpq", files=("small.bin", "50mb.bin"), preferred=True),
     Case("http3_migration", "ngtcp2", "mpq", files=("small.bin", "50mb.bin"), migrate=True),
+    # ngtcp2's examples can update keys, restrict the cipher suites and drop packets at
+    # random: each against mpq, mpq's side checked in its output. (Not its --nat-rebinding:
+    # its client then sends nothing from the new port until it has something to send, which
+    # a downloading client never has, and ignores what arrives at the old one.)
+    Case("http3_keyupdate", "ngtcp2", "mpq", client_args=("--key-update=20ms",), mpq_shows=r'"key_updates":[1-9]'),
+    Case("http3_keyupdate", "mpq", "ngtcp2", client_args=("--key-update-every", "300"), mpq_shows=r'"key_updates":[1-9]'),
+    Case("http3_chacha20", "ngtcp2", "mpq", client_args=(f"--ciphers={CHACHA20_ONLY}",), mpq_shows=CHACHA20_SHOWN),
+    Case("http3_chacha20", "mpq", "ngtcp2", client_args=("--cipher", "chacha20"), mpq_shows=CHACHA20_SHOWN),
+    # 5 % of the datagrams lost each way at the ngtcp2 end, with key updates on top (an
+    # update of mpq's whose packets were lost once left it unable to open the peer's).
+    Case("http3_loss", "ngtcp2", "mpq", client_args=("-r", "0.05", "-t", "0.05", "--key-update=20ms"),
+         mpq_shows=r'"lost_packets":[1-9]'),
+    # (mpq's client sends few packets besides ACKs, which are never declared lost: its
+    # updates are what is checked.)
+    Case("http3_loss", "mpq", "ngtcp2", client_args=("--key-update-every", "300"), server_args=("-r", "0.05", "-t", "0.05"),
+         mpq_shows=r'"key_updates":[1-9]'),
     Case("http3_shard", "aioquic", "mpq", shard=2),
     Case("http3_shard", "quicgo", "mpq", shard=2),
     Case("http3_shard", "mpq", "quicgo", shard=2),
@@ -119,6 +145,7 @@ def server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: P
             cmd += ["--preferred-address", f"127.0.0.2:{free_port('127.0.0.2')}"]
         if case and case.shard:
             cmd += ["--shard", str(case.shard)]
+        cmd += list(case.server_args) if case else []
         return cmd + (["--threads", "per-path"] if case and case.multipath else [])
     if impl == "aioquic":
         return [
@@ -137,7 +164,7 @@ def server_cmd(impl: str, port: int, root: Path, tls: dict[str, Path], logdir: P
         ]
         if case and case.preferred:
             cmd += [f"--preferred-ipv4-addr=127.0.0.2:{free_port('127.0.0.2')}"]
-        return cmd
+        return cmd + (list(case.server_args) if case else [])
     raise ValueError(impl)
 
 
@@ -155,7 +182,9 @@ def client_cmd(impl: str, port: int, files: tuple[str, ...], out: Path, tls: dic
             cmd += ["--no-multipath", "-v"]
         if case.shard:
             cmd += ["--shard", str(case.shard)]
-        return cmd
+        if case.mpq_shows:
+            cmd.append("-v")
+        return cmd + list(case.client_args)
     if impl == "aioquic":
         return [
             sys.executable, str(HERE / "aioquic/h3_client.py"), *urls, "--output", str(out),
@@ -172,6 +201,7 @@ def client_cmd(impl: str, port: int, files: tuple[str, ...], out: Path, tls: dic
             str(ngtcp2_client()), "--quiet", "--exit-on-all-streams-close", "--download", str(out),
             "--timeout", f"{int(case.timeout)}s", "127.0.0.1", str(port), *urls,
         ]
+        cmd = cmd[:1] + list(case.client_args) + cmd[1:]
         return cmd[:1] + ["--change-local-addr=20ms"] + cmd[1:] if case.migrate else cmd
     raise ValueError(impl)
 
@@ -217,6 +247,10 @@ def test_http3(case: Case, tls_files, www, free_udp_port, logdir, start_server, 
         srv.wait_stderr(re.compile(r"the peer moved to another of our addresses.*127\.0\.0\.2"), 5.0, "the move")
     if case.migrate:
         srv.wait_stderr(re.compile(r"peer address changed"), 5.0, "the client's new address")
+    if case.mpq_shows and case.client == "mpq":
+        assert re.search(case.mpq_shows, log), f"no {case.mpq_shows!r} in mpq's output{context}"
+    elif case.mpq_shows:
+        srv.wait_stderr(re.compile(case.mpq_shows), 5.0, f"{case.mpq_shows!r}")
 
 
 def _last_json(log: str) -> dict:
