@@ -121,7 +121,9 @@ CASES = [
     Case("transfer_50mb", ("50mb.bin",), 60.0),
     # 10 MiB is ~9000 packets of 1200 bytes: enough for mpq's --key-update-every 2000,
     # aioquic's update every 1 MiB and quic-go's own first update after 100 packets.
-    Case("keyupdate", ("10mb.bin",), 40.0, key_update=True),
+    # (50 MB: an update waits three PTOs after the previous one was acknowledged, RFC 9001
+    # §6.5, about 90 ms on loopback; a 10 MB download is over before a second one.)
+    Case("keyupdate", ("50mb.bin",), 60.0, key_update=True),
     # mpq's client through aioquic's and quic-go's Retry; mpq's server (--retry always) to
     # both peers.
     Case(
@@ -765,10 +767,12 @@ def check_key_update(client: str, server: str, client_log: str, srv: Server, log
         # quic-go initiates after 100 packets unless the server updated first.
         assert client_triggers, f"quic-go client saw no key update{context}"
     elif client == "mpq" and server == "quinn":
-        # mpq starts a further update only once the peer acknowledged a packet of the
-        # current phase (RFC 9001 §6.1): several updates show quinn followed each one.
+        # quinn reports nothing: mpq's qlog shows its update, and the download that went on
+        # past it (its ACKs in the new phase) shows quinn followed. (A second update waits
+        # three PTOs after quinn acknowledged the first, RFC 9001 §6.5: about 90 ms, which
+        # a 50 MB download over loopback outlasts only some of the time.)
         updates = qlog_key_updates(logdir / "client-qlog", "local_update")
-        assert updates >= 2, f"mpq client's qlog shows {updates} key updates, want >= 2{context}"
+        assert updates >= 1, f"mpq client's qlog shows no key update{context}"
     if server == "mpq":
         if client == "quinn":
             srv_dir = logdir / "server-qlog"
