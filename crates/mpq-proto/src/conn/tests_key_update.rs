@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::tests::{confirm_handshake, Upload};
-use super::tests_multipath::SharedLog;
+use super::tests_multipath::{local_updates_apart, slow_upload_windows, SharedLog};
 use super::*;
 use crate::testing::Pair;
 
@@ -68,16 +68,8 @@ fn old_keys_stay_until_the_peer_is_heard_in_the_new_phase() {
 /// by 7 ms.
 #[test]
 fn single_path_key_updates_wait_three_ptos() {
-    // Flow control holds the upload to a few windows per RTT, so it lasts long enough for
-    // several updates.
-    let streams = crate::stream::StreamsConfig {
-        stream_receive_window: 100_000,
-        max_stream_window: 100_000,
-        receive_window: 200_000,
-        max_connection_window: 200_000,
-        ..Default::default()
-    };
-    let cfg = TransportConfig { key_update_interval: 100, streams, ..TransportConfig::default() };
+    let cfg =
+        TransportConfig { key_update_interval: 100, streams: slow_upload_windows(), ..TransportConfig::default() };
     let mut pair = Pair::new(cfg);
     let logs = [std::sync::Arc::default(), std::sync::Arc::default()];
     super::tests::client(&mut pair).set_qlog(Box::new(SharedLog(std::sync::Arc::clone(&logs[0]))));
@@ -87,17 +79,6 @@ fn single_path_key_updates_wait_three_ptos() {
     pair.server.connection_mut(h).expect("server").set_qlog(Box::new(SharedLog(std::sync::Arc::clone(&logs[1]))));
     super::tests::run_upload(&mut pair, 6_000_000, Duration::from_secs(30));
     // A 20 ms RTT: a PTO is well above that, three of them above 60 ms.
-    let min_gap = 3 * 2 * pair.latency;
-    let mut local_updates = 0;
-    for (side, log) in ["client", "server"].iter().zip(&logs) {
-        let log = log.lock().expect("log");
-        for w in log.windows(2) {
-            if w[1].1 == "local_update" {
-                local_updates += 1;
-                let gap = w[1].0 - w[0].0;
-                assert!(gap >= min_gap, "{side} updated {gap:?} after the previous update: {log:?}");
-            }
-        }
-    }
+    let local_updates = local_updates_apart(&logs, 3 * 2 * pair.latency);
     assert!(local_updates >= 3, "{local_updates} key updates: {logs:?}");
 }

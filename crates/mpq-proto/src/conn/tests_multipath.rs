@@ -252,14 +252,19 @@ fn nat_rebinding_moves_the_path() {
 /// Flow-control windows of about 100 kB: with a 20 ms RTT an upload moves about 5 MB/s, so
 /// it lasts long enough for key updates three PTOs apart (the pair has no rate limit).
 fn slow_upload_config() -> TransportConfig {
-    let streams = crate::stream::StreamsConfig {
+    TransportConfig { streams: slow_upload_windows(), ..mp_config() }
+}
+
+/// Receive windows small enough that flow control holds an upload to a few windows per RTT
+/// (so that it lasts long enough for several key updates).
+pub(super) fn slow_upload_windows() -> crate::stream::StreamsConfig {
+    crate::stream::StreamsConfig {
         stream_receive_window: 100_000,
         max_stream_window: 100_000,
         receive_window: 200_000,
         max_connection_window: 200_000,
         ..Default::default()
-    };
-    TransportConfig { streams, ..mp_config() }
+    }
 }
 
 #[test]
@@ -273,7 +278,10 @@ fn key_updates_cross_a_multipath_transfer() {
 }
 
 /// Shares a connection's qlog with the test.
-pub(super) struct SharedLog(pub(super) std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>);
+pub(super) struct SharedLog(pub(super) UpdateLog);
+
+/// The key updates a [`SharedLog`] saw: (time, trigger).
+pub(super) type UpdateLog = std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>;
 
 impl crate::qlog::QlogSink for SharedLog {
     fn emit(&mut self, time: Instant, name: &'static str, data: serde_json::Value) {
@@ -298,22 +306,25 @@ fn key_updates_wait_three_ptos_on_both_sides() {
     server(&mut pair).set_qlog(Box::new(SharedLog(std::sync::Arc::clone(&logs[1]))));
     run_upload(&mut pair, 6_000_000, Duration::from_secs(30));
     // Both paths have a 20 ms RTT: a PTO is well above that, three of them above 60 ms.
-    let min_gap = 3 * 2 * pair.latency;
+    let local_updates = local_updates_apart(&logs, 3 * 2 * pair.latency);
+    assert!(local_updates >= 3, "{local_updates} key updates: {logs:?}");
+}
+
+/// The key updates the client's and the server's logs ([`SharedLog`]) show each side
+/// initiating; each must come at least `min_gap` after the update before it.
+pub(super) fn local_updates_apart(logs: &[UpdateLog; 2], min_gap: Duration) -> usize {
     let mut local_updates = 0;
-    for (side, log) in ["client", "server"].iter().zip(&logs) {
+    for (side, log) in ["client", "server"].iter().zip(logs) {
         let log = log.lock().expect("log");
         for w in log.windows(2) {
             if w[1].1 == "local_update" {
                 local_updates += 1;
-                assert!(
-                    w[1].0 - w[0].0 >= min_gap,
-                    "{side} updated {:?} after the previous update: {log:?}",
-                    w[1].0 - w[0].0
-                );
+                let gap = w[1].0 - w[0].0;
+                assert!(gap >= min_gap, "{side} updated {gap:?} after the previous update: {log:?}");
             }
         }
     }
-    assert!(local_updates >= 3, "{local_updates} key updates: {logs:?}");
+    local_updates
 }
 
 /// The wait of RFC 10069 §2.5 follows an update: the first one (out of the handshake's
