@@ -113,7 +113,17 @@ pub fn run(args: ClientArgs) -> Result<()> {
     let started = crate::progress::Stopwatch::start();
     let count = downloads.len();
     let timeout = Duration::from_secs(args.timeout);
-    let run = Run { ep: &ep, server, host: &first.host, config: &config, args: &args, bar: &bar, protocol };
+    let run = Run {
+        ep: &ep,
+        server,
+        host: &first.host,
+        config: &config,
+        args: &args,
+        bar: &bar,
+        protocol,
+        started: &started,
+        last_body: std::cell::Cell::new(Duration::ZERO),
+    };
     let mut signals = crate::api_runtime::stop_signals()?;
     let outcome = executor.block_on(async {
         match signals.or_stop(tokio::time::timeout(timeout, run.fetch_all(downloads))).await {
@@ -129,7 +139,8 @@ pub fn run(args: ClientArgs) -> Result<()> {
     });
     bar.finish_and_clear();
     let outcome = outcome?.map_err(|e| anyhow!("download failed: {e}"))?;
-    eprintln!("{}", crate::progress::summary(outcome.bytes, started.elapsed(), count));
+    // Timed to the last body's end: the closing period after it is not the transfer's.
+    eprintln!("{}", crate::progress::summary(outcome.bytes, run.last_body.get(), count));
     if args.json {
         let secs = outcome.secs.max(1e-9);
         let out = serde_json::json!({
@@ -175,6 +186,10 @@ struct Run<'a> {
     args: &'a ClientArgs,
     bar: &'a ProgressBar,
     protocol: Protocol,
+    /// When the run started (before the first handshake).
+    started: &'a crate::progress::Stopwatch,
+    /// From `started` to the end of the last body, once it came.
+    last_body: std::cell::Cell<Duration>,
 }
 
 impl Run<'_> {
@@ -280,7 +295,7 @@ impl Run<'_> {
 
     /// On `conn`: keeps the extra paths open (the path manager), abandons or migrates as
     /// asked, sends every request and writes every body; the protocol then closes the
-    /// connection, and this waits until the server knows.
+    /// connection, and this waits until it drained (at most [`crate::stop_signal::DRAIN_LIMIT`]).
     async fn fetch_on(
         &self,
         conn: mpq_api::Connection,
@@ -295,7 +310,13 @@ impl Run<'_> {
         };
         let path_error = paths.finish().await;
         let fetched = fetched?;
-        ep.wait_idle().await;
+        self.last_body.set(self.started.elapsed());
+        if !crate::stop_signal::drained_within_limit(ep).await {
+            tracing::info!(
+                "closing period cut short after {:?} (RFC 9000 §10.2: the socket closes with the endpoint)",
+                crate::stop_signal::DRAIN_LIMIT
+            );
+        }
         if let Some(e) = fetched.failure {
             return Err(e);
         }
