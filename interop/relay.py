@@ -11,6 +11,9 @@ directions, with a seeded generator (the same seed, the same drops):
   handshakecorruption), the datagram still delivered;
 * ``--blackhole START:END``: drop everything between START and END seconds after the first
   datagram (blackhole);
+* ``--blackhole-from HOST:START``: from START seconds after the first datagram on, drop every
+  datagram to and from the clients at address HOST, for good (a multipath client's second
+  path dies silently: mp_path_dies);
 * ``--rebind-port-every S``: every S seconds the client's upstream socket is replaced by one on
   a new port: a NAT that rebinds the client's port (rebind-port);
 * ``--rebind-addr-after S``: after S seconds the upstream socket moves to another loopback
@@ -73,6 +76,7 @@ class Impairment:
         self.loss = args.loss
         self.corrupt = args.corrupt
         self.blackhole = args.blackhole
+        self.blackhole_from = args.blackhole_from
         self.amp_window = args.amplification_window
         self.stats = stats
         self.start: float | None = None
@@ -86,8 +90,11 @@ class Impairment:
             self.start = now
         return now - self.start
 
-    def apply(self, data: bytes, to_server: bool) -> bytes | None:
+    def apply(self, data: bytes, to_server: bool, client: tuple) -> bytes | None:
         t = self.elapsed()
+        if self.blackhole_from and client[0] == self.blackhole_from[0] and t >= self.blackhole_from[1]:
+            self.stats.dropped += 1
+            return None
         closed = self.amp_closed_at
         if self.amp_window and (closed is None or t < closed + self.amp_window):
             if not to_server:
@@ -125,7 +132,7 @@ class Upstream(asyncio.DatagramProtocol):
         self.transport = transport
 
     def datagram_received(self, data: bytes, addr) -> None:
-        out = self.relay.impair.apply(data, to_server=False)
+        out = self.relay.impair.apply(data, to_server=False, client=self.client)
         if out is not None and self.relay.downstream is not None:
             self.relay.later(self.relay.downstream.sendto, out, self.client)
 
@@ -183,12 +190,17 @@ class Relay(asyncio.DatagramProtocol):
 
     async def forward(self, data: bytes, client: tuple) -> None:
         async with self.order:
-            out = self.impair.apply(data, to_server=True)
+            out = self.impair.apply(data, to_server=True, client=client)
             if out is None:
                 return
             up = await self.upstream_for(client)
             if up.transport is not None:
                 self.later(up.transport.sendto, out, self.server)
+
+
+def parse_host_time(text: str) -> tuple[str, float]:
+    host, _, start = text.rpartition(":")
+    return host, float(start)
 
 
 def parse_window(text: str) -> tuple[float, float]:
@@ -203,6 +215,9 @@ async def main() -> None:
     p.add_argument("--loss", type=float, default=0.0, help="probability of dropping a datagram (each direction)")
     p.add_argument("--corrupt", type=float, default=0.0, help="probability of flipping a byte of a datagram")
     p.add_argument("--blackhole", type=parse_window, default=None, help="START:END seconds with nothing delivered")
+    p.add_argument(
+        "--blackhole-from", type=parse_host_time, default=None, help="HOST:START: the clients at HOST cut off from START seconds on"
+    )
     p.add_argument("--rebind-port-every", type=float, default=0.0, help="seconds between port rebindings")
     p.add_argument("--rebind-addr-after", type=float, default=0.0, help="seconds before the address changes")
     p.add_argument("--rebind-addr", default="127.0.0.2", help="the address the client moves to")

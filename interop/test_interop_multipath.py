@@ -66,6 +66,9 @@ class MpCase:
     backup: bool = False  # open the second path with status backup
     abandon_after_ms: int | None = None  # close the second path this long after it opened
     ack_policy: str | None = None  # mpq's --ack-policy (noq has no such knob)
+    # Through interop/relay.py, which cuts the second path (the client's 127.0.0.2) off this
+    # many seconds into the connection, silently: no PATH_ABANDON, no ICMP.
+    path_dies_after_s: float | None = None
     pairs: tuple[tuple[str, str], ...] | None = None  # default: MP_PAIRS
 
 
@@ -82,6 +85,12 @@ MP_CASES = [
     # mpq puts every PATH_ACK on the lowest-RTT path, so the other path's ACKs cross over;
     # noq as the receiver has to take them. noq-noq has nothing to configure here.
     MpCase("mp_path_ack", ("10mb.bin",), 40.0, ack_policy="lowest-rtt", pairs=(("noq", "mpq"), ("mpq", "noq"))),
+    # The second path goes dark mid-transfer (the relay moves 50 MiB in several seconds):
+    # what was in flight on it is resent on the first, and the download completes. Not
+    # noq-noq: noq as the sender keeps what it had in flight on a silently dead path until
+    # that path is abandoned, and noq as the receiver does not abandon it (its downloads
+    # stall to the timeout); with mpq on either side the dead path is abandoned.
+    MpCase("mp_path_dies", ("50mb.bin",), 60.0, path_dies_after_s=0.5, pairs=(("noq", "mpq"), ("mpq", "noq"))),
 ]
 
 
@@ -166,7 +175,9 @@ def by_path_id(stats: dict) -> dict[int, dict]:
 
 
 @pytest.mark.parametrize("case,client,server", list(_mp_params()))
-def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_udp_port, logdir, start_server, tmp_path):
+def test_multipath(
+    case: MpCase, client: str, server: str, tls_files, www, free_udp_port, logdir, start_server, tmp_path, request
+):
     if client == "mpq":
         if os.environ.get("INTEROP_MPQ_MULTIPATH", "1") == "0":
             pytest.skip("mpq client multipath cases disabled (INTEROP_MPQ_MULTIPATH=0)")
@@ -184,6 +195,17 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
 
     srv = start_server(mp_server_cmd(server, free_udp_port, root, tls_files, logdir, case), env)
     port = srv.wait_listening()
+    relay = None
+    if case.path_dies_after_s is not None:
+        relay_cmd = [
+            sys.executable, str(HERE / "relay.py"), "--server", f"127.0.0.1:{port}",
+            "--blackhole-from", f"{MP_LOCALS[1].split(':')[0]}:{case.path_dies_after_s}",
+        ]
+        relay_dir = logdir / "relay"
+        relay_dir.mkdir(exist_ok=True)
+        relay = Server(relay_cmd, relay_dir, dict(env, PYTHONUNBUFFERED="1"))
+        request.addfinalizer(relay.stop)
+        port = relay.wait_listening()
     urls = [f"https://127.0.0.1:{port}/{name}" for name in case.files]
     cmd = mp_client_cmd(client, urls, out, case)
     started = time.monotonic()
@@ -203,6 +225,10 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
     paths = by_path_id(stats)
     assert len(paths) >= 2, f"expected two paths, got {stats.get('paths')}{context}"
     for pid, p in paths.items():
+        # (After the second path died, an mpq client's path manager opens another from the
+        # same address, which the dead path's black hole keeps from ever validating.)
+        if case.path_dies_after_s is not None and p.get("state") == "validating":
+            continue
         assert p["rx_bytes"] > 0, f"path {pid} received nothing: {stats}{context}"
     size = sum(FILES[name][0] for name in case.files)
     if not case.backup and case.abandon_after_ms is None and server != "noq":
@@ -245,6 +271,8 @@ def test_multipath(case: MpCase, client: str, server: str, tls_files, www, free_
         check_abandon(client, server, client_log, paths, sstats, srv, context)
     if case.ack_policy:
         check_path_acks(client, server, paths, sstats, context)
+    if relay is not None:
+        check_path_death(client, server, paths, sstats, relay, context)
 
     def describe_path(pid: int, p: dict) -> str:
         text = f"path {pid} rx={p['rx_bytes']} tx={p['tx_bytes']}"
@@ -282,6 +310,21 @@ def check_abandon(client: str, server: str, client_log: str, paths: dict[int, di
         # noq logs the PATH_ABANDON it received from an event task: wait for the line.
         srv.wait_stderr(re.compile(r"^server: path [1-9]\d* abandoned", re.M), CONN_END_TIMEOUT,
                         "'server: path N abandoned'")
+
+
+def check_path_death(client: str, server: str, paths: dict[int, dict], sstats: dict | None, relay: Server, context: str) -> None:
+    """The relay cut the second path off mid-transfer and the download completed (checked
+    before): the relay really dropped its traffic, and the mpq end saw the path's packets
+    lost and stopped counting on it."""
+    relay.stop()
+    lines = relay.stdout_path.read_text().splitlines()
+    relay_stats = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
+    assert relay_stats.get("dropped", 0) > 0, f"the relay dropped nothing on the second path ({relay_stats}){context}"
+    mpq_paths = paths if client == "mpq" else by_path_id(sstats or {})
+    print(f"relay: {relay_stats}; mpq's paths: {mpq_paths}")
+    # mpq declared the dead path dead (as the sender by its data's PTOs, as the receiver
+    # by the peer's silence there while it kept sending on path 0) and abandoned it.
+    assert mpq_paths.get(1, {}).get("state") == "abandoned", f"mpq did not abandon the dead path 1: {mpq_paths}{context}"
 
 
 def check_path_acks(client: str, server: str, paths: dict[int, dict], sstats: dict | None, context: str) -> None:

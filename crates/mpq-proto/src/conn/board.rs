@@ -74,6 +74,9 @@ pub(crate) struct PathView {
     pub backup: bool,
     /// A PTO fired without sign of life since.
     pub potentially_failed: bool,
+    /// When the peer last sent something ack-eliciting on the path (as of the last
+    /// publication): a path the peer went silent on is judged against the others.
+    pub last_eliciting_recv: Option<crate::time::Instant>,
     /// Bytes of new application data sent.
     pub data_bytes_sent: u64,
     /// The anti-amplification limit leaves room for at least a small packet
@@ -262,8 +265,17 @@ impl Board {
         let Some(v) = self.get_mut(slot) else { return };
         v.bytes_in_flight = p.bytes_in_flight;
         v.data_bytes_sent = p.data_bytes_sent;
+        v.last_eliciting_recv = p.last_eliciting_recv;
         if !p.validated {
             v.amp_room = p.amplification_budget() >= super::send::MIN_PACKET_ROOM as u64;
+        }
+    }
+
+    /// The peer was last heard (ack-eliciting) on the path in `slot` at `at`: publishes
+    /// just that, which every received batch changes.
+    pub fn publish_heard(&mut self, slot: usize, at: Option<crate::time::Instant>) {
+        if let Some(v) = self.get_mut(slot) {
+            v.last_eliciting_recv = at;
         }
     }
 
@@ -376,6 +388,10 @@ impl Seat {
         self.returned = true;
         if self.view_changed {
             board.publish(self.slot, path.view());
+        } else {
+            // Every batch of received packets comes back here: when the peer was last heard
+            // on the path is kept fresh without publishing the whole view.
+            board.publish_heard(self.slot, path.last_eliciting_recv);
         }
         if self.offer_changed && board.offers_on {
             board.publish_offer(self.slot, path.ack_offer());
@@ -412,6 +428,7 @@ impl PathState {
             mtu: self.mtu,
             backup: self.peer_backup,
             potentially_failed: self.potentially_failed,
+            last_eliciting_recv: self.last_eliciting_recv,
             data_bytes_sent: self.data_bytes_sent,
             amp_room: self.amplification_budget() >= super::send::MIN_PACKET_ROOM as u64,
             coupling: self.cc.coupling_view(srtt.as_secs_f64()),

@@ -63,9 +63,16 @@ impl PathState {
     /// The probe timeout of the data space fired (RFC 9002 §6.2.4): backoff and two probes.
     /// With multipath and another path working (`others_work`), a path that showed no sign
     /// of life since the probed packet left is potentially failed, and after
-    /// `DEAD_PATH_PTOS` timeouts dead, if data (not just PINGs) is in flight on it.
+    /// `DEAD_PATH_PTOS` timeouts dead, if data (not just PINGs) is in flight on it, or if
+    /// the peer, silent here, sent something ack-eliciting on another path after that
+    /// packet left (`heard_elsewhere`: the latest such arrival on the other paths).
     /// Publishes the path's view.
-    pub(crate) fn on_pto(&mut self, others_work: bool, seat: &mut Seat) -> PtoVerdict {
+    pub(crate) fn on_pto(
+        &mut self,
+        others_work: bool,
+        heard_elsewhere: Option<Instant>,
+        seat: &mut Seat,
+    ) -> PtoVerdict {
         self.pto_count += 1;
         self.stats.pto_count += 1;
         self.data.probes = 2;
@@ -79,11 +86,19 @@ impl PathState {
         // path (PATH_ACKs on the lowest-RTT one) that itself failed, and then the path that
         // works was the one declared failed, and abandoned.
         let carries_data = self.data.loss.iter_outstanding().any(|(_, p)| p.in_flight && p.frames.carries_data());
-        if others_work && carries_data {
-            // Packets still arriving on the path since the probed one was sent: it is slow
-            // or its ACKs are queued, not dead.
-            let sent = self.data.loss.time_of_last_ack_eliciting();
-            let alive = matches!((self.last_recv, sent), (Some(r), Some(s)) if r >= s);
+        // Packets still arriving on the path since the probed one was sent: it is slow or
+        // its ACKs are queued, not dead.
+        let sent = self.data.loss.time_of_last_ack_eliciting();
+        let alive = matches!((self.last_recv, sent), (Some(r), Some(s)) if r >= s);
+        // The peer is at work on another path but sent nothing here since our packet left,
+        // and it did not acknowledge it either (the PTO fired): the path, not the peer, is
+        // gone. This is what a downloading client has to go on: it sends only ACKs, PINGs
+        // and copies of flow-control frames on a path, none of them data of its own, and a
+        // sender that keeps its in-flight data waiting on a dead path until the path is
+        // abandoned (noq, RFC 10069 leaves it to the implementation) stalls the download
+        // until the receiver abandons it.
+        let silent_here = !alive && matches!((heard_elsewhere, sent), (Some(h), Some(s)) if h > s);
+        if others_work && (carries_data || silent_here) {
             if !self.potentially_failed && !alive {
                 self.potentially_failed = true;
                 let chunks =
@@ -259,8 +274,18 @@ mod tests {
 
     /// The PTO of `p` in slot 0, its seat taken from `board` and given back.
     fn pto(p: &mut PathState, others_work: bool, board: &mut Board) -> PtoVerdict {
+        pto_heard(p, others_work, None, board)
+    }
+
+    /// [`pto`] with the peer last heard on another path at `heard_elsewhere`.
+    fn pto_heard(
+        p: &mut PathState,
+        others_work: bool,
+        heard_elsewhere: Option<Instant>,
+        board: &mut Board,
+    ) -> PtoVerdict {
         let mut seat = Seat::take(board, 0);
-        let v = p.on_pto(others_work, &mut seat);
+        let v = p.on_pto(others_work, heard_elsewhere, &mut seat);
         seat.give_back(board, p);
         v
     }
@@ -319,6 +344,53 @@ mod tests {
         // Data in flight does say it.
         send_chunk(&mut p, 1, 0);
         assert!(pto(&mut p, true, &mut board).newly_failed.is_some());
+    }
+
+    #[test]
+    fn pings_alone_fail_a_path_the_peer_is_silent_on_while_heard_elsewhere() {
+        use crate::conn::space::SentFrames;
+        use crate::recovery::sent::SentPacket;
+        let ms = |n| Instant::ZERO + Duration::from_millis(n);
+        let mut board = Board::default();
+        let mut p = path(true);
+        board.publish(0, p.view());
+        // A downloading client's last packets here: ACKs, then a PING (or a copy of a
+        // flow-control frame, which is not tracked for retransmission), at 10 ms; the peer
+        // was last heard here at 5 ms.
+        p.last_recv = Some(ms(5));
+        let pn = p.data.take_pn();
+        p.data.loss.on_packet_sent(pn, SentPacket::eliciting(ms(10), 40, SentFrames::default()));
+        p.bytes_in_flight += 40;
+        // Heard elsewhere only before the PING left: nothing said yet.
+        let v = pto_heard(&mut p, true, Some(ms(8)), &mut board);
+        assert!(v.newly_failed.is_none() && !v.dead && !p.potentially_failed);
+        // Heard elsewhere after it left, silent here: potentially failed (no data to move),
+        // then dead after DEAD_PATH_PTOS timeouts.
+        let v = pto_heard(&mut p, true, Some(ms(20)), &mut board);
+        assert!(v.newly_failed.is_some_and(|c| c.is_empty()) && p.potentially_failed);
+        let mut dead = v.dead;
+        while p.pto_count < DEAD_PATH_PTOS {
+            dead = pto_heard(&mut p, true, Some(ms(30)), &mut board).dead;
+        }
+        assert!(dead);
+        // Without another working path, silence proves nothing.
+        let mut q = path(true);
+        q.last_recv = Some(ms(5));
+        let pn = q.data.take_pn();
+        q.data.loss.on_packet_sent(pn, SentPacket::eliciting(ms(10), 40, SentFrames::default()));
+        for _ in 0..DEAD_PATH_PTOS + 1 {
+            let v = pto_heard(&mut q, false, Some(ms(30)), &mut board);
+            assert!(v.newly_failed.is_none() && !v.dead);
+        }
+        // Nor does a path the peer still sends on.
+        let mut r = path(true);
+        let pn = r.data.take_pn();
+        r.data.loss.on_packet_sent(pn, SentPacket::eliciting(ms(10), 40, SentFrames::default()));
+        r.last_recv = Some(ms(12));
+        for _ in 0..DEAD_PATH_PTOS + 1 {
+            let v = pto_heard(&mut r, true, Some(ms(30)), &mut board);
+            assert!(v.newly_failed.is_none() && !v.dead);
+        }
     }
 
     #[test]

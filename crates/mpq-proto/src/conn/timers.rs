@@ -382,6 +382,9 @@ impl Host<'_> {
         let mp = self.shared.mp.enabled;
         // Another active path that is not itself potentially failed, as the board shows it.
         let others_work = mp && self.views().any(|(i, v)| i != slot && v.is_active() && !v.potentially_failed);
+        // When the peer last sent something ack-eliciting on another active path.
+        let heard_elsewhere =
+            self.views().filter(|&(i, v)| i != slot && v.is_active()).filter_map(|(_, v)| v.last_eliciting_recv).max();
         let mut seat = Seat::take(self.board, slot);
         let id = path.id;
         if kind == PathTimer::Loss {
@@ -392,7 +395,7 @@ impl Host<'_> {
             }
             return;
         }
-        let verdict = path.on_pto(others_work, &mut seat);
+        let verdict = path.on_pto(others_work, heard_elsewhere, &mut seat);
         seat.give_back(self.board, path);
         self.shared.last_send_anchor = now;
         self.shared.qlog_pto(now, SpaceId::Data, id);
