@@ -265,7 +265,6 @@ impl Board {
         let Some(v) = self.get_mut(slot) else { return };
         v.bytes_in_flight = p.bytes_in_flight;
         v.data_bytes_sent = p.data_bytes_sent;
-        v.last_eliciting_recv = p.last_eliciting_recv;
         if !p.validated {
             v.amp_room = p.amplification_budget() >= super::send::MIN_PACKET_ROOM as u64;
         }

@@ -484,7 +484,10 @@ impl Connection {
         match processed {
             Ok(ack_eliciting) => {
                 host.record_received(now, path, space_id, pn, ack_eliciting, rx.ecn);
-                host.board.publish_heard(pi, path.last_eliciting_recv);
+                // (Only an ack-eliciting 1-RTT packet moves when the peer was last heard.)
+                if ack_eliciting && space_id == SpaceId::Data {
+                    host.board.publish_heard(pi, path.last_eliciting_recv);
+                }
                 if space_id == SpaceId::Data && host.board.offers_on {
                     host.board.publish_offer(pi, path.ack_offer());
                 }
