@@ -102,6 +102,9 @@ pub fn zero_rtt_configs(transport: TransportConfig) -> (ClientConfig, ServerConf
 /// Decides whether a datagram is dropped: (sequence number, to_server) -> drop?
 pub type DropFn = Box<dyn FnMut(u64, bool) -> bool>;
 
+/// Loss decision by a datagram's source address and bytes ([`Pair::drop_datagram`]).
+pub type DropDatagramFn = Box<dyn FnMut(SocketAddr, &[u8]) -> bool>;
+
 /// A datagram on the pair's link: (arrival, to_server, source, destination, ECN, bytes).
 type InFlight = (Instant, bool, SocketAddr, SocketAddr, Option<u8>, Vec<u8>);
 
@@ -142,6 +145,8 @@ pub struct Pair {
     pub drop: DropFn,
     /// Loss decision by addresses (source, destination): a dead path.
     pub drop_addr: Box<dyn FnMut(SocketAddr, SocketAddr) -> bool>,
+    /// Loss decision by source address and datagram bytes (e.g. only long-header packets).
+    pub drop_datagram: DropDatagramFn,
     /// Extra one-way latency of datagrams from or to an address (a slower path).
     pub extra_latency: Vec<(SocketAddr, Duration)>,
     /// Largest datagram that gets through from or to an address (a path's MTU, UDP
@@ -200,6 +205,7 @@ impl Pair {
             in_flight: VecDeque::new(),
             drop: Box::new(|_, _| false),
             drop_addr: Box::new(|_, _| false),
+            drop_datagram: Box::new(|_, _| false),
             extra_latency: Vec::new(),
             mtu: Vec::new(),
             dropped_too_big: (0, 0),
@@ -238,7 +244,7 @@ impl Pair {
                 let seg = t.segment_size.unwrap_or(t.size);
                 for d in buf[..t.size].chunks(seg) {
                     self.sent += 1;
-                    if (self.drop)(self.sent, to_server) || (self.drop_addr)(src, dst) {
+                    if (self.drop)(self.sent, to_server) || (self.drop_addr)(src, dst) || (self.drop_datagram)(src, d) {
                         continue;
                     }
                     if self.mtu.iter().any(|&(a, m)| (a == src || a == dst) && d.len() > m) {

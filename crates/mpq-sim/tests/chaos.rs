@@ -6,7 +6,7 @@
 //! Each case is derived from its own seed, printed with the case, so a failing one can be run
 //! alone: `MPQ_CHAOS_SEED=<seed> cargo test -p mpq-sim --test chaos chaos_sweep -- --nocapture`.
 //! `MPQ_CHAOS_CASES=N` changes the number of cases (default [`CASES`]), `MPQ_CHAOS_BASE=B`
-//! the base seed the case seeds derive from.
+//! the base seed the case seeds derive from, `MPQ_CHAOS_QLOG=DIR` writes both ends' qlog files.
 //!
 //! Also here: the regression run of the simulator sweep over the ranges of Table 1 of "Multipath
 //! QUIC: Design and Evaluation" (CoNEXT 2017) that found a spinning timer and a link model that
@@ -14,7 +14,8 @@
 
 use std::time::Duration;
 
-use mpq_sim::scenario::{Scenario, ScenarioError, ScenarioResult};
+use mpq_sim::qlog_file::QlogFile;
+use mpq_sim::scenario::{QlogFactory, RunHooks, Scenario, ScenarioError, ScenarioResult};
 use mpq_sim::{LinkConfig, LossModel, QueueLimit};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -125,7 +126,21 @@ fn scenario(seed: u64) -> (Scenario, String) {
 /// Runs case `seed`; returns a failure description, if any.
 fn run_case(seed: u64) -> Result<ScenarioResult, String> {
     let (s, desc) = scenario(seed);
-    let r = std::panic::catch_unwind(|| s.run()).map_err(|p| {
+    // MPQ_CHAOS_QLOG=DIR: both ends' qlog files of the case(s) run, to see why one failed.
+    let qlog_dir = std::env::var_os("MPQ_CHAOS_QLOG").map(std::path::PathBuf::from);
+    let run = || match &qlog_dir {
+        None => s.run(),
+        Some(dir) => {
+            std::fs::create_dir_all(dir).expect("MPQ_CHAOS_QLOG: cannot create the directory");
+            let dir = dir.clone();
+            let qlog: QlogFactory = std::rc::Rc::new(move |vantage: &str, odcid: &str| {
+                let name = format!("{seed}-{vantage}-{odcid}.sqlog");
+                QlogFile::create_at(&dir.join(name), odcid, vantage).ok().map(|f| Box::new(f) as _)
+            });
+            s.run_with(RunHooks { qlog: Some(qlog), ..RunHooks::default() })
+        }
+    };
+    let r = std::panic::catch_unwind(run).map_err(|p| {
         let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
         format!("{desc}: panicked: {}", msg.unwrap_or_default())
     })?;
@@ -136,12 +151,13 @@ fn run_case(seed: u64) -> Result<ScenarioResult, String> {
     };
     if !r.completed || !r.data_ok || r.bytes != s.size {
         return Err(format!(
-            "{desc}: did not complete: {} of {} B, error {:?}, multipath {}, paths {:?}",
+            "{desc}: did not complete: {} of {} B, error {:?}, multipath {}, paths {:?}, path errors {:?}",
             r.bytes,
             s.size,
             r.error,
             r.multipath,
-            r.paths.iter().map(|p| (p.path_id, p.state, p.rx_bytes, p.lost_packets)).collect::<Vec<_>>()
+            r.paths.iter().map(|p| (p.path_id, p.state, p.rx_bytes, p.lost_packets)).collect::<Vec<_>>(),
+            r.path_errors
         ));
     }
     if r.unknown_sources != 0 {

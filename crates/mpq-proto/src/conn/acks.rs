@@ -188,8 +188,14 @@ impl Host<'_> {
             self.shared.datagrams.on_fate(path_id, n, false);
         }
         for c in frames.take_control() {
-            if let Control::Stream(s) = c {
-                self.shared.streams.on_control_acked(&s);
+            match c {
+                Control::Stream(s) => self.shared.streams.on_control_acked(&s),
+                Control::NewCid(path, _) => {
+                    if let Some(l) = self.shared.local_cids.get_mut(&path) {
+                        l.acked = true;
+                    }
+                }
+                _ => {}
             }
         }
     }

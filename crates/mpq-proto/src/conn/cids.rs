@@ -27,6 +27,9 @@ pub(crate) struct LocalCids {
     /// hold an ID to address packets to us on this path ID (or, if it was lost, when it
     /// is sent again).
     pub advertised: bool,
+    /// The peer acknowledged a (PATH_)NEW_CONNECTION_ID of this set: it can address packets
+    /// to us on this path ID, and so answer a PATH_CHALLENGE there.
+    pub acked: bool,
 }
 
 impl LocalCids {

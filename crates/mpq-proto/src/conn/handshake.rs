@@ -267,6 +267,7 @@ impl Host<'_> {
             return;
         }
         self.shared.handshake_confirmed = true;
+        self.shared.handshake_confirmed_at = Some(now);
         self.discard_space(now, SpaceId::Handshake);
 
         // RFC 9000 §8.1.3: a token for the client's next connection.

@@ -216,6 +216,9 @@ pub(crate) struct ConnShared {
     write_level: crate::types::Level,
     handshake_complete: bool,
     handshake_confirmed: bool,
+    /// When the handshake was confirmed: validation of a path opened before then runs its
+    /// full time from then (`PathState::on_validation_timer`).
+    handshake_confirmed_at: Option<Instant>,
     handshake_done_pending: bool,
     /// The DCID of the client's first Initial (RFC 9000 §7.3).
     orig_dst_cid: ConnectionId,
@@ -406,6 +409,7 @@ impl Connection {
             write_level: crate::types::Level::Initial,
             handshake_complete: false,
             handshake_confirmed: false,
+            handshake_confirmed_at: None,
             handshake_done_pending: false,
             orig_dst_cid,
             got_server_cid: false,

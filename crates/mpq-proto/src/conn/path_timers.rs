@@ -113,20 +113,32 @@ impl PathState {
 
     /// Path validation's timer (RFC 9000 §8.2.4): our PATH_CHALLENGE is sent again after
     /// [`PathState::challenge_retry`], and validation fails three PTOs (at least six initial
-    /// RTTs) after the first one. Returns true when it failed.
-    pub(crate) fn on_validation_timer(&mut self, now: Instant, max_ack_delay: Duration, initial_rtt: Duration) -> bool {
+    /// RTTs) after the last one sent when the timer first looks once validation may fail,
+    /// and not before `fail_from` (the handshake's confirmation; `None` while it may not
+    /// fail). Returns true when it failed.
+    pub(crate) fn on_validation_timer(
+        &mut self,
+        now: Instant,
+        max_ack_delay: Duration,
+        initial_rtt: Duration,
+        fail_from: Option<Instant>,
+    ) -> bool {
         let retry = self.challenge_retry(max_ack_delay);
         let fail_after = (3 * (self.pto_base() + max_ack_delay)).max(6 * initial_rtt);
         let Some(c) = self.challenge.as_mut() else { return false };
         let Some(sent) = c.sent_at else { return false };
-        let fail_at = *c.fail_at.get_or_insert(sent + fail_after);
-        if now >= fail_at {
-            return true;
-        }
         if !c.send_pending && now >= sent + retry {
             c.send_pending = true;
         }
-        false
+        // A client opens paths once its handshake is complete (RFC 10069 §3), before it is
+        // confirmed. Until then the server may not have completed its own and holds our
+        // packets (RFC 9001 §5.7), and our CIDs for the path may be in packets still being
+        // resent on the first path: validation does not fail before the confirmation, and
+        // gets its full time from then. (Behind a 0.1 Mbit/s first path, confirmation took
+        // 4 s, and faster new paths were given up before the server could answer.)
+        let Some(from) = fail_from else { return false };
+        let fail_at = *c.fail_at.get_or_insert(sent.max(from) + fail_after);
+        now >= fail_at
     }
 
     /// The probe timeout (RFC 9002 §6.2.1): PTO base plus `max_ack_delay` (zero for the
@@ -480,20 +492,44 @@ mod tests {
         use super::super::path::Challenge;
         let mut p = path(false);
         let (mad, irtt) = (Duration::from_millis(25), Duration::from_millis(100));
-        assert!(!p.on_validation_timer(Instant::ZERO, mad, irtt), "no challenge, no timer");
+        let confirmed = Some(Instant::ZERO);
+        assert!(!p.on_validation_timer(Instant::ZERO, mad, irtt, confirmed), "no challenge, no timer");
         let c = Challenge { data: [1; 8], send_pending: false, sent_at: None, fail_at: None, full_size: true };
         p.challenge = Some(c);
-        assert!(!p.on_validation_timer(Instant::ZERO, mad, irtt), "not sent yet");
+        assert!(!p.on_validation_timer(Instant::ZERO, mad, irtt, confirmed), "not sent yet");
         p.challenge.as_mut().expect("challenge").sent_at = Some(Instant::ZERO);
         let retry = p.challenge_retry(mad);
-        assert!(!p.on_validation_timer(Instant::ZERO + retry / 2, mad, irtt));
+        assert!(!p.on_validation_timer(Instant::ZERO + retry / 2, mad, irtt, confirmed));
         assert!(!p.challenge.expect("challenge").send_pending);
-        assert!(!p.on_validation_timer(Instant::ZERO + retry, mad, irtt));
+        assert!(!p.on_validation_timer(Instant::ZERO + retry, mad, irtt, confirmed));
         assert!(p.challenge.expect("challenge").send_pending, "sent again after the retry time");
         // Fails at max(3 PTOs, 6 initial RTTs) after the first one.
         let fail_after = (3 * (p.pto_base() + mad)).max(6 * irtt);
-        assert!(!p.on_validation_timer(Instant::ZERO + fail_after - Duration::from_millis(1), mad, irtt));
-        assert!(p.on_validation_timer(Instant::ZERO + fail_after, mad, irtt));
+        assert!(!p.on_validation_timer(Instant::ZERO + fail_after - Duration::from_millis(1), mad, irtt, confirmed));
+        assert!(p.on_validation_timer(Instant::ZERO + fail_after, mad, irtt, confirmed));
+    }
+
+    #[test]
+    fn validation_does_not_fail_before_the_handshake_is_confirmed_and_gets_its_full_time_after() {
+        use super::super::path::Challenge;
+        let mut p = path(false);
+        let (mad, irtt) = (Duration::from_millis(25), Duration::from_millis(100));
+        let c = Challenge {
+            data: [1; 8],
+            send_pending: false,
+            sent_at: Some(Instant::ZERO),
+            fail_at: None,
+            full_size: true,
+        };
+        p.challenge = Some(c);
+        let fail_after = (3 * (p.pto_base() + mad)).max(6 * irtt);
+        let late = Instant::ZERO + 3 * fail_after;
+        assert!(!p.on_validation_timer(late, mad, irtt, None), "failed before confirmation");
+        assert!(p.challenge.expect("challenge").send_pending, "but still retried");
+        // Confirmed at `late`: the path has until `late + fail_after`.
+        assert!(!p.on_validation_timer(late, mad, irtt, Some(late)));
+        assert!(!p.on_validation_timer(late + fail_after - Duration::from_millis(1), mad, irtt, Some(late)));
+        assert!(p.on_validation_timer(late + fail_after, mad, irtt, Some(late)));
     }
 
     #[test]

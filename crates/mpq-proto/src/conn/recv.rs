@@ -38,11 +38,16 @@ pub(crate) struct EarlyPacket {
 }
 
 /// A 1-RTT packet that reached the server before the client's Finished (RFC 9001 §5.7), or
-/// on a new path before the client's CIDs for it: its path ID and when it was held.
+/// on a new path before the client's CIDs for it: its path ID and since when it has waited
+/// for those CIDs.
 pub(crate) struct HeldOneRtt {
     packet: EarlyPacket,
     path_id: u64,
+    /// When it was held or, if that was before the handshake completed, the first batch
+    /// after completion that still could not process it.
     held_at: Instant,
+    /// Held before the handshake completed, and not looked at since.
+    before_completion: bool,
 }
 
 impl Connection {
@@ -123,6 +128,12 @@ impl Connection {
                         || self.may_accept_path(h.path_id)
                 });
             self.shared.early_one_rtt = waiting;
+            // Those held for the handshake's end that still wait (for their path's CIDs)
+            // start their wait for them now.
+            for h in self.shared.early_one_rtt.iter_mut().filter(|h| h.before_completion) {
+                h.before_completion = false;
+                h.held_at = now;
+            }
             if ready.is_empty() {
                 break;
             }
@@ -144,11 +155,15 @@ impl Connection {
     /// the bounds are reached.
     fn hold_early(&mut self, now: Instant, path_id: u64, rx: Rx, pkt: &[u8], is_last: bool) {
         // A new path's packet is worth keeping while the client still validates the path
-        // (RFC 9000 §8.2.4: at least six initial RTTs); its retries replace it.
+        // (RFC 9000 §8.2.4: at least six initial RTTs); its retries replace it. What waits
+        // for the handshake's end is kept until then, however long the client's Finished
+        // takes on a slow or lossy path: those are the client's first 1-RTT packets, with its
+        // CIDs and requests. The count and byte bounds still apply.
         let keep = 6 * self.shared.config.initial_rtt;
+        let before_completion = !self.shared.handshake_complete;
         let held = &mut self.shared.early_one_rtt;
         let before = held.len();
-        held.retain(|h| now.saturating_duration_since(h.held_at) < keep);
+        held.retain(|h| h.before_completion || now.saturating_duration_since(h.held_at) < keep);
         self.shared.stats.dropped_packets += (before - held.len()) as u64;
         if pkt.len() > MAX_EARLY_ONE_RTT_BYTES {
             self.shared.stats.dropped_packets += 1;
@@ -160,7 +175,12 @@ impl Connection {
             held.remove(0);
             self.shared.stats.dropped_packets += 1;
         }
-        held.push(HeldOneRtt { packet: EarlyPacket { rx, bytes: pkt.to_vec(), is_last }, path_id, held_at: now });
+        held.push(HeldOneRtt {
+            packet: EarlyPacket { rx, bytes: pkt.to_vec(), is_last },
+            path_id,
+            held_at: now,
+            before_completion,
+        });
     }
 
     /// The path ID a destination CID of ours belongs to.

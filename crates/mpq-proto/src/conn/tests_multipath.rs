@@ -620,6 +620,112 @@ fn a_new_paths_packets_wait_for_the_clients_finished() {
     assert_eq!(path_stats(s, id).rx_packets, sent, "the server dropped packets of the new path");
 }
 
+/// A path opened right after the client's handshake completed, while the server cannot
+/// complete its own for seconds (every datagram of the client's first path lost): the
+/// server holds the new path's packets, and the client keeps validating the path until the
+/// handshake is confirmed and for the full validation time after (RFC 10069 §3, RFC 9001
+/// §5.7). Giving it up 3 PTOs after its first challenge left a client behind a slow first
+/// path on that path alone.
+#[test]
+fn a_path_opened_before_confirmation_is_not_given_up_while_the_handshake_lags() {
+    let mut pair = Pair::new(mp_config());
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            if e == Event::Connected {
+                return true;
+            }
+        }
+        false
+    }));
+    let blocked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (client_addr, server_addr) = (pair.client_addr, pair.server_addr);
+    let b = blocked.clone();
+    pair.drop_addr = Box::new(move |src, _| src == client_addr && b.load(std::sync::atomic::Ordering::Relaxed));
+    let id = open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(1)).expect("path opened");
+    // Six seconds: twice the path's validation time (three PTOs of an initial RTT).
+    let mut events = Vec::new();
+    pair.run_until(Duration::from_secs(6), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            events.push(e);
+        }
+        false
+    });
+    assert!(!client(&mut pair).is_handshake_confirmed());
+    blocked.store(false, std::sync::atomic::Ordering::Relaxed);
+    let mut validated = false;
+    assert!(
+        pair.run_until(Duration::from_secs(20), |p| {
+            while let Some((_, e)) = p.client.poll_event() {
+                validated |= e == Event::Path(PathEvent::Validated { id });
+                events.push(e);
+            }
+            validated
+        }),
+        "path {id} not validated: {events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Path(PathEvent::Abandoned { .. }))),
+        "a path was abandoned: {events:?}"
+    );
+}
+
+/// The client's first 1-RTT packets reach the server while its Finished does not (every
+/// long-header datagram of the client lost for longer than six initial RTTs): the server
+/// keeps them until its handshake completes, whatever their age, and drops none.
+#[test]
+fn one_rtt_packets_held_for_the_handshake_are_kept_however_long_it_takes() {
+    let mut pair = Pair::new(mp_config());
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            if e == Event::Connected {
+                return true;
+            }
+        }
+        false
+    }));
+    let blocked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let client_addr = pair.client_addr;
+    let b = blocked.clone();
+    pair.drop_datagram = Box::new(move |src, d| {
+        src == client_addr && d.first().is_some_and(|f| f & 0x80 != 0) && b.load(std::sync::atomic::Ordering::Relaxed)
+    });
+    // A request's worth of stream data: a few 1-RTT packets and their PTO probes.
+    // And 2.5 s later, more (on another stream): held when the first ones have waited longer
+    // than six initial RTTs.
+    let mut up = Upload::new(3000);
+    let late_at = pair.now + Duration::from_millis(2500);
+    let mut late_sent = false;
+    let mut held_longest = Duration::ZERO;
+    let mut first_held = None;
+    pair.run_until(Duration::from_secs(5), |p| {
+        up.pump(p);
+        let now = p.now;
+        if !late_sent && now >= late_at {
+            let c = client(p);
+            let id = c.open_stream(crate::types::Dir::Uni).expect("stream");
+            late_sent = c.write(id, b"late").expect("write") == 4;
+        }
+        let s = server(p);
+        if !s.shared.early_one_rtt.is_empty() {
+            let since = *first_held.get_or_insert(now);
+            held_longest = now - since;
+        }
+        false
+    });
+    assert!(!server(&mut pair).shared.handshake_complete);
+    assert!(held_longest > 6 * mp_config().initial_rtt, "nothing held long enough: {held_longest:?}");
+    let dropped_before = server(&mut pair).shared.stats.dropped_packets;
+    blocked.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert!(pair.run_until(Duration::from_secs(20), |p| {
+        up.pump(p);
+        up.is_done() && server(p).shared.early_one_rtt.is_empty()
+    }));
+    up.assert_intact();
+    // (Afterwards the client's queued Handshake retransmissions find the server's Handshake
+    // keys discarded: those drops are not held packets.)
+    assert_eq!(dropped_before, 0, "held packets were dropped before the handshake completed");
+}
+
 #[test]
 fn redundant_scheduler_sends_everything_on_both_paths() {
     let cfg = TransportConfig { scheduler: crate::sched::SchedulerKind::Redundant, ..mp_config() };

@@ -16,6 +16,10 @@ use super::path::PathState;
 use super::path_table::Slots;
 use super::{Connection, ConnectionError, Event, State};
 
+/// Longest a path's validation waits, after the handshake's confirmation, for the peer to
+/// acknowledge our CIDs for its path ID before it may fail (`path_validation_timers`).
+const CID_ACK_WAIT: Duration = Duration::from_secs(30);
+
 use super::path_timers::PathTimer;
 
 /// Which timers a deadline covers ([`Connection::poll_timeout`] and its parts).
@@ -265,11 +269,25 @@ impl Connection {
     /// Retransmits PATH_CHALLENGEs and gives up on paths that never answered.
     fn path_validation_timers(&mut self, now: Instant) {
         let (initial_rtt, mad) = (self.shared.config.initial_rtt, self.shared.peer_max_ack_delay());
+        let confirmed_at = self.shared.handshake_confirmed_at;
+        // A path other than 0 cannot be answered before the peer has our CIDs for its path
+        // ID: its validation does not fail while they are unacknowledged (they are resent
+        // until they are), for at most CID_ACK_WAIT after the confirmation (a peer that never
+        // acknowledges them does not keep a path validating forever).
+        let local_cids = &self.shared.local_cids;
+        let may_fail_from = |path_id: u64| {
+            confirmed_at.filter(|&c| {
+                path_id == 0 || local_cids.get(&path_id).is_none_or(|l| l.acked) || now >= c + CID_ACK_WAIT
+            })
+        };
         let failed: Slots = self
             .paths
             .slots()
             .into_iter()
-            .filter(|&pi| self.paths[pi].on_validation_timer(now, mad, initial_rtt))
+            .filter(|&pi| {
+                let fail_from = may_fail_from(self.paths[pi].id);
+                self.paths[pi].on_validation_timer(now, mad, initial_rtt, fail_from)
+            })
             .collect();
         for pi in failed.into_iter().rev() {
             if let Some((mut host, path)) = self.host_for(pi) {
