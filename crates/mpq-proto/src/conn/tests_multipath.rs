@@ -91,6 +91,31 @@ pub(super) fn open_path_when_allowed(
     opened
 }
 
+/// Runs `pair` until the client's handshake is complete (`Event::Connected`), not confirmed.
+fn run_until_connected(pair: &mut Pair) {
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        while let Some((_, e)) = p.client.poll_event() {
+            if e == Event::Connected {
+                return true;
+            }
+        }
+        false
+    }));
+}
+
+/// A pair whose client's handshake is complete (not confirmed), every datagram from the
+/// client's first address lost while the flag is set, and path 1 opened from `addr2()`.
+fn opened_with_first_path_blocked() -> (Pair, std::sync::Arc<std::sync::atomic::AtomicBool>, u64) {
+    let mut pair = Pair::new(mp_config());
+    run_until_connected(&mut pair);
+    let blocked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (client_addr, server_addr) = (pair.client_addr, pair.server_addr);
+    let b = blocked.clone();
+    pair.drop_addr = Box::new(move |src, _| src == client_addr && b.load(std::sync::atomic::Ordering::Relaxed));
+    let id = open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(1)).expect("path opened");
+    (pair, blocked, id)
+}
+
 pub(super) fn path_stats(c: &Connection, id: u64) -> PathStats {
     c.stats().paths.into_iter().find(|p| p.path_id == id).expect("path stats")
 }
@@ -582,21 +607,8 @@ fn paths_open_before_the_handshake_is_confirmed() {
 /// client's CIDs for the path arrive (RFC 9001 §5.7), dropping none.
 #[test]
 fn a_new_paths_packets_wait_for_the_clients_finished() {
-    let mut pair = Pair::new(mp_config());
-    assert!(pair.run_until(Duration::from_secs(2), |p| {
-        while let Some((_, e)) = p.client.poll_event() {
-            if e == Event::Connected {
-                return true;
-            }
-        }
-        false
-    }));
     // The client's handshake is complete; its Finished (and its CIDs for path 1) are lost.
-    let blocked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let (client_addr, server_addr) = (pair.client_addr, pair.server_addr);
-    let b = blocked.clone();
-    pair.drop_addr = Box::new(move |src, _| src == client_addr && b.load(std::sync::atomic::Ordering::Relaxed));
-    let id = open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(1)).expect("path opened");
+    let (mut pair, blocked, id) = opened_with_first_path_blocked();
     let mut held = false;
     assert!(pair.run_until(Duration::from_secs(1), |p| {
         let s = server(p);
@@ -628,20 +640,7 @@ fn a_new_paths_packets_wait_for_the_clients_finished() {
 /// path on that path alone.
 #[test]
 fn a_path_opened_before_confirmation_is_not_given_up_while_the_handshake_lags() {
-    let mut pair = Pair::new(mp_config());
-    assert!(pair.run_until(Duration::from_secs(2), |p| {
-        while let Some((_, e)) = p.client.poll_event() {
-            if e == Event::Connected {
-                return true;
-            }
-        }
-        false
-    }));
-    let blocked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let (client_addr, server_addr) = (pair.client_addr, pair.server_addr);
-    let b = blocked.clone();
-    pair.drop_addr = Box::new(move |src, _| src == client_addr && b.load(std::sync::atomic::Ordering::Relaxed));
-    let id = open_path_when_allowed(&mut pair, addr2(), server_addr, Duration::from_secs(1)).expect("path opened");
+    let (mut pair, blocked, id) = opened_with_first_path_blocked();
     // Six seconds: twice the path's validation time (three PTOs of an initial RTT).
     let mut events = Vec::new();
     pair.run_until(Duration::from_secs(6), |p| {
@@ -675,14 +674,7 @@ fn a_path_opened_before_confirmation_is_not_given_up_while_the_handshake_lags() 
 #[test]
 fn one_rtt_packets_held_for_the_handshake_are_kept_however_long_it_takes() {
     let mut pair = Pair::new(mp_config());
-    assert!(pair.run_until(Duration::from_secs(2), |p| {
-        while let Some((_, e)) = p.client.poll_event() {
-            if e == Event::Connected {
-                return true;
-            }
-        }
-        false
-    }));
+    run_until_connected(&mut pair);
     let blocked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let client_addr = pair.client_addr;
     let b = blocked.clone();
