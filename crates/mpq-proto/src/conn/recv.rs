@@ -504,9 +504,8 @@ impl Connection {
         match processed {
             Ok(ack_eliciting) => {
                 host.record_received(now, path, space_id, pn, ack_eliciting, rx.ecn);
-                // (Only an ack-eliciting 1-RTT packet moves when the peer was last heard.)
                 if ack_eliciting && space_id == SpaceId::Data {
-                    host.board.publish_heard(pi, path.last_eliciting_recv);
+                    host.note_heard(now, path, pi);
                 }
                 if space_id == SpaceId::Data && host.board.offers_on {
                     host.board.publish_offer(pi, path.ack_offer());
@@ -569,6 +568,13 @@ pub(crate) struct Rx {
 mod tests;
 
 impl Host<'_> {
+    /// The peer sent an ack-eliciting 1-RTT packet on `path` (in `slot`) now: noted on the
+    /// path and published, for the other paths' dead-path checks (`PathState::on_pto`).
+    pub(super) fn note_heard(&mut self, now: Instant, path: &mut PathState, slot: usize) {
+        path.last_eliciting_recv = Some(now);
+        self.board.publish_heard(slot, path.last_eliciting_recv);
+    }
+
     /// A packet of `space_id` (the path's data space, or a handshake space), its frames
     /// processed, is recorded for acknowledgement.
     pub(super) fn record_received(
@@ -580,9 +586,6 @@ impl Host<'_> {
         ack_eliciting: bool,
         ecn: Option<Ecn>,
     ) {
-        if ack_eliciting && space_id == SpaceId::Data {
-            path.last_eliciting_recv = Some(now);
-        }
         let space = match space_id {
             SpaceId::Data => Some(&mut path.data),
             _ => self.shared.handshake_space_mut(space_id),

@@ -520,8 +520,7 @@ impl Host<'_> {
                 // the end.)
                 self.shared.qlog_packet_received(now, Level::OneRtt, o.path_id, o.pn, d.len(), payload);
                 if ack_eliciting {
-                    path.last_eliciting_recv = Some(now);
-                    self.board.publish_heard(slot, path.last_eliciting_recv);
+                    self.note_heard(now, path, slot);
                 }
                 if o.own.recorded {
                     // Recorded by its path, whose offer went out at its check-in.

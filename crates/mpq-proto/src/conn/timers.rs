@@ -16,11 +16,11 @@ use super::path::PathState;
 use super::path_table::Slots;
 use super::{Connection, ConnectionError, Event, State};
 
+use super::path_timers::PathTimer;
+
 /// Longest a path's validation waits, after the handshake's confirmation, for the peer to
 /// acknowledge our CIDs for its path ID before it may fail (`path_validation_timers`).
 const CID_ACK_WAIT: Duration = Duration::from_secs(30);
-
-use super::path_timers::PathTimer;
 
 /// Which timers a deadline covers ([`Connection::poll_timeout`] and its parts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,8 +285,11 @@ impl Connection {
             .slots()
             .into_iter()
             .filter(|&pi| {
-                let fail_from = may_fail_from(self.paths[pi].id);
-                self.paths[pi].on_validation_timer(now, mad, initial_rtt, fail_from)
+                // (Only a path being validated has a timer to look at.)
+                self.paths[pi].challenge.is_some() && {
+                    let fail_from = may_fail_from(self.paths[pi].id);
+                    self.paths[pi].on_validation_timer(now, mad, initial_rtt, fail_from)
+                }
             })
             .collect();
         for pi in failed.into_iter().rev() {
