@@ -11,7 +11,7 @@
 //! §8.2: one round trip of that path); the baseline's server starts after 1.5 round trips and
 //! three datagrams of the best path. The difference is paid by every implementation of the
 //! RFCs, whatever its scheduler. Crediting it tells the runs the protocol's rules make lose
-//! from the ones mpq could still win (the README's "Tuning the defaults (2026-12-01)").
+//! from the ones mpq could still win (`docs/lab-tuning.md`, "Tuning the defaults (2026-12-01)").
 
 use std::time::Duration;
 
@@ -76,7 +76,7 @@ mod tests {
         specs.iter().map(|s| s.parse().unwrap()).collect()
     }
 
-    /// The worse-path start of the README's example: 1.5 × 318.4 ms + three datagrams at
+    /// The worse-path start of `docs/lab-tuning.md`'s example: 1.5 × 318.4 ms + three datagrams at
     /// 2.56 Mbit/s (11.2 ms) + 5.2 ms, less 1.5 × 5.2 ms + three at 96 Mbit/s (0.3 ms).
     #[test]
     fn the_handicap_of_a_start_on_the_slow_path() {

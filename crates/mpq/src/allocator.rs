@@ -1,4 +1,4 @@
-//! The process's memory allocator and how it is tuned (README: the per-path runtime's figures).
+//! The process's memory allocator and how it is tuned (`docs/bench-runtimes.md`: the per-path runtime's figures).
 
 /// mimalloc instead of the system allocator: the application's threads fill stream buffers
 /// that the runtime's threads free once acknowledged, and glibc's malloc answered that by
@@ -30,7 +30,7 @@ pub fn tune() {
 /// huge pages had been 3 % of the per-path sender's cycles, mostly in its first second.
 /// 5 s transfers over 8 paths, paired medians of 5: +1 % goodput and -2 % CPU per GB (both
 /// runtimes); 15 s transfers, 1 or 4 paths: no difference beyond the noise. Not for `mpq
-/// sim`, whose one process ran 5-7 % slower on small pages (README). With
+/// sim`, whose one process ran 5-7 % slower on small pages (`docs/lab.md`). With
 /// `MIMALLOC_ALLOW_THP` set, mimalloc decides (1 keeps them, 0 turns them off itself).
 pub fn small_pages() {
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {

@@ -49,12 +49,12 @@ pub struct BenchArgs {
     pub cpus: Vec<usize>,
     /// Leave every thread to the kernel's scheduler (unpinned). Unpinned, two path threads
     /// woken together often shared one CPU for milliseconds on this 2-vCPU machine, and
-    /// the measured speedup wandered (README).
+    /// the measured speedup wandered (docs/bench-path-threads.md).
     #[arg(long)]
     pub no_pin: bool,
     /// Receive: GRO batches of 64 datagrams the client sends per path and round at most; the
     /// receiving application reads, and its ACKs go back, once a round. Smaller rounds keep
-    /// less data between the receive work and the application's read (README).
+    /// less data between the receive work and the application's read (docs/bench-path-threads.md).
     #[arg(long, default_value_t = bench_recv::DEFAULT_ROUND_BATCHES)]
     pub round_batches: usize,
     /// Check every byte the receiving application reads (outside the timed work).
@@ -90,6 +90,15 @@ struct ThreadsResult {
     /// Receive: median share of the busy time spent after the datagrams on one thread (the
     /// application's read, the ACKs); 0 for send.
     after_share: f64,
+    /// Receive: median share of the busy time the path threads spent waiting for the
+    /// round's slowest (the harness's rounds; a runtime's threads do not wait for each
+    /// other), summed over threads; 0 for send and with one thread.
+    waiting_share: f64,
+    /// Receive: the paired speedup had the path threads not waited for each other at each
+    /// round's end (the same runs, their busy time with the rounds' path phases replaced by
+    /// the busiest thread's summed work: derived, not a separate run); for send, the paired
+    /// speedup.
+    paired_speedup_without_round_waits: f64,
     /// Every run's goodput, Gbit/s, in order.
     runs_gbit_per_s: Vec<f64>,
     /// The machine's reference, run right after each run with the same threads on the same
@@ -151,6 +160,10 @@ struct Sample {
     outside_lock: Duration,
     locked: Duration,
     after: Duration,
+    waiting: Duration,
+    /// The busy time had the path threads not waited for each other at each round's end
+    /// (`RecvRunResult::busy_without_round_waits`); the busy time for send.
+    busy_without_round_waits: Duration,
 }
 
 /// One run; with `cpus`, on a thread pinned to the first of them (the harness's thread, and
@@ -178,6 +191,8 @@ fn run_here(work: &str, a: &BenchArgs, threads: usize, cpus: &[usize], bytes: u6
             outside_lock: r.build_outside_lock,
             locked: r.locked,
             after: Duration::ZERO,
+            waiting: Duration::ZERO,
+            busy_without_round_waits: r.busy,
         }
     } else {
         Sample::from(bench_recv::run(a.paths, threads, cpus, bytes, a.round_batches, a.verify)?)
@@ -187,12 +202,14 @@ fn run_here(work: &str, a: &BenchArgs, threads: usize, cpus: &[usize], bytes: u6
 impl From<bench_recv::RecvRunResult> for Sample {
     fn from(r: bench_recv::RecvRunResult) -> Self {
         Self {
+            busy_without_round_waits: r.busy_without_round_waits(),
             bytes: r.bytes,
             datagrams: r.datagrams,
             busy: r.busy,
             outside_lock: r.open_outside_lock,
             locked: r.locked,
             after: r.after,
+            waiting: r.waiting,
         }
     }
 }
@@ -249,6 +266,9 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     let aead_base = median(seals[0].clone());
     let share = |d: Duration, r: &Sample| d.as_secs_f64() / r.busy.as_secs_f64().max(1e-9);
     let gbit = |r: &Sample| r.bytes as f64 * 8.0 / r.busy.as_secs_f64().max(1e-9) / 1e9;
+    // (The same arithmetic as `gbit`: with one thread the two are equal to the last bit.)
+    let gbit_without_round_waits =
+        |r: &Sample| r.bytes as f64 * 8.0 / r.busy_without_round_waits.as_secs_f64().max(1e-9) / 1e9;
     let base = median(runs[0].iter().map(gbit).collect());
     let results: Vec<ThreadsResult> = a
         .threads
@@ -269,6 +289,13 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
                 outside_lock_share: median(rs.iter().map(|r| share(r.outside_lock, r)).collect()),
                 locked_share: median(rs.iter().map(|r| share(r.locked, r)).collect()),
                 after_share: median(rs.iter().map(|r| share(r.after, r)).collect()),
+                waiting_share: median(rs.iter().map(|r| share(r.waiting, r)).collect()),
+                paired_speedup_without_round_waits: median(
+                    rs.iter()
+                        .zip(&runs[0])
+                        .map(|(r, first)| gbit_without_round_waits(r) / gbit(first).max(1e-12))
+                        .collect(),
+                ),
                 runs_gbit_per_s: rs.iter().map(gbit).collect(),
                 copy_gbit_per_s: copy,
                 copy_speedup: copy / copy_base.max(1e-12),
@@ -311,9 +338,9 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
             format!("threads pinned to CPUs {:?}", report.cpus)
         }
     );
-    let after = if work == "send" { "" } else { "read+ACKs" };
+    let (after, waiting, no_wait) = if work == "send" { ("", "", "") } else { ("read+ACKs", "waiting", "no-wait") };
     println!(
-        "{:>8} {:>10} {:>12} {:>9} {:>9} {:>10} {:>8} {:>12} {:>10} {:>10} {:>11}",
+        "{:>8} {:>10} {:>12} {:>9} {:>9} {:>10} {:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>11}",
         "threads",
         "Gbit/s",
         "packets/s",
@@ -321,14 +348,17 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
         "paired",
         "unlocked",
         "locked",
+        waiting,
+        no_wait,
         after,
         "copy ref",
         "AEAD ref",
         "paired/AEAD"
     );
+    let receive_only = |s: String| if work == "send" { String::new() } else { s };
     for r in &report.results {
         println!(
-            "{:>8} {:>10.2} {:>12.0} {:>8.2}x {:>8.2}x {:>9.0}% {:>7.0}% {:>11.0}% {:>9.2}x {:>9.2}x {:>10.0}%",
+            "{:>8} {:>10.2} {:>12.0} {:>8.2}x {:>8.2}x {:>9.0}% {:>7.0}% {:>8} {:>8} {:>10} {:>9.2}x {:>9.2}x {:>10.0}%",
             r.threads,
             r.gbit_per_s,
             r.packets_per_s,
@@ -336,7 +366,10 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
             r.paired_speedup,
             r.outside_lock_share * 100.0,
             r.locked_share * 100.0,
-            r.after_share * 100.0,
+            // (Receive only: send has no rounds to wait in, and no work after its batches.)
+            receive_only(format!("{:.0}%", r.waiting_share * 100.0)),
+            receive_only(format!("{:.2}x", r.paired_speedup_without_round_waits)),
+            receive_only(format!("{:.0}%", r.after_share * 100.0)),
             r.copy_speedup,
             r.aead_speedup,
             r.paired_speedup_over_aead * 100.0
@@ -364,7 +397,10 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
         println!(
             "(unlocked, locked: time the path threads spent outside the connection's lock (opening \
              datagrams, building their paths' ACKs), and taking and holding it, summed over threads; \
-             read+ACKs: after the datagrams, on one thread (the application's read, and the ACKs with one \
+             waiting: for the round's slowest path thread, summed over threads (the harness's rounds: a \
+             runtime's path threads do not wait for each other); no-wait: the paired speedup of the same \
+             runs had their path threads not waited (each run's busy time with its rounds' path phases \
+             replaced by its busiest thread's summed work: derived, not measured apart); read+ACKs: after the datagrams, on one thread (the application's read, and the ACKs with one \
              thread); shares of the busy time)"
         );
     }

@@ -55,7 +55,7 @@ pub fn round_bytes(round_batches: usize) -> usize {
 }
 
 /// What one measured transfer gave.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RecvRunResult {
     /// Stream bytes the server's application read.
     pub bytes: u64,
@@ -73,6 +73,27 @@ pub struct RecvRunResult {
     /// Time of the work after the datagrams, on one thread: the application's read and what
     /// the server sends then (all its ACKs with one thread; with path threads, those left).
     pub after: Duration,
+    /// Time the path threads spent waiting for the round's slowest path thread: for each
+    /// round and thread, the time from the round's start until the last thread was done, less
+    /// the thread's own work; summed over threads (zero with one thread). A runtime's path
+    /// threads do not wait for each other's rounds: this is what the harness's rounds cost.
+    pub waiting: Duration,
+    /// Of the busy time, the rounds' path-thread phases: from a round's start until its last
+    /// path thread was done (zero with one thread).
+    pub path_phases: Duration,
+    /// Each path thread's own work summed over the rounds, by thread (empty with one thread).
+    pub thread_work: Vec<Duration>,
+}
+
+impl RecvRunResult {
+    /// The busy time had the path threads not waited for each other at the end of each
+    /// round, as a runtime's path threads do not: the busy time with the rounds' path phases
+    /// replaced by the busiest thread's summed work. Derived from measured times; equal to
+    /// the busy time with one thread.
+    pub fn busy_without_round_waits(&self) -> Duration {
+        let busiest = self.thread_work.iter().copied().max().unwrap_or(Duration::ZERO);
+        self.busy.saturating_sub(self.path_phases) + busiest
+    }
 }
 
 /// One path's datagrams of a round: (path ID, server address, client address, datagrams).
@@ -100,15 +121,16 @@ pub fn run(
         // (One thread: the single-thread runtime, no path threads.)
         let path_threads = if threads > 1 { threads } else { 0 };
         let conn_ref = &conn;
-        let workers = PathThreads::spawn(scope, path_threads, cpus, move |now, (job, mut pool)| {
+        let workers = PathThreads::spawn(scope, path_threads, cpus, move |now, (k, job, mut pool)| {
+            let work = Stopwatch::start();
             let done = open_on_path_thread(conn_ref, now, job, &mut pool);
-            (done, pool)
+            (done, pool, k, work.elapsed())
         });
+        let mut result = RecvRunResult { thread_work: vec![Duration::ZERO; path_threads], ..Default::default() };
         // The path threads' ACK buffers, kept from round to round (`BufferPool`).
         let mut pool = BufferPool::default();
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
-        let mut result = RecvRunResult::default();
         let mut chunks: Vec<bytes::Bytes> = Vec::new();
         let mut buf = Vec::new();
         let mut idle_rounds = 0;
@@ -157,10 +179,13 @@ pub fn run(
                 }
                 let pools = pool.split(workers.len());
                 for (k, (g, p)) in groups.into_iter().zip(pools).enumerate() {
-                    workers.give(k, round_now, (g, p))?;
+                    workers.give(k, round_now, (k, g, p))?;
                 }
+                let mut worked = Duration::ZERO;
                 for _ in 0..workers.len() {
-                    let ((opening, locked, buffers, sent), left) = workers.next_done()?;
+                    let ((opening, locked, buffers, sent), left, k, work) = workers.next_done()?;
+                    worked += work;
+                    result.thread_work[k] += work;
                     pool.absorb(left);
                     result.open_outside_lock += opening;
                     result.locked += locked;
@@ -172,6 +197,10 @@ pub fn run(
                         pool.give(d);
                     }
                 }
+                // Every thread was busy or waiting from the round's start until the last was done.
+                let phase = clock.elapsed();
+                result.path_phases += phase;
+                result.waiting += (phase * workers.len() as u32).saturating_sub(worked);
             }
             let after = Stopwatch::start();
             let taken = {
@@ -284,4 +313,22 @@ fn open_on_path_thread(
     let ids: Vec<u64> = job.iter().map(|p| p.0).collect();
     let (building, acking, sent) = path_transmits(conn, now, &ids, pool);
     (opening + building, locked + acking, job, sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_without_round_waits_replaces_the_path_phases_by_the_busiest_thread() {
+        let ms = Duration::from_millis;
+        // 10 ms busy, of which 8 ms were the rounds' path phases; the threads worked 7 and
+        // 5 ms of them: without the waits the busiest thread's 7 ms replace the 8.
+        let r =
+            RecvRunResult { busy: ms(10), path_phases: ms(8), thread_work: vec![ms(7), ms(5)], ..Default::default() };
+        assert_eq!(r.busy_without_round_waits(), ms(9));
+        // One thread: no path threads, nothing replaced.
+        let one = RecvRunResult { busy: ms(10), ..Default::default() };
+        assert_eq!(one.busy_without_round_waits(), ms(10));
+    }
 }

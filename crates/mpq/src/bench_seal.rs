@@ -3,7 +3,7 @@
 //! nothing at all is shared between them.
 //!
 //! A path thread of the receive benchmark spends about half of its samples in AES-GCM (the
-//! README's profile). On a virtual machine, a lone busy vCPU can run faster than two busy
+//! profile in `docs/bench-path-threads.md`). On a virtual machine, a lone busy vCPU can run faster than two busy
 //! ones (the host's other tenants, its clock boost): `openssl speed -multi 2` sealed
 //! 1.4-1.9x the bytes of one process on this project's 2-vCPU machine, minute to minute. So
 //! the benchmark's speedup is read beside this one, taken in the same invocation right after

@@ -67,6 +67,18 @@ fn short_bench(work: &str) {
     assert!(results[1]["copy_speedup"].as_f64().is_some_and(|s| s > 0.0), "{}", results[1]);
     // The path threads opened datagrams (or built batches) outside the connection's lock.
     assert!(results[1]["outside_lock_share"].as_f64().is_some_and(|s| s > 0.0), "{}", results[1]);
+    // One thread waits for no other, and its speedup without the rounds' waits is its own.
+    assert_eq!(results[0]["waiting_share"].as_f64(), Some(0.0), "{}", results[0]);
+    assert_eq!(results[0]["paired_speedup_without_round_waits"].as_f64(), Some(1.0), "{}", results[0]);
+    let no_wait = results[1]["paired_speedup_without_round_waits"].as_f64().expect("a no-wait speedup");
+    let paired = results[1]["paired_speedup"].as_f64().expect("a paired speedup");
+    if work == "receive" {
+        // Taking the waits out can only shorten a run.
+        assert!(no_wait >= paired * (1.0 - 1e-9), "{}", results[1]);
+        assert!(results[1]["waiting_share"].as_f64().is_some_and(|s| s >= 0.0), "{}", results[1]);
+    } else {
+        assert_eq!(no_wait, paired, "send has no rounds to wait in: {}", results[1]);
+    }
 }
 
 #[test]

@@ -354,7 +354,7 @@ fn seed000_paths_compares_the_runtimes_with_profiles() {
     }
     let _turn = one_at_a_time();
     // The shipped file with smaller downloads and 1-2 paths, so that the test stays short;
-    // `--profile` as the README runs it.
+    // `--profile` as `docs/lab-testbed-runs.md` runs it.
     let shipped =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/seed000-paths.yaml"))
             .unwrap();
