@@ -6,7 +6,7 @@
 //! hold itself: on a virtual machine a sleeping vCPU halts and the wake is an interrupt
 //! between vCPUs (not timed directly; what the benchmark shows). `mpq bench receive` with two
 //! path threads ran at 0.67-0.69x of one thread with sleeping waiters and at 0.90-1.10x
-//! spinning (`docs/bench-path-threads.md`). A waiter therefore spins, checking the lock, for up to a bounded
+//! spinning (`docs/runtimes.md`, "Waiting for the lock"). A waiter therefore spins, checking the lock, for up to a bounded
 //! time ([`SPIN_BUDGET`]) and only then sleeps, so a holder that was preempted (the machine
 //! oversubscribed) costs the waiter at most that budget of CPU.
 
