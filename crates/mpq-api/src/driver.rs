@@ -45,6 +45,9 @@ pub(crate) struct ApiDriver {
     /// Tests: the runtime thread panics at its next round.
     #[cfg(test)]
     pub boom: bool,
+    /// Wakers of futures that the last round made ready, woken by the runtime once it let go
+    /// of the endpoint's lock ([`mpq_io::Driver::take_wakes`]), not under it.
+    wakes: Vec<Waker>,
     /// Generation of the next connection: the endpoint reuses a gone connection's handle,
     /// so the API's handles carry the generation too and a stale one finds its
     /// connection gone instead of another one.
@@ -75,17 +78,15 @@ pub(crate) struct ConnState {
 }
 
 impl ConnState {
-    fn wake_all(&mut self) {
-        for w in self.readable.drain().chain(self.writable.drain()).flat_map(|(_, v)| v) {
-            w.wake();
-        }
-        self.wake_general();
+    /// Every future waiting on the connection, into `wakes` (to be woken).
+    fn wake_all(&mut self, wakes: &mut Vec<Waker>) {
+        wakes.extend(self.readable.drain().chain(self.writable.drain()).flat_map(|(_, v)| v));
+        self.wake_general(wakes);
     }
 
-    fn wake_general(&mut self) {
-        for w in self.general.drain(..) {
-            w.wake();
-        }
+    /// The futures waiting for anything but a stream, into `wakes` (to be woken).
+    fn wake_general(&mut self, wakes: &mut Vec<Waker>) {
+        wakes.append(&mut self.general);
     }
 }
 
@@ -111,6 +112,7 @@ impl ApiDriver {
             watches_due: Due::default(),
             #[cfg(test)]
             boom: false,
+            wakes: Vec::new(),
             next_gen: 1,
         }
     }
@@ -196,26 +198,22 @@ impl ApiDriver {
             match ev {
                 Event::Connected => {
                     st.connected = true;
-                    st.wake_general();
+                    st.wake_general(&mut self.wakes);
                 }
                 Event::HandshakeConfirmed => {
                     // (Multipath is usable, and the addresses can be checked.)
                     self.watches_due.kick(h);
                     st.confirmed = true;
-                    st.wake_general();
+                    st.wake_general(&mut self.wakes);
                 }
                 Event::Stream(StreamEvent::Readable { id }) | Event::Stream(StreamEvent::Reset { id, .. }) => {
-                    for w in st.readable.remove(&id).into_iter().flatten() {
-                        w.wake();
-                    }
+                    self.wakes.extend(st.readable.remove(&id).into_iter().flatten());
                 }
                 Event::Stream(StreamEvent::Writable { id })
                 | Event::Stream(StreamEvent::Stopped { id, .. })
                 | Event::Stream(StreamEvent::Finished { id }) => {
-                    for w in st.writable.remove(&id).into_iter().flatten() {
-                        w.wake();
-                    }
-                    st.wake_general();
+                    self.wakes.extend(st.writable.remove(&id).into_iter().flatten());
+                    st.wake_general(&mut self.wakes);
                 }
                 Event::Path(pe) => {
                     if let Some(w) = self.watches.get_mut(&h) {
@@ -230,7 +228,7 @@ impl ApiDriver {
                         st.path_events_dropped += 1;
                     }
                     st.path_events.push_back(pe);
-                    st.wake_general();
+                    st.wake_general(&mut self.wakes);
                 }
                 Event::ConnectionLost(e) => {
                     // (Its watch finds the connection closed and goes.)
@@ -244,13 +242,13 @@ impl ApiDriver {
                         stats: c.stats(),
                     });
                     st.error = Some(e);
-                    st.wake_all();
+                    st.wake_all(&mut self.wakes);
                 }
                 Event::Drained => {
                     st.drained = true;
-                    st.wake_all();
+                    st.wake_all(&mut self.wakes);
                 }
-                _ => st.wake_general(),
+                _ => st.wake_general(&mut self.wakes),
             }
         }
         // Server connections are handed out once their handshake completed.
@@ -262,9 +260,7 @@ impl ApiDriver {
                 self.handshaking.swap_remove(i);
                 if st.connected && st.error.is_none() {
                     self.incoming.push_back(h);
-                    for w in self.accept_wakers.drain(..) {
-                        w.wake();
-                    }
+                    self.wakes.append(&mut self.accept_wakers);
                 }
             } else {
                 i += 1;
@@ -295,11 +291,16 @@ impl EndpointApp for ApiDriver {
 
     /// Every waiting future wakes, and finds [`crate::Error::RuntimeFailed`].
     fn on_runtime_failure(&mut self) {
-        for w in self.accept_wakers.drain(..) {
-            w.wake();
-        }
+        // (The runtime is over: nothing else wakes them.)
+        let mut wakes = std::mem::take(&mut self.wakes);
+        wakes.append(&mut self.accept_wakers);
         for st in self.conns.values_mut() {
-            st.wake_all();
+            st.wake_all(&mut wakes);
         }
+        wakes.into_iter().for_each(Waker::wake);
+    }
+
+    fn take_wakes(&mut self) -> Vec<Waker> {
+        std::mem::take(&mut self.wakes)
     }
 }

@@ -25,6 +25,10 @@ pub trait EndpointApp: Send {
     }
     /// See [`EndpointDriver::on_runtime_failure`].
     fn on_runtime_failure(&mut self) {}
+    /// See [`Driver::take_wakes`].
+    fn take_wakes(&mut self) -> Vec<std::task::Waker> {
+        Vec::new()
+    }
 }
 
 impl<T: EndpointApp> Driver for T {
@@ -64,6 +68,10 @@ impl<T: EndpointApp> Driver for T {
 
     fn on_wake(&mut self, now: Instant) -> ControlFlow<()> {
         EndpointApp::on_wake(self, now)
+    }
+
+    fn take_wakes(&mut self) -> Vec<std::task::Waker> {
+        EndpointApp::take_wakes(self)
     }
 }
 

@@ -47,6 +47,16 @@ pub trait Driver {
     fn poll_transmit(&mut self, now: mpq_proto::Instant, buf: &mut Vec<u8>) -> Option<Transmit>;
     /// Application work after each round of I/O; `Break` stops the loop.
     fn on_wake(&mut self, now: mpq_proto::Instant) -> ControlFlow<()>;
+    /// The wakers of the application's futures that the driver's work made ready, to be
+    /// woken by the runtime once it has let go of whatever guards the driver (its lock, in
+    /// the runtimes with several threads). Waking one is a system call that often
+    /// interrupts another CPU; done under the lock, it lengthened the lock's holds (a fifth
+    /// of a receiving path thread's hold time at two paths), and the woken thread's first
+    /// act, taking the same lock, only waited. A driver that defers its wakes must hand
+    /// them out here; the default has none.
+    fn take_wakes(&mut self) -> Vec<std::task::Waker> {
+        Vec::new()
+    }
 }
 
 /// Counters of the loop, for the perf tool.
@@ -159,7 +169,10 @@ impl EventLoop {
         loop {
             let now = self.clock.now();
             driver.handle_timeout(now);
-            if driver.on_wake(now).is_break() {
+            let stop = driver.on_wake(now).is_break();
+            // (Nothing guards the driver here: the wakes go at once.)
+            driver.take_wakes().into_iter().for_each(std::task::Waker::wake);
+            if stop {
                 return Ok(());
             }
             let blocked = self.flush(driver)?;

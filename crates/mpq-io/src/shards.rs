@@ -313,6 +313,10 @@ impl<D: EndpointDriver> Driver for Sharded<'_, D> {
         }
         self.inner.on_wake(now)
     }
+
+    fn take_wakes(&mut self) -> Vec<std::task::Waker> {
+        self.inner.take_wakes()
+    }
 }
 
 #[cfg(test)]

@@ -155,8 +155,11 @@ impl<D: EndpointDriver + 'static> DerefMut for RuntimeGuard<'_, D> {
 
 impl<D: EndpointDriver + 'static> Drop for RuntimeGuard<'_, D> {
     fn drop(&mut self) {
-        // The lock first: a runtime thread woken while it is still held would only wait.
+        // The lock first: a runtime thread, or an application's, woken while it is still
+        // held would only wait (the driver's deferred wakes: `Driver::take_wakes`).
+        let wakes = self.guard.as_mut().map(|g| g.driver.take_wakes()).unwrap_or_default();
         drop(self.guard.take());
+        wakes.into_iter().for_each(std::task::Waker::wake);
         if self.kick {
             // The runtime thread sends what changed and wakes the path threads to look.
             self.shared.app_kick.store(true, Ordering::Release);
@@ -233,5 +236,82 @@ mod tests {
         assert!(rt.has_failed());
         assert!(rt.lock().is_err(), "a failed runtime's driver is not handed out");
         assert!(rt.stop().is_err(), "stopping reports the failure");
+    }
+
+    /// Defers the wake of the future it is armed with to its next round, as the API's
+    /// driver does.
+    struct Deferring {
+        endpoint: Endpoint,
+        armed: Option<std::task::Waker>,
+        wakes: Vec<std::task::Waker>,
+    }
+
+    impl Driver for Deferring {
+        fn handle_datagram(
+            &mut self,
+            _: Instant,
+            _: std::net::SocketAddr,
+            _: std::net::SocketAddr,
+            _: Option<u8>,
+            _: &mut [u8],
+        ) {
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_timeout(&mut self) -> Option<Instant> {
+            None
+        }
+        fn poll_transmit(&mut self, _: Instant, _: &mut Vec<u8>) -> Option<Transmit> {
+            None
+        }
+        fn on_wake(&mut self, _: Instant) -> ControlFlow<()> {
+            self.wakes.extend(self.armed.take());
+            ControlFlow::Continue(())
+        }
+        fn take_wakes(&mut self) -> Vec<std::task::Waker> {
+            std::mem::take(&mut self.wakes)
+        }
+    }
+
+    impl EndpointDriver for Deferring {
+        fn endpoint(&mut self) -> &mut Endpoint {
+            &mut self.endpoint
+        }
+    }
+
+    /// A future's waker that says whether the endpoint's lock was free when it was woken.
+    struct Probe {
+        shared: std::sync::Weak<crate::path_threads::Shared<Deferring>>,
+        seen: mpsc::Sender<bool>,
+    }
+
+    impl std::task::Wake for Probe {
+        fn wake(self: std::sync::Arc<Self>) {
+            let free = self.shared.upgrade().is_some_and(|s| s.locked.try_lock().is_ok());
+            let _ = self.seen.send(free);
+        }
+    }
+
+    /// The wakes a driver defers go once the lock is let go, whether the runtime's thread
+    /// held it (a round) or the application's (a guard): the woken thread finds it free.
+    /// (Only the two threads run: when the probe is woken, the other one waits for it.)
+    #[test]
+    fn deferred_wakes_go_after_the_lock_is_let_go() {
+        let socket = UdpSocket::bind_shared("127.0.0.1:0".parse().unwrap()).unwrap();
+        let driver =
+            Deferring { endpoint: Endpoint::new(EndpointConfig::with_seed(1), None), armed: None, wakes: vec![] };
+        let rt = PathThreads::new(vec![socket], Clock::new()).unwrap().spawn(driver).unwrap();
+        let (tx, seen) = mpsc::channel();
+        let probe = || {
+            let p = Probe { shared: std::sync::Arc::downgrade(&rt.shared), seen: tx.clone() };
+            std::task::Waker::from(std::sync::Arc::new(p))
+        };
+        // Armed under the application's guard, whose release wakes the runtime thread: its
+        // round moves the waker to the deferred wakes, and it wakes it after its lock.
+        rt.lock().expect("running").armed = Some(probe());
+        assert!(seen.recv_timeout(Duration::from_secs(20)).expect("woken by the runtime's round"));
+        // Deferred under the application's guard: woken as the guard goes.
+        rt.lock().expect("running").wakes.push(probe());
+        assert!(seen.recv_timeout(Duration::from_secs(20)).expect("woken as the guard went"));
+        rt.stop().expect("a clean stop");
     }
 }

@@ -331,39 +331,47 @@ fn take_lock_held() -> Duration {
     HELD.with(|h| h.replace(Duration::ZERO))
 }
 
-/// The endpoint's lock, held: its time is added to the thread's account when it is let go.
-struct Held<'a, D> {
-    guard: MutexGuard<'a, Locked<D>>,
+/// The endpoint's lock, held: its time is added to the thread's account when it is let go,
+/// and the wakes the driver deferred under it go after it ([`Driver::take_wakes`]).
+struct Held<'a, D: EndpointDriver> {
+    /// (`None` only while it is dropped: the lock goes before the wakes.)
+    guard: Option<MutexGuard<'a, Locked<D>>>,
     since: std::time::Instant,
 }
 
-impl<D> std::ops::Deref for Held<'_, D> {
+impl<D: EndpointDriver> std::ops::Deref for Held<'_, D> {
     type Target = Locked<D>;
     fn deref(&self) -> &Locked<D> {
-        &self.guard
+        self.guard.as_ref().expect("held until dropped")
     }
 }
 
-impl<D> std::ops::DerefMut for Held<'_, D> {
+impl<D: EndpointDriver> std::ops::DerefMut for Held<'_, D> {
     fn deref_mut(&mut self) -> &mut Locked<D> {
-        &mut self.guard
+        self.guard.as_mut().expect("held until dropped")
     }
 }
 
-impl<D> Drop for Held<'_, D> {
+impl<D: EndpointDriver> Drop for Held<'_, D> {
     fn drop(&mut self) {
+        let wakes = self.guard.as_mut().map(|g| g.driver.take_wakes()).unwrap_or_default();
+        drop(self.guard.take());
         let held = self.since.elapsed();
         HELD.with(|h| h.set(h.get() + held));
+        wakes.into_iter().for_each(std::task::Waker::wake);
     }
 }
 
 impl<D> Shared<D> {
     /// Takes the lock, counting the take, the wait and (when it is let go) the hold.
     #[allow(clippy::disallowed_methods)] // the runtime measures its own waits in real time
-    fn lock(&self, report: &mut ThreadReport) -> Held<'_, D> {
+    fn lock(&self, report: &mut ThreadReport) -> Held<'_, D>
+    where
+        D: EndpointDriver,
+    {
         report.lock_takes += 1;
         if let Ok(guard) = self.locked.try_lock() {
-            return Held { guard, since: std::time::Instant::now() };
+            return Held { guard: Some(guard), since: std::time::Instant::now() };
         }
         let start = std::time::Instant::now();
         // A thread that panicked holding the lock left the protocol state half-changed:
@@ -372,7 +380,7 @@ impl<D> Shared<D> {
             .expect("a runtime thread panicked holding the endpoint");
         let since = std::time::Instant::now();
         report.lock_wait += since - start;
-        Held { guard, since }
+        Held { guard: Some(guard), since }
     }
 
     /// How long a waiter spins ([`PathThreads::lock_spin`]).
@@ -403,11 +411,13 @@ impl<D> Shared<D> {
         self.stop.store(true, Ordering::Release);
         let mut g = self.locked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         g.driver.on_runtime_failure();
+        let wakes = g.driver.take_wakes();
         for t in &g.threads {
             t.ctl.quit.store(true, Ordering::Release);
             t.ctl.wake_always();
         }
         drop(g);
+        wakes.into_iter().for_each(std::task::Waker::wake);
         self.control.wake_always();
     }
 }
