@@ -194,8 +194,15 @@ def parse_mpq(out):
 
 
 def split_runtime(kind):
-    """A runtime kind as (runtime, pinned): `per-path/2+pinned` is ("per-path/2", True)."""
+    """A runtime kind as (runtime, pinned): `per-path/2+pinned` is ("per-path/2", True)
+    (a build's mark, `@baseline`, is dropped: `split_build`)."""
+    kind, _ = split_build(kind)
     return (kind[: -len("+pinned")], True) if kind.endswith("+pinned") else (kind, False)
+
+
+def split_build(kind):
+    """A runtime kind as (kind, baseline): `per-path@baseline` runs the --mpq-baseline build."""
+    return (kind[: -len("@baseline")], True) if kind.endswith("@baseline") else (kind, False)
 
 
 def known_runtime(kind):
@@ -303,7 +310,8 @@ def main():
     ap.add_argument("--mpq", default="target/release/mpq", help="mpq binary (default: %(default)s)")
     ap.add_argument("--quinn", help="quinn-perf binary; without it the quinn comparison is skipped")
     ap.add_argument("--mpq-baseline", help="another mpq binary (e.g. an older build) to run in the quinn"
-                    " comparison too, interleaved with the others; without --quinn, mpq against it alone")
+                    " comparison too, interleaved with the others; without --quinn, mpq against it alone;"
+                    " in the runtime comparison, the kinds marked @baseline run it")
     ap.add_argument("--paths", default="1,2,4", help="path counts of the multipath comparison, '' to skip"
                     " (default: %(default)s)")
     ap.add_argument("--runtimes", default="", help="path counts of the runtime comparison (single"
@@ -312,7 +320,8 @@ def main():
                     " first the baseline: single, per-path (path threads up to the CPUs' count),"
                     " per-path/N (at most N path threads: --path-threads N; per-path/paths: a thread"
                     " per path), shard; any of them +pinned (every thread pinned to a CPU"
-                    " in turn: --cpus 0,1,...) (default: %(default)s)")
+                    " in turn: --cpus 0,1,...); any of them @baseline to run the --mpq-baseline build,"
+                    " e.g. per-path@baseline,per-path (default: %(default)s)")
     ap.add_argument("--netns", action="store_true", help="run the runtime comparison over veth pairs"
                     " between two network namespaces (one per path; root) instead of loopback")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each configuration (default: 3)")
@@ -333,7 +342,9 @@ def main():
     paths = [int(x) for x in a.paths.split(",") if x]
     kinds = [k for k in a.kinds.split(",") if k]
     if not kinds or not all(known_runtime(k) for k in kinds):
-        raise SystemExit(f"--kinds {a.kinds}: name runtimes among single, per-path, per-path/N, per-path/paths, shard, each optionally +pinned")
+        raise SystemExit(f"--kinds {a.kinds}: name runtimes among single, per-path, per-path/N, per-path/paths, shard, each optionally +pinned and @baseline")
+    if any(split_build(k)[1] for k in kinds) and not a.mpq_baseline:
+        raise SystemExit(f"--kinds {a.kinds}: @baseline runs the --mpq-baseline build: give it")
     runtimes = [int(x) for x in a.runtimes.split(",") if x]
     net = VethPaths(max(runtimes)) if a.netns and runtimes else None
     if a.logs:
@@ -362,7 +373,8 @@ def run_plan(a, paths, kinds, runtimes, net, work):
     for rep in range(a.reps):
         if a.quinn:
             plan += [("quinn", "mpq", rep), ("quinn", "quinn", rep)]
-        if a.quinn or a.mpq_baseline:
+        # (With kinds marked @baseline, the baseline build is compared there instead.)
+        if a.quinn or (a.mpq_baseline and not any(split_build(k)[1] for k in kinds)):
             plan += [("quinn", "mpq", rep)] if not a.quinn else []
             plan += [("quinn", "baseline", rep)] if a.mpq_baseline else []
     for rep in range(a.reps):
@@ -378,7 +390,8 @@ def run_plan(a, paths, kinds, runtimes, net, work):
             s, c, parse = quinn_cmds(a.quinn, port, a.duration, work, tag)
         elif group == "runtimes":
             n, rt = name.split()
-            s, c = mpq_cmds(a.mpq, port, a.duration, a.mtu, int(n[:-1]), rt, net, shlex.split(a.mpq_args))
+            build = a.mpq_baseline if split_build(rt)[1] else a.mpq
+            s, c = mpq_cmds(build, port, a.duration, a.mtu, int(n[:-1]), rt, net, shlex.split(a.mpq_args))
             parse = parse_mpq
         else:
             n = 1 if group == "quinn" else int(name.split()[0])

@@ -34,13 +34,15 @@ fn namespaces_available() -> bool {
     testbed::available()
 }
 
-/// Runs the runtime comparison over 2 paths with every kind given and checks its JSON:
-/// one run per kind, bytes through both paths, CPU accounted, ratios against the first.
-fn runtime_comparison(extra: &[&str]) {
+/// Runs the runtime comparison over 2 paths with every kind given (and `more_kinds`) and
+/// checks its JSON: one run per kind, bytes through both paths, CPU accounted, ratios
+/// against the first.
+fn runtime_comparison(more_kinds: &[&str], extra: &[&str]) {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let json = dir.path().join("bench.json");
-    let kinds = ["single", "per-path", "per-path/1", "shard", "per-path/paths+pinned"];
+    let mut kinds = vec!["single", "per-path", "per-path/1", "shard", "per-path/paths+pinned"];
+    kinds.extend(more_kinds);
     let mut args = vec!["--paths", "", "--runtimes", "2", "--reps", "1", "--duration", "2"];
     let kinds_arg = kinds.join(",");
     args.extend(["--kinds", &kinds_arg, "--json", json.to_str().expect("a UTF-8 path")]);
@@ -51,7 +53,7 @@ fn runtime_comparison(extra: &[&str]) {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).expect("the JSON report")).expect("JSON");
     let runs = &report["runs"]["runtimes"];
-    for kind in kinds {
+    for &kind in &kinds {
         let name = format!("2p {kind}");
         let run = &runs[&name][0];
         assert!(run["gbps"].as_f64().is_some_and(|g| g > 0.0), "{name}: {run}");
@@ -79,8 +81,11 @@ fn runtime_comparison(extra: &[&str]) {
 
 #[test]
 fn bench_perf_compares_every_runtime_kind_over_loopback() {
-    // (With more options for both ends, as `--mpq-args` passes them.)
-    runtime_comparison(&["--mpq-args", "--rcvbuf 1048576 --cc cubic"]);
+    // (With more options for both ends, as `--mpq-args` passes them, and a kind run by
+    // another build, `@baseline`: this one again, as the test has no other.)
+    let build = env!("CARGO_BIN_EXE_mpq");
+    let extra = ["--mpq-args", "--rcvbuf 1048576 --cc cubic", "--mpq-baseline", build];
+    runtime_comparison(&["per-path@baseline"], &extra);
 }
 
 #[test]
@@ -89,7 +94,7 @@ fn bench_perf_compares_every_runtime_kind_over_veth_pairs() {
         eprintln!("skipped: network namespaces need root and iproute2");
         return;
     }
-    runtime_comparison(&["--netns"]);
+    runtime_comparison(&[], &["--netns"]);
 }
 
 #[test]
@@ -98,6 +103,11 @@ fn bench_perf_refuses_an_unknown_runtime_kind() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--kinds single,per-core"), "{stderr}");
+    // A kind of the baseline build, without one.
+    let out = script("bench_perf.py", &["--paths", "", "--runtimes", "2", "--kinds", "single,per-path@baseline"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("@baseline runs the --mpq-baseline build"), "{stderr}");
 }
 
 #[test]
