@@ -181,11 +181,21 @@ mod tests {
     use crate::{Clock, Driver, Transmit, UdpSocket};
 
     /// Panics at its next wake once `boom` is set; tells `failed` when the runtime says it
-    /// failed.
+    /// failed. Defers the wake of the future it is `armed` with to its next round, as the
+    /// API's driver does.
     struct Fragile {
         endpoint: Endpoint,
         boom: bool,
         failed: mpsc::Sender<()>,
+        armed: Option<std::task::Waker>,
+        wakes: Vec<std::task::Waker>,
+    }
+
+    impl Fragile {
+        fn new(failed: mpsc::Sender<()>) -> Self {
+            let endpoint = Endpoint::new(EndpointConfig::with_seed(1), None);
+            Fragile { endpoint, boom: false, failed, armed: None, wakes: Vec::new() }
+        }
     }
 
     impl Driver for Fragile {
@@ -207,7 +217,11 @@ mod tests {
         }
         fn on_wake(&mut self, _: Instant) -> ControlFlow<()> {
             assert!(!self.boom, "the test's deliberate panic in the runtime thread");
+            self.wakes.extend(self.armed.take());
             ControlFlow::Continue(())
+        }
+        fn take_wakes(&mut self) -> Vec<std::task::Waker> {
+            std::mem::take(&mut self.wakes)
         }
     }
 
@@ -227,7 +241,7 @@ mod tests {
     fn a_panicking_runtime_thread_fails_the_run_and_tells_the_driver() {
         let socket = UdpSocket::bind_shared("127.0.0.1:0".parse().unwrap()).unwrap();
         let (tx, rx) = mpsc::channel();
-        let driver = Fragile { endpoint: Endpoint::new(EndpointConfig::with_seed(1), None), boom: false, failed: tx };
+        let driver = Fragile::new(tx);
         let rt = PathThreads::new(vec![socket], Clock::new()).unwrap().spawn(driver).unwrap();
         assert!(!rt.has_failed());
         // Letting the lock go wakes the runtime thread, whose next round panics.
@@ -238,49 +252,9 @@ mod tests {
         assert!(rt.stop().is_err(), "stopping reports the failure");
     }
 
-    /// Defers the wake of the future it is armed with to its next round, as the API's
-    /// driver does.
-    struct Deferring {
-        endpoint: Endpoint,
-        armed: Option<std::task::Waker>,
-        wakes: Vec<std::task::Waker>,
-    }
-
-    impl Driver for Deferring {
-        fn handle_datagram(
-            &mut self,
-            _: Instant,
-            _: std::net::SocketAddr,
-            _: std::net::SocketAddr,
-            _: Option<u8>,
-            _: &mut [u8],
-        ) {
-        }
-        fn handle_timeout(&mut self, _: Instant) {}
-        fn poll_timeout(&mut self) -> Option<Instant> {
-            None
-        }
-        fn poll_transmit(&mut self, _: Instant, _: &mut Vec<u8>) -> Option<Transmit> {
-            None
-        }
-        fn on_wake(&mut self, _: Instant) -> ControlFlow<()> {
-            self.wakes.extend(self.armed.take());
-            ControlFlow::Continue(())
-        }
-        fn take_wakes(&mut self) -> Vec<std::task::Waker> {
-            std::mem::take(&mut self.wakes)
-        }
-    }
-
-    impl EndpointDriver for Deferring {
-        fn endpoint(&mut self) -> &mut Endpoint {
-            &mut self.endpoint
-        }
-    }
-
     /// A future's waker that says whether the endpoint's lock was free when it was woken.
     struct Probe {
-        shared: std::sync::Weak<crate::path_threads::Shared<Deferring>>,
+        shared: std::sync::Weak<crate::path_threads::Shared<Fragile>>,
         seen: mpsc::Sender<bool>,
     }
 
@@ -297,8 +271,7 @@ mod tests {
     #[test]
     fn deferred_wakes_go_after_the_lock_is_let_go() {
         let socket = UdpSocket::bind_shared("127.0.0.1:0".parse().unwrap()).unwrap();
-        let driver =
-            Deferring { endpoint: Endpoint::new(EndpointConfig::with_seed(1), None), armed: None, wakes: vec![] };
+        let driver = Fragile::new(mpsc::channel().0);
         let rt = PathThreads::new(vec![socket], Clock::new()).unwrap().spawn(driver).unwrap();
         let (tx, seen) = mpsc::channel();
         let probe = || {
