@@ -47,7 +47,7 @@ pub(crate) struct ApiDriver {
     pub boom: bool,
     /// Wakers of futures that the last round made ready, woken by the runtime once it let go
     /// of the endpoint's lock ([`mpq_io::Driver::take_wakes`]), not under it.
-    wakes: Vec<Waker>,
+    pub wakes: Vec<Waker>,
     /// Generation of the next connection: the endpoint reuses a gone connection's handle,
     /// so the API's handles carry the generation too and a stale one finds its
     /// connection gone instead of another one.

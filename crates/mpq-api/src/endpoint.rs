@@ -310,9 +310,9 @@ impl Endpoint {
                     c.close(now, error_code, reason);
                 }
             }
-            for w in g.accept_wakers.drain(..) {
-                w.wake();
-            }
+            // (Woken as the guard goes, after the lock.)
+            let d = &mut *g;
+            d.wakes.append(&mut d.accept_wakers);
         }
     }
 

@@ -50,8 +50,8 @@ pub trait Driver {
     /// The wakers of the application's futures that the driver's work made ready, to be
     /// woken by the runtime once it has let go of whatever guards the driver (its lock, in
     /// the runtimes with several threads). Waking one is a system call that often
-    /// interrupts another CPU; done under the lock, it lengthened the lock's holds (a fifth
-    /// of a receiving path thread's hold time at two paths), and the woken thread's first
+    /// interrupts another CPU; done under the lock, it made up about half of a receiving
+    /// path thread's hold time at two paths, and the woken thread's first
     /// act, taking the same lock, only waited. A driver that defers its wakes must hand
     /// them out here; the default has none.
     fn take_wakes(&mut self) -> Vec<std::task::Waker> {

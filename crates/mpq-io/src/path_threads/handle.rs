@@ -157,8 +157,7 @@ impl<D: EndpointDriver + 'static> Drop for RuntimeGuard<'_, D> {
     fn drop(&mut self) {
         // The lock first: a runtime thread, or an application's, woken while it is still
         // held would only wait (the driver's deferred wakes: `Driver::take_wakes`).
-        let wakes = self.guard.as_mut().map(|g| g.driver.take_wakes()).unwrap_or_default();
-        drop(self.guard.take());
+        let wakes = self.guard.take().map(super::unlock).unwrap_or_default();
         wakes.into_iter().for_each(std::task::Waker::wake);
         if self.kick {
             // The runtime thread sends what changed and wakes the path threads to look.

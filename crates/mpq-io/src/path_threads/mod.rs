@@ -352,10 +352,17 @@ impl<D: EndpointDriver> std::ops::DerefMut for Held<'_, D> {
     }
 }
 
+/// Lets the lock go, then returns the wakes the driver deferred under it, to be woken now
+/// that a woken thread finds it free ([`Driver::take_wakes`]).
+fn unlock<D: EndpointDriver>(mut guard: MutexGuard<'_, Locked<D>>) -> Vec<std::task::Waker> {
+    let wakes = guard.driver.take_wakes();
+    drop(guard);
+    wakes
+}
+
 impl<D: EndpointDriver> Drop for Held<'_, D> {
     fn drop(&mut self) {
-        let wakes = self.guard.as_mut().map(|g| g.driver.take_wakes()).unwrap_or_default();
-        drop(self.guard.take());
+        let wakes = self.guard.take().map(unlock).unwrap_or_default();
         let held = self.since.elapsed();
         HELD.with(|h| h.set(h.get() + held));
         wakes.into_iter().for_each(std::task::Waker::wake);
@@ -411,12 +418,11 @@ impl<D> Shared<D> {
         self.stop.store(true, Ordering::Release);
         let mut g = self.locked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         g.driver.on_runtime_failure();
-        let wakes = g.driver.take_wakes();
         for t in &g.threads {
             t.ctl.quit.store(true, Ordering::Release);
             t.ctl.wake_always();
         }
-        drop(g);
+        let wakes = unlock(g);
         wakes.into_iter().for_each(std::task::Waker::wake);
         self.control.wake_always();
     }
