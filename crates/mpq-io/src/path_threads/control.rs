@@ -44,7 +44,13 @@ pub(super) fn setup<D: EndpointDriver + 'static>(
         settings.cpus.iter().collect::<std::collections::BTreeSet<_>>().len()
     };
     let shared = Arc::new(Shared {
-        locked: Mutex::new(Locked { driver, workers: Vec::new(), threads: Vec::new(), started: 0 }),
+        locked: Mutex::new(Locked {
+            driver,
+            workers: Vec::new(),
+            threads: Vec::new(),
+            started: 0,
+            thread_wakes: Vec::new(),
+        }),
         clock,
         stop: AtomicBool::new(false),
         listeners: sockets,
@@ -127,11 +133,11 @@ fn control_loop<D: EndpointDriver + 'static>(
             }
             manage(shared, &mut g)?;
             let blocked = flush(shared, &mut g, &mut tx, &mut pending, report);
-            let Locked { driver, workers, threads, .. } = &mut *g;
-            worker::wake_for(driver.endpoint(), workers, None, true);
+            let Locked { driver, workers, threads, thread_wakes, .. } = &mut *g;
+            worker::wake_for(driver.endpoint(), workers, None, true, thread_wakes);
             if shared.app_kick.swap(false, Ordering::AcqRel) {
                 for t in threads.iter() {
-                    t.ctl.wake();
+                    t.ctl.wake(thread_wakes);
                 }
             }
             let deadline = g.driver.poll_timeout();

@@ -157,8 +157,7 @@ impl<D: EndpointDriver + 'static> Drop for RuntimeGuard<'_, D> {
     fn drop(&mut self) {
         // The lock first: a runtime thread, or an application's, woken while it is still
         // held would only wait (the driver's deferred wakes: `Driver::take_wakes`).
-        let wakes = self.guard.take().map(super::unlock).unwrap_or_default();
-        wakes.into_iter().for_each(std::task::Waker::wake);
+        self.guard.take().map(super::unlock).unwrap_or_default().wake();
         if self.kick {
             // The runtime thread sends what changed and wakes the path threads to look.
             self.shared.app_kick.store(true, Ordering::Release);
@@ -285,5 +284,44 @@ mod tests {
         rt.lock().expect("running").wakes.push(probe());
         assert!(seen.recv_timeout(Duration::from_secs(20)).expect("woken as the guard went"));
         rt.stop().expect("a clean stop");
+    }
+
+    /// A sleeping path thread woken under the lock is woken (its poll's eventfd written, a
+    /// system call) only once the lock is let go, and once however often it is woken
+    /// meanwhile: the later wakes find it awake and tell it to look for work once more.
+    #[test]
+    fn path_threads_woken_under_the_lock_are_woken_after_it() {
+        use crate::path_threads::{unlock, Locked, WorkerCtl};
+        use std::sync::atomic::Ordering;
+        let locked = std::sync::Mutex::new(Locked {
+            driver: Fragile::new(mpsc::channel().0),
+            workers: Vec::new(),
+            threads: Vec::new(),
+            started: 0,
+            thread_wakes: Vec::new(),
+        });
+        let mut poll = mio::Poll::new().unwrap();
+        let ctl = std::sync::Arc::new(WorkerCtl::new(mio::Waker::new(poll.registry(), mio::Token(7)).unwrap()));
+        let mut events = mio::Events::with_capacity(4);
+        let mut woken = |poll: &mut mio::Poll| {
+            poll.poll(&mut events, Some(Duration::ZERO)).unwrap();
+            events.iter().any(|e| e.token() == mio::Token(7))
+        };
+        ctl.sleeping.store(true, Ordering::Release);
+        let mut g = locked.lock().unwrap();
+        ctl.wake(&mut g.thread_wakes);
+        ctl.wake(&mut g.thread_wakes);
+        assert!(!woken(&mut poll), "not woken while the lock is held");
+        assert!(!ctl.sleeping.load(Ordering::Acquire) && ctl.kicked.load(Ordering::Acquire));
+        let deferred = unlock(g);
+        assert!(locked.try_lock().is_ok(), "the lock is let go first");
+        assert_eq!(deferred.threads.len(), 1, "woken once");
+        deferred.wake();
+        assert!(woken(&mut poll), "woken after the lock");
+        // Awake, a wake only tells it to look again: nothing to wake after the lock.
+        ctl.kicked.store(false, Ordering::Release);
+        let mut g = locked.lock().unwrap();
+        ctl.wake(&mut g.thread_wakes);
+        assert!(unlock(g).threads.is_empty() && ctl.kicked.load(Ordering::Acquire));
     }
 }

@@ -247,6 +247,11 @@ struct Locked<D> {
     threads: Vec<ThreadSlot>,
     /// Path threads started so far (for pinning in turn).
     started: usize,
+    /// Sleeping path threads woken under the lock ([`WorkerCtl::wake`]), whose wake, a
+    /// write to their poll's eventfd, waits until the lock is let go ([`unlock`]): a system
+    /// call made holding the lock is a point where the kernel may preempt the holder, for
+    /// the thread it wakes among others, which would then only wait for the lock.
+    thread_wakes: Vec<Arc<WorkerCtl>>,
 }
 
 /// One path with a thread, as the other threads see it.
@@ -304,11 +309,14 @@ impl WorkerCtl {
         }
     }
 
-    /// Wakes the thread if it sleeps; if it is awake, it looks for work once more before it
-    /// sleeps (it may have looked already). Called under the lock.
-    fn wake(&self) {
+    /// Wakes the thread if it sleeps, once `later` is woken ([`Locked::thread_wakes`],
+    /// after the lock); if it is awake, it looks for work once more before it sleeps (it may
+    /// have looked already). Called under the lock.
+    fn wake(self: &Arc<Self>, later: &mut Vec<Arc<WorkerCtl>>) {
         if self.sleeping.swap(false, Ordering::AcqRel) {
-            let _ = self.waker.wake();
+            // (Its `sleeping` is false from now on: it is woken once, whoever else wakes
+            // it before the lock goes.)
+            later.push(self.clone());
         } else {
             self.kicked.store(true, Ordering::Release);
         }
@@ -352,12 +360,31 @@ impl<D: EndpointDriver> std::ops::DerefMut for Held<'_, D> {
     }
 }
 
-/// Lets the lock go, then returns the wakes the driver deferred under it, to be woken now
-/// that a woken thread finds it free ([`Driver::take_wakes`]).
-fn unlock<D: EndpointDriver>(mut guard: MutexGuard<'_, Locked<D>>) -> Vec<std::task::Waker> {
-    let wakes = guard.driver.take_wakes();
+/// The wakes deferred under the lock, to be done once it is let go ([`unlock`]).
+#[derive(Default)]
+struct Deferred {
+    /// The application's futures ([`Driver::take_wakes`]).
+    app: Vec<std::task::Waker>,
+    /// Path threads ([`Locked::thread_wakes`]).
+    threads: Vec<Arc<WorkerCtl>>,
+}
+
+impl Deferred {
+    fn wake(self) {
+        for t in self.threads {
+            let _ = t.waker.wake();
+        }
+        self.app.into_iter().for_each(std::task::Waker::wake);
+    }
+}
+
+/// Lets the lock go, then returns the wakes deferred under it, to be done now that a woken
+/// thread finds it free.
+fn unlock<D: EndpointDriver>(mut guard: MutexGuard<'_, Locked<D>>) -> Deferred {
+    let app = guard.driver.take_wakes();
+    let threads = std::mem::take(&mut guard.thread_wakes);
     drop(guard);
-    wakes
+    Deferred { app, threads }
 }
 
 impl<D: EndpointDriver> Drop for Held<'_, D> {
@@ -365,7 +392,7 @@ impl<D: EndpointDriver> Drop for Held<'_, D> {
         let wakes = self.guard.take().map(unlock).unwrap_or_default();
         let held = self.since.elapsed();
         HELD.with(|h| h.set(h.get() + held));
-        wakes.into_iter().for_each(std::task::Waker::wake);
+        wakes.wake();
     }
 }
 
@@ -422,8 +449,7 @@ impl<D> Shared<D> {
             t.ctl.quit.store(true, Ordering::Release);
             t.ctl.wake_always();
         }
-        let wakes = unlock(g);
-        wakes.into_iter().for_each(std::task::Waker::wake);
+        unlock(g).wake();
         self.control.wake_always();
     }
 }

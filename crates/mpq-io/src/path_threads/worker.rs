@@ -388,8 +388,8 @@ fn send<D: EndpointDriver>(
                 }
             }
             PathTransmit::Elsewhere(q) => {
-                let held = g.take().unwrap_or_else(|| shared.lock(report));
-                wake_path(&held, w.conn, q);
+                let mut held = g.take().unwrap_or_else(|| shared.lock(report));
+                wake_path(&mut held, w.conn, q);
                 return false;
             }
             PathTransmit::Idle => return false,
@@ -499,12 +499,12 @@ fn after_round<D: EndpointDriver>(
         let (i, src_ip) = socket_for(&shared.listeners, t.source);
         send_on(&shared.listeners[i], src_ip, &t, tx, &mut report.io);
     }
-    let Locked { driver, workers, .. } = &mut *g;
+    let Locked { driver, workers, thread_wakes, .. } = &mut *g;
     let ep = driver.endpoint();
     let mut busy = paths.iter().any(|p| p.round.busy);
-    wake_for(ep, workers, Some(ctl), busy);
+    wake_for(ep, workers, Some(ctl), busy, thread_wakes);
     for &c in &conns {
-        wake_for_timers(ep, workers, c, Some(ctl));
+        wake_for_timers(ep, workers, c, Some(ctl), thread_wakes);
     }
     // This thread waits for its paths' timers; the calling thread for the endpoint's.
     let mut deadline: Option<mpq_proto::Instant> = None;
@@ -556,12 +556,14 @@ fn after_round<D: EndpointDriver>(
 
 /// Wakes the sleeping threads of connection `conn` (but thread `me`) whose path's next
 /// timer came before the one they sleep until: a round of another thread (an ACK, a loss,
-/// a packet sent) moved it. Called under the lock after a round that touched the connection.
+/// a packet sent) moved it. Called under the lock after a round that touched the connection;
+/// the threads are woken once it is let go (`later`: [`super::Locked::thread_wakes`]).
 pub(super) fn wake_for_timers(
     ep: &mut Endpoint,
     workers: &[WorkerSlot],
     conn: ConnectionHandle,
     me: Option<&Arc<WorkerCtl>>,
+    later: &mut Vec<Arc<WorkerCtl>>,
 ) {
     for s in workers.iter().filter(|s| s.conn == conn && !me.is_some_and(|m| Arc::ptr_eq(m, &s.ctl))) {
         if !s.ctl.sleeping.load(Ordering::Acquire) {
@@ -569,7 +571,7 @@ pub(super) fn wake_for_timers(
         }
         let Some(t) = ep.poll_path_timeout(conn, s.path_id) else { continue };
         if t.as_nanos() < s.ctl.sleep_until.load(Ordering::Acquire) {
-            s.ctl.wake();
+            s.ctl.wake(later);
         }
     }
 }
@@ -581,8 +583,15 @@ pub(super) fn wake_for_timers(
 /// same connection needs no more: a path's own datagrams wake its own thread, and a path
 /// whose timer the round moved earlier is woken by [`wake_for_timers`]. (What the calling
 /// thread receives and what application threads do wakes every path thread at the calling
-/// thread's next round: `Shared::app_kick`.)
-pub(super) fn wake_for(ep: &mut Endpoint, workers: &[WorkerSlot], me: Option<&Arc<WorkerCtl>>, busy: bool) {
+/// thread's next round: `Shared::app_kick`.) The threads are woken once the lock is let go
+/// (`later`: [`super::Locked::thread_wakes`]).
+pub(super) fn wake_for(
+    ep: &mut Endpoint,
+    workers: &[WorkerSlot],
+    me: Option<&Arc<WorkerCtl>>,
+    busy: bool,
+    later: &mut Vec<Arc<WorkerCtl>>,
+) {
     // A thread of several paths is woken once: a second wake would find it awake and make it
     // go round once more for nothing (`WorkerCtl::kicked`).
     let mut woken: smallvec::SmallVec<[*const WorkerCtl; 8]> = smallvec::SmallVec::new();
@@ -590,7 +599,7 @@ pub(super) fn wake_for(ep: &mut Endpoint, workers: &[WorkerSlot], me: Option<&Ar
         let p = Arc::as_ptr(ctl);
         if !woken.contains(&p) {
             woken.push(p);
-            ctl.wake();
+            ctl.wake(later);
         }
     };
     while let Some(h) = ep.poll_path_thread_wake() {
@@ -618,9 +627,9 @@ pub(super) fn wake_for(ep: &mut Endpoint, workers: &[WorkerSlot], me: Option<&Ar
     }
 }
 
-/// Wakes the thread of path `path_id` of `conn`, if it sleeps.
-fn wake_path<D>(g: &Locked<D>, conn: ConnectionHandle, path_id: u64) {
+/// Wakes the thread of path `path_id` of `conn`, if it sleeps (once the lock is let go).
+fn wake_path<D>(g: &mut Locked<D>, conn: ConnectionHandle, path_id: u64) {
     if let Some(s) = g.workers.iter().find(|s| s.conn == conn && s.path_id == path_id) {
-        s.ctl.wake();
+        s.ctl.wake(&mut g.thread_wakes);
     }
 }
