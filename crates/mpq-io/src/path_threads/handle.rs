@@ -156,7 +156,8 @@ impl<D: EndpointDriver + 'static> DerefMut for RuntimeGuard<'_, D> {
 impl<D: EndpointDriver + 'static> Drop for RuntimeGuard<'_, D> {
     fn drop(&mut self) {
         // The lock first: a runtime thread, or an application's, woken while it is still
-        // held would only wait (the driver's deferred wakes: `Driver::take_wakes`).
+        // held would only wait (the driver's deferred wakes, `Driver::take_wakes`, and the
+        // path threads woken under it, `Locked::thread_wakes`).
         self.guard.take().map(super::unlock).unwrap_or_default().wake();
         if self.kick {
             // The runtime thread sends what changed and wakes the path threads to look.

@@ -370,6 +370,8 @@ struct Deferred {
 }
 
 impl Deferred {
+    /// Wakes them: the path threads (a write to each one's eventfd), then the application's
+    /// futures.
     fn wake(self) {
         for t in self.threads {
             let _ = t.waker.wake();
