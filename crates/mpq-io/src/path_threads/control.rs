@@ -44,13 +44,7 @@ pub(super) fn setup<D: EndpointDriver + 'static>(
         settings.cpus.iter().collect::<std::collections::BTreeSet<_>>().len()
     };
     let shared = Arc::new(Shared {
-        locked: Mutex::new(Locked {
-            driver,
-            workers: Vec::new(),
-            threads: Vec::new(),
-            started: 0,
-            thread_wakes: Vec::new(),
-        }),
+        locked: Mutex::new(Locked::new(driver)),
         clock,
         stop: AtomicBool::new(false),
         listeners: sockets,

@@ -294,13 +294,7 @@ mod tests {
     fn path_threads_woken_under_the_lock_are_woken_after_it() {
         use crate::path_threads::{unlock, Locked, WorkerCtl};
         use std::sync::atomic::Ordering;
-        let locked = std::sync::Mutex::new(Locked {
-            driver: Fragile::new(mpsc::channel().0),
-            workers: Vec::new(),
-            threads: Vec::new(),
-            started: 0,
-            thread_wakes: Vec::new(),
-        });
+        let locked = std::sync::Mutex::new(Locked::new(Fragile::new(mpsc::channel().0)));
         let mut poll = mio::Poll::new().unwrap();
         let ctl = std::sync::Arc::new(WorkerCtl::new(mio::Waker::new(poll.registry(), mio::Token(7)).unwrap()));
         let mut events = mio::Events::with_capacity(4);

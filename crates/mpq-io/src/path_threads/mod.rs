@@ -254,6 +254,13 @@ struct Locked<D> {
     thread_wakes: Vec<Arc<WorkerCtl>>,
 }
 
+impl<D> Locked<D> {
+    /// `driver`, with no path threads yet.
+    fn new(driver: D) -> Self {
+        Self { driver, workers: Vec::new(), threads: Vec::new(), started: 0, thread_wakes: Vec::new() }
+    }
+}
+
 /// One path with a thread, as the other threads see it.
 struct WorkerSlot {
     conn: ConnectionHandle,
