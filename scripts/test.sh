@@ -15,6 +15,9 @@ stage "cargo clippy"
 # (The tokio example and the streams' tokio traits are behind mpq-api's `tokio` feature,
 # linted in the same pass: a second pass for it took a minute.)
 cargo clippy --workspace --all-targets --features mpq-api/tokio --locked -- -D warnings
+# (Build-time-only dependencies that Cargo.toml does not name at opt-level 0: a note, not
+# a failure; they compile optimised, slower. docs/ci.md.)
+scripts/build-only-deps.sh --check
 stage "chromium for the lab report's browser test"
 if scripts/setup-chromium.sh; then
     # Installed: a missing browser is now a failure, not a skip.
