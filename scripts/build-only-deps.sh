@@ -15,7 +15,10 @@ names() {  # the packages `cargo tree` reaches with the given edge kinds, one pe
 }
 # Reached over any edge, less those reached over normal and dev edges without entering a
 # procedural macro; wasm-only crates (bumpalo, wasm-bindgen's macros) are never built here.
-build_only=$(comm -23 <(names all) <(names normal,dev,no-proc-macro) | { grep -v -e '^bumpalo$' -e '^wasm-bindgen' || true; })
+# (Into variables first: a failing `cargo tree` inside `<(...)` would go unnoticed.)
+every=$(names all)
+at_run_time=$(names normal,dev,no-proc-macro)
+build_only=$(comm -23 <(echo "$every") <(echo "$at_run_time") | { grep -v -e '^bumpalo$' -e '^wasm-bindgen' || true; })
 
 if [ "${1:-}" != --check ]; then
     echo "$build_only"

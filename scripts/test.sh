@@ -17,7 +17,7 @@ stage "cargo clippy"
 cargo clippy --workspace --all-targets --features mpq-api/tokio --locked -- -D warnings
 # (Build-time-only dependencies that Cargo.toml does not name at opt-level 0: a note, not
 # a failure; they compile optimised, slower. docs/ci.md.)
-scripts/build-only-deps.sh --check
+scripts/build-only-deps.sh --check || echo "note: scripts/build-only-deps.sh could not list the dependencies (see above)"
 stage "chromium for the lab report's browser test"
 if scripts/setup-chromium.sh; then
     # Installed: a missing browser is now a failure, not a skip.
