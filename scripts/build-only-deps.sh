@@ -4,8 +4,10 @@
 # `[profile.dev.package."*"]` outranks Cargo's `build-override`; see docs/ci.md).
 #
 #   scripts/build-only-deps.sh          print them, one per line
-#   scripts/build-only-deps.sh --check  say which of them Cargo.toml does not name (exit 0
-#                                       either way: a missing one only builds slower)
+#   scripts/build-only-deps.sh --check  say which of them Cargo.toml does not name, and which
+#                                       it names that now run in the tests too (exit 0
+#                                       either way: builds or tests are slower, no more;
+#                                       1 if cargo tree failed)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,8 +28,14 @@ if [ "${1:-}" != --check ]; then
 fi
 named=$(sed -n '/^\[profile\.dev\.package\]$/,/^\[/p' Cargo.toml | sed -n 's/^\([A-Za-z0-9_-]*\) = { opt-level = 0 }$/\1/p' | sort -u)
 missing=$(comm -23 <(echo "$build_only") <(echo "$named"))
+# Named, but now also a run-time dependency: it runs unoptimised in the tests.
+stale=$(comm -13 <(echo "$build_only") <(echo "$named"))
 if [ -n "$missing" ]; then
     echo "note: build-time-only dependencies not named at opt-level 0 in Cargo.toml's [profile.dev.package] (they compile optimised, slower):" $missing
-else
-    echo "every build-time-only dependency is named at opt-level 0 in Cargo.toml"
+fi
+if [ -n "$stale" ]; then
+    echo "note: named at opt-level 0 in Cargo.toml's [profile.dev.package] but no longer build-time-only (they run unoptimised in the tests; remove them):" $stale
+fi
+if [ -z "$missing$stale" ]; then
+    echo "Cargo.toml names every build-time-only dependency at opt-level 0, and nothing else"
 fi
