@@ -15,8 +15,8 @@ stage "cargo clippy"
 # (The tokio example and the streams' tokio traits are behind mpq-api's `tokio` feature,
 # linted in the same pass: a second pass for it took a minute.)
 cargo clippy --workspace --all-targets --features mpq-api/tokio --locked -- -D warnings
-# (Build-time-only dependencies that Cargo.toml does not name at opt-level 0: a note, not
-# a failure; they compile optimised, slower. docs/ci.md.)
+# (Build-time-only dependencies that Cargo.toml does not name at opt-level 0, or named ones
+# now used at run time too: a note, not a failure; builds or tests are slower. docs/ci.md.)
 scripts/build-only-deps.sh --check || echo "note: scripts/build-only-deps.sh could not list the dependencies (see above)"
 stage "chromium for the lab report's browser test"
 if scripts/setup-chromium.sh; then
