@@ -45,6 +45,24 @@ fn model_rtt_ms(spec: &str, payload: usize) -> f64 {
     (c.delay * 2 + c.serialization_time(payload + probe::UDP_OVERHEAD) * 2).as_secs_f64() * 1e3
 }
 
+/// Nothing arrives before the model says (50 µs for clock reads), and the median is within
+/// 4 % of the model plus [`WAKEUP_ALLOWANCE_MS`].
+fn assert_rtt_fits_model(label: &str, r: &probe::RttStats, model: f64) {
+    assert!(r.min_ms >= model - 0.05, "{label}: min RTT {:.3} ms below the model's {model:.3}", r.min_ms);
+    let limit = model * 1.04 + WAKEUP_ALLOWANCE_MS;
+    assert!(r.median_ms <= limit, "{label}: median RTT {:.3} ms, model {model:.3}, limit {limit:.3}", r.median_ms);
+}
+
+/// What a round trip's thread wakeups may add to a probe's RTT, whatever the link's delay:
+/// the emulator's path thread wakes twice each way (a packet readable, then due), the echo
+/// and the probe once each, and on this 2-vCPU virtual machine each wake can be late by a
+/// tenth of a millisecond or more. A relative bound alone failed all three attempts of a CI
+/// run on 2026-12-04 (medians 20.9-21.2 ms against 20.07 modelled, +0.9 ms, on an hour the
+/// whole machine was slow; +0.1-0.3 ms usually), while an emulator that got the delay wrong
+/// would be milliseconds off, and one that left out the serialization time fails the
+/// minimum's check.
+const WAKEUP_ALLOWANCE_MS: f64 = 0.5;
+
 #[test]
 fn two_paths_deliver_the_configured_rtt_loss_and_rate() {
     if !available() {
@@ -76,11 +94,7 @@ fn two_paths_deliver_the_configured_rtt_loss_and_rate_once() {
     drop((e0, e1));
     eprintln!("RTT path 0: {r0:?}\nRTT path 1: {r1:?}");
     for (r, spec) in [(&r0, P0), (&r1, "20mbit/40ms")] {
-        let model = model_rtt_ms(spec, 64);
-        // Nothing arrives before the model says (50 µs for clock reads), and the emulator,
-        // the kernel and the probe add a few percent at most.
-        assert!(r.min_ms >= model - 0.05, "{spec}: min RTT {:.3} ms below the model's {model:.3}", r.min_ms);
-        assert!(r.median_ms <= model * 1.04, "{spec}: median RTT {:.3} ms, model {model:.3}", r.median_ms);
+        assert_rtt_fits_model(spec, r, model_rtt_ms(spec, 64));
     }
     assert_eq!(r0.received, 100, "{r0:?}");
     // 5 % of path 1's probes are lost on the way out.
@@ -207,8 +221,7 @@ fn a_shared_bottleneck_carries_every_path_and_the_competitor_at_its_rate_and_del
         drop(echo);
         let model = model_rtt_ms(BN, 64) + own.map_or(0.0, |o| model_rtt_ms(o, 64));
         eprintln!("RTT {c}: {r:?}, model {model:.3} ms");
-        assert!(r.min_ms >= model - 0.05, "{c}: min RTT {:.3} ms below the model's {model:.3}", r.min_ms);
-        assert!(r.median_ms <= model * 1.04, "{c}: median RTT {:.3} ms, model {model:.3}", r.median_ms);
+        assert_rtt_fits_model(&c.to_string(), &r, model);
     }
 
     // Rate: 12 Mbit/s offered on each path and on the competitor's at once, 36 in all,
