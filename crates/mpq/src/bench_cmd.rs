@@ -10,7 +10,7 @@ use serde::Serialize;
 use std::time::Duration;
 
 use crate::bench_copy;
-use crate::bench_pair;
+use crate::bench_pair::{self, BufferPool};
 use crate::bench_recv;
 use crate::bench_seal;
 use crate::bench_send;
@@ -168,22 +168,36 @@ struct Sample {
 
 /// One run; with `cpus`, on a thread pinned to the first of them (the harness's thread, and
 /// with one thread the receive or send work itself, then stays on one core as path threads
-/// do).
-fn run_once(work: &str, a: &BenchArgs, threads: usize, cpus: &[usize], bytes: u64) -> Result<Sample> {
-    let Some(&first) = cpus.first() else { return run_here(work, a, threads, cpus, bytes) };
+/// do). Its buffers come from `pools`, kept for this thread count ([`BufferPool`]).
+fn run_once(
+    work: &str,
+    a: &BenchArgs,
+    threads: usize,
+    cpus: &[usize],
+    bytes: u64,
+    pools: &mut Vec<BufferPool>,
+) -> Result<Sample> {
+    let Some(&first) = cpus.first() else { return run_here(work, a, threads, cpus, bytes, pools) };
     std::thread::scope(|s| {
         s.spawn(|| {
             mpq_io::path_threads::pin_current_thread(first);
-            run_here(work, a, threads, cpus, bytes)
+            run_here(work, a, threads, cpus, bytes, pools)
         })
         .join()
         .unwrap_or_else(|_| Err(anyhow::anyhow!("the benchmark's thread panicked")))
     })
 }
 
-fn run_here(work: &str, a: &BenchArgs, threads: usize, cpus: &[usize], bytes: u64) -> Result<Sample> {
+fn run_here(
+    work: &str,
+    a: &BenchArgs,
+    threads: usize,
+    cpus: &[usize],
+    bytes: u64,
+    pools: &mut Vec<BufferPool>,
+) -> Result<Sample> {
     Ok(if work == "send" {
-        let r = bench_send::run(a.paths, threads, cpus, bytes, a.verify)?;
+        let r = bench_send::run(a.paths, threads, cpus, bytes, a.verify, pools)?;
         Sample {
             bytes: r.bytes,
             datagrams: r.datagrams,
@@ -195,7 +209,10 @@ fn run_here(work: &str, a: &BenchArgs, threads: usize, cpus: &[usize], bytes: u6
             busy_without_round_waits: r.busy,
         }
     } else {
-        Sample::from(bench_recv::run(a.paths, threads, cpus, bytes, a.round_batches, a.verify)?)
+        if pools.is_empty() {
+            pools.push(BufferPool::default());
+        }
+        Sample::from(bench_recv::run(a.paths, threads, cpus, bytes, a.round_batches, a.verify, &mut pools[0])?)
     })
 }
 
@@ -254,10 +271,18 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     let copy_buffer = bench_recv::round_bytes(a.round_batches);
     // A reference's Gbit/s: the run's bytes over its time.
     let rate = |took: Duration| bytes as f64 * 8.0 / took.as_secs_f64().max(1e-9) / 1e9;
+    // The send (and ACK) buffers, kept for the whole invocation as a runtime keeps its
+    // sockets' buffers, per thread count and thread: a first run of each count, not counted,
+    // fills them, so that no measured run faults in fresh pages for them (`bench_send`).
+    let mut pools: Vec<Vec<BufferPool>> = a.threads.iter().map(|_| Vec::new()).collect();
+    for (k, &t) in a.threads.iter().enumerate() {
+        eprintln!("warm-up run (not counted): {work}, {} path(s), {t} thread(s)...", a.paths);
+        run_once(work, &a, t, &cpus, bytes, &mut pools[k])?;
+    }
     for rep in 0..a.reps {
         for (k, &t) in a.threads.iter().enumerate() {
             eprintln!("rep {}/{}: {work}, {} path(s), {t} thread(s)...", rep + 1, a.reps, a.paths);
-            runs[k].push(run_once(work, &a, t, &cpus, bytes)?);
+            runs[k].push(run_once(work, &a, t, &cpus, bytes, &mut pools[k])?);
             copies[k].push(rate(bench_copy::copy_run(a.paths, t, &cpus, bytes, copy_buffer).0));
             seals[k].push(rate(bench_seal::seal_run(&suite, a.paths, t, &cpus, bytes).0));
         }

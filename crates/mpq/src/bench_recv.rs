@@ -100,8 +100,9 @@ impl RecvRunResult {
 type PathDatagrams = (u64, SocketAddr, SocketAddr, Vec<Vec<u8>>);
 
 /// Runs one transfer of `bytes` over `paths` paths with the server's receive work on
-/// `threads` threads, rounds of at most `round_batches` GRO batches per path; `verify` checks
-/// every byte the application reads.
+/// `threads` threads, rounds of at most `round_batches` GRO batches per path, the path
+/// threads' ACK buffers from `pool` (and back to it); `verify` checks every byte the
+/// application reads.
 pub fn run(
     paths: usize,
     threads: usize,
@@ -109,6 +110,7 @@ pub fn run(
     bytes: u64,
     round_batches: usize,
     verify: bool,
+    pool: &mut BufferPool,
 ) -> Result<RecvRunResult> {
     let round_datagrams_per_path = (round_batches.max(1) * GRO_BATCH) as u64;
     let mut s = Setup::new(paths)?;
@@ -127,8 +129,9 @@ pub fn run(
             (done, pool, k, work.elapsed())
         });
         let mut result = RecvRunResult { thread_work: vec![Duration::ZERO; path_threads], ..Default::default() };
-        // The path threads' ACK buffers, kept from round to round (`BufferPool`).
-        let mut pool = BufferPool::default();
+        // The path threads' ACK buffers, kept from round to round and from run to run
+        // (`BufferPool`).
+        let pool = pool;
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
         let mut chunks: Vec<bytes::Bytes> = Vec::new();

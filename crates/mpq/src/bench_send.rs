@@ -9,6 +9,14 @@
 //! is timed. The datagrams then go to the server, whose ACKs come back (not timed), and the
 //! next round starts. Nothing is precomputed.
 //!
+//! The send buffers come from the caller's pools, one per thread, and go back to the pool of
+//! the thread that filled them ([`BufferPool`]): a runtime keeps its sockets' buffers, and a
+//! round takes a whole window (about 2,400 buffers of 64 kB at 2 paths). Until 2026-12-04
+//! each run started with one empty pool, split evenly between the path threads every round,
+//! so a run faulted in and zeroed 150 MB of fresh pages in its timed work (a quarter of two
+//! path threads' samples), and a pool kept from run to run still grew whenever one path's
+//! share of a round outgrew half of it.
+//!
 //! With one thread the client sends as the single-thread runtime does
 //! (`Connection::poll_transmit`, path by path in turn). With T threads, path k's sending
 //! goes to thread k mod T, which asks `Connection::poll_path_transmit` under the
@@ -47,8 +55,19 @@ pub struct SendRunResult {
 }
 
 /// Runs one transfer of `bytes` over `paths` paths with the client's send work on
-/// `threads` threads; `verify` checks every byte the server reads.
-pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: bool) -> Result<SendRunResult> {
+/// `threads` threads, thread k's send buffers from `pools[k]` (and back to it; missing pools
+/// are added); `verify` checks every byte the server reads.
+pub fn run(
+    paths: usize,
+    threads: usize,
+    cpus: &[usize],
+    bytes: u64,
+    verify: bool,
+    pools: &mut Vec<BufferPool>,
+) -> Result<SendRunResult> {
+    if pools.len() < threads.max(1) {
+        pools.resize_with(threads.max(1), BufferPool::default);
+    }
     let mut s = Setup::new(paths)?;
     let (server_handle, stream) = (s.server, s.stream);
     let mut server_stream: Option<StreamId> = None;
@@ -61,13 +80,17 @@ pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: boo
     std::thread::scope(|scope| -> Result<SendRunResult> {
         let path_threads = if threads > 1 { threads } else { 0 };
         let conn_ref = &conn;
-        let workers =
-            PathThreads::spawn(scope, path_threads, cpus, move |now, (ids, mut pool): (Vec<u64>, BufferPool)| {
+        let workers = PathThreads::spawn(
+            scope,
+            path_threads,
+            cpus,
+            move |now, (k, ids, mut pool): (usize, Vec<u64>, BufferPool)| {
                 let round = path_transmits(conn_ref, now, &ids, &mut pool);
-                (round, pool)
-            });
-        // The send buffers, kept from round to round (`BufferPool`).
-        let mut pool = BufferPool::default();
+                (round, pool, k)
+            },
+        );
+        // The send buffers, thread by thread, kept from round to round and from run to run.
+        let pools = pools;
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
         let mut result = SendRunResult::default();
@@ -76,15 +99,17 @@ pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: boo
             // Path threads woken before the clock starts: see `PathThreads`.
             workers.wake()?;
             let clock = Stopwatch::start();
-            let mut sent: Vec<Sent> = Vec::new();
+            // What each thread sent, its buffers to go back to that thread's pool.
+            let mut sent: Vec<(usize, Sent)> = Vec::new();
             {
                 // The application's write, then the sending (timed).
                 let mut c = lock(&conn);
                 feed.feed(&mut c, stream, bytes);
                 if workers.is_empty() {
+                    let pool = &mut pools[0];
                     let mut buf = pool.take();
                     while let Some(t) = c.poll_transmit(now, &mut buf) {
-                        sent.push((t, std::mem::replace(&mut buf, pool.take())));
+                        sent.push((0, (t, std::mem::replace(&mut buf, pool.take()))));
                     }
                     pool.give(buf);
                 }
@@ -94,28 +119,27 @@ pub fn run(paths: usize, threads: usize, cpus: &[usize], bytes: u64, verify: boo
                 for (k, id) in path_ids.iter().enumerate() {
                     groups[k % workers.len()].push(*id);
                 }
-                let pools = pool.split(workers.len());
-                for (k, (g, p)) in groups.into_iter().zip(pools).enumerate() {
-                    workers.give(k, now, (g, p))?;
+                for (k, g) in groups.into_iter().enumerate() {
+                    workers.give(k, now, (k, g, std::mem::take(&mut pools[k])))?;
                 }
                 for _ in 0..workers.len() {
-                    let ((building, locked, out), left) = workers.next_done()?;
+                    let ((building, locked, out), left, k) = workers.next_done()?;
                     result.build_outside_lock += building;
                     result.locked += locked;
-                    sent.extend(out);
-                    pool.absorb(left);
+                    sent.extend(out.into_iter().map(|s| (k, s)));
+                    pools[k] = left;
                 }
             }
             result.busy += clock.elapsed();
             // To the server and back (not timed).
             let mut count = 0u64;
-            for (t, mut data) in sent {
+            for (k, (t, mut data)) in sent {
                 let seg = t.segment_size.unwrap_or(t.size).max(1);
                 let src = t.source.unwrap_or(client_addr);
                 let mut slices: Vec<&mut [u8]> = data[..t.size].chunks_mut(seg).collect();
                 count += slices.len() as u64;
                 server.handle_datagrams(now, t.destination, src, None, &mut slices);
-                pool.give(data);
+                pools[k].give(data);
             }
             result.datagrams += count;
             idle_rounds = if count == 0 { idle_rounds + 1 } else { 0 };
