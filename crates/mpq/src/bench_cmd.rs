@@ -39,7 +39,8 @@ pub struct BenchArgs {
     /// Megabytes (10^6 bytes) of stream data per run.
     #[arg(long, default_value_t = 400)]
     pub megabytes: u64,
-    /// Repetitions; the thread counts are interleaved within each.
+    /// Repetitions; the thread counts are interleaved within each (after one warm-up run of
+    /// each count, not counted: it fills the buffers the measured runs reuse).
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
     /// CPUs to pin to, comma-separated: path thread k runs on the k-th (cycling through the
@@ -166,28 +167,22 @@ struct Sample {
     busy_without_round_waits: Duration,
 }
 
-/// One run; with `cpus`, on a thread pinned to the first of them (the harness's thread, and
-/// with one thread the receive or send work itself, then stays on one core as path threads
-/// do). Its buffers come from `pools`, kept for this thread count ([`BufferPool`]).
-fn run_once(
-    work: &str,
-    a: &BenchArgs,
-    threads: usize,
-    cpus: &[usize],
-    bytes: u64,
-    pools: &mut Vec<BufferPool>,
-) -> Result<Sample> {
-    let Some(&first) = cpus.first() else { return run_here(work, a, threads, cpus, bytes, pools) };
+/// Runs `f` (one run); with `cpus`, on a thread pinned to the first of them (the harness's
+/// thread, and with one thread the receive or send work itself, then stays on one core as
+/// path threads do).
+fn on_first_cpu(cpus: &[usize], f: impl FnOnce() -> Result<Sample> + Send) -> Result<Sample> {
+    let Some(&first) = cpus.first() else { return f() };
     std::thread::scope(|s| {
         s.spawn(|| {
             mpq_io::path_threads::pin_current_thread(first);
-            run_here(work, a, threads, cpus, bytes, pools)
+            f()
         })
         .join()
         .unwrap_or_else(|_| Err(anyhow::anyhow!("the benchmark's thread panicked")))
     })
 }
 
+/// One run, its buffers from `pools`, kept for this thread count ([`BufferPool`]).
 fn run_here(
     work: &str,
     a: &BenchArgs,
@@ -277,12 +272,14 @@ fn bench(work: &'static str, a: BenchArgs) -> Result<()> {
     let mut pools: Vec<Vec<BufferPool>> = a.threads.iter().map(|_| Vec::new()).collect();
     for (k, &t) in a.threads.iter().enumerate() {
         eprintln!("warm-up run (not counted): {work}, {} path(s), {t} thread(s)...", a.paths);
-        run_once(work, &a, t, &cpus, bytes, &mut pools[k])?;
+        let pool = &mut pools[k];
+        on_first_cpu(&cpus, || run_here(work, &a, t, &cpus, bytes, pool))?;
     }
     for rep in 0..a.reps {
         for (k, &t) in a.threads.iter().enumerate() {
             eprintln!("rep {}/{}: {work}, {} path(s), {t} thread(s)...", rep + 1, a.reps, a.paths);
-            runs[k].push(run_once(work, &a, t, &cpus, bytes, &mut pools[k])?);
+            let pool = &mut pools[k];
+            runs[k].push(on_first_cpu(&cpus, || run_here(work, &a, t, &cpus, bytes, pool))?);
             copies[k].push(rate(bench_copy::copy_run(a.paths, t, &cpus, bytes, copy_buffer).0));
             seals[k].push(rate(bench_seal::seal_run(&suite, a.paths, t, &cpus, bytes).0));
         }

@@ -341,12 +341,12 @@ const SEND_BUFFER: usize = 64 * 1024;
 /// Send buffers kept from round to round, as a runtime keeps its sockets' buffers.
 ///
 /// The harness hands each round's buffers to the server and then back to a pool, and the
-/// pools to the threads with their jobs (`mpq bench send` keeps a pool per thread, and the
-/// pools from run to run after a warm-up run: `bench_send`). Allocating a fresh buffer per batch instead, on a path
-/// thread, to be freed on the harness's thread, made the allocator (mimalloc) take fresh pages
-/// round after round: the kernel zeroing them was 16 % of each send path thread's samples
-/// (`perf record`, 2026-12-01), a cost of the harness's hand-over that one thread, which
-/// allocates and frees on its own thread, paid less of. With the pool it was 8 % (what is
+/// pools to the threads with their jobs (`mpq bench send` keeps a pool per thread, from run
+/// to run after a warm-up run: `bench_send`). Allocating a fresh buffer per batch instead,
+/// on a path thread, to be freed on the harness's thread, made the allocator (mimalloc) take
+/// fresh pages round after round: the kernel zeroing them was 16 % of each send path
+/// thread's samples (`perf record`, 2026-12-01), a cost of the harness's hand-over that one
+/// thread, which allocates and frees on its own thread, paid less of. With the pool it was 8 % (what is
 /// left is the first rounds, while the windows and so the rounds grow); the goodput of
 /// neither thread count moved measurably (three alternated pairs of invocations).
 #[derive(Debug, Default)]

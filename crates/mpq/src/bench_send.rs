@@ -14,8 +14,8 @@
 //! round takes a whole window (about 2,400 buffers of 64 kB at 2 paths). Until 2026-12-04
 //! each run started with one empty pool, split evenly between the path threads every round,
 //! so a run faulted in and zeroed 150 MB of fresh pages in its timed work (a quarter of two
-//! path threads' samples), and a pool kept from run to run still grew whenever one path's
-//! share of a round outgrew half of it.
+//! path threads' samples); and one pool split evenly, even kept from run to run, grows
+//! whenever one path's share of a round outgrows half of it.
 //!
 //! With one thread the client sends as the single-thread runtime does
 //! (`Connection::poll_transmit`, path by path in turn). With T threads, path k's sending
