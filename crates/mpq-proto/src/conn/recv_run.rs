@@ -95,6 +95,13 @@ impl RecvRun {
         let Some(OpenRun { half, seat, .. }) = self.run.as_mut() else { return self.handled };
         let start = self.handled;
         let first_new = self.opened.len();
+        // Room for every datagram left at once: grown push by push, the packets' records
+        // (about 300 bytes each) were copied to a new place at 4, 8, 16, 32 and 64 of them,
+        // a realloc and a copy as large as a fifth of the run's stream data (2026-12-04:
+        // a uprobe on memmove put 5-20 kB copies from here above every other).
+        let more = datagrams.len().saturating_sub(start);
+        self.opened.reserve(more);
+        self.opened_in.reserve(more);
         // Bytes of the datagrams not opened yet: how much stream data the run may still bring.
         let mut left: usize = datagrams.iter().skip(start).map(|d| d.len()).sum();
         for (k, d) in datagrams.iter_mut().enumerate().skip(start) {
