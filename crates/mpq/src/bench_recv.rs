@@ -129,9 +129,6 @@ pub fn run(
             (done, pool, k, work.elapsed())
         });
         let mut result = RecvRunResult { thread_work: vec![Duration::ZERO; path_threads], ..Default::default() };
-        // The path threads' ACK buffers, kept from round to round and from run to run
-        // (`BufferPool`).
-        let pool = pool;
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
         let mut chunks: Vec<bytes::Bytes> = Vec::new();

@@ -89,8 +89,6 @@ pub fn run(
                 (round, pool, k)
             },
         );
-        // The send buffers, thread by thread, kept from round to round and from run to run.
-        let pools = pools;
         let mut feed = StreamFeed::new();
         let mut read = 0u64;
         let mut result = SendRunResult::default();
