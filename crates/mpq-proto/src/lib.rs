@@ -16,6 +16,7 @@ pub mod error;
 pub mod frame;
 pub mod packet;
 pub mod path_manager;
+mod prefetch;
 pub mod qlog;
 pub mod range_set;
 pub mod recovery;

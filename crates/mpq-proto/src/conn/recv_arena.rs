@@ -104,41 +104,6 @@ impl Drop for RunBuffer {
     }
 }
 
-/// Asks the cache for the lines of `buf`'s spare capacity from offset `from` to `to` (of the
-/// whole buffer), where the next packets' data goes.
-///
-/// Why: a store to a line not in the core's cache waits for the line, and the copy's stores
-/// then held back the loads after them (a 240-byte move of the packet's record stalled on
-/// its first load: 16 % of the receiving path threads' samples). Copying 1,400-byte pieces
-/// into 96 kB buffers ran at 35-42 GB/s in the writer's L2, 17 GB/s from L3, 6 GB/s when
-/// the other core had written the buffer last or the buffers cycled through 96 MB (2-vCPU
-/// AVX-512 host, December 2026). A receiver keeps 1-9 MB of run buffers alive, so a buffer
-/// coming back is rarely in L2. Asked for two pieces ahead, the lines arrive while the next
-/// packets are decrypted.
-#[allow(unsafe_code)]
-fn prefetch(buf: &mut Vec<u8>, from: usize, to: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let len = buf.len();
-        let spare = buf.spare_capacity_mut();
-        let (from, to) = (from.saturating_sub(len), to.saturating_sub(len).min(spare.len()));
-        let base = spare.as_ptr().cast::<i8>();
-        let end = base.wrapping_add(to);
-        // From the line holding `from` on.
-        let mut at = base.wrapping_add(from);
-        at = at.wrapping_sub(at.addr() % 64);
-        while at < end {
-            // SAFETY: a prefetch is a hint: it never faults and reads or writes nothing the
-            // program sees.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(at) };
-            at = at.wrapping_add(64);
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (buf, from, to);
-}
-
 /// Where a frame's data lies in its run: which of the run's buffers, and where in it.
 pub(crate) type InRun = (usize, Range<usize>);
 
@@ -182,10 +147,10 @@ impl RecvArena {
         buf.extend_from_slice(data);
         // The next two pieces' place, asked for while the next packets are decrypted: the
         // buffer was written a window of data ago, so its lines are rarely in this core's
-        // cache, and each store would wait for its line (see `prefetch`).
+        // cache, and each store would wait for its line (`prefetch.rs`).
         let want = (buf.len() + 2 * data.len()).min(buf.capacity());
         if want > self.prefetched {
-            prefetch(buf, self.prefetched.max(buf.len()), want);
+            crate::prefetch::spare_lines(buf, self.prefetched.max(buf.len()), want);
             self.prefetched = want;
         }
         (self.done.len(), start..buf.len())

@@ -69,8 +69,18 @@ impl PathState {
         if out.count == 0 && self.write_pmtu_probe(side, now, buf, out) {
             return;
         }
+        // Offset of `buf` up to which its lines were asked for.
+        let mut prefetched = buf.len();
         loop {
             let limit = out.segment_size.unwrap_or(mtu);
+            // This datagram's place and the next's, asked for while this one is built and
+            // sealed: the batch buffer was last written a window of data ago, and the stream
+            // data's stores into it waited for their lines (`prefetch.rs`).
+            let want = buf.len() + 2 * limit;
+            if want > prefetched {
+                crate::prefetch::spare_lines(buf, prefetched.max(buf.len()), want);
+                prefetched = want;
+            }
             if side.host_ref().is_none() && allow_data && self.lease_runs_short(limit) {
                 // Alone, the next packet would go out short of data the host may have:
                 // the host builds it.
