@@ -43,6 +43,15 @@ pub(crate) fn spare_lines(buf: &mut Vec<u8>, from: usize, to: usize) {
     let _ = (buf, from, to, LINE);
 }
 
+/// [`spare_lines`] up to offset `to`, from where the last call left off: `upto` (the offset
+/// up to which lines were asked for) advances, so each line is asked for once.
+pub(crate) fn spare_lines_up_to(buf: &mut Vec<u8>, upto: &mut usize, to: usize) {
+    if to > *upto {
+        spare_lines(buf, *upto, to);
+        *upto = to;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +68,10 @@ mod tests {
             assert_eq!(buf, vec![7; 100]);
             assert_eq!(buf.capacity(), 5000);
         }
+        let mut upto = 0;
+        spare_lines_up_to(&mut buf, &mut upto, 1600);
+        spare_lines_up_to(&mut buf, &mut upto, 900);
+        assert_eq!((upto, &buf[..]), (1600, &[7; 100][..]), "only ever forward");
         let mut empty: Vec<u8> = Vec::new();
         spare_lines(&mut empty, 0, 4096);
         assert!(empty.is_empty());

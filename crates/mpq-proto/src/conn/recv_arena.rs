@@ -149,10 +149,7 @@ impl RecvArena {
         // buffer was written a window of data ago, so its lines are rarely in this core's
         // cache, and each store would wait for its line (`prefetch.rs`).
         let want = (buf.len() + 2 * data.len()).min(buf.capacity());
-        if want > self.prefetched {
-            crate::prefetch::spare_lines(buf, self.prefetched.max(buf.len()), want);
-            self.prefetched = want;
-        }
+        crate::prefetch::spare_lines_up_to(buf, &mut self.prefetched, want);
         (self.done.len(), start..buf.len())
     }
 

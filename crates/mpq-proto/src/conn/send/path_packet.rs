@@ -76,11 +76,7 @@ impl PathState {
             // This datagram's place and the next's, asked for while this one is built and
             // sealed: the batch buffer was last written a window of data ago, and the stream
             // data's stores into it waited for their lines (`prefetch.rs`).
-            let want = buf.len() + 2 * limit;
-            if want > prefetched {
-                crate::prefetch::spare_lines(buf, prefetched.max(buf.len()), want);
-                prefetched = want;
-            }
+            crate::prefetch::spare_lines_up_to(buf, &mut prefetched, buf.len() + 2 * limit);
             if side.host_ref().is_none() && allow_data && self.lease_runs_short(limit) {
                 // Alone, the next packet would go out short of data the host may have:
                 // the host builds it.
