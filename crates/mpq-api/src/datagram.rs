@@ -81,13 +81,30 @@ impl Future for ReadDatagram {
     type Output = Result<Datagram, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.conn.poll_general(cx, |c, st| match c {
-            Some(c) => match c.recv_datagram() {
-                Some(d) => Some(Ok(d)),
-                None if st.error.is_some() || st.drained => Some(Err(gone(Some(st)))),
-                None => None,
-            },
-            None => Some(Err(gone(Some(st)))),
-        })
+        // `None`: the connection's reads of datagrams answered many in a row, and this one
+        // yields instead (`coop.rs`).
+        let answer = self.conn.poll_general(cx, |c, st| {
+            if st.datagram_reads.yield_now() {
+                return Some(None);
+            }
+            let answer = match c {
+                Some(c) => match c.recv_datagram() {
+                    Some(d) => Some(Ok(d)),
+                    None if st.error.is_some() || st.drained => Some(Err(gone(Some(st)))),
+                    None => None,
+                },
+                None => Some(Err(gone(Some(st)))),
+            };
+            st.datagram_reads.count(answer.is_some());
+            answer.map(Some)
+        });
+        match answer {
+            Poll::Ready(Some(v)) => Poll::Ready(v),
+            Poll::Ready(None) => {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
 }

@@ -69,6 +69,8 @@ pub(crate) struct ConnState {
     /// Futures waiting for anything else (the handshake, a stream to open or accept, a
     /// path event, the close).
     pub general: Vec<Waker>,
+    /// Datagram reads answered in a row without waiting (they yield now and then: `coop.rs`).
+    pub datagram_reads: crate::coop::Budget,
     pub path_events: VecDeque<PathEvent>,
     pub path_events_dropped: u64,
     /// Set only in the state a future sees once the runtime failed.

@@ -3,7 +3,10 @@
 //! moved to any thread. Every call that waits returns a future that any executor can drive
 //! (they are woken by the runtime, not by a particular async runtime); [`Wait::wait`] drives
 //! one on the calling thread, for blocking programs. With the `tokio` feature the streams
-//! implement tokio's `AsyncRead` and `AsyncWrite`.
+//! implement tokio's `AsyncRead` and `AsyncWrite`. A stream handle, and a connection's
+//! datagram reads, answer `Pending` once (waking their task at once) after 64 answers in a
+//! row that did not wait, as tokio's own resources do: a task reading data that is always
+//! there cannot starve the other tasks of its executor thread.
 //!
 //! The endpoint runs the protocol (`mpq-proto`) in the runtime chosen by [`Options`]: one
 //! thread for everything, or a thread per path (`mpq_io::path_threads`, docs/runtimes.md).
@@ -31,6 +34,7 @@
 
 mod block;
 mod connection;
+mod coop;
 mod datagram;
 mod driver;
 mod due;

@@ -11,6 +11,7 @@ use mpq_proto::stream::StreamError;
 use mpq_proto::StreamId;
 
 use crate::connection::Connection;
+use crate::coop::Budget;
 use crate::driver::register;
 use crate::Error;
 
@@ -19,6 +20,8 @@ use crate::Error;
 pub struct SendStream {
     conn: Connection,
     id: StreamId,
+    /// Writes answered in a row without waiting (the handle yields now and then: `coop.rs`).
+    budget: Budget,
 }
 
 /// Most bytes a read takes from the connection at once (see [`RecvStream`]).
@@ -40,6 +43,8 @@ pub struct RecvStream {
     ahead: VecDeque<Bytes>,
     /// What comes after `ahead`: the stream's end, or the error the connection answered.
     after: Option<Result<(), Error>>,
+    /// Reads answered in a row without waiting (the handle yields now and then: `coop.rs`).
+    budget: Budget,
 }
 
 /// Which of a stream's waker lists a pending call registers in.
@@ -97,7 +102,7 @@ fn poll_stream<T>(
 
 impl SendStream {
     pub(crate) fn new(conn: Connection, id: StreamId) -> Self {
-        Self { conn, id }
+        Self { conn, id, budget: Budget::default() }
     }
 
     /// The stream's ID.
@@ -111,10 +116,12 @@ impl SendStream {
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        poll_stream(&self.conn, self.id, Half::Send, cx, |c| match c.write(self.id, buf) {
+        std::task::ready!(self.budget.poll_proceed(cx));
+        let answer = poll_stream(&self.conn, self.id, Half::Send, cx, |c| match c.write(self.id, buf) {
             Ok(0) => Err(StreamError::Blocked),
             r => r,
-        })
+        });
+        self.budget.spent(answer)
     }
 
     /// Hands a prefix of `data` to the stream without copying it (the stream keeps a
@@ -124,10 +131,12 @@ impl SendStream {
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        poll_stream(&self.conn, self.id, Half::Send, cx, |c| match c.write_bytes(self.id, data) {
+        std::task::ready!(self.budget.poll_proceed(cx));
+        let answer = poll_stream(&self.conn, self.id, Half::Send, cx, |c| match c.write_bytes(self.id, data) {
             Ok(0) => Err(StreamError::Blocked),
             r => r,
-        })
+        });
+        self.budget.spent(answer)
     }
 
     /// Writes all of `data` without copying it (see [`SendStream::poll_write_bytes`]),
@@ -161,7 +170,7 @@ impl SendStream {
 
 impl RecvStream {
     pub(crate) fn new(conn: Connection, id: StreamId) -> Self {
-        Self { conn, id, done: false, ahead: VecDeque::new(), after: None }
+        Self { conn, id, done: false, ahead: VecDeque::new(), after: None, budget: Budget::default() }
     }
 
     /// The stream's ID.
@@ -175,7 +184,9 @@ impl RecvStream {
         if buf.is_empty() {
             return Poll::Ready(Ok(Some(0)));
         }
-        match self.poll_ahead(cx) {
+        std::task::ready!(self.budget.poll_proceed(cx));
+        let ahead = self.poll_ahead(cx);
+        match self.budget.spent(ahead) {
             Poll::Ready(Ok(true)) => {}
             Poll::Ready(Ok(false)) => return Poll::Ready(Ok(None)),
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -210,7 +221,9 @@ impl RecvStream {
         if max == 0 {
             return Poll::Ready(Ok(Some(Bytes::new())));
         }
-        match self.poll_ahead(cx) {
+        std::task::ready!(self.budget.poll_proceed(cx));
+        let ahead = self.poll_ahead(cx);
+        match self.budget.spent(ahead) {
             Poll::Ready(Ok(true)) => {}
             Poll::Ready(Ok(false)) => return Poll::Ready(Ok(None)),
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
