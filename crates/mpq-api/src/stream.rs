@@ -116,12 +116,11 @@ impl SendStream {
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        std::task::ready!(self.budget.poll_proceed(cx));
-        let answer = poll_stream(&self.conn, self.id, Half::Send, cx, |c| match c.write(self.id, buf) {
+        let id = self.id;
+        self.poll_send(cx, |c| match c.write(id, buf) {
             Ok(0) => Err(StreamError::Blocked),
             r => r,
-        });
-        self.budget.spent(answer)
+        })
     }
 
     /// Hands a prefix of `data` to the stream without copying it (the stream keeps a
@@ -131,11 +130,22 @@ impl SendStream {
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        std::task::ready!(self.budget.poll_proceed(cx));
-        let answer = poll_stream(&self.conn, self.id, Half::Send, cx, |c| match c.write_bytes(self.id, data) {
+        let id = self.id;
+        self.poll_send(cx, |c| match c.write_bytes(id, data) {
             Ok(0) => Err(StreamError::Blocked),
             r => r,
-        });
+        })
+    }
+
+    /// A write's poll: `f` on the connection (`Blocked`: wait for room), the handle's
+    /// budget spent by each answer (it yields now and then: `coop.rs`).
+    fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        f: impl FnOnce(&mut mpq_proto::conn::Connection) -> Result<usize, StreamError>,
+    ) -> Poll<Result<usize, Error>> {
+        std::task::ready!(self.budget.poll_proceed(cx));
+        let answer = poll_stream(&self.conn, self.id, Half::Send, cx, f);
         self.budget.spent(answer)
     }
 
@@ -184,9 +194,7 @@ impl RecvStream {
         if buf.is_empty() {
             return Poll::Ready(Ok(Some(0)));
         }
-        std::task::ready!(self.budget.poll_proceed(cx));
-        let ahead = self.poll_ahead(cx);
-        match self.budget.spent(ahead) {
+        match self.poll_ahead(cx) {
             Poll::Ready(Ok(true)) => {}
             Poll::Ready(Ok(false)) => return Poll::Ready(Ok(None)),
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -221,9 +229,7 @@ impl RecvStream {
         if max == 0 {
             return Poll::Ready(Ok(Some(Bytes::new())));
         }
-        std::task::ready!(self.budget.poll_proceed(cx));
-        let ahead = self.poll_ahead(cx);
-        match self.budget.spent(ahead) {
+        match self.poll_ahead(cx) {
             Poll::Ready(Ok(true)) => {}
             Poll::Ready(Ok(false)) => return Poll::Ready(Ok(None)),
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -241,6 +247,14 @@ impl RecvStream {
     /// end of the stream (which it then marks read), the error that comes after the data
     /// taken, or `Pending` with the waker registered.
     fn poll_ahead(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool, Error>> {
+        // The handle's budget, spent by each read's answer (it yields now and then: `coop.rs`).
+        std::task::ready!(self.budget.poll_proceed(cx));
+        let answer = self.fill_ahead(cx);
+        self.budget.spent(answer)
+    }
+
+    /// [`RecvStream::poll_ahead`] but for the budget.
+    fn fill_ahead(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool, Error>> {
         if !self.ahead.is_empty() {
             return Poll::Ready(Ok(true));
         }
@@ -283,7 +297,7 @@ impl RecvStream {
         match r {
             Poll::Ready(Ok(after)) => {
                 self.after = after;
-                self.poll_ahead(cx)
+                self.fill_ahead(cx)
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => Poll::Pending,
